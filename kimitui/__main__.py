@@ -1,0 +1,5 @@
+import sys
+
+from kimitui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,482 @@
+"""Every fact kimitui knows is one of these events.
+
+Sources (GPU agent, log follower, metrics poller, sweep worker, launcher,
+replayer) publish them into a :class:`kimitui.session.Session`; consumers
+(recorder, analyzers, UI) subscribe.  Consumers cannot tell live events from
+replayed ones, so a recording shows exactly what the operator saw.
+
+Conventions:
+- ``t`` is wall-clock seconds (``time.time()``), ``host`` the host's name.
+- ``None`` means "not supported / not available", never zero.
+- Events are immutable; build a new one instead of editing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class Event(BaseModel):
+    """Base of every event: a kind tag, a wall-clock time and a host."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    t: float = Field(default_factory=time.time)
+    host: str = "sim"
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+class GpuStatic(BaseModel):
+    """What does not change about a GPU; reported once in :class:`GpuCaps`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int
+    uuid: str
+    name: str
+    memory_total_mib: float | None = None
+    power_limit_w: float | None = None
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    supported: list[str] = Field(default_factory=list)
+    """Names of the :class:`GpuReading` fields this GPU reports."""
+
+
+class GpuCaps(Event):
+    """The agent's first frame: driver, NVML and the GPUs it found."""
+
+    kind: Literal["gpu_caps"] = "gpu_caps"
+    driver: str | None = None
+    nvml_version: str | None = None
+    backend: str = "pynvml"
+    gpus: list[GpuStatic] = Field(default_factory=list)
+
+
+class GpuReading(BaseModel):
+    """One GPU at one tick.  ``None`` = not supported or not read this tick."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int
+    uuid: str = ""
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    pcie_tx_kbps: float | None = None
+    pcie_rx_kbps: float | None = None
+    throttle_reasons: list[str] | None = None
+    """Active clock-event reasons by short name (``sw_power_cap``, ``hw_slowdown``...)."""
+    pstate: int | None = None
+
+
+class GpuSample(Event):
+    """All GPUs of a host at one agent tick (one event per tick, not per GPU)."""
+
+    kind: Literal["gpu_sample"] = "gpu_sample"
+    seq: int = 0
+    host_t: float | None = None
+    """The GPU host's own clock at sampling time."""
+    gpus: list[GpuReading] = Field(default_factory=list)
+
+
+class GpuProcess(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu_index: int
+    pid: int
+    used_mib: float | None = None
+    name: str = ""
+    rank: str | None = None
+    """SGLang rank from the process title, e.g. ``TP3_EP3``."""
+
+
+class GpuProcs(Event):
+    """The compute processes on each GPU (slower cadence than samples)."""
+
+    kind: Literal["gpu_procs"] = "gpu_procs"
+    procs: list[GpuProcess] = Field(default_factory=list)
+
+
+class GpuEvent(Event):
+    """Something that happened to one GPU: an XID, the GPU falling off the bus."""
+
+    kind: Literal["gpu_event"] = "gpu_event"
+    gpu_index: int | None = None
+    event: str
+    """``xid``, ``lost``, ``recovered``..."""
+    detail: str = ""
+    xid: int | None = None
+
+
+# --------------------------------------------------------------------------- server logs
+
+
+class LogLine(Event):
+    """One server log line: the raw text and what the parser made of it.
+
+    ``line_kind`` is one of the parser's kinds (``decode``, ``prefill``,
+    ``startup``, ``access``, ``eplb``, ``error``, ``warning``, ``plain``...);
+    ``fields`` holds the typed values (unknown keys kept as strings).
+    """
+
+    kind: Literal["log_line"] = "log_line"
+    raw: str
+    line_kind: str = "plain"
+    severity: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    fields: dict[str, Any] = Field(default_factory=dict)
+    source: str = ""
+    """Where it came from: a journal unit or a file path."""
+    cursor: str | None = None
+    """Journal cursor or byte offset, so a follower can resume without loss."""
+
+
+class ServerStats(Event):
+    """Scheduler figures, from a Decode log line or from ``/metrics``."""
+
+    kind: Literal["server_stats"] = "server_stats"
+    source: Literal["log", "metrics", "loads"] = "metrics"
+    running_reqs: float | None = None
+    queued_reqs: float | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    cuda_graph: bool | None = None
+    num_tokens: float | None = None
+    cache_hit_rate: float | None = None
+    extra: dict[str, float] = Field(default_factory=dict)
+
+
+class ServerInfo(Event):
+    """What the running server says about itself (``/server_info``)."""
+
+    kind: Literal["server_info"] = "server_info"
+    url: str = ""
+    version: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    drift: dict[str, list[Any]] = Field(default_factory=dict)
+    """knob -> [meant, running] where the server differs from the intended profile."""
+
+
+class ServerHealth(Event):
+    kind: Literal["server_health"] = "server_health"
+    url: str = ""
+    ok: bool
+    status: int | None = None
+    detail: str = ""
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+class SweepSpec(BaseModel):
+    """Everything needed to repeat a sweep's workload (``sweep --like``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    model: str
+    levels: list[int]
+    mode: Literal["burst", "sustained", "rate"] = "sustained"
+    max_tokens: int = 512
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    prompts: str = "seed"
+    """``seed`` (the field notes' five prompts) or ``random:N`` (N-token synthetic)."""
+    duration_s: float | None = None
+    requests_per_level: int | None = None
+    warmup_requests: int = 0
+    rate_rps: float | None = None
+    flush_cache: bool = False
+    repeats: int = 1
+    seed: int = 0
+    stall_timeout_s: float = 60.0
+    request_timeout_s: float = 900.0
+
+
+class SweepStarted(Event):
+    kind: Literal["sweep_started"] = "sweep_started"
+    sweep_id: str
+    spec: SweepSpec
+    profile: str | None = None
+
+
+class LevelStarted(Event):
+    kind: Literal["level_started"] = "level_started"
+    sweep_id: str
+    concurrency: int
+    repeat: int = 0
+
+
+class RequestStarted(Event):
+    kind: Literal["request_started"] = "request_started"
+    sweep_id: str
+    request_id: str
+    concurrency: int
+    warmup: bool = False
+
+
+class InFlight(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    elapsed_s: float
+    tokens: int
+    tok_s: float | None = None
+
+
+class SweepProgress(Event):
+    """A periodic snapshot of the in-flight requests (a few per second)."""
+
+    kind: Literal["sweep_progress"] = "sweep_progress"
+    sweep_id: str
+    concurrency: int
+    done: int = 0
+    failed: int = 0
+    in_flight: list[InFlight] = Field(default_factory=list)
+    level_tokens: int = 0
+    level_elapsed_s: float = 0.0
+
+
+class RequestResult(Event):
+    """One request, measured from the stream as the bytes arrived."""
+
+    kind: Literal["request_result"] = "request_result"
+    sweep_id: str
+    request_id: str
+    concurrency: int
+    warmup: bool = False
+    ok: bool
+    error_class: str | None = None
+    """``connect``, ``http_status``, ``timeout``, ``stall``, ``reset``, ``malformed``, ``stream_error``."""
+    error: str = ""
+    status: int | None = None
+    intended_send: float
+    """Wall-clock time the request was meant to go out."""
+    sent: float
+    """Wall-clock time it actually went out."""
+    ttfb_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int = 0
+    tokens_from_usage: bool = False
+    chunks: int = 0
+    decode_tok_s: float | None = None
+    e2e_tok_s: float | None = None
+    tpot_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p99_s: float | None = None
+    max_gap_s: float | None = None
+    max_gap_at: float | None = None
+    """Wall-clock start of the largest inter-chunk gap."""
+    chunk_offsets_ms: list[float] | None = None
+    """Arrival of each content chunk, ms after ``sent`` (kept for replay and gap analysis)."""
+
+
+class Percentiles(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+
+
+class Straggler(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    concurrency: int
+    decode_tok_s: float | None = None
+    median_decode_tok_s: float | None = None
+    max_gap_s: float | None = None
+    gap_start: float | None = None
+    gap_end: float | None = None
+    reason: str = ""
+
+
+class LevelResult(Event):
+    kind: Literal["level_result"] = "level_result"
+    sweep_id: str
+    concurrency: int
+    repeat: int = 0
+    requests: int = 0
+    ok: int = 0
+    failed: int = 0
+    failures: dict[str, int] = Field(default_factory=dict)
+    wall_s: float = 0.0
+    output_tokens: int = 0
+    agg_tok_s: float | None = None
+    """Seed-comparable: output tokens / level wall time."""
+    steady_tok_s: float | None = None
+    """Output rate while at least r*C requests were in flight."""
+    steady_window_s: float | None = None
+    ttft: Percentiles = Percentiles()
+    tpot: Percentiles = Percentiles()
+    itl: Percentiles = Percentiles()
+    decode_tok_s: Percentiles = Percentiles()
+    e2e_tok_s: Percentiles = Percentiles()
+    stragglers: list[Straggler] = Field(default_factory=list)
+    stopped: str | None = None
+    """Why the sweep stopped at this level, if it did."""
+
+
+class SweepResult(Event):
+    kind: Literal["sweep_result"] = "sweep_result"
+    sweep_id: str
+    levels: list[int] = Field(default_factory=list)
+    outcome: Literal["completed", "stopped", "aborted", "failed"] = "completed"
+    reason: str = ""
+    peak_tok_s: float | None = None
+
+
+class ClientHealth(Event):
+    """Is the load generator itself the bottleneck?"""
+
+    kind: Literal["client_health"] = "client_health"
+    sweep_id: str = ""
+    dispatch_delay_p99_ms: float | None = None
+    loop_lag_ms: float | None = None
+    cpu_pct: float | None = None
+
+
+# --------------------------------------------------------------------------- profiles and swaps
+
+
+class SwapProgress(Event):
+    """A step of a swap, for progress bars: stop, start, weights, kv_cache, graphs..."""
+
+    kind: Literal["swap_progress"] = "swap_progress"
+    profile: str
+    phase: str
+    fraction: float | None = None
+    message: str = ""
+
+
+class ProfileSwitch(Event):
+    kind: Literal["profile_switch"] = "profile_switch"
+    from_profile: str | None = None
+    to_profile: str
+    outcome: Literal["ok", "failed", "rolled_back", "rollback_failed"]
+    reason: str = ""
+    phases: dict[str, float] = Field(default_factory=dict)
+    """phase -> seconds."""
+    diff: dict[str, list[Any]] = Field(default_factory=dict)
+    """knob -> [from, to]."""
+    log_excerpt: list[str] = Field(default_factory=list)
+
+
+class ProfileState(Event):
+    """What runs on a host now: ``starting``, ``serving``, ``failed``, ``stopped``, ``rolled_back``."""
+
+    kind: Literal["profile_state"] = "profile_state"
+    profile: str | None = None
+    state: Literal["unknown", "stopped", "starting", "serving", "failed", "rolled_back", "stopping"]
+    detail: str = ""
+
+
+class Baseline(Event):
+    kind: Literal["baseline"] = "baseline"
+    profile: str
+
+
+# --------------------------------------------------------------------------- operator and plumbing
+
+
+class Note(Event):
+    kind: Literal["note"] = "note"
+    text: str
+
+
+class Marker(Event):
+    kind: Literal["marker"] = "marker"
+    label: str = ""
+
+
+class ConnectionState(Event):
+    kind: Literal["connection"] = "connection"
+    state: Literal["connecting", "connected", "lost", "reconnecting", "closed", "failed"]
+    detail: str = ""
+    attempt: int = 0
+
+
+class ErrorEvent(Event):
+    """A failure a source survived: it is shown, recorded and not raised."""
+
+    kind: Literal["error"] = "error"
+    source: str
+    message: str
+    detail: str = ""
+
+
+class Dropped(Event):
+    """A subscriber's queue overflowed; ``count`` events were dropped for it."""
+
+    kind: Literal["dropped"] = "dropped"
+    subscriber: str
+    count: int
+
+
+AnyEvent = Annotated[
+    Union[
+        GpuCaps,
+        GpuSample,
+        GpuProcs,
+        GpuEvent,
+        LogLine,
+        ServerStats,
+        ServerInfo,
+        ServerHealth,
+        SweepStarted,
+        LevelStarted,
+        RequestStarted,
+        SweepProgress,
+        RequestResult,
+        LevelResult,
+        SweepResult,
+        ClientHealth,
+        SwapProgress,
+        ProfileSwitch,
+        ProfileState,
+        Baseline,
+        Note,
+        Marker,
+        ConnectionState,
+        ErrorEvent,
+        Dropped,
+    ],
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.model_fields["kind"].default: cls  # type: ignore[misc]
+    for cls in Event.__subclasses__()
+}
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+    """Validate a dict or JSON text into the right event class.
+
+    Raises ``pydantic.ValidationError`` naming the field that is wrong.
+    """
+    if isinstance(data, (str, bytes)):
+        return EVENT_ADAPTER.validate_json(data)
+    return EVENT_ADAPTER.validate_python(data)
+
+
+def dump_event(event: Event) -> str:
+    """One event as compact JSON (no trailing newline)."""
+    return event.model_dump_json(exclude_defaults=False)

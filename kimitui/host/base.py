@@ -1,0 +1,143 @@
+"""The one way to touch a machine.
+
+Everything above this module (launchers, telemetry, sweeps) works the same on
+the local machine and over SSH.  Commands are argument lists, never shell
+strings: implementations quote every argument with ``shlex.quote`` when a shell
+is unavoidable (SSH), so nothing user-supplied is ever interpreted.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from kimitui.events import ConnectionState, Event
+
+
+class HostError(Exception):
+    """A host operation failed; the message names the host and what was tried."""
+
+
+class HostUnavailable(HostError):
+    """The host cannot be reached now (connection lost, refused, reconnecting)."""
+
+
+class HostKeyError(HostError):
+    """The host's key is unknown or changed; the message says how to trust it."""
+
+
+class CommandTimeout(HostError):
+    """A command ran past its timeout and was killed."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    exit_code: int | None
+    """``None`` when the process was killed by a signal or the link dropped."""
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class Stream(abc.ABC):
+    """A running command whose output is read line by line.
+
+    ``async for line in stream`` yields stdout lines without their newline
+    (stderr too when the stream was opened with ``merge_stderr=True``).
+    ``write``/``close_stdin`` feed its stdin; ``stop`` ends the process (TERM,
+    then KILL after a grace period) and is idempotent.  ``exit_code`` is set
+    once the process has ended.
+    """
+
+    exit_code: int | None = None
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[str]: ...
+
+    @abc.abstractmethod
+    async def write(self, data: str | bytes) -> None: ...
+
+    @abc.abstractmethod
+    async def close_stdin(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self, grace_s: float = 3.0) -> None: ...
+
+    @abc.abstractmethod
+    async def wait(self) -> int | None: ...
+
+    async def __aenter__(self) -> "Stream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+EventCallback = Callable[[Event], None]
+
+
+class Host(abc.ABC):
+    """A machine kimitui can run commands on."""
+
+    def __init__(self, name: str, on_event: EventCallback | None = None) -> None:
+        self.name = name
+        self._on_event = on_event
+
+    def emit(self, event: Event) -> None:
+        """Hand an event (connection state...) to whoever listens."""
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def set_event_callback(self, on_event: EventCallback | None) -> None:
+        self._on_event = on_event
+
+    def connection_event(self, state: str, detail: str = "", attempt: int = 0) -> None:
+        self.emit(ConnectionState(host=self.name, state=state, detail=detail, attempt=attempt))  # type: ignore[arg-type]
+
+    async def connect(self) -> None:
+        """Open the link (no-op for local hosts)."""
+
+    async def close(self) -> None:
+        """Close the link and stop anything still streaming."""
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        input: str | bytes | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        """Run ``argv`` to completion; kill it after ``timeout`` (raises CommandTimeout)."""
+
+    @abc.abstractmethod
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        merge_stderr: bool = False,
+    ) -> Stream:
+        """Start ``argv`` and return a :class:`Stream` over its output."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
+        """Write ``path`` atomically: a temp file beside it, then rename."""
+
+    @abc.abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes; raises HostError (naming host and path) if unreadable."""
+
+    async def __aenter__(self) -> "Host":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
