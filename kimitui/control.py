@@ -1,0 +1,108 @@
+"""What the cockpit UI can ask for, independent of where the events come from.
+
+The Textual app (``kimitui.tui``) renders a :class:`~kimitui.session.Session`
+and calls a :class:`Controller` for every action.  Two controllers exist:
+
+* the live one (``kimitui.cockpit.LiveController``): starts the host, the GPU
+  agent, the log follower, the metrics poller and the recorder; swaps
+  profiles; runs sweeps;
+* the replay one (``kimitui.replay.ReplayController``): re-publishes a
+  recording, with play/pause, speed, seek and jumps.
+
+Actions a controller cannot do (swapping during a replay) raise
+:class:`NotAvailable` with a message the UI shows as a notification.
+Controllers never import Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kimitui.events import SweepSpec
+from kimitui.session import Session
+
+
+class NotAvailable(Exception):
+    """This action does not exist in this mode (e.g. swapping while replaying)."""
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What a swap would change, shown before the operator confirms."""
+
+    target: str
+    running: str | None
+    baseline: str | None
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """knob -> (running value, target value)."""
+    confounded: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """Plain sentences: the confound warning, lint warnings ("has no effect in this SGLang")."""
+    errors: list[str] = field(default_factory=list)
+    """Lint errors: the swap would be refused."""
+    variants: list[str] = field(default_factory=list)
+    """Single-knob alternatives (profile names) offered instead of a confounded change."""
+
+
+@runtime_checkable
+class Controller(Protocol):
+    session: Session
+    host_name: str
+    live: bool
+    """False for a replay: live-only actions raise NotAvailable."""
+
+    async def start(self) -> None:
+        """Start the sources (or the replay); return once they run."""
+
+    async def shutdown(self) -> None:
+        """Stop everything; the recording is flushed and closed before this returns."""
+
+    # -- profiles ----------------------------------------------------------------
+    def profile_names(self) -> list[str]:
+        """Profiles the operator can pick, in key order (1-9)."""
+
+    def plan_swap(self, profile: str) -> SwapPlan: ...
+
+    async def swap(self, profile: str) -> None:
+        """Run the swap; progress and the outcome arrive as events."""
+
+    def mark_baseline(self) -> str | None:
+        """Mark the running profile as baseline; returns its name."""
+
+    # -- sweeps ------------------------------------------------------------------
+    def default_sweep_spec(self) -> SweepSpec:
+        """The sweep form's defaults (the last ones used, remembered)."""
+
+    async def start_sweep(self, spec: SweepSpec) -> None: ...
+
+    async def stop_sweep(self) -> None: ...
+
+    @property
+    def busy(self) -> str | None:
+        """'sweep' or 'swap' while one runs (quit asks to confirm), else None."""
+
+    # -- the recording -----------------------------------------------------------
+    def add_note(self, text: str) -> None: ...
+
+    def add_marker(self, label: str = "") -> None: ...
+
+    def toggle_recording(self) -> bool:
+        """Returns whether recording is now on."""
+
+    @property
+    def recording_path(self) -> str | None: ...
+
+
+@runtime_checkable
+class ReplayControls(Protocol):
+    """Extra controls a replay controller offers (the UI shows them when present)."""
+
+    def play_pause(self) -> bool: ...
+
+    def set_speed(self, speed: float) -> None: ...
+
+    async def seek(self, t: float) -> None: ...
+
+    async def jump(self, kind: str, forward: bool = True) -> float | None:
+        """Seek to the next ``straggler`` / ``profile_switch`` / ``error`` / ``marker``; returns its time."""
