@@ -202,6 +202,21 @@ class SweepSpec(BaseModel):
     seed: int = 0
     stall_timeout_s: float = 60.0
     request_timeout_s: float = 900.0
+    connect_timeout_s: float = 30.0
+    steady_ratio: float = 0.9
+    """Steady state = the longest window with at least ``steady_ratio * C`` requests in flight."""
+    max_error_rate: float = 0.5
+    """Stop the sweep after a level whose failed fraction exceeds this."""
+    level_time_limit_s: float | None = None
+    """Stop dispatching (and cancel what is in flight) once a level has run this long."""
+    stop_on_oversaturation: bool = True
+    """Stop when TTFT p50 grows >= 1.5x from the previous level while throughput grows < 5 %."""
+    straggler_ratio: float = 0.5
+    """A request decoding below ``straggler_ratio`` x the level's median decode tok/s is a straggler."""
+    straggler_gap_s: float = 2.0
+    """...as is one with an inter-chunk gap over max(this, 5x the level's median p99 chunk gap)."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Extra JSON fields merged into every request body (server-specific knobs)."""
 
 
 class SweepStarted(Event):
@@ -282,6 +297,9 @@ class RequestResult(Event):
     """Wall-clock start of the largest inter-chunk gap."""
     chunk_offsets_ms: list[float] | None = None
     """Arrival of each content chunk, ms after ``sent`` (kept for replay and gap analysis)."""
+    chunk_tokens: list[int] | None = None
+    """Tokens carried by each content chunk (per-chunk usage); None when every chunk counted as one."""
+    finish_reason: str | None = None
 
 
 class Percentiles(BaseModel):
@@ -330,6 +348,12 @@ class LevelResult(Event):
     stragglers: list[Straggler] = Field(default_factory=list)
     stopped: str | None = None
     """Why the sweep stopped at this level, if it did."""
+    mode: str | None = None
+    steady_start: float | None = None
+    """Wall-clock bounds of the steady-state window."""
+    steady_end: float | None = None
+    dispatch_delay_p99_ms: float | None = None
+    """Intended vs actual send, over the level's measured requests."""
 
 
 class SweepResult(Event):
