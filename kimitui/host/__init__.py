@@ -1,0 +1,28 @@
+"""Hosts: the one way kimitui touches a machine (local subprocesses or SSH).
+
+``from kimitui.host import LocalHost`` is cheap; ``SSHHost`` lives in
+:mod:`kimitui.host.ssh` (it imports asyncssh) and ``make_host`` in
+:mod:`kimitui.host.factory`.
+"""
+
+from kimitui.host.base import (
+    CommandResult,
+    CommandTimeout,
+    Host,
+    HostError,
+    HostKeyError,
+    HostUnavailable,
+    Stream,
+)
+from kimitui.host.local import LocalHost
+
+__all__ = [
+    "CommandResult",
+    "CommandTimeout",
+    "Host",
+    "HostError",
+    "HostKeyError",
+    "HostUnavailable",
+    "LocalHost",
+    "Stream",
+]
