@@ -1,0 +1,216 @@
+"""The Profile model: one SGLang server configuration, as typed, validated fields.
+
+A profile is what an operator means by "EP8 tuned": the launch knobs of
+``python -m sglang.launch_server`` plus how to launch it (systemd unit or plain
+process) and, for the simulated host only, a ``[sim]`` table. Every knob that
+SGLang auto-derives defaults to ``None`` (flag omitted, SGLang decides);
+booleans default to ``False`` (SGLang's own default for all of them).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+# --------------------------------------------------------------------------- safe strings
+
+
+def _reject_control(value: str) -> str:
+    """No control characters (newline, tab, ESC, DEL, C1) or line/paragraph separators anywhere.
+
+    Values end up in shell command lines, systemd units and the TUI; a newline in
+    any of them could inject a directive or forge a log line.
+    """
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise ValueError(f"control character {ch!r} is not allowed")
+    return value
+
+
+SafeStr = Annotated[str, AfterValidator(_reject_control)]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
+
+FaultName = Literal["crash_load", "oom_start", "hang", "http_500", "drop", "stall"]
+FAULTS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError(f"invalid environment variable name {value!r} (letters, digits, '_'; not starting with a digit)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a typo'd knob must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- sub-tables
+
+
+class LauncherSettings(_Strict):
+    """How the server process is started on the host."""
+
+    kind: Literal["systemd", "process"] = "systemd"
+    unit: SafeStr = "sglang"
+    """systemd unit name (``.service`` is implied)."""
+    python: SafeStr = "python3"
+    """Python executable; relative to ``venv/bin`` when ``venv`` is set and it has no '/'."""
+    venv: SafeStr | None = None
+    workdir: SafeStr | None = None
+    user: SafeStr | None = None
+    stop_timeout_s: int = Field(default=60, ge=1, le=3600)
+    """TimeoutStopSec for the unit / grace period before SIGKILL for a process."""
+
+    @field_validator("unit")
+    @classmethod
+    def _unit_name(cls, value: str) -> str:
+        if value.endswith(".service"):
+            value = value[: -len(".service")]
+        if not value or not _UNIT_NAME.match(value):
+            raise ValueError(f"invalid systemd unit name {value!r} (letters, digits, ':_.\\@-')")
+        return value
+
+    @property
+    def unit_file_name(self) -> str:
+        return f"{self.unit}.service"
+
+    def python_path(self) -> str:
+        """The interpreter to run: ``<venv>/bin/<python>`` when a venv is set."""
+        if self.venv and "/" not in self.python:
+            return f"{self.venv.rstrip('/')}/bin/{self.python}"
+        return self.python
+
+
+class SimSettings(_Strict):
+    """Read only by the simulated host (``kimitui sim serve``); ignored on real hosts."""
+
+    time_scale: float = Field(default=1.0, gt=0)
+    """The simulated clock runs this many times faster than wall time."""
+    seed: int = 0
+    fault: FaultName | None = None
+    fault_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Per-request probability for ``http_500``/``drop``/``stall`` faults."""
+    fault_after_s: float | None = Field(default=None, ge=0)
+    """Simulated seconds after start (or ready, for ``hang``) when a one-shot fault fires."""
+    gpu_count: int = Field(default=8, ge=1, le=64)
+    gpu_name: SafeStr = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    gpu_memory_gb: float = Field(default=96.0, gt=0)
+    startup_s: float | None = Field(default=None, ge=0)
+    """Simulated start-up duration (weights + graphs); ``None`` = the model's own estimate."""
+    tuning: dict[EnvName, float] = Field(default_factory=dict)
+    """Free-form numeric overrides of the performance model (simulator-defined names)."""
+
+
+# --------------------------------------------------------------------------- the profile
+
+# Fields that describe the profile rather than launch the server (excluded from knobs()).
+META_FIELDS: frozenset[str] = frozenset({"name", "description", "extends", "sim", "launcher", "source_path"})
+
+
+class Profile(_Strict):
+    """One server configuration. Field names are SGLang's ``server_args`` names."""
+
+    # -- identity
+    name: SafeStr
+    description: SafeStr = ""
+    extends: SafeStr | None = None
+
+    # -- what and where
+    model_path: SafeStr
+    served_model_name: SafeStr | None = None
+    tokenizer_path: SafeStr | None = None
+    host: SafeStr = "127.0.0.1"
+    """Bind address of the server (``--host``)."""
+    port: int = Field(default=30001, ge=1, le=65535)
+
+    # -- parallelism
+    tp_size: int | None = Field(default=None, ge=1)
+    ep_size: int | None = Field(default=None, ge=1)
+    dp_size: int | None = Field(default=None, ge=1)
+    enable_dp_attention: bool = False
+    moe_dense_tp_size: int | None = Field(default=None, ge=1)
+    moe_a2a_backend: SafeStr | None = None
+    moe_runner_backend: SafeStr | None = None
+    deepep_mode: SafeStr | None = None
+
+    # -- expert load balancing
+    enable_eplb: bool = False
+    eplb_algorithm: SafeStr | None = None
+    eplb_rebalance_num_iterations: int | None = Field(default=None, ge=1)
+    eplb_rebalance_layers_per_chunk: int | None = Field(default=None, ge=1)
+    eplb_min_rebalancing_utilization_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    ep_num_redundant_experts: int | None = Field(default=None, ge=0)
+    init_expert_location: SafeStr | None = None
+    ep_dispatch_algorithm: SafeStr | None = None
+    expert_distribution_recorder_mode: SafeStr | None = None
+    expert_distribution_recorder_buffer_size: int | None = None
+    enable_expert_distribution_metrics: bool = False
+
+    # -- scheduling and memory
+    num_continuous_decode_steps: int | None = Field(default=None, ge=1)
+    max_running_requests: int | None = Field(default=None, ge=1)
+    mem_fraction_static: float | None = Field(default=None, gt=0.0, lt=1.0)
+    context_length: int | None = Field(default=None, ge=1)
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = Field(default=None, ge=1)
+    cuda_graph_max_bs: int | None = Field(default=None, ge=1)
+    disable_cuda_graph: bool = False
+    disable_custom_all_reduce: bool = False
+    attention_backend: SafeStr | None = None
+    kv_cache_dtype: SafeStr | None = None
+    quantization: SafeStr | None = None
+    dtype: SafeStr | None = None
+
+    # -- speculative decoding
+    speculative_algorithm: SafeStr | None = None
+    speculative_draft_model_path: SafeStr | None = None
+    speculative_num_steps: int | None = Field(default=None, ge=1)
+    speculative_eagle_topk: int | None = Field(default=None, ge=1)
+    speculative_num_draft_tokens: int | None = Field(default=None, ge=1)
+
+    # -- observability and misc
+    enable_metrics: bool = False
+    enable_metrics_for_all_schedulers: bool = False
+    decode_log_interval: int | None = Field(default=None, ge=1)
+    log_level: SafeStr | None = None
+    watchdog_timeout: float | None = Field(default=None, gt=0)
+    trust_remote_code: bool = False
+
+    # -- removed from SGLang: accepted here only so that lint can say so
+    enable_ep_moe: bool = False
+    enable_deepep_moe: bool = False
+
+    # -- free-form
+    extra_args: list[SafeStr] = Field(default_factory=list)
+    env: dict[EnvName, SafeStr] = Field(default_factory=dict)
+
+    # -- how to launch, and the simulated host
+    launcher: LauncherSettings = Field(default_factory=LauncherSettings)
+    sim: SimSettings = Field(default_factory=SimSettings)
+
+    source_path: Path | None = Field(default=None, exclude=True)
+    """The file this profile was loaded from (not part of dumps)."""
+
+    def knobs(self) -> dict[str, Any]:
+        """The launch-relevant values, in field order: what ``diff`` compares."""
+        return {
+            key: getattr(self, key) for key in type(self).model_fields if key not in META_FIELDS
+        }
+
+    def effective_served_model_name(self) -> str:
+        """What clients must send as ``model`` (SGLang falls back to the model path)."""
+        return self.served_model_name or self.model_path
+
+
+LAUNCH_KNOBS: tuple[str, ...] = tuple(k for k in Profile.model_fields if k not in META_FIELDS)
