@@ -1,0 +1,195 @@
+"""RecordingWriter / read_recording / RecordingIndex: format, crash safety, compression, round trip."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kimitui.events import LogLine, Marker, Note, SweepSpec
+from kimitui.recording import (
+    FORMAT_VERSION,
+    RecordingError,
+    RecordingIndex,
+    RecordingWriter,
+    default_recording_path,
+    iter_recording,
+    read_recording,
+    spec_from_recording,
+    write_recording,
+)
+from kimitui.session import Session
+from tests.support.recordings import any_event, busy_minute, synthetic_sweep
+
+
+def test_writer_as_session_sink_then_gzip_on_close(tmp_path: Path) -> None:
+    session = Session(host="sim")
+    writer = RecordingWriter(tmp_path / "a.jsonl", hosts=["sim"], meta={"profile": "ep8-tuned"}).start()
+    session.add_sink(writer)
+    events = busy_minute(seconds=5)
+    session.publish_many(events)
+    final = writer.close()
+    assert final == tmp_path / "a.jsonl.gz"
+    assert final.exists() and not (tmp_path / "a.jsonl").exists()
+    with gzip.open(final, "rt") as f:
+        header = json.loads(f.readline())
+    assert header["format"] == "kimitui-recording" and header["version"] == FORMAT_VERSION
+    assert header["hosts"] == ["sim"] and header["meta"] == {"profile": "ep8-tuned"}
+    rec = read_recording(final)
+    assert rec.events == events and rec.skipped == []
+    # the live name still finds the compressed file
+    assert read_recording(tmp_path / "a.jsonl").events == events
+
+
+def test_flushed_within_a_second_and_readable_while_written(tmp_path: Path) -> None:
+    writer = RecordingWriter(tmp_path / "live.jsonl", hosts=["sim"], flush_interval=0.1).start()
+    try:
+        writer(Note(text="first"))
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            rec = read_recording(tmp_path / "live.jsonl")
+            if rec.events:
+                break
+            time.sleep(0.02)
+        assert [e.text for e in rec.events] == ["first"]  # type: ignore[attr-defined]
+    finally:
+        writer.close()
+
+
+def test_flushes_on_size_without_a_timer(tmp_path: Path) -> None:
+    writer = RecordingWriter(tmp_path / "s.jsonl", hosts=["sim"], max_buffer=10, flush_interval=3600)
+    for i in range(25):
+        writer(Note(text=str(i)))
+    assert len(read_recording(tmp_path / "s.jsonl").events) == 20
+    writer.close()
+    assert len(read_recording(tmp_path / "s.jsonl.gz").events) == 25
+
+
+def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
+    events = busy_minute(seconds=2)
+    path = write_recording(tmp_path / "t.jsonl", events, compress=False)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])  # a crash mid-write
+    rec = read_recording(path)
+    assert rec.events == events[:-1]
+    assert len(rec.skipped) == 1
+    assert rec.skipped[0].line_no == len(events) + 1 and "truncated" in rec.skipped[0].reason
+    idx = RecordingIndex.open(path)
+    assert len(idx) == len(events) - 1 and idx.skipped[0].line_no == len(events) + 1
+
+
+def test_malformed_middle_line_is_skipped_rest_kept(tmp_path: Path) -> None:
+    events = [Note(t=float(i), text=str(i)) for i in range(10)]
+    path = write_recording(tmp_path / "m.jsonl", events, compress=False)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[4] = '{"kind":"note","t":3.0,"host":"sim","text":42}\n'  # wrong type (event 3)
+    lines[6] = "garbage }{\n"  # not JSON (event 5)
+    path.write_text("".join(lines))
+    rec = read_recording(path)
+    assert [e.text for e in rec.events] == ["0", "1", "2", "4", "6", "7", "8", "9"]  # type: ignore[attr-defined]
+    assert [s.line_no for s in rec.skipped] == [5, 7]
+    assert "text" in rec.skipped[0].reason
+    # the index skips lazily but reports the same lines
+    idx = RecordingIndex.open(path)
+    assert [e.text for e in idx.events()] == ["0", "1", "2", "4", "6", "7", "8", "9"]  # type: ignore[attr-defined]
+    assert sorted(s.line_no for s in idx.skipped) == [5, 7]
+
+
+def test_streaming_reader(tmp_path: Path) -> None:
+    events = synthetic_sweep()
+    path = write_recording(tmp_path / "x.jsonl", events)
+    reader = iter_recording(path)
+    assert reader.header.hosts == ["sim"]
+    assert list(reader) == events
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"", "line 1: empty"),
+        (b"not json\n", "line 1: not JSON"),
+        (b'{"kind":"note","t":1,"host":"sim","text":"x"}\n', "format"),
+        (b'{"format":"kimitui-recording","version":99}\n', "newer"),
+        (b'{"format":"kimitui-recording","version":1,"hosts":"sim"}\n', "'hosts'"),
+    ],
+)
+def test_bad_header_names_file_and_line(tmp_path: Path, content: bytes, needle: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(RecordingError) as err:
+        read_recording(path)
+    assert str(path) in str(err.value) and needle in str(err.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(RecordingError, match="no such recording"):
+        read_recording(tmp_path / "nope.jsonl")
+
+
+def test_refuses_to_overwrite(tmp_path: Path) -> None:
+    path = write_recording(tmp_path / "o.jsonl", [Note(text="x")], compress=False)
+    with pytest.raises(RecordingError, match="already exists"):
+        RecordingWriter(path, hosts=["sim"])
+
+
+def test_paused_writer_skips_events(tmp_path: Path) -> None:
+    w = RecordingWriter(tmp_path / "p.jsonl", hosts=["sim"])
+    w(Note(text="a"))
+    w.paused = True
+    w(Note(text="b"))
+    w.paused = False
+    w(Note(text="c"))
+    assert [e.text for e in read_recording(w.close()).events] == ["a", "c"]  # type: ignore[attr-defined]
+
+
+def test_gzip_cut_short_keeps_what_was_there(tmp_path: Path) -> None:
+    events = busy_minute(seconds=30)
+    path = write_recording(tmp_path / "g.jsonl", events)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    rec = read_recording(path)
+    assert 0 < len(rec.events) < len(events)
+    assert rec.events == events[: len(rec.events)]
+
+
+def test_default_recording_path(tmp_path: Path) -> None:
+    when = time.mktime((2026, 3, 4, 10, 41, 7, 0, 0, -1))
+    p = default_recording_path("ct200", "ep8-tuned", base=tmp_path, when=when)
+    assert p == tmp_path / "recordings" / "ct200-20260304-104107-ep8-tuned.jsonl"
+    assert default_recording_path("a/b", None, base=tmp_path, when=when).name == "a_b-20260304-104107-none.jsonl"
+
+
+def test_spec_from_recording(tmp_path: Path) -> None:
+    spec = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 4], mode="burst", max_tokens=128,
+                     prompts="random:64", seed=7)
+    path = write_recording(tmp_path / "sp.jsonl", synthetic_sweep(spec=spec, levels=[1, 4]))
+    assert spec_from_recording(path) == spec
+    empty = write_recording(tmp_path / "e.jsonl", [Note(text="x")])
+    with pytest.raises(RecordingError, match="contains no sweep"):
+        spec_from_recording(empty)
+
+
+def test_index_times_never_run_backwards(tmp_path: Path) -> None:
+    events = [LogLine(t=10.0, raw="a"), LogLine(t=9.0, raw="late stamp"), Marker(t=11.0)]
+    idx = RecordingIndex.open(write_recording(tmp_path / "i.jsonl", events))
+    assert idx.times == [10.0, 10.0, 11.0]
+    assert idx.position(10.5) == 2 and idx.kinds == ["log_line", "log_line", "marker"]
+    assert list(idx.events()) == events
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(events=st.lists(any_event, max_size=8), compress=st.booleans())
+def test_round_trip_any_events(tmp_path: Path, events: list, compress: bool) -> None:
+    path = tmp_path / f"rt-{os.urandom(6).hex()}.jsonl"
+    final = write_recording(path, events, hosts=["sim"], compress=compress)
+    rec = read_recording(final)
+    assert rec.skipped == []
+    assert rec.events == events
+    assert list(RecordingIndex.open(final).events()) == events
