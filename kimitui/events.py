@@ -452,6 +452,25 @@ class Dropped(Event):
     count: int
 
 
+class ReplayState(Event):
+    """Where a replay stands (published by the replayer only, never recorded).
+
+    ``t`` and ``position`` are the recording's time.  ``reset=True`` follows a
+    seek: consumers drop what they hold (series, log, sweep rows) because the
+    events that follow rebuild the state as of ``position``.
+    """
+
+    kind: Literal["replay_state"] = "replay_state"
+    position: float
+    start: float
+    end: float
+    speed: float | None = 1.0
+    """Speed factor; None = as fast as possible."""
+    playing: bool = True
+    finished: bool = False
+    reset: bool = False
+
+
 AnyEvent = Annotated[
     Union[
         GpuCaps,
@@ -479,6 +498,7 @@ AnyEvent = Annotated[
         ConnectionState,
         ErrorEvent,
         Dropped,
+        ReplayState,
     ],
     Field(discriminator="kind"),
 ]
