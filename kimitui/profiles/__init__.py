@@ -1,6 +1,8 @@
 """Profiles as files: the model, the loader (search path, extends), lint, diff and render."""
 
+from kimitui.profiles.diff import ProfileDiff, diff_profiles, single_knob_alternatives
 from kimitui.profiles.errors import ProfileError
+from kimitui.profiles.lint import LintIssue, has_errors, lint_profile
 from kimitui.profiles.loader import (
     find_profile_file,
     list_profiles,
@@ -12,20 +14,30 @@ from kimitui.profiles.loader import (
     shipped_dir,
 )
 from kimitui.profiles.model import FAULTS, LAUNCH_KNOBS, LauncherSettings, Profile, SimSettings
+from kimitui.profiles.render import render_argv, render_command, render_unit
 
 __all__ = [
     "FAULTS",
     "LAUNCH_KNOBS",
     "LauncherSettings",
+    "LintIssue",
+    "ProfileDiff",
     "Profile",
     "ProfileError",
     "SimSettings",
+    "diff_profiles",
     "find_profile_file",
+    "has_errors",
+    "lint_profile",
     "list_profiles",
     "load_profile",
     "load_profile_file",
     "profile_dirs",
     "profile_files",
+    "render_argv",
+    "render_command",
+    "render_unit",
     "scan_profiles",
     "shipped_dir",
+    "single_knob_alternatives",
 ]
