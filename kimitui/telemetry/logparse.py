@@ -1,0 +1,580 @@
+"""SGLang server log lines -> typed fields.
+
+One function, :func:`parse_line`, understands every line kind of SGLang's log
+across versions (reference/sglang.md §1): v0.4 ``Decode batch.``, the 2025
+trailing-comma forms, the 2026 forms, rank tags (DP PP ATTN_CP MOE_DP TP EP),
+custom ``SGLANG_LOGGING_CONFIG_PATH`` prefixes, journald ``short-iso``
+prefixes, ANSI colour and tqdm ``\\r`` updates.  It never raises: a line it
+does not understand is ``plain`` and keeps its text.
+
+Speed matters (a busy server logs thousands of lines per second and a replay
+parses hours of them), so dispatch is on cheap substring checks and only then
+on precompiled regexes.
+
+``line_kind`` values and field names are a contract (UI, launcher, analyzers):
+
+- ``decode``  {running_reqs, queued_reqs, num_tokens, token_usage, gen_throughput,
+  cuda_graph, graph_backend, accept_len?, accept_rate?, iter?, ...unknown keys}
+- ``prefill`` {new_seq, new_token, cached_token, token_usage, running_reqs,
+  queued_reqs, pending_token?, input_throughput?, cuda_graph?, ...}
+- ``startup`` {step: args|dist_init|weights|kv_cache|cuda_graph|max_tokens|uvicorn|ready,
+  phase: begin|progress|end?, progress: 0..1?, i?, n?, ...}
+- ``access``  {client, method, path, status, http_version}
+- ``eplb``    {phase: start|end|init|skipped|balancedness, duration_s? (end)}
+- ``error`` / ``warning`` {error: oom|watchdog|nccl|kv_retract|scheduler_exception|
+  sigquit|subprocess_crash|health_check|cuda_graph_capture|traceback|custom_allreduce|
+  memory_unbalanced|deprecated|cache_not_flushed|p2p|logged, ...}
+- ``plain``   {}
+
+Every kind may also carry ``ts`` (the line's own timestamp text), ``rank``
+(``"DP3_TP3_EP3"``, the same spelling as the scheduler's process title) and
+``ranks`` ({"dp": 3, "tp": 3, "ep": 3}).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, NamedTuple
+
+from kimitui.events import LogLine, ServerStats
+
+Fields = dict[str, Any]
+
+
+class Parsed(NamedTuple):
+    line_kind: str
+    severity: str
+    fields: Fields
+
+
+# --------------------------------------------------------------------------- prefixes
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# journalctl -o short-iso: "2026-05-28T10:00:00+0000 host python3[123]: <message>"
+_JOURNAL = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})? \S+ [^\s:\[]+(?:\[\d+\])?: "
+)
+# SGLang's own: "[2026-05-28 10:00:09(.123)( DP2)( TP2)( EP2)] message"
+_PREFIX = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)((?: [A-Z_]+\d+)*)\] ?")
+# A user's logging dictConfig: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] message"
+_CUSTOM = re.compile(
+    r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)[\s|-]+"
+    r"(?:\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s|:-]+)?"
+    r"(?:\d+\s+)?(?:\[([^\]]*)\]\s*)?"
+)
+_RANK_TAG = re.compile(r"\b(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)\b")
+_UVICORN_LEVEL = re.compile(r"^(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+_LEVEL_SEVERITY = {
+    "TRACE": "debug",
+    "DEBUG": "debug",
+    "INFO": "info",
+    "WARNING": "warning",
+    "WARN": "warning",
+    "ERROR": "error",
+    "CRITICAL": "critical",
+    "FATAL": "critical",
+}
+
+# --------------------------------------------------------------------------- message regexes
+
+_BATCH = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] (.*)$")
+_ACCESS = re.compile(r'^(\S+) - "([A-Z]+) (\S+)(?: (HTTP/[\d.]+))?" (\d{3})')
+_KV_EQ = re.compile(r"([A-Za-z_][\w.]*)=([^\s,]+)")
+_GB = re.compile(r"([A-Za-z_ ]+?)[=:] ?(\d+(?:\.\d+)?) ?GB")
+_ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )(\d+(?:\.\d+)?) ?s")
+_CAPTURING = re.compile(
+    r"Capturing (batches|num tokens) \((?:bs|num_tokens)=(\d+) avail_mem=(\d+(?:\.\d+)?) GB\):\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)"
+)
+_SHARDS = re.compile(r"(?:Loading|loading) [^:]*shards:\s*(\d+)% Completed \|\s*(\d+)/(\d+)")
+_KV_ALLOC = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+)")
+_CAPTURE_BEGIN_END = re.compile(r"Capture (.+?) (begin|end)\.")
+_GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)\]")
+_UVICORN_URL = re.compile(r"Uvicorn running on (\S+)")
+_PID = re.compile(r"\[(\d+)\]")
+_WEIGHT_TYPE = re.compile(r"type=([\w.]+)")
+_QUANT = re.compile(r"quant=(\w+)")
+_EPLB_END = re.compile(r"rebalance end(?: time=(\d+(?:\.\d+)?)s)?")
+_EPLB_EVERY = re.compile(r"rebalance per (\d+) iterations")
+_EPLB_SKIP = re.compile(r"utilization (\d+(?:\.\d+)?) > minimum rebalance threshold (\d+(?:\.\d+)?)")
+_RETRACT = re.compile(
+    r"#retracted_reqs: (\d+), #new_tokens_gained: (\d+), #new_token_ratio: (\d+(?:\.\d+)?) -> (\d+(?:\.\d+)?)"
+)
+_WATCHDOG = re.compile(r"(\w+)? ?[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=(\d+(?:\.\d+)?)")
+_SUBPROC = re.compile(r"Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
+_OOM_ALLOC = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(MiB|GiB|tokens)?")
+_NCCL_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
+
+# Keys of Decode/Prefill lines -> contract names.  Unknown keys are kept, slugged.
+_KEY_NAMES = {
+    "#running-req": "running_reqs",
+    "#queue-req": "queued_reqs",
+    "#token": "num_tokens",
+    "token usage": "token_usage",
+    "gen throughput (token/s)": "gen_throughput",
+    "input throughput (token/s)": "input_throughput",
+    "accept len": "accept_len",
+    "accept rate": "accept_rate",
+    "#new-seq": "new_seq",
+    "#new-token": "new_token",
+    "#cached-token": "cached_token",
+    "#pending-token": "pending_token",
+    "pre-allocated usage": "prealloc_usage",
+    "#prealloc-req": "prealloc_reqs",
+    "#transfer-req": "transfer_reqs",
+    "#retracted-req": "retracted_reqs",
+    "#bootstrap-req": "bootstrap_reqs",
+    "#inflight-req": "inflight_reqs",
+    "waiting-image-req": "waiting_image_reqs",
+    "#full token": "full_tokens",
+    "#swa token": "swa_tokens",
+    "#gpu token": "gpu_tokens",
+    "#cpu token": "cpu_tokens",
+}
+_GRAPH_KEYS = frozenset({"cuda graph", "cpu graph", "npu graph", "musa graph"})
+_USAGE_POOLS = ("full_token_usage", "swa_token_usage", "mamba_usage", "gpu_token_usage")
+_SLUG = re.compile(r"[^0-9a-z]+")
+
+
+def _slug(key: str) -> str:
+    return _SLUG.sub("_", key.lower()).strip("_") or "key"
+
+
+def _value(text: str) -> Any:
+    """A log value as int / float / bool when it is one, else the text."""
+    if text == "True":
+        return True
+    if text == "False":
+        return False
+    try:
+        if "." in text or "e" in text:
+            return float(text)
+        return int(text)
+    except ValueError:
+        if text.endswith("%"):
+            try:
+                return float(text[:-1])
+            except ValueError:
+                pass
+        return text
+
+
+_KEY_INFO: dict[str, tuple[str, bool]] = {}
+
+
+def _key_info(key: str) -> tuple[str, bool]:
+    """(field name, is-graph-flag) for a batch-line key; memoised (keys repeat forever)."""
+    info = _KEY_INFO.get(key)
+    if info is None:
+        if key in _GRAPH_KEYS:
+            info = (key[:-6], True)
+        else:
+            info = (_KEY_NAMES.get(key) or _slug(key), False)
+        if len(_KEY_INFO) < 4096:  # bounded: fuzzed or hostile input must not grow memory
+            _KEY_INFO[key] = info
+    return info
+
+
+def _batch_fields(body: str, fields: Fields) -> None:
+    """``k: v, k: v`` (tolerating the trailing ``", "`` of 2025) into fields."""
+    for item in body.rstrip(", ").split(", "):
+        key, sep, val = item.partition(": ")
+        if not sep:
+            if item:
+                fields.setdefault("unparsed", []).append(item)
+            continue
+        name, is_graph = _key_info(key)
+        if is_graph:
+            fields["cuda_graph"] = val == "True"
+            fields["graph_backend"] = name
+        elif val.isdigit():
+            fields[name] = int(val)
+        else:
+            fields[name] = _value(val)
+    if "token_usage" not in fields:  # hybrid pools: the max, as SGLang's own gauge does
+        pools = [fields[p] for p in _USAGE_POOLS if isinstance(fields.get(p), (int, float))]
+        if pools:
+            fields["token_usage"] = max(pools)
+
+
+def _kv_pairs(text: str, fields: Fields) -> None:
+    for key, val in _KV_EQ.findall(text):
+        fields[key] = _value(val.rstrip(".,)"))
+
+
+def _gb_fields(text: str, fields: Fields) -> None:
+    for key, val in _GB.findall(text):
+        fields[_slug(key) + "_gb"] = float(val)
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+def _startup(msg: str, fields: Fields) -> bool:
+    """Startup steps; True when ``msg`` was one."""
+    if "Capturing " in msg:
+        m = _CAPTURING.search(msg)
+        if m:
+            i, n = int(m.group(5)), int(m.group(6))
+            fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=i / n if n else None)
+            fields["bs" if m.group(1) == "batches" else "num_tokens"] = int(m.group(2))
+            fields["avail_mem_gb"] = float(m.group(3))
+            if m.group(1) != "batches":
+                fields["graph"] = "piecewise"
+            return True
+    if "Load weight " in msg:
+        if "Load weight begin" in msg:
+            fields.update(step="weights", phase="begin", progress=0.0)
+        elif "Load weight end" in msg:
+            fields.update(step="weights", phase="end", progress=1.0)
+            m = _WEIGHT_TYPE.search(msg)
+            if m:
+                fields["type"] = m.group(1)
+            m = _QUANT.search(msg)
+            if m:
+                fields["quant"] = m.group(1)
+        else:
+            return False
+        _elapsed(msg, fields)
+        _gb_fields(msg, fields)
+        return True
+    if "shards:" in msg:
+        m = _SHARDS.search(msg)
+        if m:
+            i, n = int(m.group(2)), int(m.group(3))
+            fields.update(step="weights", phase="progress", i=i, n=n, progress=i / n if n else None)
+            return True
+    if "KV Cache is allocated" in msg:
+        fields.update(step="kv_cache", phase="end")
+        m = _KV_ALLOC.search(msg)
+        if m:
+            fields["dtype"] = m.group(1)
+            fields["kv_tokens"] = int(m.group(2))
+        _gb_fields(msg, fields)
+        return True
+    if msg.startswith("Capture ") and (" begin." in msg or " end." in msg):
+        m = _CAPTURE_BEGIN_END.search(msg)
+        if m:
+            what = m.group(1).lower()  # "cuda graph", "piecewise cuda graph", "draft extend cuda graph"...
+            fields.update(step="cuda_graph", phase=m.group(2))
+            fields["progress"] = 0.0 if m.group(2) == "begin" else 1.0
+            fields["graph"] = "piecewise" if "piecewise" in what else "draft" if "draft" in what else "main"
+            fields["graph_backend"] = what.split("graph")[0].split()[-1] if "graph" in what else what
+            _elapsed(msg, fields)
+            _gb_fields(msg, fields)
+            return True
+    if msg.startswith("Capture cuda graph bs"):
+        m = _GRAPH_BS.search(msg)
+        sizes = [int(x) for x in m.group(1).replace(",", " ").split()] if m else []
+        fields.update(step="cuda_graph", phase="plan", batch_sizes=sizes, n=len(sizes))
+        return True
+    if "max_total_num_tokens=" in msg:
+        fields.update(step="max_tokens")
+        _kv_pairs(msg, fields)
+        for key in ("available_gpu_mem",):
+            if isinstance(fields.get(key), str):
+                fields[key] = _value(fields[key])
+        return True
+    if "fired up and ready to roll" in msg:
+        fields.update(step="ready", progress=1.0)
+        return True
+    if msg.startswith("server_args=") or "server_args=ServerArgs(" in msg:
+        fields.update(step="args", args=_server_args(msg))
+        return True
+    if "Init torch distributed" in msg:
+        fields.update(step="dist_init", phase="begin" if "begin" in msg else "end")
+        _elapsed(msg, fields)
+        _gb_fields(msg, fields)
+        return True
+    if msg.startswith("Memory pool end") or "Max concurrent requests" in msg:
+        fields.update(step="kv_cache", phase="pool")
+        _gb_fields(msg, fields)
+        if "max_num_reqs=" in msg:
+            _kv_pairs(msg.partition("capacity:")[2], fields)
+        return True
+    if "Uvicorn running on" in msg:
+        m = _UVICORN_URL.search(msg)
+        fields.update(step="uvicorn", phase="listening", url=m.group(1) if m else None)
+        return True
+    if msg.startswith("Started server process"):
+        m = _PID.search(msg)
+        fields.update(step="uvicorn", phase="process", pid=int(m.group(1)) if m else None)
+        return True
+    if msg.startswith("Waiting for application startup") or msg.startswith("Application startup complete"):
+        fields.update(step="uvicorn", phase="startup")
+        return True
+    return False
+
+
+def _elapsed(msg: str, fields: Fields) -> None:
+    m = _ELAPSED.search(msg)
+    if m:
+        fields["elapsed_s"] = float(m.group(1))
+
+
+_ARG = re.compile(r"[(,] ?(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=[,)])")
+
+
+def _server_args(msg: str) -> dict[str, Any]:
+    """The simple (str/number/bool/None) values of a ``server_args=ServerArgs(...)`` dump."""
+    out: dict[str, Any] = {}
+    for key, val in _ARG.findall(msg):
+        if val[0] in "'\"":
+            out[key] = val[1:-1]
+        elif val == "None":
+            out[key] = None
+        else:
+            out[key] = _value(val)
+    return out
+
+
+def _eplb(msg: str, fields: Fields) -> bool:
+    if "[EPLBManager]" in msg:
+        if "rebalance start" in msg:
+            fields["phase"] = "start"
+        elif "rebalance end" in msg:
+            fields["phase"] = "end"
+            m = _EPLB_END.search(msg)
+            fields["duration_s"] = float(m.group(1)) if m and m.group(1) else None
+        elif "system started" in msg:
+            fields["phase"] = "init"
+            m = _EPLB_EVERY.search(msg)
+            if m:
+                fields["every_iters"] = int(m.group(1))
+        elif "Skipped" in msg:
+            fields["phase"] = "skipped"
+            m = _EPLB_SKIP.search(msg)
+            if m:
+                fields["utilization"], fields["threshold"] = float(m.group(1)), float(m.group(2))
+        else:
+            fields["phase"] = "other"
+        return True
+    if "[Expert Balancedness]" in msg:
+        fields["phase"] = "balancedness"
+        _kv_pairs(msg, fields)
+        return True
+    return False
+
+
+# (substring, kind, severity, error) in priority order; the first match wins.
+_PROBLEMS: tuple[tuple[str, str, str, str], ...] = (
+    ("Scheduler hit an exception", "error", "error", "scheduler_exception"),
+    ("Received sigquit", "error", "critical", "sigquit"),
+    ("SIGQUIT received", "error", "critical", "sigquit"),
+    ("crashed with exit code", "error", "critical", "subprocess_crash"),
+    ("Watchdog caught collective operation timeout", "error", "critical", "nccl"),
+    ("atchdog timeout", "error", "critical", "watchdog"),
+    ("NCCL error", "error", "error", "nccl"),
+    ("DistBackendError", "error", "error", "nccl"),
+    ("ProcessGroupNCCL", "error", "error", "nccl"),
+    ("Capture cuda graph failed", "error", "error", "cuda_graph_capture"),
+    ("out of memory", "error", "error", "oom"),
+    ("OutOfMemoryError", "error", "error", "oom"),
+    ("Not enough memory", "error", "error", "oom"),
+    ("runs out of memory", "error", "error", "oom"),
+    ("KV cache pool is full", "warning", "warning", "kv_retract"),
+    ("Health check failed", "error", "error", "health_check"),
+    ("peer access is not supported", "error", "error", "p2p"),
+    ("Traceback (most recent call last)", "error", "error", "traceback"),
+    ("CustomAllreduce is disabled", "warning", "warning", "custom_allreduce"),
+    ("Setup Custom allreduce failed", "warning", "warning", "custom_allreduce"),
+    ("memory capacity is unbalanced", "warning", "warning", "memory_unbalanced"),
+    ("is deprecated", "warning", "warning", "deprecated"),
+    ("Cache not flushed", "warning", "warning", "cache_not_flushed"),
+    ("UserWarning", "warning", "warning", "user_warning"),
+)
+
+
+def _problem(msg: str, fields: Fields) -> tuple[str, str] | None:
+    for needle, kind, severity, error in _PROBLEMS:
+        if needle in msg:
+            fields["error"] = error
+            _problem_details(error, msg, fields)
+            return kind, severity
+    return None
+
+
+def _problem_details(error: str, msg: str, fields: Fields) -> None:
+    if error == "kv_retract":
+        m = _RETRACT.search(msg)
+        if m:
+            fields["retracted_reqs"] = int(m.group(1))
+            fields["new_tokens_gained"] = int(m.group(2))
+            fields["new_token_ratio_from"] = float(m.group(3))
+            fields["new_token_ratio_to"] = float(m.group(4))
+    elif error == "watchdog":
+        m = _WATCHDOG.search(msg)
+        if m:
+            fields["component"] = m.group(1) or "Scheduler"
+            fields["timeout_s"] = float(m.group(2))
+    elif error == "subprocess_crash":
+        m = _SUBPROC.search(msg)
+        if m:
+            fields.update(process=m.group(1), pid=int(m.group(2)), exit_code=int(m.group(3)))
+    elif error == "oom":
+        m = _OOM_ALLOC.search(msg)
+        if m:
+            fields["tried_alloc"] = float(m.group(1))
+            fields["tried_alloc_unit"] = m.group(2) or ""
+        fields["phase"] = "prefill" if "Prefill out of" in msg else "decode" if "Decode out of" in msg else None
+    elif error == "nccl":
+        m = _NCCL_TIMEOUT.search(msg)
+        if m:
+            fields["timeout_s"] = int(m.group(1)) / 1000.0
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _clean(raw: str) -> str:
+    line = raw.rstrip("\r\n")
+    if "\r" in line:  # tqdm redraws: keep the last non-empty state
+        parts = [p for p in line.split("\r") if p.strip()]
+        line = parts[-1] if parts else ""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    return line
+
+
+_RANK_CACHE: dict[str, tuple[dict[str, int], str] | None] = {}
+
+
+def _ranks(tags: str, fields: Fields) -> None:
+    hit = _RANK_CACHE.get(tags, False)
+    if hit is False:
+        found = _RANK_TAG.findall(tags)
+        hit = ({n.lower(): int(v) for n, v in found}, "_".join(n + v for n, v in found)) if found else None
+        if len(_RANK_CACHE) < 4096:
+            _RANK_CACHE[tags] = hit
+    if hit is not None:
+        fields["ranks"] = dict(hit[0])
+        fields["rank"] = hit[1]
+
+
+def parse_line(raw: str) -> Parsed:
+    """Classify one log line and extract its fields; never raises."""
+    try:
+        return _parse(raw)
+    except Exception as exc:  # a parser bug must never cost the line
+        return Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {exc}"})
+
+
+def _parse(raw: str) -> Parsed:
+    line = _clean(raw)
+    fields: Fields = {}
+    severity = "info"
+    level: str | None = None
+    msg = line
+    if line[:1] == "[":
+        m = _PREFIX.match(line)
+        if m:
+            fields["ts"] = m.group(1)
+            if m.group(2):
+                _ranks(m.group(2), fields)
+            msg = line[m.end() :]
+    elif line[:1].isdigit():
+        m = _JOURNAL.match(line)
+        if m:
+            return _parse(line[m.end() :])
+        m = _CUSTOM.match(line)
+        if m:
+            fields["ts"] = m.group(1)
+            level = m.group(2)
+            if m.group(3):
+                _ranks(m.group(3), fields)
+            msg = line[m.end() :]
+    # uvicorn's "INFO:     ..." level prefix
+    if msg[:1] in "TDIWEC" and ":" in msg[:10]:
+        m = _UVICORN_LEVEL.match(msg)
+        if m:
+            level = m.group(1)
+            msg = msg[m.end() :]
+            if ' HTTP/' in msg or '" ' in msg:
+                a = _ACCESS.match(msg)
+                if a:
+                    fields.update(
+                        client=a.group(1), method=a.group(2), path=a.group(3),
+                        http_version=a.group(4), status=int(a.group(5)),
+                    )
+                    status = fields["status"]
+                    return Parsed("access", "error" if status >= 500 else "info", fields)
+    if level is not None:
+        severity = _LEVEL_SEVERITY.get(level, "info")
+
+    if " batch" in msg:
+        m = _BATCH.match(msg) or _BATCH.search(msg)
+        if m:
+            if m.group(2):
+                fields["iter"] = int(m.group(2))
+            _batch_fields(m.group(3), fields)
+            return Parsed("decode" if m.group(1) == "Decode" else "prefill", severity, fields)
+    if "EPLBManager" in msg or "Expert Balancedness" in msg:
+        if _eplb(msg, fields):
+            return Parsed("eplb", severity, fields)
+    problem = _problem(msg, fields)
+    if problem is not None:
+        return Parsed(problem[0], problem[1], fields)
+    if _startup(msg, fields):
+        return Parsed("startup", severity, fields)
+    if severity in ("error", "critical"):
+        fields["error"] = "logged"
+        return Parsed("error", severity, fields)
+    if severity == "warning":
+        fields["error"] = "logged"
+        return Parsed("warning", severity, fields)
+    return Parsed("plain", severity, fields)
+
+
+def to_event(
+    raw: str,
+    *,
+    host: str,
+    source: str,
+    cursor: str | None = None,
+    t: float | None = None,
+) -> LogLine:
+    """One raw line as a :class:`LogLine` event (``t`` defaults to now)."""
+    text = raw.rstrip("\r\n")
+    parsed = parse_line(text)
+    return LogLine(
+        t=time.time() if t is None else t,
+        host=host,
+        raw=text,
+        line_kind=parsed.line_kind,
+        severity=parsed.severity,  # type: ignore[arg-type]
+        fields=parsed.fields,
+        source=source,
+        cursor=cursor,
+    )
+
+
+_STATS_KEYS = ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "num_tokens")
+
+
+def to_stats(parsed: Parsed, *, host: str, t: float | None = None) -> ServerStats | None:
+    """A Decode line's figures as :class:`ServerStats` (source="log"); None for other kinds."""
+    if parsed.line_kind != "decode":
+        return None
+    f = parsed.fields
+    kw: dict[str, Any] = {}
+    for key in _STATS_KEYS:
+        val = f.get(key)
+        kw[key] = float(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else None
+    extra: dict[str, float] = {}
+    for key in ("accept_len", "accept_rate"):
+        val = f.get(key)
+        if isinstance(val, (int, float)) and not isinstance(val, bool):
+            extra[key] = float(val)
+    if "rank" in f:
+        for name, num in f["ranks"].items():
+            extra[f"rank_{name}"] = float(num)
+    cuda_graph = f.get("cuda_graph")
+    return ServerStats(
+        t=time.time() if t is None else t,
+        host=host,
+        source="log",
+        cuda_graph=cuda_graph if isinstance(cuda_graph, bool) else None,
+        extra=extra,
+        **kw,
+    )

@@ -1,0 +1,99 @@
+"""The SGLang log parser: golden lines for every kind and version form, a fuzz, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kimitui.events import LogLine, ServerStats
+from kimitui.telemetry.logparse import parse_line, to_event, to_stats
+from tests.support.logsamples import ALL, DECODE, Golden
+
+
+@pytest.mark.parametrize("golden", ALL, ids=lambda g: f"{g[1]}:{g[0][:50]}")
+def test_golden_line(golden: Golden) -> None:
+    raw, kind, severity, expected = golden
+    parsed = parse_line(raw)
+    assert (parsed.line_kind, parsed.severity) == (kind, severity), parsed
+    for key, value in expected.items():
+        assert key in parsed.fields, (key, parsed.fields)
+        got = parsed.fields[key]
+        if isinstance(value, float):
+            assert got == pytest.approx(value), key
+        else:
+            assert got == value, key
+    assert "parse_error" not in parsed.fields
+
+
+def test_every_version_of_the_decode_line_gives_the_same_core_fields() -> None:
+    core = ("running_reqs", "num_tokens", "token_usage", "gen_throughput", "queued_reqs")
+    for raw, *_ in DECODE:
+        fields = parse_line(raw).fields
+        assert all(k in fields or k in ("num_tokens",) for k in core), raw
+        assert not fields.get("unparsed"), raw
+
+
+def test_plain_line_keeps_text_and_no_fields_are_invented() -> None:
+    ev = to_event("[2026-05-28 10:00:09] something new in SGLang 0.6\n", host="h", source="/var/log/x", cursor="17")
+    assert isinstance(ev, LogLine)
+    assert ev.raw == "[2026-05-28 10:00:09] something new in SGLang 0.6"
+    assert ev.line_kind == "plain" and ev.fields == {"ts": "2026-05-28 10:00:09"}
+    assert ev.source == "/var/log/x" and ev.cursor == "17" and ev.host == "h"
+
+
+def test_to_event_round_trips_through_json() -> None:
+    from kimitui.events import dump_event, parse_event
+
+    ev = to_event(DECODE[7][0], host="h", source="u", t=123.0)
+    assert ev.t == 123.0
+    assert parse_event(dump_event(ev)) == ev
+
+
+def test_decode_line_becomes_server_stats() -> None:
+    stats = to_stats(parse_line(DECODE[5][0]), host="h", t=5.0)
+    assert isinstance(stats, ServerStats)
+    assert stats.source == "log" and stats.running_reqs == 64 and stats.queued_reqs == 12
+    assert stats.gen_throughput == pytest.approx(1702.55) and stats.cuda_graph is True
+    assert stats.extra["accept_len"] == pytest.approx(2.87) and stats.extra["rank_dp"] == 1
+    assert to_stats(parse_line("hello"), host="h") is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_no_input_raises(text: str) -> None:
+    parsed = parse_line(text)
+    assert parsed.line_kind in {"decode", "prefill", "startup", "access", "eplb", "error", "warning", "plain"}
+    assert "parse_error" not in parsed.fields
+    to_event(text, host="h", source="s")
+
+
+_PIECES = st.sampled_from(
+    ["[2026-05-28 10:00:00 TP0] ", "Decode batch", ", ", ": ", "#running-req", "cuda graph", "True", "1.5", "%",
+     "[EPLBManager] rebalance end time=", "s", "INFO:     ", '"GET / HTTP/1.1" ', "Capturing batches (bs=",
+     " avail_mem=", " GB): ", "|", "/", "\r", "\x1b[", "m", "Load weight end", "=", "12", "KV Cache is allocated"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_no_near_miss_raises(text: str) -> None:
+    assert "parse_error" not in parse_line(text).fields
+
+
+def test_logs_parse_command_prints_one_json_event_per_line() -> None:
+    lines = [g[0].replace("\r", " ") for g in ALL[:12]]
+    proc = subprocess.run(
+        [sys.executable, "-m", "kimitui", "logs", "parse", "--host", "gpu-host.example"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(out) == len(lines)
+    assert out[0]["kind"] == "log_line" and out[0]["line_kind"] == "decode"
+    assert out[0]["host"] == "gpu-host.example"
+    assert [o["raw"] for o in out] == lines
