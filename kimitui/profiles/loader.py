@@ -262,3 +262,32 @@ def scan_profiles(extra_dirs: Sequence[Path | str] | None = None) -> tuple[list[
         except ProfileError as exc:
             bad.append(exc)
     return good, bad
+
+
+def locate_field(profile: Profile, loc: Sequence[str | int], extra_dirs: Sequence[Path | str] | None = None) -> tuple[Path, int | None] | None:
+    """The file (and line) in the profile's extends chain that sets ``loc``; None if only defaulted.
+
+    ``loc`` is a field path such as ``("sim", "fault")`` or ``("extra_args", 2)``.
+    """
+    if profile.source_path is None:
+        return None
+    names = [str(p) for p in loc if not isinstance(p, int)]
+    try:
+        chain = _chain(profile.source_path, extra_dirs)
+    except ProfileError:
+        return None
+    for depth, src in enumerate(chain):
+        if names and names[0] in _NOT_INHERITED and depth > 0:
+            break
+        node: Any = src.data
+        for name in names:
+            if not isinstance(node, dict) or name not in node:
+                node = _MISSING
+                break
+            node = node[name]
+        if node is not _MISSING:
+            return src.path, find_key_line(src.text, names)
+    return None
+
+
+_MISSING = object()

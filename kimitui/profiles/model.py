@@ -35,6 +35,7 @@ SafeStr = Annotated[str, AfterValidator(_reject_control)]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
+_USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 
 FaultName = Literal["crash_load", "oom_start", "hang", "http_500", "drop", "stall"]
 FAULTS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
@@ -79,6 +80,20 @@ class LauncherSettings(_Strict):
             value = value[: -len(".service")]
         if not value or not _UNIT_NAME.match(value):
             raise ValueError(f"invalid systemd unit name {value!r} (letters, digits, ':_.\\@-')")
+        return value
+
+    @field_validator("python", "venv", "workdir")
+    @classmethod
+    def _not_an_option(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("-")):
+            raise ValueError(f"must be a path, not {value!r}")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user_name(cls, value: str | None) -> str | None:
+        if value is not None and not _USER_NAME.match(value):
+            raise ValueError(f"invalid user name {value!r}")
         return value
 
     @property
