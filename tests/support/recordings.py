@@ -142,7 +142,7 @@ def synthetic_sweep(
                                      intended_send=t - e2e, sent=t - e2e, ttft_s=0.2, e2e_s=e2e,
                                      completion_tokens=spec.max_tokens, decode_tok_s=rate,
                                      e2e_tok_s=spec.max_tokens / e2e, tpot_s=1 / rate, max_gap_s=gap,
-                                     max_gap_at=t - e2e / 2))
+                                     max_gap_at=t - gap - 0.1))
             if gap > 5:
                 stragglers.append(Straggler(request_id=rid, concurrency=c, decode_tok_s=rate,
                                             max_gap_s=gap, reason="stall"))

@@ -1,0 +1,450 @@
+"""Replay: a recording re-published into a Session, so the cockpit shows it as it was.
+
+:class:`Replayer` plays a :class:`~kimitui.recording.RecordingIndex` in file
+order, spacing events by their recorded times divided by ``speed`` (None = as
+fast as possible).  It can pause, change speed, seek and jump.
+
+Seek rebuilds state rather than replaying everything: the screen must show,
+at once, what it showed at time ``t``.  After a ``ReplayState(reset=True)``
+(consumers clear what they hold) it re-delivers instantly every event up to
+``t`` **except** high-rate telemetry (GPU samples, server stats, sweep
+progress, log lines...), of which only the last ``history_s`` seconds are
+delivered (the charts' and the log pane's span) and at most ``max_log_lines``
+log lines.  Sweeps, profile switches, notes, markers and errors are always
+delivered in full, so tables, the curve and the straggler list are complete.
+
+:class:`ReplayController` wraps a Replayer in the UI's
+:class:`~kimitui.control.Controller` protocol (``live = False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from kimitui.control import NotAvailable, SwapPlan
+from kimitui.events import (
+    ErrorEvent,
+    Event,
+    GpuEvent,
+    LevelResult,
+    LogLine,
+    ProfileSwitch,
+    ReplayState,
+    RequestResult,
+    SweepSpec,
+    SweepStarted,
+)
+from kimitui.recording import PathLike, Recording, RecordingIndex
+from kimitui.session import Session
+
+log = logging.getLogger(__name__)
+
+HIGH_RATE_KINDS = frozenset({
+    "gpu_sample", "gpu_procs", "server_stats", "sweep_progress", "client_health", "request_started",
+    "log_line", "swap_progress", "server_health", "dropped", "replay_state",
+})
+"""Kinds whose past only matters as recent history (charts, log pane, progress)."""
+
+JUMP_KINDS = ("straggler", "profile_switch", "error", "marker", "note")
+
+_BATCH = 500
+"""Events published between yields to the loop, so consumers can drain."""
+
+
+class Replayer:
+    """Re-publishes a recording into ``session`` at ``speed`` × real time."""
+
+    def __init__(
+        self,
+        session: Session,
+        recording: Recording | RecordingIndex | PathLike,
+        speed: float | None = 1.0,
+        *,
+        start_paused: bool = False,
+        history_s: float = 300.0,
+        max_log_lines: int = 2000,
+    ) -> None:
+        self.session = session
+        self.index = RecordingIndex.load(recording)
+        self._check_speed(speed)
+        self._speed = speed
+        self.history_s = history_s
+        self.max_log_lines = max_log_lines
+        self._playing = not start_paused
+        self._cursor = 0
+        self._anchor_pos = self.index.start
+        self._anchor_wall = 0.0
+        self._changed = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._targets: dict[str, list[float]] = {}
+        self.published = 0
+
+    # -- state ------------------------------------------------------------------
+    @staticmethod
+    def _check_speed(speed: float | None) -> None:
+        if speed is not None and not speed > 0:
+            raise ValueError(f"speed must be > 0 or None (as fast as possible), not {speed!r}")
+
+    @property
+    def speed(self) -> float | None:
+        return self._speed
+
+    @property
+    def playing(self) -> bool:
+        return self._playing
+
+    @property
+    def finished(self) -> bool:
+        return self._cursor >= len(self.index)
+
+    @property
+    def start_t(self) -> float:
+        """Time of the recording's first event."""
+        return self.index.start
+
+    @property
+    def end_t(self) -> float:
+        """Time of the recording's last event."""
+        return self.index.end
+
+    @property
+    def position(self) -> float:
+        """The recording time shown now."""
+        if not self._playing or self._speed is None or self._task is None:
+            return self._anchor_pos
+        loop = asyncio.get_running_loop()
+        pos = self._anchor_pos + (loop.time() - self._anchor_wall) * self._speed
+        nxt = self.index.times[self._cursor] if self._cursor < len(self.index) else self.end_t
+        return min(pos, max(nxt, self._anchor_pos))
+
+    def _reanchor(self) -> None:
+        pos = self.position
+        self._anchor_pos = pos
+        try:
+            self._anchor_wall = asyncio.get_running_loop().time()
+        except RuntimeError:
+            self._anchor_wall = 0.0
+
+    def _state(self, reset: bool = False) -> ReplayState:
+        pos = self.position
+        return ReplayState(t=pos, host=self.session.host, position=pos, start=self.start_t, end=self.end_t,
+                           speed=self._speed, playing=self._playing, finished=self.finished, reset=reset)
+
+    def _poke(self) -> None:
+        self._changed.set()
+
+    # -- controls ---------------------------------------------------------------
+    async def start(self) -> None:
+        """Start playing (or wait paused) in a background task."""
+        if self._task is None:
+            self._anchor_wall = asyncio.get_running_loop().time()
+            self.session.publish(self._state())
+            self._task = asyncio.create_task(self._run(), name="replayer")
+
+    async def wait(self) -> None:
+        """Until the last event has been published."""
+        await self._finished.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def pause(self) -> None:
+        if self._playing:
+            self._reanchor()
+            self._playing = False
+            self.session.publish(self._state())
+            self._poke()
+
+    def resume(self) -> None:
+        if not self._playing:
+            self._playing = True
+            self._reanchor()
+            self.session.publish(self._state())
+            self._poke()
+
+    def play_pause(self) -> bool:
+        """Toggle; returns whether it is playing now."""
+        self.resume() if not self._playing else self.pause()
+        return self._playing
+
+    def set_speed(self, speed: float | None) -> None:
+        self._check_speed(speed)
+        self._reanchor()
+        self._speed = speed
+        self.session.publish(self._state())
+        self._poke()
+
+    async def seek(self, t: float) -> float:
+        """Show the state as of ``t`` (clamped to the recording); returns the new position."""
+        t = min(max(t, self.start_t), self.end_t)
+        async with self._lock:
+            hi = self.index.position_after(t)
+            self._cursor = hi
+            self._anchor_pos = t
+            self._anchor_wall = asyncio.get_running_loop().time()
+            if self.finished:
+                self._finished.set()
+            else:
+                self._finished.clear()
+            self.session.publish(self._state(reset=True))
+            batch = 0
+            for ev in self._rebuild(t, hi):
+                self.session.publish(ev)
+                self.published += 1
+                batch += 1
+                if batch >= _BATCH:
+                    batch = 0
+                    await asyncio.sleep(0)
+            self._anchor_wall = asyncio.get_running_loop().time()
+        self._poke()
+        return t
+
+    def _rebuild(self, t: float, hi: int) -> Iterable[Event]:
+        """Events ``[0, hi)`` that make up the state at ``t`` (see the module doc)."""
+        idx = self.index
+        since = idx.position(t - self.history_s)
+        logs_left = self.max_log_lines
+        first_log = since
+        for i in range(hi - 1, since - 1, -1):  # the last max_log_lines log lines only
+            if idx.kinds[i] == "log_line":
+                logs_left -= 1
+                if logs_left < 0:
+                    first_log = i + 1
+                    break
+        kinds = idx.kinds
+        for i in range(hi):
+            kind = kinds[i]
+            if kind in HIGH_RATE_KINDS:
+                if i < since or (kind == "log_line" and i < first_log) or kind == "replay_state":
+                    continue
+            ev = idx.event(i)
+            if ev is not None:
+                yield ev
+
+    async def jump(self, kind: str, forward: bool = True) -> float | None:
+        """Seek to the next (or previous) ``straggler`` / ``profile_switch`` / ``error`` / ``marker`` / ``note``.
+
+        Returns the new position, or None if there is none that way.
+        """
+        if kind not in JUMP_KINDS:
+            raise ValueError(f"unknown jump target {kind!r}; one of {', '.join(JUMP_KINDS)}")
+        targets = self.targets(kind)
+        pos = self.position
+        if forward:
+            after = [x for x in targets if x > pos + 1e-3]
+            target = after[0] if after else None
+        else:
+            before = [x for x in targets if x < pos - 0.5]  # a second press keeps going back
+            target = before[-1] if before else None
+        if target is None:
+            return None
+        return await self.seek(target)
+
+    def targets(self, kind: str) -> list[float]:
+        """Sorted times of every jump target of ``kind`` (computed once)."""
+        if kind not in self._targets:
+            self._targets[kind] = sorted(self._find_targets(kind))
+        return self._targets[kind]
+
+    def _find_targets(self, kind: str) -> Iterable[float]:
+        idx = self.index
+        for i, k in enumerate(idx.kinds):
+            if kind == "straggler" and k == "level_result":
+                ev = idx.event(i)
+                if isinstance(ev, LevelResult):
+                    for s in ev.stragglers:
+                        yield s.gap_start if s.gap_start is not None else self._gap_of(s.request_id, i)
+            elif kind == "profile_switch" and k == "profile_switch":
+                yield idx.times[i]
+            elif kind == "marker" and k == "marker":
+                yield idx.times[i]
+            elif kind == "note" and k == "note":
+                yield idx.times[i]
+            elif kind == "error" and k in ("error", "gpu_event", "log_line"):
+                if k == "log_line" and not _maybe_error_line(idx, i):
+                    continue
+                ev = idx.event(i)
+                if isinstance(ev, ErrorEvent) or (isinstance(ev, GpuEvent) and ev.event != "recovered") or (
+                        isinstance(ev, LogLine) and ev.severity in ("error", "critical")):
+                    yield idx.times[i]
+
+    def _gap_of(self, request_id: str, level_i: int) -> float:
+        """Where a straggler's longest gap began: from its RequestResult, else the level's end."""
+        idx = self.index
+        for i in range(level_i - 1, -1, -1):
+            if idx.kinds[i] == "request_result":
+                ev = idx.event(i)
+                if isinstance(ev, RequestResult) and ev.request_id == request_id:
+                    return ev.max_gap_at if ev.max_gap_at is not None else idx.times[i]
+            elif idx.kinds[i] == "sweep_started":
+                break
+        return idx.times[level_i]
+
+    # -- the loop ---------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        idx = self.index
+        last_state = loop.time()
+        while True:
+            self._changed.clear()
+            if self.finished:
+                if not self._finished.is_set():
+                    self._finished.set()
+                    self._anchor_pos = self.end_t
+                    self.session.publish(self._state())
+                await self._changed.wait()
+                continue
+            if not self._playing:
+                await self._changed.wait()
+                continue
+            now = loop.time()
+            if self._speed is None:
+                due_until = float("inf")
+            else:
+                due_until = self._anchor_pos + (now - self._anchor_wall) * self._speed
+            nxt = idx.times[self._cursor]
+            if nxt > due_until:
+                delay = (nxt - due_until) / self._speed if self._speed else 0.0
+                try:
+                    await asyncio.wait_for(self._changed.wait(), timeout=min(delay, 1.0))
+                except asyncio.TimeoutError:
+                    pass
+                if loop.time() - last_state >= 1.0:
+                    last_state = loop.time()
+                    self.session.publish(self._state())
+                continue
+            async with self._lock:
+                n = 0
+                while self._cursor < len(idx) and idx.times[self._cursor] <= due_until and n < _BATCH:
+                    ev = idx.event(self._cursor)
+                    self._cursor += 1
+                    if ev is not None:
+                        self.session.publish(ev)
+                        self.published += 1
+                    n += 1
+                if self._speed is None:
+                    self._anchor_pos = idx.times[self._cursor - 1]
+            await asyncio.sleep(0)
+
+
+def _maybe_error_line(idx: RecordingIndex, i: int) -> bool:
+    item = idx._items[i]  # noqa: SLF001 - a cheap byte test before parsing thousands of log lines
+    if isinstance(item, bytes):
+        return b'"severity":"error"' in item or b'"severity":"critical"' in item
+    return True
+
+
+class ReplayController:
+    """The cockpit's Controller for a recording: replay controls; live actions raise NotAvailable."""
+
+    live = False
+
+    def __init__(self, path: PathLike | Recording | RecordingIndex, *, speed: float | None = 1.0,
+                 start_paused: bool = False, session: Session | None = None) -> None:
+        index = RecordingIndex.load(path)
+        hosts = index.header.hosts
+        self.host_name = hosts[0] if len(hosts) == 1 else (",".join(hosts) or "replay")
+        self.session = session or Session(host=self.host_name)
+        self.replayer = Replayer(self.session, index, speed, start_paused=start_paused)
+        self._path = str(index.path) if index.path is not None else None
+
+    # -- lifecycle --------------------------------------------------------------
+    async def start(self) -> None:
+        await self.replayer.start()
+
+    async def shutdown(self) -> None:
+        await self.replayer.stop()
+
+    # -- replay controls --------------------------------------------------------
+    def play_pause(self) -> bool:
+        return self.replayer.play_pause()
+
+    def set_speed(self, speed: float) -> None:
+        self.replayer.set_speed(speed)
+
+    async def seek(self, t: float) -> None:
+        await self.replayer.seek(t)
+
+    async def jump(self, kind: str, forward: bool = True) -> float | None:
+        return await self.replayer.jump(kind, forward)
+
+    @property
+    def position(self) -> float:
+        return self.replayer.position
+
+    @property
+    def speed(self) -> float | None:
+        return self.replayer.speed
+
+    @property
+    def playing(self) -> bool:
+        return self.replayer.playing
+
+    def now(self) -> float:
+        """The replay's clock (use instead of ``time.time()`` for ages like "5 s ago")."""
+        return self.replayer.position
+
+    # -- profiles and sweeps (what the recording shows; nothing can be changed) --
+    def profile_names(self) -> list[str]:
+        idx = self.replayer.index
+        names: list[str] = []
+        for i, k in enumerate(idx.kinds):
+            if k in ("profile_switch", "sweep_started"):
+                ev = idx.event(i)
+                name = ev.to_profile if isinstance(ev, ProfileSwitch) else getattr(ev, "profile", None)
+                if name and name not in names:
+                    names.append(name)
+        return names
+
+    def plan_swap(self, profile: str) -> SwapPlan:
+        raise NotAvailable("replay: profiles cannot be swapped in a recording")
+
+    async def swap(self, profile: str) -> None:
+        raise NotAvailable("replay: profiles cannot be swapped in a recording")
+
+    def mark_baseline(self) -> str | None:
+        raise NotAvailable("replay: the baseline is marked in a live session")
+
+    def default_sweep_spec(self) -> SweepSpec:
+        idx = self.replayer.index
+        for i in range(len(idx) - 1, -1, -1):
+            if idx.kinds[i] == "sweep_started":
+                ev = idx.event(i)
+                if isinstance(ev, SweepStarted):
+                    return ev.spec
+        return SweepSpec(url="", model="", levels=[1, 8, 32, 64, 96, 128, 192, 256])
+
+    async def start_sweep(self, spec: SweepSpec) -> None:
+        raise NotAvailable("replay: sweeps run in a live session (kimitui sweep --like FILE repeats this one)")
+
+    async def stop_sweep(self) -> None:
+        raise NotAvailable("replay: no sweep is running")
+
+    @property
+    def busy(self) -> str | None:
+        return None
+
+    def add_note(self, text: str) -> None:
+        raise NotAvailable("replay: notes are added in a live session")
+
+    def add_marker(self, label: str = "") -> None:
+        raise NotAvailable("replay: markers are added in a live session")
+
+    def toggle_recording(self) -> bool:
+        raise NotAvailable("replay: nothing is being recorded")
+
+    @property
+    def recording_path(self) -> str | None:
+        """The file being replayed."""
+        return self._path
+
