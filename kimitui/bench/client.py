@@ -1,0 +1,362 @@
+"""One streaming chat completion, timed as its bytes arrive.
+
+This is the load generator's hot path, so the per-chunk work is small: one
+``perf_counter_ns`` per socket read (events that arrived in the same read did
+arrive together), a ``json.loads`` per SSE event, and list appends.  All
+figures are derived afterwards in :func:`to_result`.
+
+Timing rules (see ``reference/bench-anchors.md`` §9):
+
+- TTFB = response headers received; TTFT = first chunk carrying ``content`` or
+  reasoning text (never the role-only chunk or the usage chunk).
+- Tokens per chunk come from per-chunk ``usage`` (``continuous_usage_stats``)
+  when the server sends it, otherwise each content chunk counts as one token.
+- Completion tokens come from the final ``usage``; without it the count above
+  is used and ``tokens_from_usage`` is False.
+- Deadlines: the stall deadline is aiohttp's ``sock_read`` timeout (re-armed
+  on every read without a task per chunk); the total deadline is one timer
+  that cancels the request's task.  A request that misses either ends
+  incomplete with everything measured so far kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from kimitui.events import InFlight, RequestResult
+
+_perf_ns = time.perf_counter_ns
+_loads = json.loads
+
+
+class Clock:
+    """Maps ``perf_counter_ns`` stamps to wall-clock seconds through one fixed offset."""
+
+    def __init__(self) -> None:
+        self.offset_s = time.time() - _perf_ns() / 1e9
+
+    def wall(self, ns: int) -> float:
+        return self.offset_s + ns / 1e9
+
+    def now_ns(self) -> int:
+        return _perf_ns()
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    connect_s: float = 30.0
+    stall_s: float = 60.0
+    total_s: float = 900.0
+
+
+class RequestTrace:
+    """What one request has measured so far; read live by the progress sampler."""
+
+    __slots__ = (
+        "request_id", "concurrency", "warmup", "intended_ns", "sent_ns", "headers_ns", "first_ns",
+        "last_ns", "end_ns", "tokens", "chunk_ns", "chunk_tok", "multi_token", "usage_tokens",
+        "cum_usage", "prompt_tokens", "status", "error_class", "error", "finish_reason", "saw_done",
+        "cancel_reason",
+    )
+
+    def __init__(self, request_id: str, concurrency: int, warmup: bool, intended_ns: int) -> None:
+        self.request_id = request_id
+        self.concurrency = concurrency
+        self.warmup = warmup
+        self.intended_ns = intended_ns
+        self.sent_ns = intended_ns
+        self.headers_ns: int | None = None
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+        self.end_ns: int | None = None
+        self.tokens = 0
+        self.chunk_ns: list[int] = []
+        self.chunk_tok: list[int] = []
+        self.multi_token = False
+        self.usage_tokens: int | None = None
+        self.cum_usage: int | None = None
+        self.prompt_tokens: int | None = None
+        self.status: int | None = None
+        self.error_class: str | None = None
+        self.error = ""
+        self.finish_reason: str | None = None
+        self.saw_done = False
+        self.cancel_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.end_ns is not None
+
+    def fail(self, error_class: str, message: str) -> None:
+        """Record the first failure only: later ones are consequences."""
+        if self.error_class is None:
+            self.error_class = error_class
+            self.error = message[:500]
+
+    def in_flight(self, now_ns: int) -> InFlight:
+        tok_s = None
+        if self.tokens > 1 and self.first_ns is not None and self.last_ns is not None and self.last_ns > self.first_ns:
+            tok_s = round((self.tokens - 1) * 1e9 / (self.last_ns - self.first_ns), 2)
+        return InFlight(
+            request_id=self.request_id,
+            elapsed_s=round((now_ns - self.sent_ns) / 1e9, 3),
+            tokens=self.tokens,
+            tok_s=tok_s,
+        )
+
+
+def build_body(model: str, prompt: str, max_tokens: int, *, temperature: float = 0.0,
+               ignore_eos: bool = True, extra: dict[str, Any] | None = None) -> bytes:
+    """The JSON body of one streaming chat completion (built before dispatch, off the hot path)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if extra:
+        body.update(extra)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def make_connector(concurrency: int) -> aiohttp.TCPConnector:
+    """A connector sized to the level: never aiohttp's silent default of 100."""
+    return aiohttp.TCPConnector(limit=max(1, concurrency), limit_per_host=0, keepalive_timeout=75)
+
+
+async def run_request(http: aiohttp.ClientSession, url: str, body: bytes, trace: RequestTrace,
+                      deadlines: Deadlines) -> RequestTrace:
+    """Send one request and fill ``trace``; never raises except on outside cancellation.
+
+    ``trace.cancel_reason`` set before cancelling the task (``aborted``,
+    ``level_time_limit``) makes the request end incomplete instead of raising.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def expire() -> None:
+        if trace.end_ns is None and trace.cancel_reason is None:
+            trace.cancel_reason = "timeout"
+            task.cancel()
+
+    timer = loop.call_later(deadlines.total_s, expire)
+    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=deadlines.connect_s,
+                                    sock_read=deadlines.stall_s)
+    headers = {"Content-Type": "application/json", "X-Request-ID": trace.request_id}
+    trace.sent_ns = _perf_ns()
+    try:
+        async with http.post(url, data=body, headers=headers, timeout=timeout) as resp:
+            trace.headers_ns = _perf_ns()
+            trace.status = resp.status
+            if resp.status != 200:
+                text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                trace.fail("http_status", f"HTTP {resp.status}: {text.strip()}")
+            else:
+                await _read_stream(resp.content, trace)
+    except asyncio.CancelledError:
+        if trace.cancel_reason is None:
+            raise
+        task.uncancel()
+        if trace.cancel_reason == "timeout":
+            trace.fail("timeout", f"no end after the {deadlines.total_s:g} s request deadline")
+        else:
+            trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
+    except aiohttp.SocketTimeoutError:
+        trace.fail("stall", f"no data for {deadlines.stall_s:g} s (stall deadline)")
+    except aiohttp.ConnectionTimeoutError as exc:
+        trace.fail("connect", f"connect timeout: {exc}")
+    except aiohttp.ClientConnectorError as exc:
+        trace.fail("connect", str(exc))
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+            ConnectionError) as exc:
+        trace.fail("reset" if trace.headers_ns is not None else "connect",
+                   f"{type(exc).__name__}: {exc}")
+    except aiohttp.ClientError as exc:
+        trace.fail("reset" if trace.headers_ns is not None else "connect", f"{type(exc).__name__}: {exc}")
+    finally:
+        timer.cancel()
+        trace.end_ns = _perf_ns()
+    if trace.error_class is None and trace.status == 200 and not trace.saw_done and trace.finish_reason is None:
+        trace.fail("reset", "stream ended before [DONE]")
+    return trace
+
+
+async def _read_stream(content: aiohttp.StreamReader, trace: RequestTrace) -> None:
+    """Split the SSE byte stream into ``data:`` payloads, stamping each read once."""
+    pending = b""
+    async for data in content.iter_any():
+        now = _perf_ns()
+        if pending:
+            data = pending + data
+        lines = data.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line[:5] == b"data:":
+                if not _on_payload(line[5:].strip(), now, trace):
+                    return
+            elif line and line[:1] != b":" and line.strip() and not line.startswith((b"event:", b"id:", b"retry:")):
+                trace.fail("malformed", f"not an SSE line: {line[:120]!r}")
+                return
+    if pending.strip():
+        if pending[:5] == b"data:":
+            _on_payload(pending[5:].strip(), _perf_ns(), trace)
+        else:
+            trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
+
+
+def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
+    """Handle one SSE event; returns False when the stream is over or broken."""
+    if payload == b"[DONE]":
+        trace.saw_done = True
+        return False
+    try:
+        obj = _loads(payload)
+    except ValueError:
+        trace.fail("malformed", f"bad JSON in stream: {payload[:120]!r}")
+        return False
+    if type(obj) is not dict:
+        trace.fail("malformed", f"stream event is not an object: {payload[:120]!r}")
+        return False
+    err = obj.get("error")
+    if err is not None or obj.get("object") == "error":
+        msg = err.get("message", err) if isinstance(err, dict) else (err or obj.get("message", ""))
+        trace.fail("stream_error", f"error in stream: {msg}")
+        return True  # SGLang still sends [DONE]
+    usage = obj.get("usage")
+    ct = None
+    if usage:
+        ct = usage.get("completion_tokens")
+        if usage.get("prompt_tokens") is not None:
+            trace.prompt_tokens = usage["prompt_tokens"]
+    choices = obj.get("choices")
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
+            if ct is not None and trace.cum_usage is not None:
+                n = ct - trace.cum_usage
+                n = n if n > 0 else 1
+            elif ct is not None:
+                n = ct if ct > 0 else 1
+            else:
+                n = 1
+            if n != 1:
+                trace.multi_token = True
+            if trace.first_ns is None:
+                trace.first_ns = now
+            trace.last_ns = now
+            trace.tokens += n
+            trace.chunk_ns.append(now)
+            trace.chunk_tok.append(n)
+        fr = choice.get("finish_reason")
+        if fr:
+            trace.finish_reason = fr
+        if ct is not None:
+            trace.cum_usage = ct
+    elif usage and ct is not None:
+        trace.usage_tokens = ct  # the final usage chunk (choices == [])
+    return True
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Linear-interpolated quantile of an already sorted, non-empty list."""
+    pos = (len(sorted_vals) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def token_itls(trace: RequestTrace) -> list[float]:
+    """Inter-chunk gaps divided by the tokens the later chunk carried (seconds per token)."""
+    ns, tok = trace.chunk_ns, trace.chunk_tok
+    if len(ns) < 2:
+        return []
+    per_chunk: list[float] | None = None
+    if not trace.multi_token and trace.usage_tokens is not None and trace.usage_tokens > len(ns):
+        # No per-chunk usage but the final count shows chunks carried several tokens: spread evenly.
+        per_chunk = [(trace.usage_tokens - 1) / (len(ns) - 1)] * len(ns)
+    return [
+        (ns[i] - ns[i - 1]) / 1e9 / (per_chunk[i] if per_chunk else tok[i])
+        for i in range(1, len(ns))
+    ]
+
+
+def max_gap(trace: RequestTrace) -> tuple[float | None, int | None]:
+    """The largest gap between content chunks (an incomplete request's trailing silence counts too)."""
+    stamps = list(trace.chunk_ns)
+    if not trace.ok and stamps and trace.end_ns is not None:
+        stamps.append(trace.end_ns)
+    best, at = None, None
+    for i in range(1, len(stamps)):
+        gap = stamps[i] - stamps[i - 1]
+        if best is None or gap > best:
+            best, at = gap, stamps[i - 1]
+    return (best / 1e9 if best is not None else None), at
+
+
+def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: bool = True,
+              host: str = "sim") -> RequestResult:
+    """Derive every per-request figure from what the stream recorded."""
+    if trace.usage_tokens is not None:  # the final usage chunk: the server's own count
+        tokens, from_usage = trace.usage_tokens, True
+    elif trace.cum_usage is not None:  # per-chunk usage, but the stream ended early
+        tokens, from_usage = max(trace.cum_usage, trace.tokens), True
+    else:
+        tokens, from_usage = trace.tokens, False
+    sent, end = trace.sent_ns, trace.end_ns or trace.sent_ns
+    e2e = (end - sent) / 1e9
+    ttft = (trace.first_ns - sent) / 1e9 if trace.first_ns is not None else None
+    decode = None
+    first_tok = trace.chunk_tok[0] if trace.multi_token and trace.chunk_tok else 1
+    if (tokens > first_tok and trace.first_ns is not None and trace.last_ns is not None
+            and trace.last_ns > trace.first_ns):
+        # (tokens - 1)/(t_last - t_first), not crediting a multi-token first chunk to the decode interval.
+        decode = (tokens - first_tok) * 1e9 / (trace.last_ns - trace.first_ns)
+    tpot = (e2e - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
+    itls = sorted(token_itls(trace))
+    gap, gap_at = max_gap(trace)
+    return RequestResult(
+        t=clock.wall(end),
+        host=host,
+        sweep_id=sweep_id,
+        request_id=trace.request_id,
+        concurrency=trace.concurrency,
+        warmup=trace.warmup,
+        ok=trace.ok,
+        error_class=trace.error_class,
+        error=trace.error,
+        status=trace.status,
+        intended_send=clock.wall(trace.intended_ns),
+        sent=clock.wall(sent),
+        ttfb_s=(trace.headers_ns - sent) / 1e9 if trace.headers_ns is not None else None,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        prompt_tokens=trace.prompt_tokens,
+        completion_tokens=tokens,
+        tokens_from_usage=from_usage,
+        chunks=len(trace.chunk_ns),
+        decode_tok_s=decode,
+        e2e_tok_s=tokens / e2e if e2e > 0 and tokens else None,
+        tpot_s=tpot,
+        itl_p50_s=_quantile(itls, 0.5) if itls else None,
+        itl_p99_s=_quantile(itls, 0.99) if itls else None,
+        max_gap_s=gap,
+        max_gap_at=clock.wall(gap_at) if gap_at is not None else None,
+        chunk_offsets_ms=[round((n - sent) / 1e6, 3) for n in trace.chunk_ns] if keep_chunks else None,
+        chunk_tokens=list(trace.chunk_tok) if trace.multi_token else None,
+        finish_reason=trace.finish_reason,
+    )

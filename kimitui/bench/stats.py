@@ -1,0 +1,213 @@
+"""Level statistics from request results: pure functions, no I/O.
+
+They take :class:`~kimitui.events.RequestResult` events (not live traces), so a
+report or a replay can recompute them from a recording.
+
+Definitions (documented here because operators will trust them):
+
+* **Seed-comparable aggregate** = output tokens of the level's measured
+  requests / level wall time (first measured send to last measured end), the
+  seeds' ``agg``.  One slow tail request drags it down; that is the point of
+  keeping it next to the steady-state figure.
+* **Steady-state aggregate** = tokens that *arrived* during the longest
+  contiguous window in which at least ``ceil(r * C)`` measured requests were
+  in flight (``r = spec.steady_ratio``, 0.9 by default; SGLang's steady-state
+  mode uses the same idea against peak concurrency), divided by that window's
+  length.  Ramp-up and the drain tail fall outside it.  At C=1 every moment of
+  a request is "in flight", so a stall *inside* a request stays in the window:
+  there the server really produced nothing, and the per-request median decode
+  rate is what shows the model itself is not slow.
+* **Straggler** = a measured request (finished or not) whose decode rate is
+  below ``straggler_ratio`` (0.5) x the level's median decode rate, or whose
+  largest inter-chunk gap exceeds ``max(straggler_gap_s, 10 x the level's
+  median inter-chunk gap)``.  Each keeps its largest gap's wall-clock window.
+* **Decode tok/s** = (tokens - tokens of the first chunk) / (t_last - t_first):
+  with one token per chunk this is the usual (tokens - 1)/(t_last - t_first);
+  with speculative multi-token chunks it does not credit the first chunk's
+  extra tokens to the decode interval.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from kimitui.events import LevelResult, Percentiles, RequestResult, Straggler, SweepSpec
+
+OVERSAT_TTFT_GROWTH = 1.5
+OVERSAT_TPUT_GROWTH = 1.05
+GAP_MEDIAN_FACTOR = 10.0
+
+
+def quantile(sorted_vals: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default) of a sorted, non-empty sequence."""
+    pos = (len(sorted_vals) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def percentiles(values: Sequence[float | None]) -> Percentiles:
+    """p50/p90/p99/mean of the values that exist; all None when there are none."""
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not vals:
+        return Percentiles()
+    return Percentiles(p50=quantile(vals, 0.5), p90=quantile(vals, 0.9), p99=quantile(vals, 0.99),
+                       mean=sum(vals) / len(vals))
+
+
+def chunk_times(r: RequestResult) -> list[tuple[float, float]]:
+    """(wall time, tokens) of each content chunk of a request."""
+    offs = r.chunk_offsets_ms or []
+    if not offs:
+        return []
+    if r.chunk_tokens and len(r.chunk_tokens) == len(offs):
+        toks: Sequence[float] = r.chunk_tokens
+    else:
+        each = r.completion_tokens / len(offs) if r.completion_tokens else 1.0
+        toks = [each] * len(offs)
+    return [(r.sent + o / 1000.0, float(n)) for o, n in zip(offs, toks)]
+
+
+def steady_window(intervals: Sequence[tuple[float, float]], threshold: int) -> tuple[float, float] | None:
+    """Longest contiguous window in which at least ``threshold`` intervals overlap."""
+    if threshold < 1 or not intervals:
+        return None
+    edges: list[tuple[float, int]] = []
+    for start, end in intervals:
+        if end > start:
+            edges.append((start, 1))
+            edges.append((end, -1))
+    edges.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
+    best: tuple[float, float] | None = None
+    count, opened = 0, None
+    for t, d in edges:
+        before = count
+        count += d
+        if before < threshold <= count:
+            opened = t
+        elif before >= threshold > count and opened is not None:
+            if best is None or t - opened > best[1] - best[0]:
+                best = (opened, t)
+            opened = None
+    return best
+
+
+def steady_rate(results: Sequence[RequestResult], concurrency: int, ratio: float) -> tuple[float | None, float | None, float | None, float | None]:
+    """(tok/s, window seconds, window start, window end) over the steady-state window."""
+    threshold = max(1, math.ceil(ratio * concurrency - 1e-9))
+    intervals = [(r.sent, r.sent + (r.e2e_s or 0.0)) for r in results]
+    win = steady_window(intervals, threshold)
+    if win is None or win[1] <= win[0]:
+        return None, None, None, None
+    start, end = win
+    tokens = sum(n for r in results for t, n in chunk_times(r) if start <= t <= end)
+    return tokens / (end - start), end - start, start, end
+
+
+def _chunk_gaps(results: Sequence[RequestResult]) -> list[float]:
+    gaps: list[float] = []
+    for r in results:
+        offs = r.chunk_offsets_ms or []
+        gaps.extend((offs[i] - offs[i - 1]) / 1000.0 for i in range(1, len(offs)))
+    return gaps
+
+
+def find_stragglers(results: Sequence[RequestResult], spec: SweepSpec) -> list[Straggler]:
+    """Requests far below the level's median decode rate or with a stall gap (rule in the module doc)."""
+    decodes = [r.decode_tok_s for r in results if r.decode_tok_s is not None]
+    median_decode = statistics.median(decodes) if decodes else None
+    gaps = _chunk_gaps(results)
+    gap_limit = spec.straggler_gap_s
+    if gaps:
+        gap_limit = max(gap_limit, GAP_MEDIAN_FACTOR * statistics.median(gaps))
+    out: list[Straggler] = []
+    for r in results:
+        reasons = []
+        if (median_decode and r.decode_tok_s is not None and len(decodes) > 1
+                and r.decode_tok_s < spec.straggler_ratio * median_decode):
+            reasons.append(f"decode {r.decode_tok_s:.1f} tok/s (median {median_decode:.1f})")
+        if r.max_gap_s is not None and r.max_gap_s > gap_limit:
+            reasons.append(f"gap {r.max_gap_s:.2f} s > {gap_limit:.2f} s")
+        if not reasons:
+            continue
+        out.append(Straggler(
+            request_id=r.request_id,
+            concurrency=r.concurrency,
+            decode_tok_s=r.decode_tok_s,
+            median_decode_tok_s=median_decode,
+            max_gap_s=r.max_gap_s,
+            gap_start=r.max_gap_at,
+            gap_end=(r.max_gap_at + r.max_gap_s) if r.max_gap_at is not None and r.max_gap_s is not None else None,
+            reason="; ".join(reasons),
+        ))
+    return out
+
+
+def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
+                 results: Sequence[RequestResult], *, host: str = "sim", t: float | None = None,
+                 stopped: str | None = None) -> LevelResult:
+    """Everything a level reports, from its measured (non-warm-up) requests."""
+    measured = [r for r in results if not r.warmup]
+    failures: dict[str, int] = {}
+    for r in measured:
+        if not r.ok:
+            key = r.error_class or "unknown"
+            failures[key] = failures.get(key, 0) + 1
+    ok = [r for r in measured if r.ok]
+    tokens = sum(r.completion_tokens for r in measured)
+    wall = 0.0
+    if measured:
+        wall = max(r.sent + (r.e2e_s or 0.0) for r in measured) - min(r.sent for r in measured)
+    steady, window, w_start, w_end = steady_rate(measured, concurrency, spec.steady_ratio)
+    delays = [(r.sent - r.intended_send) * 1000.0 for r in measured]
+    extra = {"t": t} if t is not None else {}
+    return LevelResult(
+        **extra,
+        host=host,
+        sweep_id=sweep_id,
+        concurrency=concurrency,
+        repeat=repeat,
+        requests=len(measured),
+        ok=len(ok),
+        failed=len(measured) - len(ok),
+        failures=failures,
+        wall_s=wall,
+        output_tokens=tokens,
+        agg_tok_s=tokens / wall if wall > 0 else None,
+        steady_tok_s=steady,
+        steady_window_s=window,
+        steady_start=w_start,
+        steady_end=w_end,
+        ttft=percentiles([r.ttft_s for r in ok]),
+        tpot=percentiles([r.tpot_s for r in ok]),
+        itl=percentiles([r.itl_p50_s for r in ok]),
+        decode_tok_s=percentiles([r.decode_tok_s for r in ok]),
+        e2e_tok_s=percentiles([r.e2e_tok_s for r in ok]),
+        stragglers=find_stragglers(measured, spec),
+        stopped=stopped,
+        mode=spec.mode,
+        dispatch_delay_p99_ms=percentiles(delays).p99,
+    )
+
+
+def oversaturation(prev: LevelResult | None, cur: LevelResult) -> str | None:
+    """Why ``cur`` shows over-saturation against ``prev`` (TTFT up >= 1.5x, throughput up < 5 %)."""
+    if prev is None or cur.concurrency <= prev.concurrency:
+        return None
+    t0, t1 = prev.ttft.p50, cur.ttft.p50
+    r0 = prev.steady_tok_s or prev.agg_tok_s
+    r1 = cur.steady_tok_s or cur.agg_tok_s
+    if not (t0 and t1 and r0 and r1):
+        return None
+    if t1 >= OVERSAT_TTFT_GROWTH * t0 and r1 < OVERSAT_TPUT_GROWTH * r0:
+        return (f"over-saturated: TTFT p50 {t0:.2f}->{t1:.2f} s while throughput "
+                f"{r0:.0f}->{r1:.0f} tok/s (C={prev.concurrency}->{cur.concurrency})")
+    return None
+
+
+def error_rate_exceeded(level: LevelResult, max_rate: float) -> str | None:
+    if level.requests and level.failed / level.requests > max_rate:
+        return f"error rate {level.failed}/{level.requests} above {max_rate:.0%}"
+    return None

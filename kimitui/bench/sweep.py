@@ -1,0 +1,371 @@
+"""A concurrency sweep: levels, load modes, stop rules, live progress.
+
+Runs inside the load process (:mod:`kimitui.bench.worker`) and reports only
+through ``emit(event)``.  Modes:
+
+* ``burst`` - the seeds' way: C requests at once, wait for all (repeated in
+  rounds when ``requests_per_level`` or ``duration_s`` asks for more).
+* ``sustained`` - C slots each send the next request the moment their last
+  one ends, for ``duration_s`` or ``requests_per_level`` measured requests.
+  Warm-up requests run in the same slots (so they obey the cap) and a slot
+  that finishes its warm-up goes straight on to measured work: no drain.
+* ``rate`` - Poisson arrivals at ``rate_rps`` with at most C in flight; an
+  arrival that finds C in flight waits, and its intended send time stays the
+  arrival (coordinated omission is visible as dispatch delay, not hidden).
+
+Without ``duration_s`` or ``requests_per_level`` a level measures C requests
+(burst) or max(2C, 5) requests (sustained, rate).
+
+Stop rules (checked after each level; the level that tripped one says so in
+``LevelResult.stopped``): failed fraction above ``max_error_rate`` (also
+checked while a level runs, after max(10, C) requests, to stop dispatching),
+over-saturation (:func:`kimitui.bench.stats.oversaturation`), a level running
+past ``level_time_limit_s`` (what is in flight is cancelled and kept as
+incomplete), and abort.  Whatever finished is always reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+import uuid
+from collections.abc import Callable
+
+import aiohttp
+import httpx
+
+from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_connector, run_request, to_result
+from kimitui.bench.health import HealthMonitor
+from kimitui.bench.prompts import prompt_source
+from kimitui.bench.stats import error_rate_exceeded, level_result, oversaturation
+from kimitui.events import (
+    ErrorEvent,
+    Event,
+    LevelResult,
+    LevelStarted,
+    RequestResult,
+    RequestStarted,
+    SweepProgress,
+    SweepResult,
+    SweepSpec,
+    SweepStarted,
+)
+
+_perf_ns = time.perf_counter_ns
+
+
+def new_sweep_id() -> str:
+    return time.strftime("sw-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def base_url(url: str) -> str:
+    """``http://h:p``, ``http://h:p/`` and ``http://h:p/v1`` all mean the same server."""
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+async def resolve_model(url: str, timeout_s: float = 10.0) -> str:
+    """The first model the server lists at ``/v1/models`` (control plane: httpx)."""
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        resp = await client.get(base_url(url) + "/v1/models")
+        resp.raise_for_status()
+        data = resp.json().get("data") or []
+        if not data or "id" not in data[0]:
+            raise ValueError(f"{url}/v1/models lists no model")
+        return str(data[0]["id"])
+
+
+class SweepEngine:
+    """Runs one sweep; ``abort()`` may be called at any time from the same loop."""
+
+    def __init__(self, spec: SweepSpec, emit: Callable[[Event], None], *, sweep_id: str | None = None,
+                 host: str = "sim", profile: str | None = None, progress_hz: float = 4.0) -> None:
+        self.spec = spec
+        self.emit = emit
+        self.sweep_id = sweep_id or new_sweep_id()
+        self.host = host
+        self.profile = profile
+        self.progress_hz = progress_hz
+        self.clock = Clock()
+        self.levels: list[LevelResult] = []
+        self.health = HealthMonitor(self.sweep_id, host, emit)
+        self.deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, spec.request_timeout_s)
+        self._endpoint = base_url(spec.url) + "/v1/chat/completions"
+        self._prompt = prompt_source(spec.prompts, spec.seed)
+        self._aborted: str | None = None
+        self._cut: str | None = None
+        self._stop_dispatch = False
+        self._inflight: dict[str, tuple[RequestTrace, asyncio.Task[object]]] = {}
+        self._results: list[RequestResult] = []
+        self._n_ok = self._n_failed = self._tokens_done = 0
+        self._level_start_ns = 0
+        self._c = 0
+        self._repeat = 0
+        self._model = spec.model
+        self._http: aiohttp.ClientSession | None = None
+
+    # -- control -----------------------------------------------------------------
+    def abort(self, reason: str = "aborted by operator") -> None:
+        """Stop dispatching and cancel in-flight requests (kept as incomplete, class ``aborted``)."""
+        if self._aborted is None:
+            self._aborted = reason
+        self._cancel_inflight("aborted")
+
+    def _cancel_inflight(self, why: str) -> None:
+        self._stop_dispatch = True
+        for trace, task in list(self._inflight.values()):
+            if trace.cancel_reason is None and trace.end_ns is None:
+                trace.cancel_reason = why
+                task.cancel()
+
+    # -- the sweep ---------------------------------------------------------------
+    async def run(self) -> SweepResult:
+        spec = self.spec
+        self.emit(SweepStarted(host=self.host, sweep_id=self.sweep_id, spec=spec, profile=self.profile))
+        outcome, reason = "completed", ""
+        self.health.start()
+        try:
+            if spec.mode == "rate" and not spec.rate_rps:
+                raise ValueError("mode 'rate' needs rate_rps > 0")
+            if not self._model or self._model == "auto":
+                self._model = await resolve_model(spec.url)
+            for repeat in range(spec.repeats):
+                prev: LevelResult | None = None
+                for c in spec.levels:
+                    if self._aborted:
+                        break
+                    level = await self._run_level(c, repeat)
+                    stop = (self._aborted or self._cut
+                            or error_rate_exceeded(level, spec.max_error_rate)
+                            or (oversaturation(prev, level) if spec.stop_on_oversaturation else None))
+                    if stop:
+                        level = level.model_copy(update={"stopped": stop})
+                    self.levels.append(level)
+                    self.emit(level)
+                    prev = level
+                    if stop:
+                        outcome = "aborted" if self._aborted else "stopped"
+                        reason = stop
+                        break
+                if outcome != "completed":
+                    break
+            if self._aborted and outcome == "completed":
+                outcome, reason = "aborted", self._aborted
+        except Exception as exc:  # the sweep reports, never crashes its parent
+            outcome, reason = "failed", f"{type(exc).__name__}: {exc}"
+            self.emit(ErrorEvent(host=self.host, source="sweep", message=reason))
+        finally:
+            await self.health.stop()
+        peaks = [lv.steady_tok_s or lv.agg_tok_s for lv in self.levels if (lv.steady_tok_s or lv.agg_tok_s)]
+        result = SweepResult(host=self.host, sweep_id=self.sweep_id, levels=[lv.concurrency for lv in self.levels],
+                             outcome=outcome, reason=reason, peak_tok_s=max(peaks) if peaks else None)  # type: ignore[arg-type]
+        self.emit(result)
+        return result
+
+    async def _run_level(self, c: int, repeat: int) -> LevelResult:
+        spec = self.spec
+        self._c, self._repeat = c, repeat
+        self._results = []
+        self._n_ok = self._n_failed = self._tokens_done = 0
+        self._cut = None
+        self._stop_dispatch = False
+        self.emit(LevelStarted(host=self.host, sweep_id=self.sweep_id, concurrency=c, repeat=repeat))
+        if spec.flush_cache:
+            await self._flush_cache()
+        self._level_start_ns = _perf_ns()
+        loop = asyncio.get_running_loop()
+        timer = None
+        if spec.level_time_limit_s:
+            timer = loop.call_later(spec.level_time_limit_s, self._level_time_up)
+        progress = loop.create_task(self._progress_loop())
+        try:
+            async with aiohttp.ClientSession(connector=make_connector(c), auto_decompress=False) as http:
+                self._http = http
+                if spec.mode == "burst":
+                    await self._burst(c)
+                elif spec.mode == "rate":
+                    await self._rate(c)
+                else:
+                    await self._sustained(c)
+        finally:
+            self._http = None
+            if timer is not None:
+                timer.cancel()
+            progress.cancel()
+        self._publish_progress()
+        return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time())
+
+    def _level_time_up(self) -> None:
+        self._cut = f"level time limit {self.spec.level_time_limit_s:g} s reached at C={self._c}"
+        self._cancel_inflight("cancelled")
+
+    def _measured_budget(self, c: int) -> int | None:
+        spec = self.spec
+        if spec.requests_per_level is not None:
+            return spec.requests_per_level
+        if spec.duration_s is not None:
+            return None
+        return c if spec.mode == "burst" else max(2 * c, 5)
+
+    # -- modes ---------------------------------------------------------------------
+    async def _sustained(self, c: int) -> None:
+        warm = self.spec.warmup_requests
+        budget = self._measured_budget(c)
+        counter = iter(range(1 << 62))
+        measure_start: list[int] = []
+
+        def take() -> tuple[int, bool] | None:
+            if self._stop_dispatch:
+                return None
+            idx = next(counter)
+            if idx < warm:
+                return idx, True
+            if budget is not None:
+                return (idx, False) if idx - warm < budget else None
+            now = _perf_ns()
+            if not measure_start:
+                measure_start.append(now)
+            return (idx, False) if now - measure_start[0] < self.spec.duration_s * 1e9 else None  # type: ignore[operator]
+
+        async def slot() -> None:
+            intended = _perf_ns()
+            while (job := take()) is not None:
+                await self._one(job[0], job[1], intended)
+                intended = _perf_ns()
+
+        await asyncio.gather(*(slot() for _ in range(c)))
+
+    async def _burst(self, c: int) -> None:
+        warm = self.spec.warmup_requests
+        if warm:
+            sem = asyncio.Semaphore(c)
+
+            async def warm_one(i: int) -> None:
+                async with sem:
+                    if not self._stop_dispatch:
+                        await self._one(i, True, _perf_ns())
+
+            await asyncio.gather(*(warm_one(i) for i in range(warm)))
+        budget = self._measured_budget(c)
+        rounds = math.ceil(budget / c) if budget is not None else None
+        start = _perf_ns()
+        idx, r = warm, 0
+        while not self._stop_dispatch:
+            if rounds is not None and r >= rounds:
+                break
+            if rounds is None and _perf_ns() - start >= self.spec.duration_s * 1e9:  # type: ignore[operator]
+                break
+            n = c if budget is None else min(c, budget - r * c)
+            t0 = _perf_ns()
+            loop = asyncio.get_running_loop()
+            tasks = [loop.create_task(self._one(idx + k, False, t0)) for k in range(n)]
+            idx += n
+            r += 1
+            await asyncio.gather(*tasks)
+
+    async def _rate(self, c: int) -> None:
+        spec = self.spec
+        rate = float(spec.rate_rps or 1.0)
+        rng = random.Random(spec.seed * 7919 + c * 31 + self._repeat)
+        sem = asyncio.Semaphore(c)
+        budget = self._measured_budget(c)
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[None]] = set()
+        start = next_ns = _perf_ns()
+        idx = 0
+
+        async def one(i: int, warm: bool, intended: int) -> None:
+            try:
+                await self._one(i, warm, intended)
+            finally:
+                sem.release()
+
+        while not self._stop_dispatch:
+            warm = idx < spec.warmup_requests
+            if not warm:
+                if budget is not None and idx - spec.warmup_requests >= budget:
+                    break
+                if budget is None and next_ns - start >= spec.duration_s * 1e9:  # type: ignore[operator]
+                    break
+            next_ns += int(rng.expovariate(rate) * 1e9)
+            wait = (next_ns - _perf_ns()) / 1e9
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await sem.acquire()
+            if self._stop_dispatch:
+                sem.release()
+                break
+            task = loop.create_task(one(idx, warm, next_ns))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            idx += 1
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    # -- one request ---------------------------------------------------------------
+    async def _one(self, idx: int, warm: bool, intended_ns: int) -> None:
+        spec = self.spec
+        rid = f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}"
+        trace = RequestTrace(rid, self._c, warm, intended_ns)
+        task = asyncio.current_task()
+        assert task is not None and self._http is not None
+        self._inflight[rid] = (trace, task)  # type: ignore[assignment]
+        max_tokens = min(spec.max_tokens, 32) if warm else spec.max_tokens
+        body = build_body(self._model, self._prompt(idx), max_tokens, temperature=spec.temperature,
+                          ignore_eos=spec.ignore_eos, extra=spec.extra_body)
+        loop = asyncio.get_running_loop()
+        # Announce after the send: in a burst every task sends before any announcement is built.
+        loop.call_soon(self._announce, trace)
+        try:
+            await run_request(self._http, self._endpoint, body, trace, self.deadlines)
+        finally:
+            self._inflight.pop(rid, None)
+        self.health.dispatched(trace.sent_ns - trace.intended_ns)
+        result = to_result(trace, self.sweep_id, self.clock, host=self.host)
+        self._results.append(result)
+        if not warm:
+            if result.ok:
+                self._n_ok += 1
+            else:
+                self._n_failed += 1
+            self._tokens_done += result.completion_tokens
+        self.emit(result)
+        n = self._n_ok + self._n_failed
+        if not warm and not self._stop_dispatch and n >= max(10, self._c):
+            if self._n_failed / n > spec.max_error_rate:
+                self._stop_dispatch = True
+
+    def _announce(self, trace: RequestTrace) -> None:
+        self.emit(RequestStarted(host=self.host, t=self.clock.wall(trace.sent_ns), sweep_id=self.sweep_id,
+                                 request_id=trace.request_id, concurrency=trace.concurrency, warmup=trace.warmup))
+
+    # -- progress and control plane ------------------------------------------------
+    async def _progress_loop(self) -> None:
+        period = 1.0 / self.progress_hz if self._c <= 256 else 2.0 / self.progress_hz
+        while True:
+            await asyncio.sleep(period)
+            self._publish_progress()
+
+    def _publish_progress(self) -> None:
+        now = _perf_ns()
+        inflight = [tr.in_flight(now) for tr, _ in self._inflight.values()]
+        tokens = self._tokens_done + sum(tr.tokens for tr, _ in self._inflight.values() if not tr.warmup)
+        self.emit(SweepProgress(
+            host=self.host, sweep_id=self.sweep_id, concurrency=self._c,
+            done=self._n_ok, failed=self._n_failed,
+            in_flight=inflight, level_tokens=tokens,
+            level_elapsed_s=round((now - self._level_start_ns) / 1e9, 3),
+        ))
+
+    async def _flush_cache(self) -> None:
+        """POST /flush_cache between levels so the prefix cache does not carry over."""
+        try:
+            async with httpx.AsyncClient(timeout=30.0) as client:
+                resp = await client.post(base_url(self.spec.url) + "/flush_cache")
+            if resp.status_code != 200:
+                raise RuntimeError(f"HTTP {resp.status_code}: {resp.text.strip()[:200]}")
+        except Exception as exc:
+            self.emit(ErrorEvent(host=self.host, source="sweep", message=f"flush_cache before C={self._c} failed",
+                                 detail=str(exc)))
