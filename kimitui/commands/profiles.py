@@ -102,7 +102,7 @@ def _display_path(path: Path | None) -> str:
         return str(path)
 
 
-def _where(profile: Profile, loc: list[str], dirs: list[str] | None) -> str:
+def _where(profile: Profile, loc: list[str | int], dirs: list[str] | None) -> str:
     found = locate_field(profile, loc, dirs)
     if found is None:
         return ""
@@ -262,7 +262,9 @@ def _lint(args: argparse.Namespace) -> int:
             out.print(f"[green]ok[/] {escape(p.name)}")
             continue
         for issue in issues:
-            loc = [part for part in issue.field.replace("]", "").replace("[", ".").split(".")]
+            loc: list[str | int] = [
+                int(part) if part.isdigit() else part for part in issue.field.replace("]", "").replace("[", ".").split(".")
+            ]
             found = locate_field(p, loc, dirs)
             where = _display_path(found[0] if found else p.source_path) + (f":{found[1]}" if found and found[1] else "")
             colour = "red" if issue.severity == "error" else "yellow"

@@ -1,0 +1,90 @@
+"""``kimitui profiles ...`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from kimitui.cli import main
+from kimitui.profiles import load_profile, render_command, render_unit
+from tests.support.profiles import BASE, ProfileDirs, profile_env, write_profile  # noqa: F401
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_shows_seed_profiles(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "profiles", "list")
+    assert code == 0 and err == ""
+    for name in ("tp8", "ep8-tuned", "ep8-v2", "ep8-eplb", "ep8-cont16", "ep4", "ep8-cont4", "ep8-dense-tp1"):
+        assert name in out
+    assert "enable_eplb=true" in out  # a variant's own knob is shown
+
+
+def test_list_reports_invalid_files(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_profile(profile_env.local, "broken", BASE + "tp_sise = 2\n")
+    code, out, err = run(capsys, "profiles", "list")
+    assert code == 2
+    assert "ep8-tuned" in out
+    assert f"{path}:3: tp_sise: unknown field" in err.replace("\n", "")
+
+
+def test_show(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "profiles", "show", "ep8-v2")
+    assert code == 0
+    assert "num_continuous_decode_steps" in out and "ep8-v2.toml:4" in out and "ep8-tuned.toml:4" in out
+    assert "has had no effect in SGLang since late 2024" in out
+    assert "--enable-eplb" in out
+
+
+def test_diff_warns_of_confound_and_offers_single_knob_profiles(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "profiles", "diff", "ep8-tuned", "ep8-v2")
+    assert code == 0
+    assert "enable_eplb: false -> true" in out and "num_continuous_decode_steps: 8 -> 16" in out
+    assert "confounded: 2 knobs changed (enable_eplb, num_continuous_decode_steps)" in out
+    assert "ep8-eplb (enable_eplb)" in out and "ep8-cont16" in out
+    code, out, _ = run(capsys, "profiles", "diff", "ep8-tuned", "ep8-eplb")
+    assert "confounded" not in out and "enable_eplb: false -> true" in out
+
+
+def test_render_cmd_and_unit_are_exact(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    p = load_profile("ep8-tuned")
+    code, out, _ = run(capsys, "profiles", "render", "ep8-tuned", "--as", "cmd")
+    assert code == 0 and out == render_command(p) + "\n"
+    assert shlex.split(out)[:3] == ["python3", "-m", "sglang.launch_server"]
+    code, out, _ = run(capsys, "profiles", "render", "ep8-tuned", "--as", "unit")
+    assert code == 0 and out == render_unit(p)
+    assert "[Unit]" in out and "[Service]" in out  # no rich markup eaten
+    code, out, _ = run(capsys, "profiles", "render", "ep8-tuned", "--simulated")
+    assert shlex.split(out)[2:5] == ["kimitui", "sim", "serve"]
+
+
+def test_lint_exit_codes(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "profiles", "lint", "ep8-tuned")
+    assert code == 0 and "warning" in out and "num_continuous_decode_steps" in out and err == ""
+    write_profile(profile_env.local, "bad-ep", BASE + "ep_size = 3\nenable_eplb = true\nextra_args = [\"--enable-ep-moe\"]\n")
+    code, out, err = run(capsys, "profiles", "lint", "bad-ep")
+    assert code == 1
+    flat = err.replace("\n", "")
+    assert "profiles/bad-ep.toml:3: error: ep_size" in flat
+    assert "profiles/bad-ep.toml:5: error: extra_args[0]: --enable-ep-moe was removed" in flat
+    code, _, _ = run(capsys, "profiles", "lint")
+    assert code == 1  # linting everything includes the bad one
+
+
+def test_extra_dir_option_and_bad_profile_errors(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = profile_env.tmp / "extra"
+    path = write_profile(extra, "mine", BASE + 'served_model_name = "ok"\n[sim]\nfault = "nope"\n')
+    code, out, err = run(capsys, "--profiles", str(extra), "profiles", "show", "mine")
+    assert code == 2 and out == ""
+    assert f"{path}:5: sim.fault:" in err.replace("\n", "")
+    assert "Traceback" not in err
+    code, _, err = run(capsys, "profiles", "render", "nonexistent")
+    assert code == 2 and "no profile named 'nonexistent'" in err
+    write_profile(extra, "mine", BASE)
+    code, out, _ = run(capsys, "--profiles", str(extra), "profiles", "render", "mine")
+    assert code == 0 and "--model-path /models/m" in out
