@@ -140,9 +140,10 @@ class RecordingWriter:
 
     ``writer(event)`` only appends to a buffer.  ``start()`` runs a daemon flusher
     thread (a thread, not an asyncio task, so a busy UI loop cannot delay it and
-    it works with no loop at all).  Without ``start()`` the buffer is still
-    flushed when it reaches ``max_buffer`` events or ``flush_interval`` has
-    passed when the next event arrives, and always on ``close()``.
+    it works with no loop at all); a buffer reaching ``max_buffer`` events wakes
+    it early.  Without ``start()`` the sink itself flushes when the buffer
+    reaches ``max_buffer`` or ``flush_interval`` has passed since the last
+    flush; ``close()`` always flushes.
     """
 
     def __init__(
@@ -172,6 +173,7 @@ class RecordingWriter:
         self._last_flush = time.monotonic()
         self._closed = False
         self._stop = threading.Event()
+        self._kick = threading.Event()
         self._thread: threading.Thread | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -187,9 +189,10 @@ class RecordingWriter:
         with self._lock:
             self._buf.append(event)
             n = len(self._buf)
-        if n >= self.max_buffer or (
-            self._thread is None and time.monotonic() - self._last_flush >= self.flush_interval
-        ):
+        if self._thread is not None:
+            if n >= self.max_buffer:
+                self._kick.set()  # the flusher writes now; the publisher never waits on the disk
+        elif n >= self.max_buffer or time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush()
 
     # -- flushing --------------------------------------------------------------
@@ -201,7 +204,9 @@ class RecordingWriter:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.flush_interval):
+        while not self._stop.is_set():
+            self._kick.wait(self.flush_interval)
+            self._kick.clear()
             self.flush()
 
     def flush(self) -> int:
@@ -237,6 +242,7 @@ class RecordingWriter:
             return self.final_path
         self._closed = True
         self._stop.set()
+        self._kick.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.flush()
@@ -387,7 +393,7 @@ def spec_from_recording(source: "Recording | PathLike", sweep_id: str | None = N
 
 # --------------------------------------------------------------------------- the index
 
-_PREFIX = re.compile(rb'\{"kind":"([a-z_]+)","t":(-?[0-9.]+(?:[eE][-+]?[0-9]+)?),')
+_PREFIX = re.compile(rb'\{"kind":"([a-z_]+)","t":(-?[0-9.]+(?:[eE][-+]?[0-9]+)?),"host":"((?:[^"\\]|\\.)*)"')
 
 
 class RecordingIndex:
@@ -401,11 +407,13 @@ class RecordingIndex:
     """
 
     def __init__(self, header: RecordingHeader, lines: list[bytes | Event], times: list[float],
-                 kinds: list[str], line_nos: list[int], skipped: list[SkippedLine], path: Path | None) -> None:
+                 kinds: list[str], hosts: list[str], line_nos: list[int], skipped: list[SkippedLine],
+                 path: Path | None) -> None:
         self.header = header
         self._items = lines
         self.times = times
         self.kinds = kinds
+        self.hosts = hosts
         self.line_nos = line_nos
         self.skipped = skipped
         self.path = path
@@ -420,8 +428,10 @@ class RecordingIndex:
         items: list[bytes | Event] = []
         times: list[float] = []
         kinds: list[str] = []
+        hosts: list[str] = []
         line_nos: list[int] = []
         skipped: list[SkippedLine] = []
+        intern: dict[bytes, str] = {}
         last = len(lines) - 1
         tmax = float("-inf")
         match = _PREFIX.match
@@ -433,8 +443,11 @@ class RecordingIndex:
                                                "the writer crashed or is still writing"))
                 break
             m = match(raw)
-            if m is not None:
-                kind, t = m.group(1).decode(), float(m.group(2))
+            if m is not None and b"\\" not in m.group(3):
+                kind_b, t_b, host_b = m.groups()
+                kind = intern.get(kind_b) or intern.setdefault(kind_b, kind_b.decode())
+                host = intern.get(b"@" + host_b) or intern.setdefault(b"@" + host_b, host_b.decode())
+                t = float(t_b)
             else:
                 if not raw.strip():
                     continue
@@ -443,14 +456,15 @@ class RecordingIndex:
                 except ValidationError as exc:
                     skipped.append(SkippedLine(i + 1, _event_error(exc)))
                     continue
-                kind, t = ev.kind, ev.t
+                kind, t, host = ev.kind, ev.t, ev.host
                 raw = ev  # type: ignore[assignment]
             tmax = t if t > tmax else tmax
             items.append(raw)
             times.append(tmax)
             kinds.append(kind)
+            hosts.append(host)
             line_nos.append(i + 1)
-        return cls(header, items, times, kinds, line_nos, skipped, p)
+        return cls(header, items, times, kinds, hosts, line_nos, skipped, p)
 
     @classmethod
     def from_recording(cls, rec: Recording) -> "RecordingIndex":
@@ -460,7 +474,7 @@ class RecordingIndex:
             tmax = max(tmax, ev.t)
             times.append(tmax)
         return cls(rec.header, list(rec.events), times, [e.kind for e in rec.events],
-                   list(range(2, len(rec.events) + 2)), list(rec.skipped), rec.path)
+                   [e.host for e in rec.events], list(range(2, len(rec.events) + 2)), list(rec.skipped), rec.path)
 
     @classmethod
     def load(cls, source: "Recording | RecordingIndex | PathLike") -> "RecordingIndex":

@@ -7,10 +7,10 @@ fast as possible).  It can pause, change speed, seek and jump.
 Seek rebuilds state rather than replaying everything: the screen must show,
 at once, what it showed at time ``t``.  After a ``ReplayState(reset=True)``
 (consumers clear what they hold) it re-delivers instantly every event up to
-``t`` **except** high-rate telemetry (GPU samples, server stats, sweep
-progress, log lines...), of which only the last ``history_s`` seconds are
-delivered (the charts' and the log pane's span) and at most ``max_log_lines``
-log lines.  Sweeps, profile switches, notes, markers and errors are always
+``t`` **except** high-rate kinds: of telemetry (GPU samples, server stats,
+log lines) only the last ``history_s`` seconds (the charts' and the log
+pane's span, at most ``max_log_lines`` log lines); of snapshots (sweep
+progress, GPU processes, client health...) only the latest within that span.  Sweeps, profile switches, notes, markers and errors are always
 delivered in full, so tables, the curve and the straggler list are complete.
 
 :class:`ReplayController` wraps a Replayer in the UI's
@@ -41,11 +41,16 @@ from kimitui.session import Session
 
 log = logging.getLogger(__name__)
 
-HIGH_RATE_KINDS = frozenset({
-    "gpu_sample", "gpu_procs", "server_stats", "sweep_progress", "client_health", "request_started",
-    "log_line", "swap_progress", "server_health", "dropped", "replay_state",
-})
-"""Kinds whose past only matters as recent history (charts, log pane, progress)."""
+HISTORY_KINDS = frozenset({"gpu_sample", "server_stats", "log_line", "request_started"})
+"""High-rate kinds whose recent past is shown (charts, log pane): the last ``history_s`` seconds."""
+
+LATEST_KINDS = frozenset({"sweep_progress", "gpu_procs", "client_health", "server_health", "swap_progress"})
+"""Snapshots: only the latest one (per host) matters after a seek."""
+
+SKIP_KINDS = frozenset({"dropped", "replay_state"})
+
+HIGH_RATE_KINDS = HISTORY_KINDS | LATEST_KINDS | SKIP_KINDS
+"""Everything a seek does not re-deliver in full."""
 
 JUMP_KINDS = ("straggler", "profile_switch", "error", "marker", "note")
 
@@ -212,20 +217,30 @@ class Replayer:
     def _rebuild(self, t: float, hi: int) -> Iterable[Event]:
         """Events ``[0, hi)`` that make up the state at ``t`` (see the module doc)."""
         idx = self.index
-        since = idx.position(t - self.history_s)
-        logs_left = self.max_log_lines
-        first_log = since
-        for i in range(hi - 1, since - 1, -1):  # the last max_log_lines log lines only
-            if idx.kinds[i] == "log_line":
-                logs_left -= 1
-                if logs_left < 0:
-                    first_log = i + 1
-                    break
         kinds = idx.kinds
+        since = idx.position(t - self.history_s)
+        first_log = since if self.max_log_lines > 0 else hi
+        logs_left = self.max_log_lines
+        latest: set[int] = set()
+        seen_latest: set[tuple[str, str]] = set()
+        hosts = idx.hosts
+        for i in range(hi - 1, since - 1, -1):
+            kind = kinds[i]
+            if kind == "log_line":
+                logs_left -= 1
+                if logs_left == 0:
+                    first_log = i
+            elif kind in LATEST_KINDS and (kind, hosts[i]) not in seen_latest:
+                seen_latest.add((kind, hosts[i]))
+                latest.add(i)
         for i in range(hi):
             kind = kinds[i]
             if kind in HIGH_RATE_KINDS:
-                if i < since or (kind == "log_line" and i < first_log) or kind == "replay_state":
+                if kind in SKIP_KINDS or i < since:
+                    continue
+                if kind in LATEST_KINDS and i not in latest:
+                    continue
+                if kind == "log_line" and i < first_log:
                     continue
             ev = idx.event(i)
             if ev is not None:

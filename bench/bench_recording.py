@@ -1,0 +1,228 @@
+"""How big is an hour of a busy session, and how fast do we open and seek it?
+
+Builds one hour of synthetic but realistically shaped events (8 GPUs at 4 Hz,
+server log lines, /metrics stats at 1 Hz, and a sweep of levels up to 256
+streams with per-request chunk offsets and 4 Hz progress snapshots), records
+them through a Session into a RecordingWriter, then measures:
+
+* the sink cost per event (what ``publish`` pays for recording),
+* the file size after close (gzip) — goal <= 20 MB per hour,
+* the time to close (compress), to open the index, to seek (middle, end)
+  and to jump to a straggler — goal <= 1 s for open + seek,
+* the time for a full ``read_recording`` (every event validated), for reference.
+
+Run:  .venv/bin/python bench/bench_recording.py [--minutes 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kimitui.events import (  # noqa: E402
+    Event,
+    GpuReading,
+    GpuSample,
+    InFlight,
+    LevelResult,
+    LevelStarted,
+    LogLine,
+    Percentiles,
+    RequestResult,
+    ServerStats,
+    Straggler,
+    SweepProgress,
+    SweepResult,
+    SweepSpec,
+    SweepStarted,
+)
+from kimitui.recording import RecordingIndex, RecordingWriter, read_recording  # noqa: E402
+from kimitui.replay import Replayer  # noqa: E402
+from kimitui.session import Session  # noqa: E402
+
+LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]
+MAX_TOKENS = 512
+
+
+def gpu_sample(rng: random.Random, t: float, seq: int, busy: bool) -> GpuSample:
+    gpus = []
+    for i in range(8):
+        util = float(rng.randint(85, 100) if busy else rng.randint(0, 3))
+        gpus.append(GpuReading(
+            index=i, uuid=f"GPU-5f3c2a{i:02d}-1d2e-4f5a-9b8c-7d6e5f4a3b{i:02d}", util_pct=util,
+            mem_util_pct=float(rng.randint(20, 60)), mem_used_mib=float(87_000 + rng.randint(0, 400)),
+            mem_total_mib=97_887.0, power_w=round(rng.uniform(380, 600) if busy else rng.uniform(60, 90), 3),
+            power_limit_w=600.0, temp_c=float(rng.randint(55, 78)), sm_clock_mhz=float(rng.choice([2280, 2310, 2340])),
+            mem_clock_mhz=14_001.0, pcie_tx_kbps=float(rng.randint(1_000, 900_000)),
+            pcie_rx_kbps=float(rng.randint(1_000, 900_000)), throttle_reasons=[] if rng.random() > 0.05 else ["sw_power_cap"],
+            pstate=0))
+    return GpuSample(t=t, seq=seq, host_t=t - 0.002, gpus=gpus)
+
+
+def decode_line(rng: random.Random, t: float, running: int) -> LogLine:
+    thr = round(rng.uniform(50, 1600), 2)
+    tok = rng.randint(1000, 200_000)
+    usage = round(tok / 900_000, 2)
+    raw = (f"[2026-03-04 10:{int(t) // 60 % 60:02d}:{int(t) % 60:02d} DP0 TP0 EP0] Decode batch, #running-req: {running}, "
+           f"#token: {tok}, token usage: {usage}, cuda graph: True, gen throughput (token/s): {thr}, #queue-req: 0, ")
+    return LogLine(t=t, raw=raw, line_kind="decode", source="sglang.service", cursor=f"s=abc;i={int(t * 1000):x}",
+                   fields={"running_req": running, "token": tok, "token_usage": usage, "cuda_graph": True,
+                           "gen_throughput": thr, "queue_req": 0})
+
+
+def build_hour(minutes: float, seed: int = 1) -> list[Event]:
+    """Telemetry for the whole span, a sweep of 8 levels through the middle part."""
+    rng = random.Random(seed)
+    t0 = 1_772_618_400.0
+    span = minutes * 60
+    sweep_t0 = t0 + span * 0.2
+    level_s = min(90.0, span * 0.6 / len(LEVELS))
+    sweep_end = sweep_t0 + level_s * len(LEVELS)
+    events: list[Event] = []
+    # telemetry
+    for i in range(int(span * 4)):
+        t = t0 + i * 0.25
+        busy = sweep_t0 <= t <= sweep_end
+        events.append(gpu_sample(rng, t, i, busy))
+        if i % 4 == 0:
+            events.append(ServerStats(t=t, running_reqs=float(rng.randint(0, 256)) if busy else 0.0, queued_reqs=0.0,
+                                      token_usage=round(rng.random(), 4), gen_throughput=round(rng.uniform(0, 1600), 2)))
+        if busy or i % 40 == 0:  # SGLang logs a decode line every ~40 decode steps when busy
+            events.append(decode_line(rng, t, rng.randint(0, 256) if busy else 0))
+    # the sweep
+    spec = SweepSpec(url="http://127.0.0.1:30000", model="kimi-k2.6", levels=LEVELS, max_tokens=MAX_TOKENS,
+                     duration_s=level_s)
+    events.append(SweepStarted(t=sweep_t0, sweep_id="sw1", spec=spec, profile="ep8-tuned"))
+    req = 0
+    for li, c in enumerate(LEVELS):
+        lt0 = sweep_t0 + li * level_s
+        events.append(LevelStarted(t=lt0, sweep_id="sw1", concurrency=c))
+        per = 65.0 / (1 + c / 40)
+        e2e = MAX_TOKENS / per
+        n_req = max(c, int(c * level_s / e2e))
+        for k in range(int(level_s * 4)):  # 4 Hz progress snapshot with every in-flight request
+            t = lt0 + k * 0.25
+            fl = [InFlight(request_id=f"sw1-{c}-{j}", elapsed_s=round(rng.uniform(0, e2e), 3),
+                           tokens=rng.randint(0, MAX_TOKENS), tok_s=round(rng.uniform(per * 0.8, per * 1.2), 2))
+                  for j in range(c)]
+            events.append(SweepProgress(t=t, sweep_id="sw1", concurrency=c, done=k, in_flight=fl,
+                                        level_tokens=k * c * 10, level_elapsed_s=round(k * 0.25, 3)))
+        stragglers = []
+        for j in range(n_req):
+            req += 1
+            sent = lt0 + rng.uniform(0, level_s - e2e if level_s > e2e else 0)
+            rate = per * rng.uniform(0.9, 1.1)
+            offs, acc = [], rng.uniform(150, 400)
+            for _ in range(MAX_TOKENS):
+                offs.append(round(acc, 3))
+                acc += rng.expovariate(rate / 1000)
+            end = sent + offs[-1] / 1000
+            events.append(RequestResult(
+                t=end, sweep_id="sw1", request_id=f"sw1-{c}-{j}", concurrency=c, ok=True, status=200,
+                intended_send=sent, sent=sent + 0.0004, ttfb_s=round(offs[0] / 1000 - 0.01, 6), ttft_s=round(offs[0] / 1000, 6),
+                e2e_s=round(offs[-1] / 1000, 6), prompt_tokens=rng.randint(20, 60), completion_tokens=MAX_TOKENS,
+                tokens_from_usage=True, chunks=MAX_TOKENS, decode_tok_s=round(rate, 3), e2e_tok_s=round(rate * 0.95, 3),
+                tpot_s=round(1 / rate, 6), itl_p50_s=round(1 / rate, 6), itl_p99_s=round(3 / rate, 6),
+                max_gap_s=round(5 / rate, 6), max_gap_at=sent + 1.0, chunk_offsets_ms=offs))
+            if j == 0 and c == 1:
+                stragglers.append(Straggler(request_id=f"sw1-{c}-{j}", concurrency=c, decode_tok_s=7.7,
+                                            median_decode_tok_s=63.0, max_gap_s=9.8, gap_start=sent + 5, gap_end=sent + 14.8))
+        p = Percentiles(p50=per, p90=per * 1.05, p99=per * 1.1, mean=per)
+        events.append(LevelResult(t=lt0 + level_s, sweep_id="sw1", concurrency=c, requests=n_req, ok=n_req,
+                                  wall_s=level_s, output_tokens=n_req * MAX_TOKENS, agg_tok_s=per * c,
+                                  steady_tok_s=per * c * 1.02, ttft=p, tpot=p, itl=p, decode_tok_s=p, e2e_tok_s=p,
+                                  stragglers=stragglers))
+    events.append(SweepResult(t=sweep_end, sweep_id="sw1", levels=LEVELS, peak_tok_s=1538.0))
+    events.sort(key=lambda e: e.t)
+    return events
+
+
+async def measure_replay(path: Path) -> dict[str, float]:
+    out: dict[str, float] = {}
+    t = time.perf_counter()
+    index = RecordingIndex.open(path)
+    out["open_index_s"] = time.perf_counter() - t
+    session = Session()
+    sub = session.subscribe("ui", maxsize=100_000)
+    rep = Replayer(session, index, speed=1.0, start_paused=True)
+    await rep.start()
+    mid = (index.start + index.end) / 2
+    for name, target in (("seek_middle_s", mid), ("seek_end_s", index.end), ("seek_middle_again_s", mid)):
+        t = time.perf_counter()
+        await rep.seek(target)
+        out[name] = time.perf_counter() - t
+        out[name.replace("_s", "_events")] = len(sub.drain())
+    await rep.seek(index.start)
+    sub.drain()
+    t = time.perf_counter()
+    await rep.jump("straggler")
+    out["jump_straggler_s"] = time.perf_counter() - t
+    await rep.stop()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0)
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    events = build_hour(args.minutes)
+    print(f"built {len(events)} events for {args.minutes:g} min in {time.perf_counter() - t:.1f} s")
+    kinds: dict[str, int] = {}
+    for e in events:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    print("  " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Session()
+        # the flusher thread is not started: sink cost alone, then the flush cost alone
+        writer = RecordingWriter(Path(tmp) / "hour.jsonl", hosts=["sim"], max_buffer=1 << 30, flush_interval=1e9)
+        session.add_sink(writer)
+        t = time.perf_counter()
+        worst = 0.0
+        for ev in events:
+            t1 = time.perf_counter()
+            session.publish(ev)
+            worst = max(worst, time.perf_counter() - t1)
+        sink_s = time.perf_counter() - t
+        t = time.perf_counter()
+        writer.flush()
+        flush_s = time.perf_counter() - t
+        raw_mb = writer.path.stat().st_size / 1e6
+        n = len(events)
+        print(f"publish with the recorder as sink: {sink_s / n * 1e6:.2f} us/event mean, worst {worst * 1e6:.0f} us")
+        print(f"flush (serialise + write): {flush_s / n * 1e6:.1f} us/event -> {flush_s / (args.minutes * 60) * 100:.2f} % "
+              f"of one core at this session's event rate ({n / (args.minutes * 60):.1f} events/s)")
+        del events
+        gc.collect()
+        t = time.perf_counter()
+        final = writer.close()
+        close_s = time.perf_counter() - t
+        gz_mb = final.stat().st_size / 1e6
+        per_hour = gz_mb * 60 / args.minutes
+        print(f"size: {raw_mb:.1f} MB plain -> {gz_mb:.2f} MB gzip ({per_hour:.2f} MB per hour; goal <= 20)")
+        print(f"close (flush + gzip): {close_s:.2f} s")
+        r = asyncio.run(measure_replay(final))
+        print(f"open index: {r['open_index_s']:.3f} s")
+        print(f"seek middle: {r['seek_middle_s']:.3f} s ({r['seek_middle_events']:.0f} events re-published); "
+              f"end: {r['seek_end_s']:.3f} s ({r['seek_end_events']:.0f}); "
+              f"middle again (parsed cache warm): {r['seek_middle_again_s']:.3f} s")
+        print(f"open + first seek: {r['open_index_s'] + r['seek_middle_s']:.3f} s (goal <= 1)")
+        print(f"jump to straggler: {r['jump_straggler_s']:.3f} s")
+        t = time.perf_counter()
+        rec = read_recording(final)
+        print(f"full read_recording (every event validated): {time.perf_counter() - t:.2f} s, "
+              f"{len(rec.events)} events, {len(rec.skipped)} skipped")
+
+
+if __name__ == "__main__":
+    main()
