@@ -1,6 +1,7 @@
 """Profiles as files: the model, the loader (search path, extends), lint, diff and render."""
 
 from kimitui.profiles.diff import ProfileDiff, diff_profiles, single_knob_alternatives
+from kimitui.profiles.dump import profile_to_dict, profile_to_toml
 from kimitui.profiles.errors import ProfileError
 from kimitui.profiles.lint import LintIssue, has_errors, lint_profile
 from kimitui.profiles.loader import (
@@ -34,6 +35,8 @@ __all__ = [
     "load_profile_file",
     "profile_dirs",
     "profile_files",
+    "profile_to_dict",
+    "profile_to_toml",
     "render_argv",
     "render_command",
     "render_unit",
