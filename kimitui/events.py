@@ -46,6 +46,8 @@ class GpuStatic(BaseModel):
     pcie_max_width: int | None = None
     supported: list[str] = Field(default_factory=list)
     """Names of the :class:`GpuReading` fields this GPU reports."""
+    unsupported: dict[str, str] = Field(default_factory=dict)
+    """Field -> why not (``not_supported``, ``no_permission``, ``function_not_found``), probed once."""
 
 
 class GpuCaps(Event):
@@ -56,6 +58,8 @@ class GpuCaps(Event):
     nvml_version: str | None = None
     backend: str = "pynvml"
     gpus: list[GpuStatic] = Field(default_factory=list)
+    features: dict[str, str] = Field(default_factory=dict)
+    """Which NVML API variant the agent uses per field group (``memory_api: memory_v1``...)."""
 
 
 class GpuReading(BaseModel):
@@ -100,6 +104,8 @@ class GpuProcess(BaseModel):
     name: str = ""
     rank: str | None = None
     """SGLang rank from the process title, e.g. ``TP3_EP3``."""
+    sm_util_pct: float | None = None
+    """Per-process SM utilisation, where the driver reports it."""
 
 
 class GpuProcs(Event):
