@@ -1,0 +1,51 @@
+"""``kimitui sim serve``: run one simulated SGLang server in the foreground.
+
+It logs to stdout/stderr exactly like SGLang (the launcher redirects them),
+exits 0 on Ctrl-C/SIGTERM and non-zero when a start-up fault or the hang
+watchdog ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kimitui.sim.settings import FAULT_KINDS, SimConfigError, load_settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("sim", help="the simulated host: run a simulated SGLang server")
+    sim_sub = parser.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
+    serve = sim_sub.add_parser("serve", help="run a simulated SGLang server for a profile (foreground)")
+    serve.add_argument("--profile", required=True, metavar="NAME|PATH", help="profile name or TOML path")
+    serve.add_argument("--host", default=None, help="bind address (default: the profile's, normally 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: the profile's; 0 = any free port)")
+    serve.add_argument("--time-scale", type=float, default=None, metavar="S", help="run the simulated clock S times faster")
+    serve.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: the profile's)")
+    serve.add_argument("--fault", choices=FAULT_KINDS, default=None, help="inject a fault")
+    serve.add_argument("--fault-rate", type=float, default=None, metavar="R", help="per-request probability for http_500/drop/stall")
+    serve.add_argument("--fault-after", type=float, default=None, metavar="SECONDS", help="simulated seconds after ready before 'hang' fires")
+    serve.add_argument("--enable-metrics", action="store_true", default=None, help="serve /metrics even if the profile does not enable it")
+    serve.set_defaults(func=_serve)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kimitui.sim.server import run_server
+
+    try:
+        settings = load_settings(
+            args.profile,
+            host=args.host,
+            port=args.port,
+            time_scale=args.time_scale,
+            seed=args.seed,
+            fault=args.fault,
+            fault_rate=args.fault_rate,
+            fault_after_s=args.fault_after,
+            enable_metrics=args.enable_metrics,
+        )
+    except SimConfigError as exc:
+        print(f"kimitui sim serve: {exc}", file=sys.stderr)
+        return 2
+    return run_server(settings)

@@ -1,0 +1,148 @@
+"""The eight simulated GPUs, derived from what the server is doing, written ~4x/s.
+
+The fake NVML (``kimitui.sim.nvml``) reads the state file this module writes
+(``kimitui.sim.gpustate``).  Values follow the load:
+- memory: CUDA context, then weights filling during loading, then the KV pool
+  and CUDA graphs (about 85 GB per GPU for ep8-tuned while serving);
+- utilisation and power with the batch size (a decode pass keeps the SMs busy
+  in proportion to how much of the expert weights it touches);
+- PCIe traffic with the EP all-to-all (or TP all-reduce) bytes of each step,
+  host-to-device traffic while loading, a burst of expert weights during an
+  EPLB rebalance;
+- ``sw_power_cap`` among the clock-event reasons when power reaches the cap;
+- under EPLB one GPU runs hotter (the rank the static dispatch overloads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, write_state
+from kimitui.sim.model import HIDDEN, NUM_LAYERS, experts_touched
+from kimitui.sim.scheduler import SchedStats
+from kimitui.sim.settings import SimSettings
+from kimitui.sim.startup import BootState
+
+IDLE_POWER_W = 38.0
+LOADED_IDLE_POWER_W = 92.0
+WRITE_INTERVAL_S = 0.25
+
+
+class GpuModel:
+    """Turns (boot phase, scheduler stats) into per-GPU readings."""
+
+    def __init__(self, settings: SimSettings, pid: int, rank_title: Callable[[int], str]) -> None:
+        self.s = settings
+        self.pid = pid
+        self.rank_title = rank_title
+        self._last_tokens = 0
+        self._last_t = time.monotonic()
+        self._tok_rate = 0.0
+        self._temps = [33.0 + 0.7 * i % 3 for i in range(NUM_GPUS)]
+
+    def state(self, boot: BootState, stats: SchedStats | None) -> SimGpuState:
+        now = time.monotonic()
+        rate = 0.0
+        if stats is not None:
+            dt = max(1e-3, now - self._last_t)
+            rate = (stats.generated_total - self._last_tokens) / dt
+            self._last_tokens, self._last_t = stats.generated_total, now
+        # smooth like NVML's sampling window
+        self._tok_rate = 0.6 * self._tok_rate + 0.4 * rate
+        used = [i < self.s.tp_size for i in range(NUM_GPUS)]
+        gpus = [self._gpu(i, boot, stats, now, in_use=used[i]) for i in range(NUM_GPUS)]
+        return SimGpuState(written_at=time.time(), pid=self.pid, profile=self.s.name, phase=boot.phase, gpus=gpus)
+
+    def _gpu(self, i: int, boot: BootState, stats: SchedStats | None, now: float, in_use: bool) -> SimGpu:
+        if not in_use:
+            return SimGpu(index=i, temp_c=round(self._temps[i], 1))
+        phase = boot.phase
+        util = 0.0
+        pcie_rx = pcie_tx = 0.0
+        mem = boot.mem_used_gb * 1024
+        if phase == "loading":
+            util = 3.0 + 4.0 * math.sin(now * 3 + i) ** 2
+            pcie_rx = 2.6e6 + 1.5e5 * math.sin(now * 2 + i)  # KB/s from host: shards being copied in
+        elif phase == "graph":
+            util = 35.0 + 20.0 * math.sin(now * 5 + i) ** 2
+        elif phase in ("serving", "warmup") and stats is not None:
+            busy = 1.0 if now < stats.busy_until or stats.running else 0.0
+            batch = max(stats.batch, stats.running)
+            if stats.in_rebalance:
+                util = 8.0
+                pcie_tx = pcie_rx = 9.5e6 + 1.2e6 * math.sin(now * 7 + i)  # expert weights moving between GPUs
+            elif busy:
+                touched = experts_touched(batch) / 384.0
+                util = min(100.0, 58.0 + 40.0 * touched)
+                # dispatch + combine, bf16 hidden states, per layer, spread over the peers
+                bytes_per_tok = NUM_LAYERS * HIDDEN * 2 * 2 * (1.0 if self.s.ep_size > 1 else 2.0)
+                kbps = self._tok_rate * bytes_per_tok / max(1, self.s.tp_size) / 1000.0
+                pcie_tx = kbps * (1.0 + 0.04 * math.sin(now + i))
+                pcie_rx = kbps * (1.0 + 0.04 * math.cos(now + i))
+        hot = self._hot_gpu(stats)
+        if hot == i and util > 20:
+            util = min(100.0, util * 1.12 + 6.0)
+        mem_util = util * 0.55
+        power = (LOADED_IDLE_POWER_W if mem > 4096 else IDLE_POWER_W) + util / 100.0 * 545.0
+        if hot == i and util > 20:
+            power += 45.0
+        throttle: list[str] = []
+        if power >= GPU_POWER_LIMIT_W - 2:
+            power = GPU_POWER_LIMIT_W - 1.0 + math.sin(now * 11 + i)
+            throttle.append("sw_power_cap")
+        elif util < 1.0:
+            throttle.append("gpu_idle")
+        target_temp = 33.0 + power / GPU_POWER_LIMIT_W * 48.0 + (4.0 if hot == i else 0.0)
+        self._temps[i] += (target_temp - self._temps[i]) * 0.08
+        sm_clock = 180.0 if util < 1 else (2430.0 if "sw_power_cap" not in throttle else 2115.0)
+        return SimGpu(
+            index=i,
+            mem_used_mib=round(mem, 1),
+            util_pct=round(util, 1),
+            mem_util_pct=round(mem_util, 1),
+            power_w=round(power, 1),
+            temp_c=round(self._temps[i], 1),
+            sm_clock_mhz=sm_clock,
+            mem_clock_mhz=405.0 if util < 1 else 14001.0,
+            pcie_tx_kbps=round(pcie_tx, 1),
+            pcie_rx_kbps=round(pcie_rx, 1),
+            throttle_reasons=throttle,
+            pstate=8 if util < 1 and mem < 4096 else (2 if util < 1 else 0),
+            pid=self.pid if phase not in ("failed",) else None,
+            proc_title=self.rank_title(i) if phase not in ("failed",) else None,
+        )
+
+    def _hot_gpu(self, stats: SchedStats | None) -> int | None:
+        if not self.s.enable_eplb or stats is None:
+            return None
+        return (3 + 5 * stats.rebalances) % self.s.tp_size
+
+
+async def write_loop(
+    model: GpuModel,
+    boot: BootState,
+    stats: Callable[[], SchedStats | None],
+    path: Path | None = None,
+    interval_s: float = WRITE_INTERVAL_S,
+) -> None:
+    """Rewrite the state file until cancelled; then leave idle GPUs behind."""
+    try:
+        while True:
+            try:
+                write_state(model.state(boot, stats()), path)
+            except OSError:
+                pass  # a full or vanished tmp dir must not take the server down
+            await asyncio.sleep(interval_s)
+    finally:
+        write_idle(path)
+
+
+def write_idle(path: Path | None = None) -> None:
+    try:
+        write_state(idle_state(), path)
+    except OSError:
+        pass

@@ -1,0 +1,93 @@
+"""``/metrics``: SGLang's Prometheus names, labels and buckets (reference/sglang.md section 4).
+
+Built with prometheus_client on a private registry.  Scheduler gauges carry
+``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank`` and are refreshed
+from the scheduler's stats at scrape time; request-level histograms carry
+``model_name, engine_type`` and are observed by the HTTP handlers in wall time.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kimitui.sim.scheduler import SchedStats
+
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class SimMetrics:
+    def __init__(self, model_name: str, max_total_num_tokens: int, context_len: int) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        sched = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
+        tok = ["model_name", "engine_type"]
+        self._sched_labels = dict(model_name=model_name, engine_type="unified", tp_rank="0", pp_rank="0", moe_ep_rank="0")
+        self._tok_labels = dict(model_name=model_name, engine_type="unified")
+        g = lambda name, doc: Gauge(name, doc, sched, registry=r, multiprocess_mode="mostrecent")  # noqa: E731
+        self.num_running_reqs = g("sglang:num_running_reqs", "The number of running requests.")
+        self.num_queue_reqs = g("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.num_used_tokens = g("sglang:num_used_tokens", "The number of used tokens.")
+        self.token_usage = g("sglang:token_usage", "The token usage.")
+        self.gen_throughput = g("sglang:gen_throughput", "The generation throughput (token/s).")
+        self.cache_hit_rate = g("sglang:cache_hit_rate", "The prefix cache hit rate.")
+        self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative decoding.")
+        self.spec_accept_rate = g("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.")
+        self.is_cuda_graph = g("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
+        self.max_total_num_tokens = g("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.")
+        self.context_len = g("sglang:context_len", "The context length.")
+        self.realtime_tokens = Counter("sglang:realtime_tokens", "Tokens processed, updated every iteration.", [*sched, "mode"], registry=r)
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.", tok, registry=r)
+        self.num_requests = Counter("sglang:num_requests", "Number of requests processed.", tok, registry=r)
+        self.num_aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", tok, registry=r)
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, buckets=TTFT_BUCKETS, registry=r)
+        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, buckets=ITL_BUCKETS, registry=r)
+        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, buckets=E2E_BUCKETS, registry=r)
+        self.http_requests = Counter("sglang:http_requests", "Total number of HTTP requests by endpoint and method", ["endpoint", "method"], registry=r)
+        self.http_responses = Counter("sglang:http_responses", "Total number of HTTP responses by endpoint and status code", ["endpoint", "status_code", "method"], registry=r)
+        self.max_total_num_tokens.labels(**self._sched_labels).set(max_total_num_tokens)
+        self.context_len.labels(**self._sched_labels).set(context_len)
+        self._last_prompt = 0
+        self._last_gen = 0
+
+    def refresh(self, st: SchedStats) -> None:
+        lab = self._sched_labels
+        self.num_running_reqs.labels(**lab).set(st.running)
+        self.num_queue_reqs.labels(**lab).set(st.queue)
+        self.num_used_tokens.labels(**lab).set(st.kv_tokens)
+        self.token_usage.labels(**lab).set(round(st.token_usage, 4))
+        self.gen_throughput.labels(**lab).set(round(st.last_gen_throughput, 2))
+        self.cache_hit_rate.labels(**lab).set(0.0)
+        self.spec_accept_length.labels(**lab).set(st.spec_accept_length)
+        self.spec_accept_rate.labels(**lab).set(st.spec_accept_rate)
+        self.is_cuda_graph.labels(**lab).set(1.0 if st.cuda_graph else 0.0)
+        self.realtime_tokens.labels(**lab, mode="prefill_compute").inc(st.prefill_tokens_total - self._last_prompt)
+        self.realtime_tokens.labels(**lab, mode="decode").inc(st.generated_total - self._last_gen)
+        self._last_prompt, self._last_gen = st.prefill_tokens_total, st.generated_total
+
+    def request_done(self, prompt_tokens: int, completion_tokens: int, ttft_s: float | None, e2e_s: float, chunk_gaps: list[tuple[float, int]], aborted: bool) -> None:
+        lab = self._tok_labels
+        self.prompt_tokens.labels(**lab).inc(prompt_tokens)
+        self.generation_tokens.labels(**lab).inc(completion_tokens)
+        self.num_requests.labels(**lab).inc()
+        if aborted:
+            self.num_aborted.labels(**lab).inc()
+        if ttft_s is not None:
+            self.ttft.labels(**lab).observe(ttft_s)
+        self.e2e.labels(**lab).observe(e2e_s)
+        itl = self.itl.labels(**lab)
+        for gap, n in chunk_gaps:  # each chunk's interval / its tokens, observed once per token
+            for _ in range(n):
+                itl.observe(gap / n)
+
+    def http(self, endpoint: str, method: str, status: int) -> None:
+        self.http_requests.labels(endpoint=endpoint, method=method).inc()
+        self.http_responses.labels(endpoint=endpoint, status_code=str(status), method=method).inc()
+
+    def render(self, st: SchedStats) -> bytes:
+        self.refresh(st)
+        return generate_latest(self.registry)

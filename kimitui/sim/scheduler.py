@@ -1,0 +1,402 @@
+"""One scheduler loop drives every request, like SGLang's: prefill, then decode steps.
+
+A single asyncio task runs forward passes back to back.  Each pass takes the
+time :class:`PerfModel` gives it (divided by the time-scale) and, when it ends,
+hands every request in the batch its new token(s).  HTTP handlers only wait on
+their request's buffer, so 1000 streams cost one loop, not 1000 tasks ticking.
+
+Continuous batching: waiting requests are admitted by a prefill pass (up to
+``chunked_prefill_size`` new tokens, up to ``max_running_requests`` running),
+which also yields their first token; decode passes advance all running
+requests.  EPLB rebalances every ``eplb_rebalance_num_iterations`` forward
+passes and blocks the loop while it runs, as SGLang's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
+from kimitui.sim.model import PerfModel
+from kimitui.sim.settings import SimSettings
+from kimitui.sim.textgen import TokenStream
+
+
+class SimClock:
+    """Simulated time: wall time since start, times the time-scale."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._t0) * self.scale
+
+    def real(self, sim_s: float) -> float:
+        return sim_s / self.scale
+
+    async def sleep(self, sim_s: float) -> None:
+        await asyncio.sleep(max(0.0, sim_s / self.scale))
+
+
+@dataclass(eq=False)
+class Req:
+    """One generation request as the scheduler sees it."""
+
+    rid: str
+    prompt_text: str
+    prompt_tokens: int
+    max_new_tokens: int
+    target: int
+    """Tokens until it ends: the natural answer length, or ``max_new_tokens`` if smaller / ignore_eos."""
+    tokens: TokenStream
+    stop: tuple[str, ...] = ()
+    drop_at: int | None = None
+    """Fault: the connection is cut after this many tokens."""
+    stall_at: int | None = None
+    stall_s: float = 0.0
+    # -- filled in while it runs
+    generated: int = 0
+    pending: list[str] = field(default_factory=list)
+    pending_tokens: int = 0
+    text_tail: str = ""
+    finished: bool = False
+    finish_reason: str | None = None
+    matched_stop: str | int | None = None
+    dropped: bool = False
+    aborted: bool = False
+    stalled_until: float = 0.0
+    spec_verifies: int = 0
+    spec_accepted_drafts: int = 0
+    t_arrival: float = field(default_factory=time.monotonic)
+    t_first: float | None = None
+    _waiter: asyncio.Future[None] | None = None
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_chunk(self) -> tuple[list[str], int, bool]:
+        """Wait for new tokens: (pieces, token count, finished)."""
+        while not self.pending and not self.finished:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        pieces, n = self.pending, self.pending_tokens
+        self.pending, self.pending_tokens = [], 0
+        return pieces, n, self.finished and not self.pending
+
+    def abort(self) -> None:
+        """The client went away: stop generating for it."""
+        self.aborted = True
+
+
+@dataclass
+class SchedStats:
+    """What the scheduler is doing now, for /metrics, /v1/loads and the GPU state."""
+
+    running: int = 0
+    queue: int = 0
+    kv_tokens: int = 0
+    token_usage: float = 0.0
+    last_gen_throughput: float = 0.0
+    cuda_graph: bool = True
+    batch: int = 0
+    in_rebalance: bool = False
+    rebalances: int = 0
+    forward_passes: int = 0
+    busy_until: float = 0.0
+    """monotonic() until which the GPUs are computing (a pass in flight)."""
+    tok_per_s_real: float = 0.0
+    prefill_tokens_total: int = 0
+    generated_total: int = 0
+    spec_accept_length: float = 0.0
+    spec_accept_rate: float = 0.0
+    hung: bool = False
+
+
+class Scheduler:
+    """The single loop that advances every request."""
+
+    def __init__(
+        self,
+        settings: SimSettings,
+        model: PerfModel,
+        log: SimLog,
+        clock: SimClock,
+        on_fatal: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
+        self.s = settings
+        self.model = model
+        self.log = log
+        self.clock = clock
+        self.on_fatal = on_fatal
+        self.rng = random.Random(settings.seed * 7919 + 17)
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.stats = SchedStats()
+        self.max_running = model.max_running_requests
+        self.max_total = model.max_total_num_tokens
+        self._wake = asyncio.Event()
+        self._decode_iters = 0
+        self._log_tokens = 0
+        self._log_t = time.monotonic()
+        self._log_verifies = 0
+        self._log_drafts = 0
+        self.hang_at: float | None = None
+        """Sim time from which the loop hangs (fault ``hang``)."""
+        self.listeners: list[Callable[[str, dict], None]] = []
+
+    # ------------------------------------------------------------------ requests
+    def submit(self, req: Req) -> None:
+        self.waiting.append(req)
+        self.stats.queue = len(self.waiting)
+        self._wake.set()
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def _emit(self, kind: str, **data: object) -> None:
+        for fn in self.listeners:
+            fn(kind, data)
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self) -> None:
+        deadline = time.monotonic()
+        while True:
+            self._drop_aborted()
+            if self.idle:
+                self._wake.clear()
+                self._update_stats(batch=0)
+                await self._wake.wait()
+                deadline = time.monotonic()
+                continue
+            if self.hang_at is not None and self.clock.now() >= self.hang_at:
+                await self._hang()
+                return
+            work = self._plan_prefill()
+            if work:
+                duration = self.model.prefill_s(sum(r.prompt_tokens for r in work))
+                deadline = await self._pass(deadline, duration)
+                self._finish_prefill(work, duration)
+            else:
+                batch = [r for r in self.running if r.stalled_until <= self.clock.now()]
+                if not batch:
+                    await self._wait_stalled()
+                    deadline = time.monotonic()
+                    continue
+                kv = sum(r.kv_tokens for r in self.running)
+                duration = self.model.decode_step_s(len(batch), kv)
+                self.stats.cuda_graph = self.model.uses_cuda_graph(len(batch))
+                self.stats.batch = len(batch)
+                deadline = await self._pass(deadline, duration)
+                self._finish_decode(batch)
+            self.stats.forward_passes += 1
+            if self.s.enable_eplb and self.stats.forward_passes % self.s.eplb_rebalance_num_iterations == 0:
+                deadline = await self._rebalance()
+
+    async def _pass(self, deadline: float, sim_s: float) -> float:
+        """Let one forward pass's time go by; returns the next deadline (no drift, bounded debt)."""
+        now = time.monotonic()
+        deadline = max(deadline, now - 0.2) + self.clock.real(sim_s)
+        self.stats.busy_until = deadline
+        delay = deadline - now
+        await asyncio.sleep(delay if delay > 0 else 0)
+        return deadline
+
+    async def _wait_stalled(self) -> None:
+        until = min(r.stalled_until for r in self.running)
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, self.clock.real(until - self.clock.now())))
+        except TimeoutError:
+            pass
+
+    def _drop_aborted(self) -> None:
+        if any(r.aborted for r in self.running):
+            self.running = [r for r in self.running if not r.aborted]
+        if any(r.aborted for r in self.waiting):
+            self.waiting = deque(r for r in self.waiting if not r.aborted)
+
+    # ------------------------------------------------------------------ prefill
+    def _plan_prefill(self) -> list[Req]:
+        batch: list[Req] = []
+        budget = self.s.chunked_prefill_size
+        kv = sum(r.kv_tokens for r in self.running)
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            req = self.waiting[0]
+            if batch and req.prompt_tokens > budget:
+                break
+            if kv + req.prompt_tokens + req.target > self.max_total and (self.running or batch):
+                break  # would not fit in the KV pool: wait for others to finish
+            self.waiting.popleft()
+            batch.append(req)
+            budget -= req.prompt_tokens
+            kv += req.prompt_tokens
+            if budget <= 0:
+                break
+        return batch
+
+    def _finish_prefill(self, batch: list[Req], sim_s: float) -> None:
+        new_tokens = sum(r.prompt_tokens for r in batch)
+        self.running.extend(batch)
+        kv = sum(r.kv_tokens for r in self.running)
+        self.stats.prefill_tokens_total += new_tokens
+        self.log.line(
+            prefill_line(
+                new_seq=len(batch),
+                new_token=new_tokens,
+                cached_token=0,
+                token_usage=kv / self.max_total,
+                running=len(self.running) - len(batch),
+                queue=len(self.waiting),
+                pending_token=sum(r.prompt_tokens for r in self.waiting),
+                cuda_graph=False,
+                input_throughput=new_tokens / max(1e-9, self.clock.real(sim_s)),
+            ),
+            rank=0,
+        )
+        self._emit("prefill", new_tokens=new_tokens, batch=len(batch))
+        for req in batch:
+            self._give(req, 1)
+        self._retire()
+        self._update_stats(batch=len(batch))
+
+    # ------------------------------------------------------------------ decode
+    def _finish_decode(self, batch: list[Req]) -> None:
+        made = 0
+        for req in batch:
+            if req.finished:
+                continue
+            n = 1
+            if self.s.speculative:
+                n = self.model.spec_accepted(self.rng)
+                req.spec_verifies += 1
+                req.spec_accepted_drafts += n - 1
+                self._log_verifies += 1
+                self._log_drafts += n - 1
+            made += self._give(req, n)
+        self._log_tokens += made
+        self._decode_iters += 1
+        self._retire()
+        self._update_stats(batch=len(batch))
+        if self._decode_iters % self.s.decode_log_interval == 0:
+            self._log_decode()
+
+    def _give(self, req: Req, n: int) -> int:
+        """Append up to ``n`` tokens to ``req``; returns how many it took."""
+        n = min(n, req.target - req.generated)
+        start = req.generated
+        made = 0
+        for i in range(start, start + n):
+            piece = req.tokens.piece(i)
+            req.pending.append(piece)
+            made += 1
+            if req.stop:
+                req.text_tail = (req.text_tail + piece)[-64:]
+                hit = next((s for s in req.stop if s in req.text_tail), None)
+                if hit is not None:
+                    req.finished, req.finish_reason, req.matched_stop = True, "stop", hit
+                    break
+        req.generated += made
+        req.pending_tokens += made
+        self.stats.generated_total += made
+        if req.t_first is None:
+            req.t_first = time.monotonic()
+        if not req.finished and req.generated >= req.target:
+            req.finished = True
+            req.finish_reason = "length" if req.target >= req.max_new_tokens else "stop"
+        if req.drop_at is not None and req.generated >= req.drop_at and not req.finished:
+            req.dropped = req.finished = True
+            req.finish_reason = "abort"
+        if req.stall_at is not None and req.generated >= req.stall_at and not req.finished:
+            req.stall_at = None
+            req.stalled_until = self.clock.now() + req.stall_s
+        req._wake()
+        return made
+
+    def _retire(self) -> None:
+        if any(r.finished for r in self.running):
+            self.running = [r for r in self.running if not r.finished]
+
+    def _log_decode(self) -> None:
+        now = time.monotonic()
+        dt = max(1e-9, now - self._log_t)
+        throughput = self._log_tokens / dt
+        accept_len = accept_rate = None
+        if self.s.speculative and self._log_verifies:
+            accept_len = (self._log_verifies + self._log_drafts) / self._log_verifies
+            accept_rate = self._log_drafts / (self._log_verifies * max(1, self.s.speculative_num_draft_tokens - 1))
+            self.stats.spec_accept_length, self.stats.spec_accept_rate = accept_len, accept_rate
+        self.stats.last_gen_throughput = throughput
+        kv = sum(r.kv_tokens for r in self.running)
+        self.log.line(
+            decode_line(
+                running=len(self.running),
+                kv_tokens=kv,
+                token_usage=kv / self.max_total,
+                cuda_graph=self.stats.cuda_graph,
+                gen_throughput=throughput,
+                queue=len(self.waiting),
+                accept_len=accept_len,
+                accept_rate=accept_rate,
+            ),
+            rank=0,
+        )
+        self._emit("decode_log", throughput=throughput)
+        self._log_t, self._log_tokens, self._log_verifies, self._log_drafts = now, 0, 0, 0
+
+    def _update_stats(self, batch: int) -> None:
+        st = self.stats
+        st.running = len(self.running)
+        st.queue = len(self.waiting)
+        st.kv_tokens = sum(r.kv_tokens for r in self.running)
+        st.token_usage = st.kv_tokens / self.max_total
+        st.batch = batch
+
+    # ------------------------------------------------------------------ EPLB and faults
+    async def _rebalance(self) -> float:
+        stall = self.model.eplb_stall_s(self.rng)
+        self.stats.in_rebalance = True
+        self.stats.rebalances += 1
+        self.log.all_ranks("[EPLBManager] rebalance start")
+        t0 = time.monotonic()
+        await self.clock.sleep(stall)
+        self.stats.in_rebalance = False
+        self.log.all_ranks(f"[EPLBManager] rebalance end time={time.monotonic() - t0:.3f}s")
+        self._emit("rebalance", stall_s=stall)
+        return time.monotonic()
+
+    async def _hang(self) -> None:
+        """Fault ``hang``: the forward pass never returns; the watchdog kills the server."""
+        self.stats.hung = True
+        await self.clock.sleep(self.s.watchdog_timeout)
+        timeout = self.s.watchdog_timeout if self.s.watchdog_timeout_given else int(self.s.watchdog_timeout)
+        self.log.line("Scheduler debug info:", rank=0)
+        self.log.raw(
+            "Thread 0x7f3a2c1ff740 (active): \"MainThread\"\n"
+            "    synchronize (torch/cuda/__init__.py:985)\n"
+            "    forward_decode (sglang/srt/model_executor/model_runner.py:2204)\n"
+            "    event_loop_overlap (sglang/srt/managers/scheduler.py:1187)\n"
+        )
+        self.log.line(f"Scheduler watchdog timeout (self.watchdog_timeout={timeout}, self.soft=False)", rank=0)
+        await self.clock.sleep(5.0)
+        self.log.line(
+            "SIGQUIT received. signum=3, frame=<frame at 0x7f3b10a2c040, file '/usr/lib/python3.11/selectors.py', "
+            "line 468, code select>. It usually means one child failed."
+        )
+        if self.on_fatal is not None:
+            await self.on_fatal(1)

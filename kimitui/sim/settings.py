@@ -1,0 +1,202 @@
+"""What the simulator needs from a profile, resolved to concrete values.
+
+SGLang auto-derives many knobs (``None`` in a profile); the simulator must pick
+the same concrete values SGLang would on 8x 96 GB PCIe cards, so that logs and
+``/server_info`` show real numbers.  This module is the one place that does it,
+so the rest of ``kimitui.sim`` never deals with ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
+
+
+class SimConfigError(Exception):
+    """A profile or option the simulator cannot run; the message says which."""
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Concrete launch values plus the simulator's own knobs."""
+
+    name: str = "ep8-tuned"
+    model_path: str = "/root/models/Kimi-K2.6"
+    served_model_name: str = "/root/models/Kimi-K2.6"
+    host: str = "127.0.0.1"
+    port: int = 30001
+    tp_size: int = 8
+    ep_size: int = 1
+    dp_size: int = 1
+    enable_dp_attention: bool = False
+    enable_eplb: bool = False
+    eplb_rebalance_num_iterations: int = 1000
+    num_continuous_decode_steps: int = 1
+    max_running_requests: int = 2048
+    mem_fraction_static: float = 0.88
+    context_length: int = 262144
+    chunked_prefill_size: int = 8192
+    max_prefill_tokens: int = 16384
+    cuda_graph_max_bs: int = 512
+    disable_cuda_graph: bool = False
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int = 3
+    speculative_eagle_topk: int = 1
+    speculative_num_draft_tokens: int = 4
+    enable_metrics: bool = False
+    decode_log_interval: int = 40
+    watchdog_timeout: float = 300.0
+    watchdog_timeout_given: bool = False
+    trust_remote_code: bool = False
+    # -- simulator only
+    time_scale: float = 1.0
+    seed: int = 0
+    fault: str | None = None
+    fault_rate: float = 0.0
+    fault_after_s: float | None = None
+    startup_s: float | None = None
+    gpu_count: int = 8
+    tuning: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.speculative_algorithm)
+
+    def server_args(self) -> dict[str, Any]:
+        """The ``ServerArgs`` fields SGLang would report (``server_args=`` dump, /server_info)."""
+        return {
+            "model_path": self.model_path,
+            "tokenizer_path": self.model_path,
+            "tokenizer_mode": "auto",
+            "skip_tokenizer_init": False,
+            "load_format": "auto",
+            "trust_remote_code": self.trust_remote_code,
+            "context_length": self.context_length,
+            "is_embedding": False,
+            "served_model_name": self.served_model_name,
+            "host": self.host,
+            "port": self.port,
+            "mem_fraction_static": self.mem_fraction_static,
+            "max_running_requests": self.max_running_requests,
+            "max_total_tokens": None,
+            "chunked_prefill_size": self.chunked_prefill_size,
+            "max_prefill_tokens": self.max_prefill_tokens,
+            "schedule_policy": "fcfs",
+            "tp_size": self.tp_size,
+            "pp_size": 1,
+            "dp_size": self.dp_size,
+            "ep_size": self.ep_size,
+            "moe_dp_size": 1,
+            "enable_dp_attention": self.enable_dp_attention,
+            "moe_a2a_backend": "none",
+            "enable_eplb": self.enable_eplb,
+            "eplb_rebalance_num_iterations": self.eplb_rebalance_num_iterations,
+            "num_continuous_decode_steps": self.num_continuous_decode_steps,
+            "cuda_graph_max_bs": self.cuda_graph_max_bs,
+            "disable_cuda_graph": self.disable_cuda_graph,
+            "speculative_algorithm": self.speculative_algorithm,
+            "speculative_num_steps": self.speculative_num_steps if self.speculative else None,
+            "speculative_eagle_topk": self.speculative_eagle_topk if self.speculative else None,
+            "speculative_num_draft_tokens": self.speculative_num_draft_tokens if self.speculative else None,
+            "enable_metrics": self.enable_metrics,
+            "decode_log_interval": self.decode_log_interval,
+            "watchdog_timeout": self.watchdog_timeout,
+            "log_level": "info",
+            "random_seed": self.seed,
+        }
+
+
+def _pick(profile: Any, name: str, default: Any) -> Any:
+    value = getattr(profile, name, None) if not isinstance(profile, dict) else profile.get(name)
+    return default if value is None else value
+
+
+def settings_from_profile(profile: Any, **overrides: Any) -> SimSettings:
+    """Concrete settings from a profile object (or a plain dict), SGLang's auto values filled in.
+
+    ``overrides`` (from the command line) win over the profile's ``[sim]`` table
+    and its host/port; ``None`` overrides are ignored.
+    """
+    sim = _pick(profile, "sim", None)
+    sim_get = (lambda k, d: _pick(sim, k, d)) if sim is not None else (lambda k, d: d)
+    tp = int(_pick(profile, "tp_size", 1))
+    model_path = str(_pick(profile, "model_path", "/root/models/Kimi-K2.6"))
+    spec = _pick(profile, "speculative_algorithm", None)
+    watchdog = _pick(profile, "watchdog_timeout", None)
+    values: dict[str, Any] = dict(
+        name=str(_pick(profile, "name", "profile")),
+        model_path=model_path,
+        served_model_name=str(_pick(profile, "served_model_name", model_path)),
+        host=str(_pick(profile, "host", "127.0.0.1")),
+        port=int(_pick(profile, "port", 30000)),
+        tp_size=tp,
+        ep_size=int(_pick(profile, "ep_size", 1)),
+        dp_size=int(_pick(profile, "dp_size", 1)),
+        enable_dp_attention=bool(_pick(profile, "enable_dp_attention", False)),
+        enable_eplb=bool(_pick(profile, "enable_eplb", False)),
+        eplb_rebalance_num_iterations=int(_pick(profile, "eplb_rebalance_num_iterations", 1000)),
+        num_continuous_decode_steps=int(_pick(profile, "num_continuous_decode_steps", 1)),
+        mem_fraction_static=float(_pick(profile, "mem_fraction_static", 0.88)),
+        context_length=int(_pick(profile, "context_length", 262144)),
+        chunked_prefill_size=int(_pick(profile, "chunked_prefill_size", 8192)),
+        cuda_graph_max_bs=int(_pick(profile, "cuda_graph_max_bs", 256 if tp < 4 else 512)),
+        disable_cuda_graph=bool(_pick(profile, "disable_cuda_graph", False)),
+        speculative_algorithm=str(spec) if spec else None,
+        speculative_num_steps=int(_pick(profile, "speculative_num_steps", 3)),
+        speculative_eagle_topk=int(_pick(profile, "speculative_eagle_topk", 1)),
+        speculative_num_draft_tokens=int(_pick(profile, "speculative_num_draft_tokens", 4)),
+        enable_metrics=bool(_pick(profile, "enable_metrics", False)),
+        decode_log_interval=int(_pick(profile, "decode_log_interval", 40)),
+        watchdog_timeout=float(watchdog if watchdog is not None else 300.0),
+        watchdog_timeout_given=watchdog is not None,
+        trust_remote_code=bool(_pick(profile, "trust_remote_code", False)),
+        time_scale=float(sim_get("time_scale", 1.0)),
+        seed=int(sim_get("seed", 0)),
+        fault=sim_get("fault", None),
+        fault_rate=float(sim_get("fault_rate", 0.0)),
+        fault_after_s=sim_get("fault_after_s", None),
+        startup_s=sim_get("startup_s", None),
+        gpu_count=int(sim_get("gpu_count", 8)),
+        tuning=dict(sim_get("tuning", {}) or {}),
+    )
+    values["max_prefill_tokens"] = int(_pick(profile, "max_prefill_tokens", max(16384, values["chunked_prefill_size"])))
+    # SGLang's auto value, capped by what the KV pool holds (see kvcache_tokens()).
+    values["max_running_requests"] = int(_pick(profile, "max_running_requests", 2048))
+    for key, value in overrides.items():
+        if value is not None:
+            values[key] = value
+    settings = SimSettings(**values)
+    validate(settings)
+    return settings
+
+
+def validate(s: SimSettings) -> None:
+    """Refuse what SGLang itself would refuse at start-up (so the sim fails the same way)."""
+    if s.fault is not None and s.fault not in FAULT_KINDS:
+        raise SimConfigError(f"unknown fault {s.fault!r}; expected one of {', '.join(FAULT_KINDS)}")
+    if not 0.0 <= s.fault_rate <= 1.0:
+        raise SimConfigError(f"fault rate {s.fault_rate} is outside 0..1")
+    if s.time_scale <= 0:
+        raise SimConfigError(f"time scale must be > 0, got {s.time_scale}")
+    if s.tp_size % s.ep_size:
+        raise SimConfigError(f"tp_size {s.tp_size} must be divisible by ep_size {s.ep_size}")
+    if s.enable_eplb and s.ep_size <= 1:
+        raise SimConfigError("--enable-eplb requires ep_size > 1")
+    if s.tp_size > s.gpu_count:
+        raise SimConfigError(f"tp_size {s.tp_size} needs more GPUs than the simulated host has ({s.gpu_count})")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_settings(name_or_path: str, **overrides: Any) -> SimSettings:
+    """Load a profile by name or path (``kimitui.profiles``), then resolve it for the simulator."""
+    from kimitui.profiles import ProfileError, load_profile
+
+    try:
+        profile = load_profile(name_or_path)
+    except ProfileError as exc:  # carries file, line and field
+        raise SimConfigError(str(exc)) from exc
+    return settings_from_profile(profile, **overrides)
