@@ -270,3 +270,26 @@ def test_knobs_exclude_identity_launcher_and_sim() -> None:
     assert knobs["tp_size"] == 2 and knobs["model_path"] == "/m" and knobs["port"] == 30001
     assert not {"name", "description", "extends", "sim", "launcher", "source_path"} & set(knobs)
     assert "source_path" not in p.model_dump()
+
+
+def test_a_profile_outside_the_search_path_can_refine_a_shipped_one(profile_env: ProfileDirs) -> None:
+    path = write_profile(profile_env.tmp / "scratch", "ep8-tuned", 'extends = "ep8-tuned"\ncuda_graph_max_bs = 128\n')
+    p = load_profile(str(path))
+    assert (p.cuda_graph_max_bs, p.max_running_requests, p.source_path) == (128, 256, path)
+
+
+def test_bidi_controls_are_rejected(profile_env: ProfileDirs) -> None:
+    write_profile(profile_env.local, "bidi", 'model_path = "/m/\\u202egpj.exe"\n')
+    with pytest.raises(ProfileError) as err:
+        load_profile("bidi")
+    assert err.value.field == "model_path" and "control character" in err.value.message
+
+
+def test_constructed_profiles_are_validated_too() -> None:
+    with pytest.raises(ValueError):
+        Profile(name="bad name", model_path="/m")
+    with pytest.raises(ValueError):
+        Profile(name="ok", model_path="")
+    p = Profile(name="ok", model_path="/m")
+    with pytest.raises(ValueError):
+        p.extra_args = ["fine", "not\nfine"]  # assignment is validated as well

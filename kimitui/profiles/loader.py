@@ -66,13 +66,17 @@ def _looks_like_path(name_or_path: str) -> bool:
 def find_profile_file(name: str, extra_dirs: Sequence[Path | str] | None = None, *, after: Path | None = None) -> Path:
     """The file for profile ``name``; with ``after``, only directories after that one count."""
     dirs = profile_dirs(extra_dirs)
+    skip: Path | None = None
     if after is not None:
         resolved = [d.resolve() for d in dirs]
         after_r = after.resolve()
-        dirs = dirs[resolved.index(after_r) + 1 :] if after_r in resolved else []
+        if after_r in resolved:
+            dirs = dirs[resolved.index(after_r) + 1 :]
+        else:  # a file outside the search path: anything but itself
+            skip = (after / f"{name}{SUFFIX}").resolve()
     for d in dirs:
         candidate = d / f"{name}{SUFFIX}"
-        if candidate.is_file():
+        if candidate.is_file() and candidate.resolve() != skip:
             return candidate
     searched = ", ".join(str(d) for d in dirs) or "(no directories)"
     raise ProfileError(f"no profile named {name!r} (searched: {searched})")

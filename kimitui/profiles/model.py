@@ -26,9 +26,13 @@ def _reject_control(value: str) -> str:
     any of them could inject a directive or forge a log line.
     """
     for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS:
             raise ValueError(f"control character {ch!r} is not allowed")
     return value
+
+
+# Bidirectional overrides/isolates/marks: invisible, and they reorder what the operator reads.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 SafeStr = Annotated[str, AfterValidator(_reject_control)]
@@ -137,12 +141,12 @@ class Profile(_Strict):
     """One server configuration. Field names are SGLang's ``server_args`` names."""
 
     # -- identity
-    name: SafeStr
+    name: SafeStr = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: SafeStr = ""
     extends: SafeStr | None = None
 
     # -- what and where
-    model_path: SafeStr
+    model_path: SafeStr = Field(min_length=1)
     served_model_name: SafeStr | None = None
     tokenizer_path: SafeStr | None = None
     host: SafeStr = "127.0.0.1"
