@@ -10,7 +10,7 @@ Two jobs:
 * **Exact-timing test server**: request-body knobs override the pacing per
   request, so a test knows to the millisecond what the client should measure:
   ``ttft_ms``, ``tick_ms``, ``tokens_per_chunk``, ``stall_after``+``stall_ms``,
-  and faults ``status`` (HTTP error), ``drop_after`` (connection aborted
+  ``no_usage`` (ignore ``stream_options``), and faults ``status`` (HTTP error), ``drop_after`` (connection aborted
   mid-stream), ``error_after`` (error object in the stream), ``malformed_after``.
 
 SSE framing follows SGLang (``reference/sglang.md`` §3): a role chunk, content
@@ -62,8 +62,9 @@ class Stream:
         self.sent = 0
         self.per_chunk = max(1, int(body.get("tokens_per_chunk", 1)))
         opts = body.get("stream_options") or {}
-        self.include_usage = bool(opts.get("include_usage"))
-        self.usage_each = bool(opts.get("continuous_usage_stats"))
+        no_usage = bool(body.get("no_usage"))  # behave like a server that ignores stream_options
+        self.include_usage = bool(opts.get("include_usage")) and not no_usage
+        self.usage_each = bool(opts.get("continuous_usage_stats")) and not no_usage
         msgs = body.get("messages") or []
         self.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in msgs if isinstance(m, dict))
         custom = any(k in body for k in ("ttft_ms", "tick_ms", "stall_after", "drop_after", "error_after",
@@ -147,6 +148,9 @@ class Server:
         self.active: set[Stream] = set()
         self.flushes = 0
         self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.request_ids: list[str] = []
         self._ticking = False
 
     def add_shared(self, stream: Stream) -> None:
@@ -184,12 +188,19 @@ class Proto(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
+        self.streaming = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._stream_over()
+
+    def _stream_over(self) -> None:
+        if self.streaming:
+            self.streaming = False
+            self.server.in_flight -= 1
 
     def abort(self) -> None:
         self.closed = True
@@ -202,6 +213,7 @@ class Proto(asyncio.Protocol):
 
     def response_done(self) -> None:
         self.busy = False
+        self._stream_over()
         self._maybe_handle()
 
     def _maybe_handle(self) -> None:
@@ -212,10 +224,14 @@ class Proto(asyncio.Protocol):
             return
         head = self.buf[:end].decode("latin-1").split("\r\n")
         length = 0
+        self.request_id = ""
         for h in head[1:]:
             k, _, v = h.partition(":")
-            if k.strip().lower() == "content-length":
+            key = k.strip().lower()
+            if key == "content-length":
                 length = int(v.strip())
+            elif key == "x-request-id":
+                self.request_id = v.strip()
         if len(self.buf) < end + 4 + length:
             return
         body = self.buf[end + 4:end + 4 + length]
@@ -228,6 +244,7 @@ class Proto(asyncio.Protocol):
         assert self.transport is not None
         if path == "/v1/chat/completions" and method == "POST":
             self.server.requests += 1
+            self.server.request_ids.append(self.request_id)
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
@@ -236,6 +253,9 @@ class Proto(asyncio.Protocol):
                 status = int(body["status"])
                 return self._reply(status, b'{"object":"error","message":"injected","code":%d}' % status)
             stream = Stream(self, body, self.server.tick_s)
+            self.streaming = True
+            self.server.in_flight += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
             self.transport.write(stream.start())
             if self.server.tick_s == 0 and stream.shared is False and not _has_timing(body):
                 self._burst(stream)

@@ -13,7 +13,8 @@ Definitions (documented here because operators will trust them):
   contiguous window in which at least ``ceil(r * C)`` measured requests were
   in flight (``r = spec.steady_ratio``, 0.9 by default; SGLang's steady-state
   mode uses the same idea against peak concurrency), divided by that window's
-  length.  Ramp-up and the drain tail fall outside it.  At C=1 every moment of
+  length.  Ramp-up and the drain tail fall outside it; dips shorter than
+  0.1 s (a slot handing over to its next request) do not end the window.  At C=1 every moment of
   a request is "in flight", so a stall *inside* a request stays in the window:
   there the server really produced nothing, and the per-request median decode
   rate is what shows the model itself is not slow.
@@ -38,6 +39,7 @@ from kimitui.events import LevelResult, Percentiles, RequestResult, Straggler, S
 OVERSAT_TTFT_GROWTH = 1.5
 OVERSAT_TPUT_GROWTH = 1.05
 GAP_MEDIAN_FACTOR = 10.0
+STEADY_MERGE_GAP_S = 0.1
 
 
 def quantile(sorted_vals: Sequence[float], q: float) -> float:
@@ -70,8 +72,14 @@ def chunk_times(r: RequestResult) -> list[tuple[float, float]]:
     return [(r.sent + o / 1000.0, float(n)) for o, n in zip(offs, toks)]
 
 
-def steady_window(intervals: Sequence[tuple[float, float]], threshold: int) -> tuple[float, float] | None:
-    """Longest contiguous window in which at least ``threshold`` intervals overlap."""
+def steady_window(intervals: Sequence[tuple[float, float]], threshold: int,
+                  merge_gap_s: float = STEADY_MERGE_GAP_S) -> tuple[float, float] | None:
+    """Longest window in which at least ``threshold`` intervals overlap.
+
+    Dips below the threshold shorter than ``merge_gap_s`` do not split a window:
+    a sustained slot hands over to its next request a few hundred microseconds
+    after the last one ended, and that is not the end of steady state.
+    """
     if threshold < 1 or not intervals:
         return None
     edges: list[tuple[float, int]] = []
@@ -79,19 +87,25 @@ def steady_window(intervals: Sequence[tuple[float, float]], threshold: int) -> t
         if end > start:
             edges.append((start, 1))
             edges.append((end, -1))
-    edges.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
-    best: tuple[float, float] | None = None
-    count, opened = 0, None
+    edges.sort(key=lambda e: (e[0], -e[1]))  # at the same instant a start counts before an end
+    windows: list[list[float]] = []
+    count = 0
+    opened: float | None = None
     for t, d in edges:
         before = count
         count += d
         if before < threshold <= count:
             opened = t
         elif before >= threshold > count and opened is not None:
-            if best is None or t - opened > best[1] - best[0]:
-                best = (opened, t)
+            if windows and opened - windows[-1][1] <= merge_gap_s:
+                windows[-1][1] = t
+            else:
+                windows.append([opened, t])
             opened = None
-    return best
+    if not windows:
+        return None
+    best = max(windows, key=lambda w: w[1] - w[0])
+    return best[0], best[1]
 
 
 def steady_rate(results: Sequence[RequestResult], concurrency: int, ratio: float) -> tuple[float | None, float | None, float | None, float | None]:
@@ -102,7 +116,7 @@ def steady_rate(results: Sequence[RequestResult], concurrency: int, ratio: float
     if win is None or win[1] <= win[0]:
         return None, None, None, None
     start, end = win
-    tokens = sum(n for r in results for t, n in chunk_times(r) if start <= t <= end)
+    tokens = sum(n for r in results for t, n in chunk_times(r) if start < t <= end)
     return tokens / (end - start), end - start, start, end
 
 

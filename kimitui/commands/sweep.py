@@ -1,0 +1,270 @@
+"""``kimitui sweep``: a headless concurrency sweep with a progress bar and per-level tables.
+
+The sweep runs in the load process (:class:`kimitui.bench.runner.SweepRunner`);
+this command only draws progress on stderr, prints tables (or one JSON summary
+with ``--json``) on stdout and, with ``--out``, records every event.
+``--like RECORDING`` repeats the workload of a recorded sweep; options given
+explicitly override it.  Ctrl-C aborts: finished requests are kept and reported.
+
+Exit codes: 0 completed or stopped by a stop rule, 1 failed, 2 bad arguments
+or unreachable server, 130 aborted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import ValidationError
+
+from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, SweepProgress, SweepResult, SweepSpec
+
+EXIT_BAD_ARGS = 2
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels {text!r}: a comma-separated list of integers, e.g. 1,8,32") from None
+    if not levels or any(c < 1 or c > 100_000 for c in levels):
+        raise argparse.ArgumentTypeError(f"levels {text!r}: each level must be between 1 and 100000")
+    return levels
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+
+    return parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("sweep", help="run a concurrency sweep headless (progress bar, tables, --json)")
+    p.add_argument("--url", help="server base URL, e.g. http://gpu-host.example:30000")
+    p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    p.add_argument("--levels", type=_levels, help="concurrency levels, e.g. 1,8,32,64 (default 1,8,32)")
+    p.add_argument("--mode", choices=["burst", "sustained", "rate"], help="load mode (default sustained)")
+    p.add_argument("--max-tokens", type=_positive(int), help="output tokens per request (default 512)")
+    p.add_argument("--prompts", help="'seed' (the field notes' five prompts) or 'random:N' (N-token prompts)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--duration", type=_positive(float), metavar="S", help="measure each level for S seconds")
+    g.add_argument("--requests", type=_positive(int), metavar="N", help="measure N requests per level")
+    p.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per level (not measured)")
+    p.add_argument("--rate", type=_positive(float), metavar="RPS", help="arrival rate for --mode rate")
+    p.add_argument("--repeats", type=_positive(int), help="run the levels this many times")
+    p.add_argument("--flush-cache", action="store_true", default=None, help="POST /flush_cache before each level")
+    p.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (lengths then vary)")
+    p.add_argument("--stall-timeout", type=_positive(float), metavar="S", help="give up on a stream silent for S s (60)")
+    p.add_argument("--request-timeout", type=_positive(float), metavar="S", help="per-request deadline (900)")
+    p.add_argument("--level-time-limit", type=_positive(float), metavar="S", help="stop the sweep when a level runs longer")
+    p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
+    p.add_argument("--profile", help="label the sweep with the profile it ran against")
+    p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzipped on close)")
+    p.add_argument("--json", action="store_true", help="print one machine-readable summary instead of tables")
+    p.add_argument("--like", metavar="RECORDING", help="repeat the workload of the sweep in this recording")
+    p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    p.set_defaults(func=run)
+
+
+def build_spec(args: argparse.Namespace) -> SweepSpec:
+    """The spec from ``--like`` (if any) with every explicitly given option applied on top."""
+    base: dict[str, Any] = {}
+    if args.like:
+        from kimitui.recording import spec_from_recording
+
+        base = spec_from_recording(args.like).model_dump()
+    given = {
+        "url": args.url, "model": args.model, "levels": args.levels, "mode": args.mode,
+        "max_tokens": args.max_tokens, "prompts": args.prompts, "duration_s": args.duration,
+        "requests_per_level": args.requests, "warmup_requests": args.warmup, "rate_rps": args.rate,
+        "repeats": args.repeats, "flush_cache": args.flush_cache,
+        "stall_timeout_s": args.stall_timeout, "request_timeout_s": args.request_timeout,
+        "level_time_limit_s": args.level_time_limit, "max_error_rate": args.max_error_rate,
+    }
+    if args.no_ignore_eos:
+        given["ignore_eos"] = False
+    if args.duration is not None:
+        base.pop("requests_per_level", None)
+    if args.requests is not None:
+        base.pop("duration_s", None)
+    base.update({k: v for k, v in given.items() if v is not None})
+    base.setdefault("levels", [1, 8, 32])
+    base.setdefault("model", "")
+    if not base.get("url"):
+        raise ValueError("--url is required (or --like a recording that has one)")
+    return SweepSpec.model_validate(base)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kimitui.recording import RecordingError
+
+    try:
+        spec = build_spec(args)
+    except (ValueError, RecordingError, ValidationError) as exc:
+        print(f"kimitui sweep: {exc}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    if not spec.model:
+        from kimitui.bench.sweep import resolve_model
+
+        try:
+            spec = spec.model_copy(update={"model": asyncio.run(resolve_model(spec.url))})
+        except Exception as exc:
+            print(f"kimitui sweep: cannot ask {spec.url}/v1/models for the model ({exc}); pass --model",
+                  file=sys.stderr)
+            return EXIT_BAD_ARGS
+    return asyncio.run(_run(spec, args))
+
+
+async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
+    from kimitui.bench.runner import SweepRunner
+    from kimitui.session import Session
+
+    host = urlparse(spec.url).hostname or "sweep"
+    session = Session(host=host)
+    writer = None
+    if args.out:
+        from kimitui.recording import RecordingError, RecordingWriter
+
+        try:
+            writer = RecordingWriter(args.out, hosts=[host], meta={"command": "sweep"}).start()
+        except (RecordingError, OSError) as exc:
+            print(f"kimitui sweep: --out: {exc}", file=sys.stderr)
+            return EXIT_BAD_ARGS
+        session.add_sink(writer)
+    progress = None if (args.no_progress or args.json and not sys.stderr.isatty()) else _Progress(spec)
+    if progress is not None:
+        session.add_sink(progress.on_event)
+        progress.start()
+    runner = SweepRunner(session, spec, profile=args.profile)
+    loop = asyncio.get_running_loop()
+    await runner.start()
+    aborting: list[asyncio.Task[SweepResult]] = []
+
+    def on_sigint() -> None:
+        if not aborting:
+            aborting.append(loop.create_task(runner.abort()))
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        result = await runner.wait()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if progress is not None:
+            progress.stop()
+        path = await writer.aclose() if writer is not None else None
+    if args.json:
+        print(json.dumps(summary(spec, result, runner.levels, str(path) if path else None)))
+    else:
+        print_tables(runner.levels, result, str(path) if path else None)
+    return {"completed": 0, "stopped": 0, "aborted": 130}.get(result.outcome, 1)
+
+
+def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], recording: str | None) -> dict[str, Any]:
+    """The ``--json`` output: one object."""
+    return {
+        "sweep_id": result.sweep_id,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "peak_tok_s": result.peak_tok_s,
+        "recording": recording,
+        "spec": spec.model_dump(mode="json"),
+        "levels": [lv.model_dump(mode="json", exclude={"kind", "host", "sweep_id"}) for lv in levels],
+    }
+
+
+# --------------------------------------------------------------------------- output
+
+
+class _Progress:
+    """A rich progress bar on stderr: one bar over the sweep's levels, live figures in its text."""
+
+    def __init__(self, spec: SweepSpec) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+        self.task = self.progress.add_task("starting", total=len(spec.levels) * spec.repeats)
+
+    def start(self) -> None:
+        self.progress.start()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+    def on_event(self, ev: Event) -> None:
+        if isinstance(ev, LevelStarted):
+            self.progress.update(self.task, description=f"C={ev.concurrency:<4} starting")
+        elif isinstance(ev, SweepProgress):
+            rate = ev.level_tokens / ev.level_elapsed_s if ev.level_elapsed_s > 0 else 0.0
+            self.progress.update(self.task, description=(
+                f"C={ev.concurrency:<4} done {ev.done:>4}  failed {ev.failed:>3}  "
+                f"in flight {len(ev.in_flight):>4}  {rate:8.1f} tok/s"))
+        elif isinstance(ev, LevelResult):
+            self.progress.advance(self.task)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}"
+
+
+def _num(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def level_table(lv: LevelResult) -> Any:
+    """One level: headline figures in the title, percentiles as rows."""
+    from rich.table import Table
+
+    title = (f"C={lv.concurrency}" + (f" (repeat {lv.repeat})" if lv.repeat else "")
+             + f"  ok {lv.ok}/{lv.requests}  agg {_num(lv.agg_tok_s)} tok/s  "
+             + f"steady {_num(lv.steady_tok_s)} tok/s over {_num(lv.steady_window_s)} s  wall {lv.wall_s:.1f} s")
+    table = Table(title=title, title_justify="left", min_width=min(len(title), 120))
+    for col in ("metric", "p50", "p90", "p99", "mean"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+
+    def row(name: str, p: Percentiles, ms: bool) -> None:
+        f = _ms if ms else _num
+        table.add_row(name, f(p.p50), f(p.p90), f(p.p99), f(p.mean))
+
+    row("TTFT ms", lv.ttft, True)
+    row("TPOT ms", lv.tpot, True)
+    row("ITL ms", lv.itl, True)
+    row("decode tok/s", lv.decode_tok_s, False)
+    row("e2e tok/s", lv.e2e_tok_s, False)
+    return table
+
+
+def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None) -> None:
+    from datetime import datetime
+
+    from rich.console import Console
+
+    console = Console()
+    for lv in levels:
+        console.print(level_table(lv))
+        if lv.failures:
+            console.print("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(lv.failures.items())))
+        for s in lv.stragglers:
+            when = datetime.fromtimestamp(s.gap_start).strftime("%H:%M:%S") if s.gap_start else "?"
+            console.print(f"  straggler {s.request_id}: {s.reason}; longest gap at {when}")
+        if lv.stopped:
+            console.print(f"  [bold]stopped:[/bold] {lv.stopped}")
+        console.print()
+    console.print(f"sweep {result.sweep_id}: {result.outcome}"
+                  + (f" ({result.reason})" if result.reason else "")
+                  + (f"; peak {result.peak_tok_s:.1f} tok/s" if result.peak_tok_s else ""))
+    if recording:
+        console.print(f"recorded to {recording}")

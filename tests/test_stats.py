@@ -1,0 +1,122 @@
+"""Level statistics: steady-state window, stragglers, stop rules (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kimitui.bench.stats import (
+    error_rate_exceeded,
+    find_stragglers,
+    level_result,
+    oversaturation,
+    percentiles,
+    steady_rate,
+    steady_window,
+)
+from kimitui.events import LevelResult, Percentiles, RequestResult, SweepSpec
+
+SPEC = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[4])
+
+
+def req(i: int, sent: float, gaps: list[float], *, c: int = 4, ttft: float = 0.1, ok: bool = True,
+        warmup: bool = False) -> RequestResult:
+    """A request whose chunks arrive ttft after ``sent`` and then after each gap (one token each)."""
+    offs = [ttft * 1000]
+    for g in gaps:
+        offs.append(offs[-1] + g * 1000)
+    e2e = offs[-1] / 1000
+    n = len(offs)
+    big = max(gaps) if gaps else None
+    at = None
+    if gaps:
+        k = gaps.index(big)
+        at = sent + offs[k] / 1000
+    decode = (n - 1) / (e2e - ttft) if n > 1 else None
+    return RequestResult(sweep_id="s", request_id=f"r{i}", concurrency=c, ok=ok, warmup=warmup,
+                         error_class=None if ok else "stall", intended_send=sent, sent=sent, ttft_s=ttft,
+                         e2e_s=e2e, completion_tokens=n, chunks=n, decode_tok_s=decode, e2e_tok_s=n / e2e,
+                         tpot_s=(e2e - ttft) / (n - 1), itl_p50_s=sorted(gaps)[len(gaps) // 2],
+                         max_gap_s=big, max_gap_at=at, chunk_offsets_ms=offs)
+
+
+def test_percentiles_interpolate_and_skip_missing() -> None:
+    p = percentiles([1.0, None, 2.0, 3.0, 4.0, 5.0])
+    assert p.p50 == 3.0 and p.mean == 3.0 and p.p90 == pytest.approx(4.6) and p.p99 == pytest.approx(4.96)
+    assert percentiles([None]) == Percentiles()
+
+
+def test_steady_window_is_the_longest_stretch_at_or_above_threshold() -> None:
+    # in flight: [0,1) 1, [1,2) 2, [2,5) 3, [5,6) 2, [6,7) 3, [7,8) 1
+    intervals = [(0, 8), (1, 6), (2, 5), (6, 7.0)]
+    assert steady_window(intervals, 3) == (2, 5)
+    assert steady_window(intervals, 2) == (1, 7.0)
+    assert steady_window(intervals, 5) is None
+
+
+def test_a_slot_handing_over_does_not_end_steady_state() -> None:
+    # C=1 sustained: back-to-back requests with 0.3 ms between them form one window...
+    back_to_back = [(0.0, 1.0), (1.0003, 2.0), (2.0004, 3.5)]
+    assert steady_window(back_to_back, 1) == (0.0, 3.5)
+    # ...but a real pause (0.5 s with nothing in flight) does.
+    assert steady_window([(0.0, 1.0), (1.5, 3.0)], 1) == (1.5, 3.0)
+
+
+def test_burst_drain_tail_collapses_agg_but_not_steady() -> None:
+    # C=4 burst: three requests decode 100 tokens at 10 ms; one stalls 20 s in the middle.
+    fast = [req(i, 0.0, [0.01] * 99) for i in range(3)]
+    slow = req(3, 0.0, [0.01] * 50 + [20.0] + [0.01] * 48)
+    lv = level_result("s", 4, 0, SPEC, fast + [slow])
+    assert lv.output_tokens == 400
+    assert lv.agg_tok_s == pytest.approx(400 / lv.wall_s) and lv.agg_tok_s < 25
+    # steady window: while all four were in flight (0 .. 1.09 s): 3 x 100 + 51 tokens
+    assert lv.steady_window_s == pytest.approx(1.09, abs=0.001)
+    assert lv.steady_tok_s == pytest.approx(351 / 1.09, rel=0.01)
+    assert lv.steady_tok_s > 10 * lv.agg_tok_s
+    [s] = lv.stragglers
+    assert s.request_id == "r3" and "gap 20.00 s" in s.reason
+    assert s.gap_start == pytest.approx(0.1 + 0.5) and s.gap_end == pytest.approx(20.6)
+
+
+def test_slow_decode_is_a_straggler_against_the_level_median() -> None:
+    results = [req(i, i * 2.0, [0.016] * 60, c=1) for i in range(4)]
+    results.append(req(9, 10.0, [0.13] * 60, c=1))  # 7.7 tok/s vs ~63 for the others
+    [s] = find_stragglers(results, SPEC)
+    assert s.request_id == "r9" and s.decode_tok_s == pytest.approx(7.7, abs=0.1)
+    assert s.median_decode_tok_s == pytest.approx(62.5, abs=0.5)
+    assert s.reason.startswith("decode 7.7 tok/s (median 62.5)")
+
+
+def test_one_request_is_never_a_straggler_by_rate_alone() -> None:
+    assert find_stragglers([req(0, 0.0, [0.13] * 20, c=1)], SPEC) == []
+
+
+def test_warmup_requests_are_not_measured() -> None:
+    lv = level_result("s", 2, 0, SPEC, [req(0, 0.0, [0.01] * 9, warmup=True), req(1, 1.0, [0.01] * 9)])
+    assert lv.requests == 1 and lv.output_tokens == 10
+
+
+def test_failures_are_counted_by_class() -> None:
+    lv = level_result("s", 2, 0, SPEC, [req(0, 0.0, [0.01] * 9), req(1, 0.0, [0.01] * 3, ok=False)])
+    assert lv.ok == 1 and lv.failed == 1 and lv.failures == {"stall": 1}
+    assert error_rate_exceeded(lv, 0.4) == "error rate 1/2 above 40%"
+    assert error_rate_exceeded(lv, 0.5) is None
+
+
+def _lv(c: int, ttft: float, rate: float) -> LevelResult:
+    return LevelResult(sweep_id="s", concurrency=c, ttft=Percentiles(p50=ttft), steady_tok_s=rate)
+
+
+def test_oversaturation_needs_ttft_growth_with_flat_throughput() -> None:
+    assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.5, 1020)).startswith("over-saturated: TTFT p50 0.20->0.50 s")
+    assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.5, 1500)) is None  # throughput still grows
+    assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.25, 1000)) is None  # TTFT barely moved
+    assert oversaturation(None, _lv(128, 0.5, 1000)) is None
+
+
+def test_steady_rate_counts_only_tokens_inside_the_window() -> None:
+    a = req(0, 0.0, [0.1] * 9, c=2)  # chunks at 0.1 .. 1.0
+    b = req(1, 0.45, [0.1] * 9, c=2)  # chunks at 0.55 .. 1.45
+    rate, window, start, end = steady_rate([a, b], 2, 1.0)
+    assert (start, end) == (0.45, 1.0) and window == pytest.approx(0.55)
+    # a: 0.5 .. 1.0 (6 chunks); b: 0.55 .. 0.95 (5 chunks)
+    assert rate == pytest.approx(11 / 0.55)
