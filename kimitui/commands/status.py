@@ -1,0 +1,125 @@
+"""``kimitui status [--host H] [--json]``: what runs, since when, healthy or not, and drift.
+
+Drift: where the running server's effective args (``/server_info``) differ from
+the profile that was meant to run.  Exit 0 when a server runs and is healthy,
+1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.markup import escape
+
+from kimitui.launcher.cliutil import add_host_arguments, open_host
+from kimitui.launcher.drift import drift, fetch_server_info
+from kimitui.launcher.select import find_running
+from kimitui.launcher.swap import server_url
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("status", help="what runs on the host, since when, and drift from its profile")
+    add_host_arguments(p)
+    p.add_argument("--unit", metavar="NAME", help="systemd unit to look at (default: sglang)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+def _ago(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] | None = None) -> dict[str, Any]:
+    """Everything ``status`` reports, as a dict (also used by tests and the cockpit)."""
+    found = await find_running(host, unit=unit)
+    out: dict[str, Any] = {"host": host.name, "running": found is not None}
+    if found is None:
+        return out
+    launcher, record = found
+    url = server_url(host, record.extra.get("bind_host"), record.port)
+    out.update(
+        profile=record.profile,
+        launcher=launcher.kind,
+        pid=record.pid,
+        unit=record.unit,
+        since=record.started_at,
+        uptime_s=round(time.time() - record.started_at, 1),
+        url=url,
+        log=record.log_path or (f"journalctl -u {record.unit}" if record.unit else None),
+    )
+    try:
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False) as http:
+            out["health"] = (await http.get(f"{url}/health")).status_code
+    except httpx.HTTPError as exc:
+        out["health"] = None
+        out["health_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        info = await fetch_server_info(url)
+    except (httpx.HTTPError, ValueError) as exc:
+        out["drift_error"] = f"/server_info unavailable: {type(exc).__name__}: {exc}"
+        return out
+    out["version"] = info.get("version")
+    try:
+        from kimitui.launcher.profiles import load
+
+        profile = load(record.profile_path or record.profile, extra_dirs)
+    except Exception as exc:  # noqa: BLE001 - a missing profile is reported, not raised
+        out["drift_error"] = f"cannot load profile {record.profile}: {exc}"
+        return out
+    out["drift"] = drift(profile, info)
+    return out
+
+
+async def _run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    try:
+        host = open_host(args)
+    except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return 2
+    async with host:
+        info = await collect(host, unit=args.unit, extra_dirs=list(getattr(args, "profiles", None) or []))
+    if args.json:
+        print(json.dumps(info, default=str))
+    else:
+        _print(console, info)
+    return 0 if info.get("running") and info.get("health") == 200 else 1
+
+
+def _print(console: Console, info: dict[str, Any]) -> None:
+    host = escape(info["host"])
+    if not info["running"]:
+        console.print(f"{host}: nothing kimitui started is running")
+        return
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["since"]))
+    console.print(
+        f"{host}: [bold]{escape(info['profile'])}[/] via {info['launcher']}"
+        f" (pid {info.get('pid')}) since {since} ({_ago(info['uptime_s'])} ago)"
+    )
+    health = info.get("health")
+    state = "[green]healthy[/]" if health == 200 else f"[red]not healthy[/] ({escape(str(health or info.get('health_error')))})"
+    console.print(f"  {escape(info['url'])}: {state}" + (f", SGLang {escape(str(info['version']))}" if info.get("version") else ""))
+    if info.get("log"):
+        console.print(f"  log: {escape(info['log'])}")
+    if "drift" in info:
+        if info["drift"]:
+            console.print(f"  [yellow]drift[/]: the server runs differently from profile {escape(info['profile'])}:")
+            for knob, (meant, running) in info["drift"].items():
+                console.print(f"    {escape(knob)}: profile {escape(repr(meant))}, server {escape(repr(running))}")
+        else:
+            console.print("  no drift: the server runs with the profile's args")
+    elif info.get("drift_error"):
+        console.print(f"  [dim]{escape(info['drift_error'])}[/]")

@@ -1,0 +1,62 @@
+"""``kimitui stop [--host H] [--yes]``: stop the server kimitui started on a host.
+
+Only a server kimitui itself started (its run record: pid, start time, run id;
+or its systemd unit) is stopped.  Exit 0 when nothing runs afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from kimitui.launcher.base import LaunchError
+from kimitui.launcher.cliutil import HostChoiceError, add_host_arguments, open_host
+from kimitui.launcher.select import launcher_for
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("stop", help="stop the server kimitui started on the host")
+    add_host_arguments(p)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--unit", metavar="NAME", help="systemd unit to look at (default: sglang)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    try:
+        host = open_host(args)
+    except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return 2
+    async with host:
+        launcher = launcher_for(host, None, **({"unit": args.unit} if args.unit and not getattr(host, "simulated", False) else {}))
+        try:
+            running = await launcher.current()
+        except LaunchError as exc:
+            console.print(f"[red]error[/]: {escape(str(exc))}")
+            return 1
+        if running is None:
+            console.print(f"{escape(host.name)}: nothing kimitui started is running")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to stop without asking")
+                return 1
+            if console.input(f"stop {running.profile} on {host.name}? [y/N] ").strip().lower() not in ("y", "yes"):
+                return 1
+        try:
+            how = await launcher.stop(running)
+        except LaunchError as exc:
+            console.print(f"[red]error[/]: {escape(str(exc))}")
+            return 1
+    console.print(f"{escape(host.name)}: {escape(running.profile)} stopped ({escape(how)})")
+    return 0

@@ -1,0 +1,107 @@
+"""``kimitui swap NAME [--host H] [--yes] [--timeout S]``: swap profiles headless, with a progress bar.
+
+Shows what changes (vs the running profile and the host's baseline, with the
+confound guard's warning), asks to confirm unless ``--yes``, then runs the swap
+with automatic rollback.  Exit 0 only when the target is serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from kimitui.launcher import guard
+from kimitui.launcher.cliutil import HostChoiceError, SwapBar, add_host_arguments, open_host
+from kimitui.launcher.swap import DEFAULT_TIMEOUT_S, swap
+from kimitui.session import Session
+
+EXIT_OK = 0
+EXIT_NOT_SERVING = 1
+EXIT_USAGE = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("swap", help="swap the server to another profile (progress, rollback on failure)")
+    p.add_argument("profile", metavar="NAME|PATH")
+    add_host_arguments(p)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S", help="readiness timeout in seconds")
+    p.add_argument("--check-flags", action="store_true", help="check every flag against the host's launch_server --help")
+    p.set_defaults(func=run)
+
+
+def _confirm(console: Console, question: str) -> bool:
+    if not sys.stdin.isatty():
+        console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to swap without asking")
+        return False
+    return console.input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from kimitui.launcher.profiles import load
+    from kimitui.launcher.select import launcher_for
+    from kimitui.profiles import ProfileError
+
+    console = Console(stderr=False, highlight=False)
+    extra = list(getattr(args, "profiles", None) or [])
+    try:
+        target = load(args.profile, extra)
+    except ProfileError as exc:
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return EXIT_USAGE
+    try:
+        host = open_host(args)
+    except HostChoiceError as exc:
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - a bad config file is reported, not raised
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return EXIT_USAGE
+    async with host:
+        launcher = launcher_for(host, target)
+        running = await launcher.current()
+        _show_plan(console, host.name, running.profile if running else None, target, extra)
+        if not args.yes and not _confirm(console, f"swap {host.name} to {target.name}?"):
+            return EXIT_NOT_SERVING
+        session = Session(host=host.name)
+        with SwapBar(console) as bar:
+            session.add_sink(bar)
+            outcome = await swap(host, target, session=session, timeout=args.timeout, launcher=launcher,
+                                 extra_dirs=extra, flag_check=args.check_flags)
+    _show_outcome(console, host.name, outcome)
+    return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
+
+
+def _show_plan(console: Console, host: str, running: str | None, target, extra: list[str]) -> None:
+    console.print(f"[bold]{escape(host)}[/]: {escape(running or 'nothing running')} -> [bold]{escape(target.name)}[/]")
+    base = guard.load_baseline(host, running, extra)
+    if base is not None:
+        report = guard.check(base, target)
+        style = "yellow" if report.confounded else "dim"
+        for i, line in enumerate(report.lines()):
+            console.print(f"[{style}]{escape(line)}[/]" if i == 0 else escape(line))
+
+
+def _show_outcome(console: Console, host: str, outcome) -> None:
+    timings = ", ".join(f"{k} {v:.1f}s" for k, v in outcome.phases.items())
+    if outcome.ok:
+        console.print(f"[green]{escape(outcome.target)} serving on {escape(host)}[/] ({escape(timings)})")
+    elif outcome.outcome == "rolled_back":
+        console.print(f"[red]swap to {escape(outcome.target)} failed[/]: {escape(outcome.reason)}")
+        console.print(f"[yellow]rolled back: {escape(outcome.serving or '?')} is serving again[/] ({escape(timings)})")
+    elif outcome.outcome == "rollback_failed":
+        console.print(f"[red]swap to {escape(outcome.target)} failed and the rollback failed too[/]: {escape(outcome.reason)}")
+    else:
+        console.print(f"[red]swap to {escape(outcome.target)} failed[/]: {escape(outcome.reason)}")
+    for line in outcome.log_excerpt:
+        console.print(f"  [dim]|[/] {escape(line)}")
+    for w in outcome.warnings:
+        console.print(f"[yellow]warning[/]: {escape(w)}")

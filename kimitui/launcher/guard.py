@@ -1,0 +1,257 @@
+"""The confound guard: never change two knobs at once without being told.
+
+The field notes swapped to ``ep8-v2`` (continuous decode 8 -> 16 *and* EPLB on)
+and could not tell which change hurt.  kimitui keeps a baseline per host — the
+profile the operator marked known-good, by default the one running when the
+session started — and before a swap (and on every sweep after it) compares the
+profile against it.  When more than one knob differs it says so plainly and
+offers single-knob variants: existing profiles that change exactly one of the
+knobs, and new profile files (``extends`` the baseline, one knob set) written
+on request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tomli_w
+
+from kimitui.events import Baseline
+
+STATE_ENV = "KIMITUI_STATE_DIR"
+
+
+# --------------------------------------------------------------------------- the baseline store
+
+
+def state_dir() -> Path:
+    """Where kimitui keeps small state on the operator's machine (``$KIMITUI_STATE_DIR`` overrides)."""
+    env = os.environ.get(STATE_ENV)
+    return Path(env) if env else Path(platformdirs.user_state_dir("kimitui"))
+
+
+def _store_path() -> Path:
+    return state_dir() / "baselines.json"
+
+
+def _read_store() -> dict[str, Any]:
+    try:
+        data = json.loads(_store_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mark_baseline(host: str, profile: Any) -> Baseline:
+    """Remember ``profile`` (a Profile or a name) as the known-good one on ``host``; returns the event."""
+    name = str(getattr(profile, "name", profile))
+    source = getattr(profile, "source_path", None)
+    store = _read_store()
+    store[host] = {"profile": name, "path": str(source) if source else None, "marked_at": time.time()}
+    path = _store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(store, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+    return Baseline(host=host, profile=name)
+
+
+def baseline_name(host: str, running: str | None = None) -> str | None:
+    """The marked baseline of ``host``; else ``running`` (the profile running when the session started)."""
+    entry = _read_store().get(host)
+    if isinstance(entry, dict) and entry.get("profile"):
+        return str(entry["profile"])
+    return running
+
+
+def load_baseline(host: str, running: str | None = None, extra_dirs: list[str] | None = None) -> Any | None:
+    """The baseline as a Profile (by its recorded path first, then by name); None if there is none."""
+    from kimitui.profiles import ProfileError, load_profile
+
+    entry = _read_store().get(host)
+    candidates: list[str] = []
+    if isinstance(entry, dict):
+        candidates += [c for c in (entry.get("path"), entry.get("profile")) if c]
+    elif running:
+        candidates.append(running)
+    for ref in candidates:
+        try:
+            return load_profile(ref, extra_dirs)
+        except (ProfileError, OSError):
+            continue
+    return None
+
+
+# --------------------------------------------------------------------------- the check
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A single-knob alternative to a confounded change."""
+
+    name: str
+    knob: str
+    value: Any
+    existing: bool
+    """True: a profile of that name already exists and makes exactly this one change."""
+    path: str | None = None
+
+
+@dataclass
+class GuardReport:
+    """What differs from the baseline, and what to do about it."""
+
+    baseline: str
+    target: str
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    confounded: bool = False
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """Lint warnings of the target (e.g. a knob with no effect in this SGLang)."""
+    variants: list[Variant] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The message, the per-knob changes and the warnings, for a terminal or a dialog."""
+        from kimitui.profiles.diff import _show
+
+        out = [self.message]
+        out += [f"  {k}: {_show(a)} -> {_show(b)}" for k, (a, b) in self.changes.items()]
+        out += self.warnings
+        if self.variants:
+            out.append("single-knob alternatives: " + ", ".join(v.name for v in self.variants))
+        return out
+
+
+def _no_effect_warnings(target: Any) -> list[str]:
+    from kimitui.profiles import lint_profile
+
+    out = []
+    for issue in lint_profile(target):
+        if issue.severity != "error" and issue.field == "num_continuous_decode_steps":
+            out.append("num_continuous_decode_steps has no effect in this SGLang (" + issue.message + ")")
+        elif issue.severity != "error":
+            out.append(f"{issue.field}: {issue.message}")
+    return out
+
+
+def _slug(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "default"
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(value)).strip("-") or "x"
+
+
+_SHORT = {
+    "num_continuous_decode_steps": "cont",
+    "enable_eplb": "eplb",
+    "max_running_requests": "maxreq",
+    "mem_fraction_static": "mem",
+    "moe_dense_tp_size": "dense-tp",
+    "cuda_graph_max_bs": "graph-bs",
+    "chunked_prefill_size": "chunk",
+    "context_length": "ctx",
+}
+
+
+def variant_name(baseline: str, knob: str, value: Any) -> str:
+    """``ep8-tuned-eplb-on``, ``ep8-tuned-cont16``: the baseline plus the one knob."""
+    short = _SHORT.get(knob, knob.replace("_", "-").replace(".", "-"))
+    if isinstance(value, bool):
+        return f"{baseline}-{short}-{_slug(value)}"
+    return f"{baseline}-{short}{_slug(value)}" if short in _SHORT.values() else f"{baseline}-{short}-{_slug(value)}"
+
+
+def check(baseline: Any, target: Any, *, candidates: list[Any] | None = None) -> GuardReport:
+    """Compare ``target`` with ``baseline`` (Profiles); offer single-knob variants when confounded.
+
+    ``candidates``: profiles to look through for existing single-knob alternatives
+    (default: every profile on the search path).
+    """
+    from kimitui.profiles import diff_profiles, single_knob_alternatives
+
+    diff = diff_profiles(baseline, target)
+    report = GuardReport(baseline=baseline.name, target=target.name, changes=dict(diff.changes))
+    report.confounded = diff.confounded
+    report.warnings = _no_effect_warnings(target)
+    n = len(diff.changes)
+    if n == 0:
+        report.message = f"{target.name}: no knob differs from the baseline {baseline.name}"
+    elif n == 1:
+        (knob,) = diff.changes
+        report.message = f"{target.name}: one knob changed from the baseline {baseline.name}: {diff.lines()[0]}"
+    else:
+        knobs = ", ".join(diff.changes)
+        report.message = (
+            f"confounded: {n} knobs changed from the baseline {baseline.name} ({knobs}) — "
+            f"a result cannot be attributed to any one of them; try one knob at a time"
+        )
+    if n > 1:
+        if candidates is None:
+            from kimitui.profiles import list_profiles
+
+            try:
+                candidates = list_profiles()
+            except Exception:  # noqa: BLE001 - a broken profile elsewhere must not hide the warning
+                candidates = []
+        existing = {}
+        for p in single_knob_alternatives(baseline, target, candidates):
+            (knob,) = diff_profiles(baseline, p).changes
+            existing.setdefault(knob, p)
+        for knob, (_old, new) in diff.changes.items():
+            if knob in existing:
+                p = existing[knob]
+                src = str(p.source_path) if p.source_path else None
+                report.variants.append(Variant(p.name, knob, new, True, src))
+            elif new is not None and not knob.startswith("env.") and knob != "extra_args":
+                report.variants.append(Variant(variant_name(baseline.name, knob, new), knob, new, False))
+        report.message += ": " + ", ".join(v.name for v in report.variants) if report.variants else ""
+    return report
+
+
+def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> list[Path]:
+    """Write each not-yet-existing variant as ``NAME.toml`` that ``extends`` the baseline.
+
+    Into ``out_dir`` or the user's profile dir.  An existing file is never overwritten.
+    Returns the paths of the variant files (written now or already there).
+    """
+    from kimitui.profiles.loader import user_dir
+
+    target_dir = Path(out_dir) if out_dir is not None else user_dir()
+    target_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for v in report.variants:
+        if v.existing:
+            continue
+        path = target_dir / f"{v.name}.toml"
+        if not path.exists():
+            doc: dict[str, Any] = {
+                "name": v.name,
+                "description": f"{report.baseline} with only {v.knob} changed (single-knob variant by kimitui)",
+                "extends": report.baseline,
+            }
+            if v.value is not None:
+                doc[v.knob] = v.value
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(tomli_w.dumps(doc))
+            os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def sweep_notice(host: str, running: Any, *, extra_dirs: list[str] | None = None) -> GuardReport | None:
+    """For a sweep about to start on ``running``: the guard report vs the host's baseline, or None.
+
+    None when there is no baseline or the running profile is the baseline itself.
+    """
+    base = load_baseline(host, None, extra_dirs)
+    if base is None or base.name == getattr(running, "name", None):
+        return None
+    return check(base, running)

@@ -1,0 +1,41 @@
+"""The few things the launcher needs from a profile, in one place.
+
+The profile model lives in ``kimitui.profiles``; this adapter keeps the
+launcher's use of it narrow (name, port, argv, env, unit, where it came from).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def profile_name(profile: Any) -> str:
+    return str(getattr(profile, "name", None) or profile)
+
+
+def profile_port(profile: Any) -> int | None:
+    port = getattr(profile, "port", None)
+    return int(port) if port is not None else None
+
+
+def profile_source(profile: Any) -> str | None:
+    src = getattr(profile, "source_path", None)
+    return str(src) if src else None
+
+
+def argv_for(profile: Any, *, simulated: bool) -> list[str]:
+    """The exact argument list that runs this profile (the simulator on the sim host)."""
+    from kimitui.profiles import render_argv
+
+    return [str(a) for a in render_argv(profile, simulated=simulated)]
+
+
+def env_for(profile: Any) -> dict[str, str]:
+    env = getattr(profile, "env", None) or {}
+    return {str(k): str(v) for k, v in dict(env).items()}
+
+
+def load(name_or_path: str, extra_dirs: list[str] | None = None) -> Any:
+    from kimitui.profiles import load_profile
+
+    return load_profile(name_or_path, extra_dirs)

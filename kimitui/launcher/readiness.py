@@ -1,0 +1,155 @@
+"""Readiness from the server's own log: progress steps, and the lines that mean failure.
+
+SGLang prints its start-up in order (reference/sglang.md §1.4): weights, KV
+cache, CUDA graph capture (bs i of N), uvicorn, "The server is fired up and
+ready to roll!".  The shared parser (:mod:`kimitui.telemetry.logparse`) turns
+each line into a step; this module turns steps into monotonic progress and
+decides which error lines end a start (OOM, scheduler exception, watchdog...).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from kimitui.telemetry.logparse import Parsed, parse_line
+
+PHASES: tuple[str, ...] = (
+    "stop",
+    "start",
+    "weights",
+    "kv_cache",
+    "cuda_graph",
+    "uvicorn",
+    "ready",
+    "health",
+    "warmup",
+    "serving",
+)
+"""A swap's phases, in order; progress never moves backwards through them."""
+
+_LOG_PHASES = ("weights", "kv_cache", "cuda_graph", "uvicorn", "ready")
+
+FATAL_ERRORS: frozenset[str] = frozenset(
+    {
+        "oom",
+        "watchdog",
+        "scheduler_exception",
+        "sigquit",
+        "subprocess_crash",
+        "nccl",
+        "cuda_graph_capture",
+        "traceback",
+        "p2p",
+    }
+)
+"""Error kinds that end a start: the server will not become ready after one of them."""
+
+_SPECIFICITY = ("oom", "cuda_graph_capture", "watchdog", "nccl", "p2p", "subprocess_crash",
+                "scheduler_exception", "sigquit", "traceback")
+"""Most telling first: an OOM inside a scheduler exception is reported as the OOM."""
+
+PHASE_LABELS = {
+    "stop": "stopping the running server",
+    "start": "starting",
+    "weights": "loading weights",
+    "kv_cache": "KV cache allocated",
+    "cuda_graph": "capturing CUDA graphs",
+    "uvicorn": "HTTP server up",
+    "ready": "fired up and ready to roll",
+    "health": "/health",
+    "warmup": "warm-up request",
+    "serving": "serving",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One progress update: a phase, how far within it (0..1 or None), a message."""
+
+    phase: str
+    fraction: float | None
+    message: str
+
+
+@dataclass
+class Readiness:
+    """Feed log lines; read progress steps, readiness and the first fatal error."""
+
+    phase_index: int = PHASES.index("start")
+    fraction: float | None = None
+    ready: bool = False
+    fatal_kinds: list[str] = field(default_factory=list)
+    fatal_lines: list[str] = field(default_factory=list)
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=30))
+
+    def feed(self, raw: str) -> Step | None:
+        """One raw line; returns a progress step when it moves progress forward."""
+        self.recent.append(raw)
+        parsed = parse_line(raw)
+        if self._is_fatal(parsed):
+            self.fatal_kinds.append(str(parsed.fields.get("error")))
+            self.fatal_lines.append(raw)
+            return None
+        if parsed.line_kind != "startup":
+            return None
+        return self._advance(parsed)
+
+    @property
+    def fatal(self) -> str | None:
+        """The error kind that ended this start (``oom``, ``watchdog``...): the most telling one seen."""
+        if not self.fatal_kinds:
+            return None
+        return min(self.fatal_kinds, key=lambda k: _SPECIFICITY.index(k) if k in _SPECIFICITY else 99)
+
+    def fatal_line(self) -> str:
+        """The first line of the most telling kind."""
+        kind = self.fatal
+        for k, line in zip(self.fatal_kinds, self.fatal_lines):
+            if k == kind:
+                return line
+        return ""
+
+    @staticmethod
+    def _is_fatal(parsed: Parsed) -> bool:
+        return (
+            parsed.line_kind == "error"
+            and parsed.severity in ("error", "critical")
+            and parsed.fields.get("error") in FATAL_ERRORS
+        )
+
+    def _advance(self, parsed: Parsed) -> Step | None:
+        fields = parsed.fields
+        step = fields.get("step")
+        if step not in _LOG_PHASES:
+            return None
+        index = PHASES.index(step)
+        fraction = _fraction(step, fields)
+        if index < self.phase_index:
+            return None
+        if index == self.phase_index and (fraction is None or (self.fraction or 0.0) >= fraction):
+            return None
+        self.phase_index, self.fraction = index, fraction
+        if step == "ready":
+            self.ready = True
+        return Step(step, fraction, _message(step, fields))
+
+
+def _fraction(step: str, fields: dict) -> float | None:
+    if step == "ready":
+        return 1.0
+    progress = fields.get("progress")
+    if isinstance(progress, (int, float)):
+        return max(0.0, min(1.0, float(progress)))
+    if fields.get("phase") == "begin":
+        return 0.0
+    if fields.get("phase") == "end":
+        return 1.0
+    return None
+
+
+def _message(step: str, fields: dict) -> str:
+    label = PHASE_LABELS[step]
+    if fields.get("i") is not None and fields.get("n"):
+        return f"{label}: {fields['i']} of {fields['n']}"
+    return label

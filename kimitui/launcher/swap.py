@@ -1,0 +1,569 @@
+"""A profile swap that never leaves the operator without a working server.
+
+``swap(host, target, session=...)``:
+
+1. preflight: lint the target (errors stop here, nothing is touched); optionally
+   check every flag against the host's ``launch_server --help``;
+2. stop what kimitui started on the host, check the port is free;
+3. start the target and follow its log: progress events (weights, KV cache,
+   CUDA graph i/N, uvicorn, ready), then ``/health`` 200 and one warm-up request;
+4. on failure (a fatal log line, the process exiting, the readiness timeout)
+   stop the target and bring the previous server back exactly as it ran (same
+   argv / restored unit), again up to ready, and say exactly why with the log
+   lines that show it.
+
+Everything is published into the Session: ``SwapProgress`` steps,
+``ProfileState`` changes and one ``ProfileSwitch`` with phase timings, diff and
+log excerpt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kimitui.events import Event, ProfileState, ProfileSwitch, SwapProgress
+from kimitui.host.base import Host, HostError
+from kimitui.launcher import ports
+from kimitui.launcher.base import LaunchError, Launcher, RunRecord
+from kimitui.launcher.health import NotHealthy, wait_healthy, warmup
+from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
+from kimitui.launcher.select import find_running, launcher_for
+from kimitui.session import Session
+
+DEFAULT_TIMEOUT_S = 1800.0
+"""A 590 GB model takes minutes to load; an hour-long hang is still caught."""
+
+LIVENESS_INTERVAL_S = 0.5
+AFTER_FATAL_S = 0.5
+"""After a fatal line, keep reading this long so the excerpt holds the traceback that follows."""
+
+_locks: dict[str, asyncio.Lock] = {}
+
+
+class SwapFailed(Exception):
+    """A start did not reach serving; ``reason`` and ``lines`` say why."""
+
+    def __init__(self, reason: str, lines: list[str] | None = None, record: RunRecord | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.lines = lines or []
+        self.record = record
+
+
+@dataclass
+class SwapOutcome:
+    """How a swap ended.  ``ok`` only when the target serves."""
+
+    outcome: str
+    """``ok``, ``failed`` (refused or nothing to roll back to), ``rolled_back``, ``rollback_failed``."""
+    target: str
+    previous: str | None
+    serving: str | None
+    """The profile serving now (the target, the previous one after a rollback, or None)."""
+    reason: str = ""
+    log_excerpt: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    record: RunRecord | None = None
+    """The run record of what serves now."""
+    switch: ProfileSwitch | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def server_url(host: Host, bind_host: str | None, port: int | None) -> str:
+    """Where kimitui reaches the server: the host's address for wildcard/loopback binds."""
+    addr = bind_host or "127.0.0.1"
+    if addr in ("0.0.0.0", "::", "", "localhost", "127.0.0.1", "::1"):
+        addr = getattr(host, "address", None) or "127.0.0.1"
+    if ":" in addr and not addr.startswith("["):
+        addr = f"[{addr}]"
+    return f"http://{addr}:{port or 30000}"
+
+
+def _excerpt(fatal_lines: list[str], recent: list[str], limit: int = 30) -> list[str]:
+    """The fatal lines first, then the last lines before the end (no duplicates), at most ``limit``."""
+    head = list(dict.fromkeys(fatal_lines))[:10]
+    rest = [line for line in recent if line not in head and line.strip()]
+    return head + rest[-(limit - len(head)):]
+
+
+class _Phases:
+    """Phase -> seconds, measured as time from a phase's first step to the next one's."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.durations: dict[str, float] = {}
+        self._current: str | None = None
+        self._since = time.monotonic()
+
+    def enter(self, phase: str) -> None:
+        now = time.monotonic()
+        if phase == self._current:
+            return
+        self.close(now)
+        self._current, self._since = phase, now
+
+    def close(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self._current is not None:
+            key = self.prefix + self._current
+            self.durations[key] = round(self.durations.get(key, 0.0) + now - self._since, 4)
+        self._current = None
+
+
+class _Swap:
+    """One swap's state and its event publishing."""
+
+    def __init__(self, host: Host, session: Session | None, launcher: Launcher, prev_launcher: Launcher) -> None:
+        self.host = host
+        self.session = session
+        self.launcher = launcher
+        """Starts the target."""
+        self.prev_launcher = prev_launcher
+        """Runs what was running before (stop, and relaunch for a rollback)."""
+
+    def publish(self, event: Event) -> None:
+        if self.session is not None:
+            self.session.publish(event)
+
+    def progress(self, profile: str, phase: str, fraction: float | None = None, message: str = "") -> None:
+        self.publish(
+            SwapProgress(
+                host=self.host.name,
+                profile=profile,
+                phase=phase,
+                fraction=fraction,
+                message=message or PHASE_LABELS.get(phase, phase),
+            )
+        )
+
+    def state(self, profile: str | None, state: str, detail: str = "") -> None:
+        self.publish(ProfileState(host=self.host.name, profile=profile, state=state, detail=detail))  # type: ignore[arg-type]
+
+    # -- bringing one server up ----------------------------------------------------
+    async def bring_up(
+        self,
+        name: str,
+        start: Any,
+        *,
+        deadline: float,
+        phases: _Phases,
+        bind_host: str | None,
+        port: int | None,
+        model: str | None,
+        do_warmup: bool,
+        base_url: str | None,
+        launcher: Launcher,
+    ) -> RunRecord:
+        """Start (``start()`` returns the record) and wait until serving; raises SwapFailed."""
+        phases.enter("start")
+        self.progress(name, "start", 0.0)
+        try:
+            record: RunRecord = await start()
+        except (LaunchError, HostError) as exc:
+            raise SwapFailed(f"could not start {name}: {exc}") from exc
+        self.state(name, "starting")
+        try:
+            await self._await_ready(name, record, deadline, phases, launcher)
+            url = base_url or server_url(self.host, bind_host, port)
+            phases.enter("health")
+            self.progress(name, "health", None, f"waiting for {url}/health")
+            await wait_healthy(url, deadline)
+            if do_warmup:
+                phases.enter("warmup")
+                self.progress(name, "warmup")
+                await warmup(url, model or await _served_model(url), timeout=max(5.0, deadline - time.monotonic()))
+        except NotHealthy as exc:
+            raise await _explain_not_healthy(name, exc, launcher, record) from exc
+        except SwapFailed as exc:
+            exc.record = record
+            raise
+        finally:
+            phases.close()
+        return record
+
+    async def _await_ready(
+        self, name: str, record: RunRecord, deadline: float, phases: _Phases, launcher: Launcher
+    ) -> None:
+        readiness = Readiness()
+        stream = await launcher.follow_log(record)
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for line in stream:
+                    lines.put_nowait(line)
+            finally:
+                lines.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(pump())
+        next_check = time.monotonic() + LIVENESS_INTERVAL_S
+        fatal_deadline: float | None = None
+        ended = False
+        try:
+            while True:
+                now = time.monotonic()
+                if fatal_deadline is not None and (now >= fatal_deadline or ended):
+                    raise SwapFailed(
+                        _fatal_reason(name, readiness), _excerpt(readiness.fatal_lines, list(readiness.recent))
+                    )
+                if now >= deadline:
+                    raise SwapFailed(
+                        f"{name} was not ready within the timeout (last step: {_last_step(readiness)})",
+                        list(readiness.recent)[-15:],
+                    )
+                if ended or now >= next_check:
+                    next_check = now + LIVENESS_INTERVAL_S
+                    if fatal_deadline is None and not await launcher.alive(record):
+                        await _drain(lines, readiness, 0.3)
+                        if readiness.fatal:
+                            raise SwapFailed(
+                                _fatal_reason(name, readiness),
+                                _excerpt(readiness.fatal_lines, list(readiness.recent)),
+                            )
+                        raise SwapFailed(
+                            f"{name}: the server process exited during start-up (last step: {_last_step(readiness)})",
+                            list(readiness.recent)[-15:],
+                        )
+                wait = min(next_check, deadline, fatal_deadline or deadline) - now
+                try:
+                    line = await asyncio.wait_for(lines.get(), max(0.01, wait)) if not ended else None
+                except asyncio.TimeoutError:
+                    continue
+                if line is None:
+                    ended = True
+                    await asyncio.sleep(0.05)
+                    continue
+                step = readiness.feed(line)
+                if readiness.fatal and fatal_deadline is None:
+                    fatal_deadline = time.monotonic() + AFTER_FATAL_S
+                if step is not None and fatal_deadline is None:
+                    self._on_step(name, step, phases)
+                    if readiness.ready:
+                        return
+        finally:
+            reader.cancel()
+            await stream.stop(grace_s=1.0)
+
+    def _on_step(self, name: str, step: Step, phases: _Phases) -> None:
+        phases.enter(step.phase)
+        self.progress(name, step.phase, step.fraction, step.message)
+
+
+async def _drain(lines: asyncio.Queue[str | None], readiness: Readiness, for_s: float) -> None:
+    """Feed what is still coming for up to ``for_s`` (the last lines of a dying server)."""
+    end = time.monotonic() + for_s
+    while (left := end - time.monotonic()) > 0:
+        try:
+            line = await asyncio.wait_for(lines.get(), left)
+        except asyncio.TimeoutError:
+            return
+        if line is None:
+            return
+        readiness.feed(line)
+
+
+def _last_step(readiness: Readiness) -> str:
+    phase = PHASES[readiness.phase_index]
+    if readiness.fraction is not None and phase == "cuda_graph":
+        return f"{PHASE_LABELS[phase]} {readiness.fraction:.0%}"
+    return PHASE_LABELS[phase]
+
+
+_FATAL_WORDS = {
+    "oom": "out of memory",
+    "watchdog": "watchdog timeout (the scheduler hung)",
+    "scheduler_exception": "scheduler exception",
+    "sigquit": "a child process failed (SIGQUIT)",
+    "subprocess_crash": "a subprocess crashed",
+    "nccl": "NCCL error",
+    "cuda_graph_capture": "CUDA graph capture failed",
+    "traceback": "Python exception",
+    "p2p": "GPU peer access not supported",
+}
+
+
+def _fatal_reason(name: str, readiness: Readiness) -> str:
+    what = _FATAL_WORDS.get(readiness.fatal or "", readiness.fatal or "error")
+    return f"{name} failed during start-up ({_last_step(readiness)}): {what}: {readiness.fatal_line().strip()}"
+
+
+async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, record: RunRecord) -> SwapFailed:
+    """A failed /health or warm-up: if the log shows why (watchdog, OOM...), say that."""
+    tail = await launcher.read_log_tail(record, 60)
+    readiness = Readiness()
+    readiness.phase_index = PHASES.index("ready")
+    for line in tail:
+        readiness.feed(line)
+    if readiness.fatal:
+        what = _FATAL_WORDS.get(readiness.fatal, readiness.fatal)
+        return SwapFailed(
+            f"{name} printed ready but then failed ({exc}): {what}: {readiness.fatal_line().strip()}",
+            _excerpt(readiness.fatal_lines, tail),
+            record,
+        )
+    return SwapFailed(f"{name} printed ready but {exc}", tail[-15:], record)
+
+
+async def _served_model(url: str) -> str:
+    """The model id from ``/v1/models`` (used when no profile says it)."""
+    from kimitui.launcher.health import client
+
+    async with client(timeout=10.0) as http:
+        try:
+            data = (await http.get(f"{url}/v1/models")).json()
+            return str(data["data"][0]["id"])
+        except Exception as exc:  # noqa: BLE001 - any malformed answer is a failed start
+            raise NotHealthy(f"{url}/v1/models gave no model id ({type(exc).__name__})") from exc
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def preflight(target: Any, previous: Any | None = None) -> tuple[list[str], list[str], dict[str, list[Any]]]:
+    """(errors, warnings, diff) for swapping ``previous`` -> ``target``; nothing is touched."""
+    from kimitui.profiles import diff_profiles, lint_profile
+
+    errors, warnings = [], []
+    for issue in lint_profile(target):
+        (errors if issue.severity == "error" else warnings).append(f"{issue.field}: {issue.message}")
+    diff: dict[str, list[Any]] = {}
+    if previous is not None and hasattr(previous, "knobs"):
+        d = diff_profiles(previous, target)
+        diff = d.as_event_diff()
+        if d.warning():
+            warnings.insert(0, d.warning())  # type: ignore[arg-type]
+    return errors, warnings, diff
+
+
+async def check_flags(host: Host, target: Any) -> list[str]:
+    """Flags in the target's command that the host's SGLang does not know (``launch_server --help``)."""
+    from kimitui.profiles import render_argv
+
+    argv = render_argv(target)
+    res = await host.run([argv[0], "-m", "sglang.launch_server", "--help"], timeout=120)
+    if not res.ok:
+        return [f"cannot run {argv[0]} -m sglang.launch_server --help on {host.name}: {res.stderr.strip()[-300:]}"]
+    known = {w.split("=")[0].rstrip(",") for w in res.stdout.split() if w.startswith("--")}
+    unknown = [a.split("=")[0] for a in argv[3:] if a.startswith("--") and a.split("=")[0] not in known]
+    return [f"{flag} is not a flag of the installed SGLang" for flag in unknown]
+
+
+# --------------------------------------------------------------------------- the swap
+
+
+async def swap(
+    host: Host,
+    target: Any,
+    *,
+    session: Session | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    launcher: Launcher | None = None,
+    simulated: bool | None = None,
+    previous_profile: Any | None = None,
+    extra_dirs: list[str] | None = None,
+    flag_check: bool = False,
+    do_warmup: bool = True,
+    base_url: str | None = None,
+    stop_grace_s: float | None = None,
+    rollback: bool = True,
+) -> SwapOutcome:
+    """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc."""
+    from kimitui.launcher.profiles import load
+
+    if isinstance(target, str):
+        target = load(target, extra_dirs)
+    lock = _locks.setdefault(host.name, asyncio.Lock())
+    async with lock:
+        if launcher is not None:
+            sw = _Swap(host, session, launcher, launcher)
+        else:
+            found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
+            target_launcher = launcher_for(host, target, simulated=simulated)
+            sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
+        return await _swap_locked(
+            sw,
+            target,
+            timeout=timeout,
+            previous_profile=previous_profile,
+            extra_dirs=extra_dirs,
+            flag_check=flag_check,
+            do_warmup=do_warmup,
+            base_url=base_url,
+            stop_grace_s=stop_grace_s,
+            rollback=rollback,
+        )
+
+
+async def _swap_locked(
+    sw: _Swap,
+    target: Any,
+    *,
+    timeout: float,
+    previous_profile: Any | None,
+    extra_dirs: list[str] | None,
+    flag_check: bool,
+    do_warmup: bool,
+    base_url: str | None,
+    stop_grace_s: float | None,
+    rollback: bool,
+) -> SwapOutcome:
+    from kimitui.launcher.profiles import load
+
+    t0 = time.monotonic()
+    name = target.name
+    phases = _Phases()
+    launcher = sw.launcher
+
+    def finish(outcome: str, serving: str | None, reason: str = "", lines: list[str] | None = None,
+               record: RunRecord | None = None, prev: str | None = None,
+               diff: dict[str, list[Any]] | None = None, warnings: list[str] | None = None) -> SwapOutcome:
+        phases.durations["total"] = round(time.monotonic() - t0, 4)
+        event = ProfileSwitch(
+            host=sw.host.name,
+            from_profile=prev,
+            to_profile=name,
+            outcome=outcome,  # type: ignore[arg-type]
+            reason=reason,
+            phases=dict(phases.durations),
+            diff=diff or {},
+            log_excerpt=lines or [],
+        )
+        sw.publish(event)
+        return SwapOutcome(outcome, name, prev, serving, reason, lines or [], dict(phases.durations),
+                           record, event, warnings or [])
+
+    # -- 1. preflight: nothing is touched if this fails
+    try:
+        running = await sw.prev_launcher.current()
+    except (LaunchError, HostError) as exc:
+        return finish("failed", None, f"cannot tell what runs on {sw.host.name}: {exc}")
+    prev_name = running.profile if running else None
+    if previous_profile is None and running is not None:
+        try:
+            previous_profile = load(running.profile_path or running.profile, extra_dirs)
+        except Exception:  # noqa: BLE001 - the diff is optional; rollback uses the run record
+            previous_profile = None
+    errors, warnings, diff = preflight(target, previous_profile)
+    if flag_check and not launcher_is_simulated(launcher):
+        errors += await check_flags(sw.host, target)
+    if errors:
+        reason = f"{name} refused by preflight: " + "; ".join(errors)
+        return finish("failed", prev_name, reason, prev=prev_name, diff=diff, warnings=warnings)
+
+    deadline_for = lambda: time.monotonic() + timeout  # noqa: E731
+    grace = stop_grace_s if stop_grace_s is not None else float(target.launcher.stop_timeout_s)
+
+    # -- 2. stop what runs, check the port
+    if running is not None:
+        phases.enter("stop")
+        sw.state(prev_name, "stopping")
+        sw.progress(name, "stop", 0.0, f"stopping {prev_name}")
+        try:
+            await sw.prev_launcher.stop(running, grace_s=grace)
+        except (LaunchError, HostError) as exc:
+            phases.close()
+            return finish("failed", prev_name, f"could not stop {prev_name}: {exc}", prev=prev_name, diff=diff)
+        sw.state(prev_name, "stopped")
+        sw.progress(name, "stop", 1.0, f"{prev_name} stopped")
+    phases.enter("port")
+    busy = await ports.wait_free(sw.host, target.port, timeout=min(10.0, timeout))
+    phases.close()
+    if busy:
+        reason = f"port {target.port} on {sw.host.name} is still in use by a process kimitui did not start: {busy}"
+        outcome = await _roll_back(sw, running, reason, [], phases, timeout, do_warmup, rollback, name)
+        return finish(outcome[0], outcome[1], outcome[2], [], outcome[3], prev_name, diff, warnings)
+
+    # -- 3. start the target, wait until it serves
+    record: RunRecord | None = None
+    try:
+        record = await sw.bring_up(
+            name,
+            lambda: launcher.start(target),
+            deadline=deadline_for(),
+            phases=phases,
+            bind_host=target.host,
+            port=target.port,
+            model=target.effective_served_model_name(),
+            do_warmup=do_warmup,
+            base_url=base_url,
+            launcher=launcher,
+        )
+    except SwapFailed as exc:
+        failed_record = exc.record
+        sw.state(name, "failed", exc.reason)
+        if failed_record is not None:
+            with _suppress_launch_errors():
+                await launcher.stop(failed_record, grace_s=min(grace, 10.0))
+        lines = exc.lines or (await launcher.read_log_tail(failed_record, 15) if failed_record else [])
+        outcome = await _roll_back(sw, running, exc.reason, lines, phases, timeout, do_warmup, rollback, name)
+        return finish(outcome[0], outcome[1], outcome[2], lines, outcome[3], prev_name, diff, warnings)
+
+    sw.progress(name, "serving", 1.0, f"{name} serving")
+    sw.state(name, "serving")
+    return finish("ok", name, "", [], record, prev_name, diff, warnings)
+
+
+def launcher_is_simulated(launcher: Launcher) -> bool:
+    return bool(getattr(launcher, "simulated", False))
+
+
+class _suppress_launch_errors:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+        return exc_type is not None and issubclass(exc_type, (LaunchError, HostError))
+
+
+async def _roll_back(
+    sw: _Swap,
+    previous: RunRecord | None,
+    reason: str,
+    lines: list[str],
+    phases: _Phases,
+    timeout: float,
+    do_warmup: bool,
+    rollback: bool,
+    target_name: str,
+) -> tuple[str, str | None, str, RunRecord | None]:
+    """Bring ``previous`` back to serving; returns (outcome, serving, reason, record)."""
+    await sw.launcher.restore_previous(previous)  # undo what the target's start changed (systemd: the unit)
+    if previous is None or not rollback:
+        return "failed", None, reason + ("" if previous is None else " (rollback disabled)"), None
+    prev = previous.profile
+    sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
+    rb_phases = _Phases(prefix="rollback_")
+    try:
+        record = await sw.bring_up(
+            prev,
+            lambda: sw.prev_launcher.relaunch(previous),
+            deadline=time.monotonic() + timeout,
+            phases=rb_phases,
+            bind_host=previous.extra.get("bind_host"),
+            port=previous.port,
+            model=None,
+            do_warmup=do_warmup,
+            base_url=None,
+            launcher=sw.prev_launcher,
+        )
+    except SwapFailed as exc:
+        phases.durations.update(rb_phases.durations)
+        failed_record = exc.record
+        if failed_record is not None:
+            with _suppress_launch_errors():
+                await sw.prev_launcher.stop(failed_record, grace_s=10.0)
+        sw.state(prev, "failed", f"rollback failed: {exc.reason}")
+        return "rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}", None
+    phases.durations.update(rb_phases.durations)
+    sw.state(prev, "rolled_back", f"serving again after the failed swap to {target_name}")
+    return "rolled_back", prev, reason, record
