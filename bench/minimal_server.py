@@ -9,7 +9,8 @@ Two jobs:
   like (about one SSE event per read).
 * **Exact-timing test server**: request-body knobs override the pacing per
   request, so a test knows to the millisecond what the client should measure:
-  ``ttft_ms``, ``tick_ms``, ``tokens_per_chunk``, ``stall_after``+``stall_ms``,
+  ``ttft_ms``, ``tick_ms``, ``tokens_per_chunk``, ``stall_after``+``stall_ms``
+  (optionally only for the server's ``stall_nth`` request, counted from 1),
   ``no_usage`` (ignore ``stream_options``), and faults ``status`` (HTTP error), ``drop_after`` (connection aborted
   mid-stream), ``error_after`` (error object in the stream), ``malformed_after``.
 
@@ -55,7 +56,7 @@ class Stream:
                  "tick_s", "next_due", "stall_after", "stall_s", "drop_after", "error_after",
                  "malformed_after", "shared", "handle")
 
-    def __init__(self, proto: "Proto", body: dict[str, Any], default_tick_s: float) -> None:
+    def __init__(self, proto: "Proto", body: dict[str, Any], default_tick_s: float, nth: int = 0) -> None:
         self.proto = proto
         self.rid = f"{id(self):x}"
         self.total = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
@@ -73,8 +74,9 @@ class Stream:
         self.shared = not custom and self.tick_s > 0
         now = time.perf_counter()
         self.next_due = now + float(body.get("ttft_ms", 0)) / 1000
-        self.stall_after = body.get("stall_after")
-        self.stall_s = float(body.get("stall_ms", 0)) / 1000
+        stalls = body.get("stall_nth") in (None, nth)  # stall only the server's N-th request, if asked
+        self.stall_after = body.get("stall_after") if stalls else None
+        self.stall_s = float(body.get("stall_ms", 0)) / 1000 if stalls else 0.0
         self.drop_after = body.get("drop_after")
         self.error_after = body.get("error_after")
         self.malformed_after = body.get("malformed_after")
@@ -252,7 +254,7 @@ class Proto(asyncio.Protocol):
             if "status" in body:
                 status = int(body["status"])
                 return self._reply(status, b'{"object":"error","message":"injected","code":%d}' % status)
-            stream = Stream(self, body, self.server.tick_s)
+            stream = Stream(self, body, self.server.tick_s, self.server.requests)
             self.streaming = True
             self.server.in_flight += 1
             self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)

@@ -1,0 +1,200 @@
+"""SweepRunner end to end: a real load process against bench/minimal_server.py (known timing)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kimitui.bench.runner import SweepRunner
+from kimitui.events import (
+    ClientHealth,
+    Event,
+    LevelResult,
+    RequestResult,
+    RequestStarted,
+    SweepProgress,
+    SweepResult,
+    SweepSpec,
+    SweepStarted,
+)
+from kimitui.session import Session
+from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def spec(url: str, **kw: Any) -> SweepSpec:
+    base: dict[str, Any] = dict(url=url, model="minimal", levels=[2], max_tokens=20, requests_per_level=4,
+                                extra_body={"tick_ms": 5})
+    base.update(kw)
+    return SweepSpec(**base)
+
+
+async def run(s: SweepSpec, **kw: Any) -> tuple[SweepResult, list[Event], SweepRunner]:
+    session = Session(host="testhost")
+    events: list[Event] = []
+    session.add_sink(events.append)
+    runner = SweepRunner(session, s, **kw)
+    await runner.start()
+    assert runner.running
+    result = await runner.wait()
+    assert not runner.running
+    return result, events, runner
+
+
+def of(events: list[Event], cls: type) -> list[Any]:
+    return [e for e in events if isinstance(e, cls)]
+
+
+async def test_sustained_sweep_publishes_everything_in_order(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[1, 3], requests_per_level=6, warmup_requests=2, max_tokens=30,
+             extra_body={"ttft_ms": 20, "tick_ms": 10})
+    result, events, runner = await run(s, profile="ep8-tuned")
+    assert isinstance(events[0], SweepStarted) and events[0].spec == s and events[0].profile == "ep8-tuned"
+    assert events[-1] == result and result.outcome == "completed" and result.levels == [1, 3]
+    assert all(e.host == "testhost" for e in events)
+    levels = of(events, LevelResult)
+    assert [lv.concurrency for lv in levels] == [1, 3] and runner.levels == levels
+    results = of(events, RequestResult)
+    assert len(results) == 2 * (6 + 2)
+    assert sum(r.warmup for r in results) == 4
+    for lv in levels:
+        assert lv.requests == 6 and lv.ok == 6 and lv.output_tokens == 6 * 30 and lv.mode == "sustained"
+        assert lv.decode_tok_s.p50 == pytest.approx(100, rel=0.15)
+        assert lv.ttft.p50 == pytest.approx(0.02, abs=0.015)
+        assert lv.steady_tok_s is not None and lv.steady_window_s > 0
+    # warm-up obeyed the cap: the server never saw more than C=3 streams at once
+    assert minimal_server.state.max_in_flight == 3
+    # warm-up used only 32 tokens at most, measured requests the full 30
+    assert {r.completion_tokens for r in results if not r.warmup} == {30}
+    # every request announced, with the id the server received
+    started = of(events, RequestStarted)
+    assert sorted(e.request_id for e in started) == sorted(r.request_id for r in results)
+    assert sorted(minimal_server.state.request_ids) == sorted(r.request_id for r in results)
+    prog = of(events, SweepProgress)
+    assert any(p.in_flight and p.in_flight[0].tokens > 0 for p in prog)
+    assert prog[-1].done == 6
+    # sustained slots: the next request's intended send is when the slot freed up
+    assert all(0 <= (r.sent - r.intended_send) < 0.05 for r in results)
+
+
+async def test_burst_sends_all_at_once_and_flushes_cache(minimal_server) -> None:
+    s = spec(minimal_server.url, mode="burst", levels=[4, 8], requests_per_level=None, flush_cache=True)
+    result, events, _ = await run(s)
+    assert result.outcome == "completed"
+    assert minimal_server.state.flushes == 2
+    for c in (4, 8):
+        rs = [r for r in of(events, RequestResult) if r.concurrency == c]
+        assert len(rs) == c and len({r.intended_send for r in rs}) == 1
+    assert minimal_server.state.max_in_flight == 8
+
+
+async def test_rate_mode_is_poisson_under_the_cap(minimal_server) -> None:
+    s = spec(minimal_server.url, mode="rate", rate_rps=40.0, levels=[2], requests_per_level=12,
+             extra_body={"tick_ms": 10})
+    result, events, _ = await run(s)
+    rs = sorted(of(events, RequestResult), key=lambda r: r.intended_send)
+    assert result.outcome == "completed" and len(rs) == 12 and all(r.ok for r in rs)
+    gaps = [b.intended_send - a.intended_send for a, b in zip(rs, rs[1:])]
+    assert len(set(round(g, 4) for g in gaps)) > 5  # exponential gaps, not a fixed tick
+    assert minimal_server.state.max_in_flight <= 2
+    # 200 ms requests at 40 req/s with only 2 slots: arrivals queue, and the delay is reported
+    assert max(r.sent - r.intended_send for r in rs) > 0.1
+    [lv] = of(events, LevelResult)
+    assert lv.dispatch_delay_p99_ms > 100
+
+
+async def test_seed_c1_straggler_burst_vs_sustained(minimal_server) -> None:
+    """The seeds' C=1 story: one request stalls; the tail kills 'agg' only where it is a tail."""
+    knobs = {"tick_ms": 5, "stall_after": 10, "stall_ms": 1000, "stall_nth": 2}
+    # sustained C=1, five requests, the second stalls for 1 s
+    s1 = spec(minimal_server.url, levels=[1], requests_per_level=5, max_tokens=40, extra_body=knobs,
+              straggler_gap_s=0.3)
+    _, events, _ = await run(s1)
+    [lv] = of(events, LevelResult)
+    [st] = lv.stragglers
+    slow = next(r for r in of(events, RequestResult) if r.request_id == st.request_id)
+    assert slow.max_gap_s == pytest.approx(1.0, abs=0.15)
+    assert st.gap_start == pytest.approx(slow.max_gap_at) and st.gap_end - st.gap_start == pytest.approx(1.0, abs=0.15)
+    assert "gap" in st.reason and "decode" in st.reason  # 39 tokens over ~1.2 s: far below the median too
+    assert lv.decode_tok_s.p50 == pytest.approx(200, rel=0.2)  # the model itself is not slow
+    # at C=1 the stall is inside the only window there is: steady state does not hide it
+    assert lv.steady_tok_s == pytest.approx(lv.agg_tok_s, rel=0.1)
+    assert lv.agg_tok_s < 0.6 * lv.decode_tok_s.p50
+
+    # burst C=4: one of the four stalls and becomes the drain tail
+    minimal_server.state.requests = 0
+    s2 = spec(minimal_server.url, mode="burst", levels=[4], requests_per_level=None, max_tokens=40,
+              extra_body=knobs, straggler_gap_s=0.3)
+    _, events, _ = await run(s2)
+    [lv] = of(events, LevelResult)
+    assert len(lv.stragglers) == 1
+    assert lv.wall_s > 1.0
+    assert lv.agg_tok_s < 160 / 1.0  # 160 tokens over the straggler's wall
+    assert lv.steady_tok_s > 3 * lv.agg_tok_s  # while all four ran, the server was fine
+
+
+async def test_abort_keeps_partial_results(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[3, 8], requests_per_level=30, max_tokens=50, extra_body={"tick_ms": 20})
+    session = Session()
+    events: list[Event] = []
+    session.add_sink(events.append)
+    runner = SweepRunner(session, s)
+    await runner.start()
+    while len(of(events, RequestResult)) < 3:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    result = await runner.abort()
+    assert result.outcome == "aborted" and not runner.running
+    [lv] = of(events, LevelResult)  # the partial level is reported, the next never started
+    assert lv.concurrency == 3 and lv.stopped and lv.ok >= 3
+    assert lv.failures == {"aborted": 3}
+    cut = [r for r in of(events, RequestResult) if r.error_class == "aborted"]
+    assert len(cut) == 3 and all(r.chunks > 0 and r.decode_tok_s for r in cut)  # measured so far: kept
+    assert result.levels == [3]
+
+
+async def test_error_rate_stops_the_sweep_and_keeps_what_ran(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[2, 4], requests_per_level=40, extra_body={"status": 500},
+             max_error_rate=0.5)
+    result, events, _ = await run(s)
+    assert result.outcome == "stopped" and "error rate" in result.reason
+    [lv] = of(events, LevelResult)
+    assert lv.failures == {"http_status": lv.requests} and 10 <= lv.requests < 40  # dispatch stopped early
+    assert lv.stopped == result.reason
+
+
+async def test_level_time_limit_cancels_in_flight_and_stops(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[2, 4], requests_per_level=10, max_tokens=100,
+             extra_body={"tick_ms": 10}, level_time_limit_s=0.5)
+    result, events, _ = await run(s)
+    assert result.outcome == "stopped" and "level time limit" in result.reason
+    [lv] = of(events, LevelResult)
+    assert lv.failures == {"cancelled": 2} and lv.wall_s < 1.0
+
+
+async def test_dead_load_process_is_a_failed_result(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[2], requests_per_level=100, max_tokens=200, extra_body={"tick_ms": 20})
+    session = Session()
+    events: list[Event] = []
+    session.add_sink(events.append)
+    runner = SweepRunner(session, s)
+    await runner.start()
+    while not of(events, RequestStarted):
+        await asyncio.sleep(0.05)
+    runner._proc.kill()  # noqa: SLF001 - the crash under test
+    result = await runner.wait()
+    assert result.outcome == "failed" and "exited with code -9" in result.reason
+    assert of(events, SweepResult) == [result]
+
+
+async def test_client_health_is_reported(minimal_server) -> None:
+    s = spec(minimal_server.url, levels=[4], duration_s=1.3, requests_per_level=None, max_tokens=20)
+    _, events, _ = await run(s)
+    health = of(events, ClientHealth)
+    assert health and health[0].cpu_pct is not None and health[0].loop_lag_ms is not None
+    assert any(h.dispatch_delay_p99_ms is not None for h in health)
+    [lv] = of(events, LevelResult)
+    assert lv.requests >= 8  # kept 4 in flight for 1.3 s of 100 ms requests
