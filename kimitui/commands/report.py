@@ -1,0 +1,68 @@
+"""``kimitui report FILE [--vs FILE2] [--format md|json|csv] [--fail-on-regression]``.
+
+Exit codes: 0 done; 1 ``--fail-on-regression`` and the verdict is a regression;
+2 a file is not a readable recording, has no sweep, or (with
+``--fail-on-regression``) the runs are not comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kimitui.recording import RecordingError
+from kimitui.report.compare import compare
+from kimitui.report.model import pick_sweep, summarize
+from kimitui.report.render import RENDERERS
+from kimitui.report.verdict import DEFAULT_MIN_EFFECT
+
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("report", help="level tables, curves and A/B verdicts from recordings")
+    p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz); with --vs, the reference (A)")
+    p.add_argument("--vs", metavar="FILE2", help="compare against this recording (the candidate, B)")
+    p.add_argument("--format", choices=sorted(RENDERERS), default="md", help="output format (default md)")
+    p.add_argument("--sweep", metavar="ID|PROFILE", help="which sweep of FILE (default: the last with results)")
+    p.add_argument("--vs-sweep", metavar="ID|PROFILE", help="which sweep of FILE2 (default: the last with results)")
+    p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
+                   help=f"smallest change that counts, beyond noise (default {DEFAULT_MIN_EFFECT})")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0; results are deterministic)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 if B regressed against A (2 if they are not comparable)")
+    p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        summaries = [summarize(args.file)]
+        if args.vs:
+            summaries.append(summarize(args.vs))
+        comparison = None
+        if args.vs:
+            comparison = compare(pick_sweep(summaries[0], args.sweep), pick_sweep(summaries[1], args.vs_sweep),
+                                 min_effect=args.min_effect, seed=args.seed)
+    except (RecordingError, ValueError) as exc:
+        print(f"kimitui report: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    text = RENDERERS[args.format](summaries, comparison)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    for s in summaries:
+        for k in s.skipped:
+            print(f"kimitui report: {s.source}: line {k.line_no} skipped: {k.reason}", file=sys.stderr)
+    if comparison is not None:
+        for line in comparison.summary_lines()[:1]:
+            print(f"kimitui report: {line}", file=sys.stderr)
+        if args.fail_on_regression:
+            if comparison.verdict == "regressed":
+                return EXIT_REGRESSION
+            if comparison.verdict == "not_comparable":
+                return EXIT_BAD_INPUT
+    return 0

@@ -1,0 +1,235 @@
+"""A/B comparison of two recorded sweeps: per-level ratios with noise, a verdict per figure, and overall.
+
+``compare(a, b)`` is what both ``kimitui report A --vs B`` and the TUI's
+compare view use.  A is the reference (baseline), B the candidate: ratios are
+B/A, "regressed" means B is worse.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from kimitui.recording import Recording
+from kimitui.report import stats
+from kimitui.report.model import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
+from kimitui.report.verdict import (
+    DEFAULT_MIN_EFFECT,
+    FIGURES,
+    Figure,
+    Overall,
+    Verdict,
+    describe_knobs,
+    judge,
+    knob_diff,
+    workload_diff,
+)
+
+Source = SweepRun | RecordingSummary | Recording | str | os.PathLike[str]
+
+
+@dataclass
+class FigureComparison:
+    """One figure at one level (or the peak): A, B, B/A with its 95 % interval, and the verdict."""
+
+    figure: str
+    label: str
+    concurrency: int | None
+    """None for the peak (which may sit at a different level on each side)."""
+    a: float | None
+    b: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    noise: str
+    """``repeats``, ``bootstrap`` or ``unknown``."""
+    verdict: Verdict
+    higher_is_better: bool = True
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+    @property
+    def noise_pct(self) -> float | None:
+        """Half-width of the 95 % interval, in % of the ratio."""
+        if self.ratio is None or self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2.0 / self.ratio * 100.0
+
+    def describe(self) -> str:
+        where = f"C={self.concurrency} " if self.concurrency is not None else ""
+        if self.ratio is None:
+            return f"{where}{self.label}: n/a"
+        noise = f"±{self.noise_pct:.0f} %" if self.noise_pct is not None else "noise unknown"
+        word = {"improved": "improved", "regressed": "regressed", "no_change": "no change beyond noise"}[self.verdict]
+        return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise})"
+
+
+@dataclass
+class LevelComparison:
+    concurrency: int
+    figures: list[FigureComparison]
+    stragglers: tuple[int, int]
+    """(A, B) straggler counts."""
+    requests: tuple[int, int]
+    failed: tuple[int, int]
+
+
+@dataclass
+class Comparison:
+    a: SweepRun
+    b: SweepRun
+    verdict: Overall
+    reasons: list[str] = field(default_factory=list)
+    """Why it is not comparable (empty otherwise)."""
+    workload_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    knob_diff: dict[str, tuple[Any, Any]] | None = None
+    knob_note: str = ""
+    levels: list[LevelComparison] = field(default_factory=list)
+    peak: FigureComparison | None = None
+    only_in_a: list[int] = field(default_factory=list)
+    only_in_b: list[int] = field(default_factory=list)
+    min_effect: float = DEFAULT_MIN_EFFECT
+    seed: int = 0
+
+    @property
+    def confounded(self) -> bool:
+        return self.knob_diff is not None and len(self.knob_diff) >= 2
+
+    @property
+    def knobs_text(self) -> str:
+        return describe_knobs(self.knob_diff, self.knob_note)
+
+    def rows(self) -> list[FigureComparison]:
+        """Every per-level figure comparison, level by level."""
+        return [f for lv in self.levels for f in lv.figures]
+
+    def level(self, concurrency: int) -> LevelComparison | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    @property
+    def regressions(self) -> list[FigureComparison]:
+        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.verdict == "regressed"]
+
+    @property
+    def improvements(self) -> list[FigureComparison]:
+        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.verdict == "improved"]
+
+    def summary_lines(self) -> list[str]:
+        """Plain sentences, most important first (the compare view's and the report's headline)."""
+        head = f"{self.a.label} vs {self.b.label}"
+        if self.verdict == "not_comparable":
+            lines = [f"not comparable: {head}"] + [f"  {r}" for r in self.reasons]
+            lines.append(self.knobs_text)
+            return lines
+        word = {"regressed": "regression", "improved": "improvement", "no_change": "no change beyond noise"}[self.verdict]
+        lines = [f"{word}: {head}"]
+        if self.peak is not None and self.peak.ratio is not None:
+            pa, pb = self.a.peak, self.b.peak
+            assert pa is not None and pb is not None
+            lines.append(f"{self.peak.describe()}: {pa[1]:.0f} tok/s at C={pa[0]} -> {pb[1]:.0f} tok/s at C={pb[0]}")
+        notable = [f for f in self.rows() if f.verdict in ("regressed", "improved")]
+        first = self.levels[0] if self.levels else None
+        if first is not None:  # the lowest level's decode rate: the per-request health figure
+            dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50"), None)
+            if dec is not None and dec not in notable:
+                notable.insert(0, dec)
+        for f in notable[:8]:
+            lines.append(f.describe())
+        if len(notable) > 8:
+            lines.append(f"... and {len(notable) - 8} more figures changed beyond noise")
+        sa = sum(lv.stragglers[0] for lv in self.levels)
+        sb = sum(lv.stragglers[1] for lv in self.levels)
+        ra = sum(lv.requests[0] for lv in self.levels)
+        rb = sum(lv.requests[1] for lv in self.levels)
+        lines.append(f"stragglers {sa}/{ra} vs {sb}/{rb} requests")
+        fa = sum(lv.failed[0] for lv in self.levels)
+        fb = sum(lv.failed[1] for lv in self.levels)
+        if fa or fb:
+            lines.append(f"failed requests {fa}/{ra} vs {fb}/{rb}")
+        if self.only_in_a or self.only_in_b:
+            lines.append(f"levels not compared: only in A {self.only_in_a or '-'}, only in B {self.only_in_b or '-'}")
+        lines.append(self.knobs_text)
+        return lines
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _run_of(source: Source, sweep: str | None) -> SweepRun:
+    if isinstance(source, SweepRun):
+        return source
+    summary = source if isinstance(source, RecordingSummary) else summarize(source)
+    return pick_sweep(summary, sweep)
+
+
+def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool) -> tuple[float | None, str]:
+    if use_repeats and fig.name in ("agg_tok_s", "steady_tok_s"):
+        se = stats.log_se_of_repeats([getattr(r, fig.name) for r in row.repeats])
+        if se is not None:
+            return se, "repeats"
+    how = stats.request_stat(fig.name)
+    if how is None:
+        return None, "unknown"
+    attr, stat = how
+    se = stats.log_se_bootstrap(stats.samples_for(row.requests, attr), stat, seed=seed, key=key)
+    return se, ("bootstrap" if se is not None else "unknown")
+
+
+def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: float,
+            concurrency: int | None, a_key: str, b_key: str, value_a: float | None = None,
+            value_b: float | None = None) -> FigureComparison:
+    va = ra.figure(fig.name) if value_a is None else value_a
+    vb = rb.figure(fig.name) if value_b is None else value_b
+    use_repeats = len(ra.repeats) >= 2 and len(rb.repeats) >= 2
+    if va is None or vb is None or va <= 0 or vb < 0:
+        return FigureComparison(fig.name, fig.label, concurrency, va, vb, None, None, None, "unknown", "n/a",
+                                fig.higher_is_better)
+    se_a, src_a = _noise(ra, fig, seed=seed, key=f"A:{a_key}:{fig.name}", use_repeats=use_repeats)
+    se_b, src_b = _noise(rb, fig, seed=seed, key=f"B:{b_key}:{fig.name}", use_repeats=use_repeats)
+    ratio, low, high = stats.ratio_interval(va, vb, se_a, se_b)
+    source = src_a if src_a == src_b else "unknown" if "unknown" in (src_a, src_b) else f"{src_a}+{src_b}"
+    return FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source,
+                            judge(ratio, low, high, fig.higher_is_better, min_effect), fig.higher_is_better)
+
+
+def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | None = None,
+            min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0) -> Comparison:
+    """Compare sweep B against reference sweep A (recordings, paths, summaries or sweeps).
+
+    ``sweep_a``/``sweep_b`` pick a sweep by id or profile (default: the last one with results).
+    """
+    ra, rb = _run_of(a, sweep_a), _run_of(b, sweep_b)
+    knobs, note = knob_diff(ra, rb)
+    out = Comparison(a=ra, b=rb, verdict="no_change", knob_diff=knobs, knob_note=note, min_effect=min_effect, seed=seed)
+    out.workload_diff = workload_diff(ra, rb)
+    if out.workload_diff:
+        out.verdict = "not_comparable"
+        out.reasons = [f"the workload differs: {k} {va!r} vs {vb!r}" for k, (va, vb) in out.workload_diff.items()]
+        return out
+    common = sorted(set(ra.levels) & set(rb.levels))
+    out.only_in_a = sorted(set(ra.levels) - set(rb.levels))
+    out.only_in_b = sorted(set(rb.levels) - set(ra.levels))
+    if not common:
+        out.verdict = "not_comparable"
+        out.reasons = ["no concurrency level has results in both sweeps"]
+        return out
+    for c in common:
+        la, lb = ra.levels[c], rb.levels[c]
+        figs = [_figure(f, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c), b_key=str(c))
+                for f in FIGURES]
+        out.levels.append(LevelComparison(c, figs, (len(la.stragglers), len(lb.stragglers)),
+                                          (la.n_requests, lb.n_requests), (la.n_failed, lb.n_failed)))
+    pa, pb = ra.peak, rb.peak
+    if pa is not None and pb is not None:
+        agg = FIGURES[0]
+        out.peak = _figure(agg, ra.levels[pa[0]], rb.levels[pb[0]], seed=seed, min_effect=min_effect,
+                           concurrency=None, a_key=str(pa[0]), b_key=str(pb[0]))
+        out.peak.label = "peak aggregate tok/s"
+    if out.regressions:
+        out.verdict = "regressed"
+    elif out.improvements:
+        out.verdict = "improved"
+    return out

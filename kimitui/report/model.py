@@ -1,0 +1,226 @@
+"""What a recording says about its sweeps: per sweep, the profile, its knobs, the workload and the levels.
+
+Pure functions over events; no I/O beyond reading the recording, no Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kimitui.events import (
+    Event,
+    LevelResult,
+    Marker,
+    Note,
+    ProfileSwitch,
+    RequestResult,
+    ServerInfo,
+    Straggler,
+    SweepResult,
+    SweepSpec,
+    SweepStarted,
+)
+from kimitui.recording import Recording, RecordingHeader, SkippedLine, load_recording
+
+VOLATILE_KNOBS = frozenset({
+    "host", "port", "nccl_port", "dist_init_addr", "api_key", "admin_api_key", "file_storage_path",
+    "log_level", "log_level_http", "log_requests", "log_requests_level", "show_time_cost", "decode_log_interval",
+    "enable_metrics", "bucket_time_to_first_token", "bucket_inter_token_latency", "bucket_e2e_request_latency",
+    "crash_dump_folder", "served_model_name", "model_path", "tokenizer_path", "download_dir", "version",
+    "pid", "uptime",
+})
+"""Server args that say where/how it logs, not how fast it serves: ignored when diffing knobs."""
+
+
+def _mean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+@dataclass
+class LevelRow:
+    """One concurrency level of one sweep, its repeats pooled."""
+
+    concurrency: int
+    repeats: list[LevelResult] = field(default_factory=list)
+    requests: list[RequestResult] = field(default_factory=list)
+    """Measured (non-warmup) requests of every repeat."""
+
+    def _avg(self, attr: str) -> float | None:
+        return _mean([getattr(r, attr) for r in self.repeats])
+
+    def _pct(self, attr: str, q: str) -> float | None:
+        return _mean([getattr(getattr(r, attr), q) for r in self.repeats])
+
+    @property
+    def agg_tok_s(self) -> float | None:
+        return self._avg("agg_tok_s")
+
+    @property
+    def steady_tok_s(self) -> float | None:
+        return self._avg("steady_tok_s")
+
+    @property
+    def n_requests(self) -> int:
+        return sum(r.requests for r in self.repeats)
+
+    @property
+    def n_ok(self) -> int:
+        return sum(r.ok for r in self.repeats)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(r.failed for r in self.repeats)
+
+    @property
+    def failures(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.repeats:
+            for k, v in r.failures.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def stragglers(self) -> list[Straggler]:
+        return [s for r in self.repeats for s in r.stragglers]
+
+    @property
+    def stopped(self) -> str | None:
+        return next((r.stopped for r in self.repeats if r.stopped), None)
+
+    def figure(self, name: str) -> float | None:
+        """A named figure (see ``FIGURES`` in :mod:`kimitui.report.verdict`)."""
+        if name == "agg_tok_s":
+            return self.agg_tok_s
+        if name == "steady_tok_s":
+            return self.steady_tok_s
+        attr, _, q = name.rpartition("_")
+        return self._pct(attr, q)
+
+
+@dataclass
+class SweepRun:
+    """One recorded sweep with everything a report or a verdict needs."""
+
+    sweep_id: str
+    spec: SweepSpec
+    profile: str | None
+    host: str
+    started: float
+    levels: dict[int, LevelRow] = field(default_factory=dict)
+    outcome: str | None = None
+    """``completed``/``stopped``/``aborted``/``failed``; None if the recording ends mid-sweep."""
+    reason: str = ""
+    knobs: dict[str, Any] | None = None
+    """The server's effective args when the sweep started; None if the recording lacks them."""
+    knobs_source: str = ""
+    switch: ProfileSwitch | None = None
+    """The last profile switch before this sweep (its ``diff`` names what changed)."""
+    source: str = ""
+    """The recording it came from."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile or '?'} ({self.sweep_id})"
+
+    @property
+    def ordered_levels(self) -> list[LevelRow]:
+        return [self.levels[c] for c in sorted(self.levels)]
+
+    @property
+    def peak(self) -> tuple[int, float] | None:
+        """(concurrency, seed-comparable aggregate) of the best level."""
+        best = [(row.agg_tok_s, c) for c, row in self.levels.items() if row.agg_tok_s is not None]
+        if not best:
+            return None
+        value, c = max(best)
+        return c, value
+
+    @property
+    def n_requests(self) -> int:
+        return sum(r.n_requests for r in self.levels.values())
+
+    @property
+    def n_stragglers(self) -> int:
+        return sum(len(r.stragglers) for r in self.levels.values())
+
+
+@dataclass
+class RecordingSummary:
+    source: str
+    header: RecordingHeader
+    sweeps: list[SweepRun]
+    notes: list[Note] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    switches: list[ProfileSwitch] = field(default_factory=list)
+    skipped: list[SkippedLine] = field(default_factory=list)
+
+
+def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
+    """Group a recording's events into sweeps (knobs, workload, levels, requests)."""
+    rec = load_recording(source)
+    name = str(rec.path) if rec.path is not None else (str(source) if not isinstance(source, Recording) else "recording")
+    return RecordingSummary(source=name, header=rec.header, sweeps=sweeps_of(rec.events, name),
+                            notes=[e for e in rec.events if isinstance(e, Note)],
+                            markers=[e for e in rec.events if isinstance(e, Marker)],
+                            switches=[e for e in rec.events if isinstance(e, ProfileSwitch)],
+                            skipped=list(rec.skipped))
+
+
+def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
+    runs: dict[str, SweepRun] = {}
+    info: dict[str, ServerInfo] = {}
+    switch: dict[str, ProfileSwitch] = {}
+    for ev in events:
+        if isinstance(ev, ServerInfo):
+            info[ev.host] = ev
+        elif isinstance(ev, ProfileSwitch):
+            switch[ev.host] = ev
+            if ev.outcome != "ok":
+                info.pop(ev.host, None)  # what runs now is not what the last server_info said
+        elif isinstance(ev, SweepStarted):
+            run = SweepRun(sweep_id=ev.sweep_id, spec=ev.spec, profile=ev.profile, host=ev.host, started=ev.t,
+                           switch=switch.get(ev.host), source=source)
+            si = info.get(ev.host)
+            if si is not None and si.args:
+                run.knobs, run.knobs_source = dict(si.args), "server_info"
+            if run.profile is None and run.switch is not None and run.switch.outcome == "ok":
+                run.profile = run.switch.to_profile
+            runs[ev.sweep_id] = run
+        elif isinstance(ev, LevelResult):
+            run = runs.get(ev.sweep_id)
+            if run is not None:
+                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency)).repeats.append(ev)
+        elif isinstance(ev, RequestResult):
+            run = runs.get(ev.sweep_id)
+            if run is not None and not ev.warmup:
+                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency)).requests.append(ev)
+        elif isinstance(ev, SweepResult):
+            run = runs.get(ev.sweep_id)
+            if run is not None:
+                run.outcome, run.reason = ev.outcome, ev.reason
+    for run in runs.values():  # a level with requests but no result (the recording ended mid-level)
+        run.levels = {c: row for c, row in run.levels.items() if row.repeats}
+    return list(runs.values())
+
+
+def pick_sweep(summary: RecordingSummary, sweep: str | None = None) -> SweepRun:
+    """The sweep named ``sweep`` (an id or a profile), else the last one with results."""
+    if not summary.sweeps:
+        raise ValueError(f"{summary.source}: contains no sweep")
+    if sweep is not None:
+        for run in reversed(summary.sweeps):
+            if sweep in (run.sweep_id, run.profile):
+                return run
+        ids = ", ".join(f"{r.sweep_id} ({r.profile})" for r in summary.sweeps)
+        raise ValueError(f"{summary.source}: no sweep {sweep!r}; it has {ids}")
+    with_levels = [r for r in summary.sweeps if r.levels]
+    return (with_levels or summary.sweeps)[-1]
+
+
+def source_name(path: str | os.PathLike[str]) -> str:
+    return Path(path).name

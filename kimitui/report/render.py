@@ -1,0 +1,338 @@
+"""Reports as Markdown (tables + Unicode charts), JSON (stable, see ``docs/report-json.md``) and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from kimitui import __version__
+from kimitui.events import Percentiles, Straggler
+from kimitui.report.charts import line_chart
+from kimitui.report.compare import Comparison, FigureComparison
+from kimitui.report.model import LevelRow, RecordingSummary, SweepRun
+
+JSON_SCHEMA = "kimitui-report"
+JSON_VERSION = 1
+PCT_FIELDS = ("ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s")
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: non-finite floats become None."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _pct(row: LevelRow, name: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for q in ("p50", "p90", "p99", "mean"):
+        vals = [getattr(getattr(r, name), q) for r in row.repeats]
+        vals = [v for v in vals if v is not None]
+        out[q] = _clean(sum(vals) / len(vals)) if vals else None
+    return out
+
+
+def _straggler_dict(s: Straggler) -> dict[str, Any]:
+    return {k: _clean(v) for k, v in s.model_dump().items()}
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def level_dict(row: LevelRow) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "concurrency": row.concurrency,
+        "repeats": len(row.repeats),
+        "requests": row.n_requests,
+        "ok": row.n_ok,
+        "failed": row.n_failed,
+        "failures": dict(sorted(row.failures.items())),
+        "agg_tok_s": _clean(row.agg_tok_s),
+        "steady_tok_s": _clean(row.steady_tok_s),
+    }
+    for name in PCT_FIELDS:
+        d[name] = _pct(row, name)
+    d["stragglers"] = [_straggler_dict(s) for s in row.stragglers]
+    d["stopped"] = row.stopped
+    return d
+
+
+def sweep_dict(run: SweepRun) -> dict[str, Any]:
+    peak = run.peak
+    return {
+        "sweep_id": run.sweep_id,
+        "profile": run.profile,
+        "host": run.host,
+        "started": run.started,
+        "outcome": run.outcome,
+        "reason": run.reason,
+        "spec": run.spec.model_dump(mode="json"),
+        "knobs": run.knobs,
+        "knobs_source": run.knobs_source or None,
+        "peak": {"concurrency": peak[0], "agg_tok_s": _clean(peak[1])} if peak else None,
+        "levels": [level_dict(r) for r in run.ordered_levels],
+    }
+
+
+def figure_dict(f: FigureComparison) -> dict[str, Any]:
+    return {
+        "figure": f.figure, "label": f.label, "concurrency": f.concurrency, "a": _clean(f.a), "b": _clean(f.b),
+        "ratio": _clean(f.ratio), "low": _clean(f.low), "high": _clean(f.high), "change_pct": _clean(f.change_pct),
+        "noise_pct": _clean(f.noise_pct), "noise": f.noise, "verdict": f.verdict,
+        "higher_is_better": f.higher_is_better,
+    }
+
+
+def comparison_dict(cmp: Comparison) -> dict[str, Any]:
+    def side(run: SweepRun) -> dict[str, Any]:
+        return {"source": run.source, "sweep_id": run.sweep_id, "profile": run.profile}
+
+    return {
+        "a": side(cmp.a),
+        "b": side(cmp.b),
+        "verdict": cmp.verdict,
+        "reasons": cmp.reasons,
+        "workload_diff": {k: [a, b] for k, (a, b) in cmp.workload_diff.items()},
+        "knob_diff": None if cmp.knob_diff is None else {k: [a, b] for k, (a, b) in cmp.knob_diff.items()},
+        "knob_note": cmp.knob_note,
+        "confounded": cmp.confounded,
+        "min_effect": cmp.min_effect,
+        "seed": cmp.seed,
+        "peak": figure_dict(cmp.peak) if cmp.peak else None,
+        "levels": [
+            {"concurrency": lv.concurrency, "requests": list(lv.requests), "failed": list(lv.failed),
+             "stragglers": list(lv.stragglers), "figures": [figure_dict(f) for f in lv.figures]}
+            for lv in cmp.levels
+        ],
+        "only_in_a": cmp.only_in_a,
+        "only_in_b": cmp.only_in_b,
+        "summary": cmp.summary_lines(),
+    }
+
+
+def report_dict(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "version": JSON_VERSION,
+        "generated_by": f"kimitui {__version__}",
+        "recordings": [
+            {
+                "source": s.source,
+                "hosts": s.header.hosts,
+                "started": s.header.started,
+                "skipped_lines": [{"line": k.line_no, "reason": k.reason} for k in s.skipped],
+                "notes": [{"t": n.t, "text": n.text} for n in s.notes],
+                "markers": [{"t": m.t, "label": m.label} for m in s.markers],
+                "sweeps": [sweep_dict(r) for r in s.sweeps],
+            }
+            for s in summaries
+        ],
+        "comparison": comparison_dict(comparison) if comparison else None,
+    }
+
+
+def render_json(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+    return json.dumps(report_dict(summaries, comparison), indent=2, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------- CSV
+
+LEVEL_COLUMNS = (
+    "source", "sweep_id", "profile", "concurrency", "repeats", "requests", "ok", "failed", "agg_tok_s",
+    "steady_tok_s", "decode_tok_s_p50", "decode_tok_s_p90", "decode_tok_s_p99", "ttft_p50", "ttft_p90", "ttft_p99",
+    "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped",
+)
+COMPARE_COLUMNS = ("concurrency", "figure", "a", "b", "ratio", "low", "high", "change_pct", "noise_pct", "noise",
+                   "verdict")
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None or not math.isfinite(v) else f"{v:.6g}"
+
+
+def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+    """Level rows; with a comparison, one row per (level, figure) plus the peak and the overall verdict."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if comparison is None:
+        w.writerow(LEVEL_COLUMNS)
+        for s in summaries:
+            for run in s.sweeps:
+                for row in run.ordered_levels:
+                    d = level_dict(row)
+                    w.writerow([s.source, run.sweep_id, run.profile or "", row.concurrency, len(row.repeats),
+                                row.n_requests, row.n_ok, row.n_failed, _num(row.agg_tok_s), _num(row.steady_tok_s),
+                                _num(d["decode_tok_s"]["p50"]), _num(d["decode_tok_s"]["p90"]),
+                                _num(d["decode_tok_s"]["p99"]), _num(d["ttft"]["p50"]), _num(d["ttft"]["p90"]),
+                                _num(d["ttft"]["p99"]), _num(d["tpot"]["p50"]), _num(d["e2e_tok_s"]["p50"]),
+                                len(row.stragglers), row.stopped or ""])
+        return buf.getvalue()
+    w.writerow(COMPARE_COLUMNS)
+    figs = ([comparison.peak] if comparison.peak else []) + comparison.rows()
+    for f in figs:
+        w.writerow(["peak" if f.concurrency is None else f.concurrency, f.figure, _num(f.a), _num(f.b), _num(f.ratio),
+                    _num(f.low), _num(f.high), _num(f.change_pct), _num(f.noise_pct), f.noise, f.verdict])
+    w.writerow(["", "overall", "", "", "", "", "", "", "", "", comparison.verdict])
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _clock(t: float | None) -> str:
+    return datetime.fromtimestamp(t).strftime("%H:%M:%S") if t is not None else "?"
+
+
+def _f(v: float | None, digits: int = 0) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:,.{digits}f}"
+
+
+def _p(p: Percentiles | dict[str, float | None], q: str) -> float | None:
+    return p.get(q) if isinstance(p, dict) else getattr(p, q)
+
+
+def _workload(run: SweepRun) -> str:
+    s = run.spec
+    parts = [s.mode, f"{s.max_tokens} tokens", "ignore_eos" if s.ignore_eos else "eos honoured", f"prompts {s.prompts}",
+             f"levels {','.join(map(str, s.levels))}"]
+    if s.repeats > 1:
+        parts.append(f"{s.repeats} repeats")
+    if s.mode == "rate" and s.rate_rps:
+        parts.append(f"{s.rate_rps} req/s")
+    return ", ".join(parts)
+
+
+def _knobs_line(run: SweepRun) -> str:
+    if run.knobs is None:
+        return "knobs: not recorded (no server_info in the recording)"
+    if len(run.knobs) <= 12:
+        return "knobs: " + ", ".join(f"{k}={v}" for k, v in sorted(run.knobs.items()))
+    return f"knobs: {len(run.knobs)} server args recorded (see --format json)"
+
+
+def sweep_md(run: SweepRun) -> list[str]:
+    out = [f"### {run.profile or 'unknown profile'} — sweep `{run.sweep_id}`", ""]
+    out.append(f"host {run.host} · started {_stamp(run.started)} · {_workload(run)} · outcome "
+               f"{run.outcome or 'unfinished (recording ends mid-sweep)'}" + (f" ({run.reason})" if run.reason else ""))
+    out.append("")
+    out.append(_knobs_line(run))
+    out.append("")
+    if not run.levels:
+        out.append("No level finished.")
+        return out
+    out.append("| C | req | ok | failed | agg tok/s | steady tok/s | decode p50 | p90 | p99 | TTFT p50 | p99 | TPOT p50 | stragglers |")
+    out.append("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for row in run.ordered_levels:
+        dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
+        out.append(
+            f"| {row.concurrency} | {row.n_requests} | {row.n_ok} | {row.n_failed} | {_f(row.agg_tok_s)} | "
+            f"{_f(row.steady_tok_s)} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
+            f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
+            f"{len(row.stragglers)} |")
+    peak = run.peak
+    if peak:
+        out += ["", f"Peak (seed-comparable aggregate): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
+    chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in run.ordered_levels],  # type: ignore[misc]
+                        "steady": [(r.concurrency, r.steady_tok_s) for r in run.ordered_levels]})  # type: ignore[misc]
+    if chart:
+        out += ["", "```text", *chart, "```"]
+    strag = [s for r in run.ordered_levels for s in r.stragglers]
+    if strag:
+        gap_at = {q.request_id: q.max_gap_at for r in run.ordered_levels for q in r.requests}
+        out += ["", "Stragglers:", ""]
+        for s in strag:
+            med = f" (median {s.median_decode_tok_s:.0f})" if s.median_decode_tok_s is not None else ""
+            at = s.gap_start if s.gap_start is not None else gap_at.get(s.request_id)
+            gap = f", longest gap {s.max_gap_s:.1f} s at {_clock(at)}" if s.max_gap_s is not None else ""
+            dec = f"decode {s.decode_tok_s:.1f} tok/s" if s.decode_tok_s is not None else "decode ?"
+            out.append(f"- C={s.concurrency} `{s.request_id}`: {dec}{med}{gap}" + (f" — {s.reason}" if s.reason else ""))
+    fails = [(r.concurrency, r.failures) for r in run.ordered_levels if r.n_failed]
+    if fails:
+        out += ["", "Failures:", ""]
+        for c, f in fails:
+            out.append(f"- C={c}: " + ", ".join(f"{k} {v}" for k, v in sorted(f.items())))
+    stopped = [(r.concurrency, r.stopped) for r in run.ordered_levels if r.stopped]
+    for c, why in stopped:
+        out += ["", f"Stopped after C={c}: {why}"]
+    return out
+
+
+def _change(f: FigureComparison) -> str:
+    if f.ratio is None:
+        return "—"
+    return f"{f.change_pct:+.1f} %"
+
+
+def _noise(f: FigureComparison) -> str:
+    return f"±{f.noise_pct:.1f} %" if f.noise_pct is not None else "unknown"
+
+
+VERDICT_WORDS = {"improved": "improved", "regressed": "**regressed**", "no_change": "no change", "n/a": "n/a"}
+
+
+def comparison_md(cmp: Comparison) -> list[str]:
+    headline = {"regressed": "Regression", "improved": "Improvement", "no_change": "No change beyond noise",
+                "not_comparable": "Not comparable"}[cmp.verdict]
+    out = [f"## Verdict: {headline}", ""]
+    out.append(f"A (reference): {cmp.a.label} from `{cmp.a.source}`  ")
+    out.append(f"B (candidate): {cmp.b.label} from `{cmp.b.source}`")
+    out.append("")
+    out += [f"- {line.strip()}" for line in cmp.summary_lines()[1:]]
+    if cmp.verdict == "not_comparable":
+        return out
+    out += ["", "| C | figure | A | B | change | noise (95 %) | verdict |", "|--:|---|--:|--:|--:|--:|---|"]
+    figs = ([cmp.peak] if cmp.peak else []) + cmp.rows()
+    for f in figs:
+        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
+                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {VERDICT_WORDS[f.verdict]} |")
+    out += ["", f"Noise: 95 % interval of B/A from {_noise_how(cmp)}; a change counts when the interval excludes "
+            f"no-change and it is at least {cmp.min_effect * 100:.0f} %."]
+    chart = line_chart({
+        f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels],  # type: ignore[misc]
+        f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels],  # type: ignore[misc]
+    }, y_label="agg tok/s")
+    if chart:
+        out += ["", "```text", *chart, "```"]
+    return out
+
+
+def _noise_how(cmp: Comparison) -> str:
+    kinds = {f.noise for f in cmp.rows()}
+    parts = []
+    if any("repeats" in k for k in kinds):
+        parts.append("the spread between repeats")
+    if any("bootstrap" in k for k in kinds):
+        parts.append(f"a seeded bootstrap over requests (seed {cmp.seed})")
+    return " and ".join(parts) or "nothing (no per-request data)"
+
+
+def render_md(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+    out = ["# kimitui report", ""]
+    if comparison is not None:
+        out += comparison_md(comparison) + [""]
+    for s in summaries:
+        out += [f"## `{s.source}`", ""]
+        out.append(f"hosts {', '.join(s.header.hosts) or '—'} · recording started {_stamp(s.header.started)} · "
+                   f"{len(s.sweeps)} sweep(s)")
+        if s.skipped:
+            out.append("")
+            out.append(f"Skipped {len(s.skipped)} unreadable line(s): " +
+                       "; ".join(f"line {k.line_no}: {k.reason}" for k in s.skipped[:5]))
+        for n in s.notes:
+            out += ["", f"> note {_clock(n.t)}: {n.text}"]
+        for run in s.sweeps:
+            out += [""] + sweep_md(run)
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+RENDERERS = {"md": render_md, "json": render_json, "csv": render_csv}

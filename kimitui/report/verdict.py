@@ -1,0 +1,98 @@
+"""The rules of a verdict: which figures, which direction is better, what counts as beyond noise,
+and when two sweeps cannot be compared at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kimitui.report.model import VOLATILE_KNOBS, SweepRun
+
+Verdict = Literal["improved", "regressed", "no_change", "n/a"]
+Overall = Literal["improved", "regressed", "no_change", "not_comparable"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    label: str
+    higher_is_better: bool
+    unit: str
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("agg_tok_s", "aggregate tok/s", True, "tok/s"),
+    Figure("steady_tok_s", "steady tok/s", True, "tok/s"),
+    Figure("decode_tok_s_p50", "decode p50", True, "tok/s"),
+    Figure("ttft_p50", "TTFT p50", False, "s"),
+)
+FIGURE_BY_NAME = {f.name: f for f in FIGURES}
+
+DEFAULT_MIN_EFFECT = 0.05
+"""A change smaller than 5 % is "no change" even when it is beyond noise."""
+
+WORKLOAD_FIELDS = ("prompts", "max_tokens", "ignore_eos", "mode", "levels", "temperature", "rate_rps", "extra_body")
+"""SweepSpec fields that define the workload; any difference refuses the comparison."""
+
+
+def judge(ratio: float | None, low: float | None, high: float | None, higher_is_better: bool,
+          min_effect: float = DEFAULT_MIN_EFFECT) -> Verdict:
+    """improved / regressed / no_change for one figure's B/A ratio and its 95 % interval.
+
+    Beyond noise = the interval excludes 1 **and** the change is at least ``min_effect``.
+    With unknown noise (no requests, one repeat) a change must be twice ``min_effect``.
+    """
+    if ratio is None:
+        return "n/a"
+    change = ratio - 1.0
+    if low is not None and high is not None:
+        significant = (low > 1.0 or high < 1.0) and abs(change) >= min_effect
+    else:
+        significant = abs(change) >= 2 * min_effect
+    if not significant:
+        return "no_change"
+    return "improved" if (change > 0) == higher_is_better else "regressed"
+
+
+def workload_diff(a: SweepRun, b: SweepRun) -> dict[str, tuple[Any, Any]]:
+    """Workload fields whose values differ (``rate_rps`` only matters in rate mode)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for name in WORKLOAD_FIELDS:
+        va, vb = getattr(a.spec, name), getattr(b.spec, name)
+        if name == "levels":
+            va, vb = sorted(va), sorted(vb)
+        if name == "rate_rps" and a.spec.mode != "rate" and b.spec.mode != "rate":
+            continue
+        if va != vb:
+            out[name] = (va, vb)
+    return out
+
+
+def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | None, str]:
+    """(knob -> (A value, B value), how we know); None when the recordings cannot say."""
+    if a.knobs is not None and b.knobs is not None:
+        keys = (set(a.knobs) | set(b.knobs)) - VOLATILE_KNOBS
+        diff = {k: (a.knobs.get(k), b.knobs.get(k)) for k in sorted(keys) if a.knobs.get(k) != b.knobs.get(k)}
+        return diff, "from the servers' effective args (server_info)"
+    for first, second, flip in ((a, b, False), (b, a, True)):
+        sw = second.switch
+        if (sw is not None and sw.outcome == "ok" and sw.diff and first.profile is not None
+                and sw.from_profile == first.profile and sw.to_profile == second.profile):
+            diff = {k: ((v[0], v[1]) if not flip else (v[1], v[0])) for k, v in sw.diff.items()
+                    if k not in VOLATILE_KNOBS and len(v) == 2}
+            return dict(sorted(diff.items())), f"from the profile switch {sw.from_profile} -> {sw.to_profile}"
+    missing = [run.source or run.label for run in (a, b) if run.knobs is None]
+    if a.profile is not None and a.profile == b.profile:
+        return {}, "same profile name; knob values not recorded (" + ", ".join(missing) + " lacks server_info)"
+    return None, "knobs unknown: " + ", ".join(missing) + " records no server args (server_info) and no profile switch diff"
+
+
+def describe_knobs(diff: dict[str, tuple[Any, Any]] | None, note: str) -> str:
+    if diff is None:
+        return note
+    if not diff:
+        return "no knob changed (" + note + ")"
+    items = ", ".join(f"{k} ({va!r} -> {vb!r})" for k, (va, vb) in diff.items())
+    if len(diff) == 1:
+        return f"one knob changed: {items}"
+    return f"confounded: {len(diff)} knobs changed: {items}; the difference cannot be attributed to one of them"
