@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz); with --vs, the reference (A)")
     p.add_argument("--vs", metavar="FILE2", help="compare against this recording (the candidate, B)")
     p.add_argument("--format", choices=sorted(RENDERERS), default="md", help="output format (default md)")
-    p.add_argument("--sweep", metavar="ID|PROFILE", help="which sweep of FILE (default: the last with results)")
+    p.add_argument("--sweep", metavar="ID|PROFILE", help="report/compare only this sweep of FILE (default: every sweep; compare the last with results)")
     p.add_argument("--vs-sweep", metavar="ID|PROFILE", help="which sweep of FILE2 (default: the last with results)")
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
                    help=f"smallest change that counts, beyond noise (default {DEFAULT_MIN_EFFECT})")
@@ -41,9 +41,13 @@ def run(args: argparse.Namespace) -> int:
         summaries = [summarize(args.file)]
         if args.vs:
             summaries.append(summarize(args.vs))
+        chosen = [pick_sweep(s, sel) if sel else None for s, sel in zip(summaries, (args.sweep, args.vs_sweep))]
+        for s, run_ in zip(summaries, chosen):
+            if run_ is not None:  # --sweep / --vs-sweep: report only that sweep
+                s.sweeps = [run_]
         comparison = None
         if args.vs:
-            comparison = compare(pick_sweep(summaries[0], args.sweep), pick_sweep(summaries[1], args.vs_sweep),
+            comparison = compare(chosen[0] or pick_sweep(summaries[0]), chosen[1] or pick_sweep(summaries[1]),
                                  min_effect=args.min_effect, seed=args.seed)
     except (RecordingError, ValueError) as exc:
         print(f"kimitui report: {exc}", file=sys.stderr)

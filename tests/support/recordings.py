@@ -105,11 +105,17 @@ def synthetic_sweep(
     sweep_id: str = "s1",
     knobs: dict[str, Any] | None = None,
     noise: float = 0.03,
+    repeats: int = 1,
+    failures: dict[int, int] | None = None,
+    server_info: bool = True,
+    from_profile: str | None = None,
+    switch_diff: dict[str, list[Any]] | None = None,
 ) -> list[Event]:
     """A plausible recorded sweep: ProfileSwitch, ServerInfo, SweepStarted, levels with requests, SweepResult.
 
     Each request decodes at ``per_request_tok_s * f(C) * peak_scale`` with ``noise`` jitter;
-    ``straggler_at`` makes one request at that level crawl at 1/8 speed.
+    ``straggler_at`` makes one request at that level crawl at 1/8 speed; ``failures``
+    maps a level to a number of failed (timeout) requests.
     """
     rng = random.Random(seed)
     levels = levels or SEED_LEVELS
@@ -117,46 +123,17 @@ def synthetic_sweep(
                              requests_per_level=requests_per_level)
     evs: list[Event] = []
     t = t0
-    evs.append(ProfileSwitch(t=t, to_profile=profile, outcome="ok"))
-    evs.append(ServerInfo(t=t, args=dict(knobs or {"ep_size": 8, "enable_eplb": False})))
+    evs.append(ProfileSwitch(t=t, from_profile=from_profile, to_profile=profile, outcome="ok",
+                             diff=dict(switch_diff or {})))
+    if server_info:
+        evs.append(ServerInfo(t=t, args=dict(knobs or {"ep_size": 8, "enable_eplb": False})))
     evs.append(SweepStarted(t=t, sweep_id=sweep_id, spec=spec, profile=profile))
     peak = 0.0
     for c in levels:
-        t += 1.0
-        evs.append(LevelStarted(t=t, sweep_id=sweep_id, concurrency=c))
-        per = per_request_tok_s * (1.0 / (1 + c / 40)) * peak_scale
-        rates = []
-        stragglers = []
-        n = max(requests_per_level, c)
-        for r in range(n):
-            rate = per * (1 + rng.uniform(-noise, noise))
-            rid = f"{sweep_id}-c{c}-r{r}"
-            gap = 0.05
-            if straggler_at == c and r == 0:
-                rate = per / 8
-                gap = 9.8
-            e2e = spec.max_tokens / rate
-            rates.append(rate)
-            t += 0.01
-            evs.append(RequestResult(t=t, sweep_id=sweep_id, request_id=rid, concurrency=c, ok=True,
-                                     intended_send=t - e2e, sent=t - e2e, ttft_s=0.2, e2e_s=e2e,
-                                     completion_tokens=spec.max_tokens, decode_tok_s=rate,
-                                     e2e_tok_s=spec.max_tokens / e2e, tpot_s=1 / rate, max_gap_s=gap,
-                                     max_gap_at=t - gap - 0.1))
-            if gap > 5:
-                stragglers.append(Straggler(request_id=rid, concurrency=c, decode_tok_s=rate,
-                                            max_gap_s=gap, reason="stall"))
-        srt = sorted(rates)
-        agg = sum(rates[:c]) if c > 1 else rates[0]
-        agg = sum(srt) / len(srt) * c
-        peak = max(peak, agg)
-        t += 0.5
-        evs.append(LevelResult(
-            t=t, sweep_id=sweep_id, concurrency=c, requests=n, ok=n, wall_s=n * spec.max_tokens / agg,
-            output_tokens=n * spec.max_tokens, agg_tok_s=agg, steady_tok_s=agg * 1.02,
-            decode_tok_s=Percentiles(p50=srt[len(srt) // 2], p90=srt[int(len(srt) * 0.9)], p99=srt[-1],
-                                     mean=sum(srt) / len(srt)),
-            ttft=Percentiles(p50=0.2, p90=0.25, p99=0.3, mean=0.21), stragglers=stragglers))
+        for rep in range(repeats):
+            t = _level(evs, rng, t, c, rep, spec, sweep_id, per_request_tok_s * peak_scale, requests_per_level,
+                       noise, straggler_at == c and rep == 0, failures.get(c, 0) if failures else 0)
+            peak = max(peak, evs[-1].agg_tok_s or 0.0)  # type: ignore[attr-defined]
     t += 0.1
     evs.append(SweepResult(t=t, sweep_id=sweep_id, levels=levels, peak_tok_s=peak))
     return evs
@@ -172,3 +149,47 @@ def busy_minute(t0: float = 2_000_000.0, seconds: int = 60) -> list[Event]:
     evs.insert(min(10, len(evs)), Note(t=evs[min(9, len(evs) - 1)].t, text="before the swap"))
     evs.insert(len(evs) // 2, Marker(t=evs[len(evs) // 2 - 1].t, label="here"))
     return evs
+
+
+def _level(evs: list[Event], rng: random.Random, t: float, c: int, rep: int, spec: SweepSpec, sweep_id: str,
+           base_rate: float, requests_per_level: int, noise: float, straggler: bool, n_failed: int) -> float:
+    t += 1.0
+    evs.append(LevelStarted(t=t, sweep_id=sweep_id, concurrency=c, repeat=rep))
+    per = base_rate * (1.0 / (1 + c / 40))
+    rates: list[float] = []
+    stragglers: list[Straggler] = []
+    n = max(requests_per_level, c)
+    for r in range(n):
+        rate = per * (1 + rng.uniform(-noise, noise))
+        rid = f"{sweep_id}-c{c}-p{rep}-r{r}"
+        gap = 0.05
+        if straggler and r == 0:
+            rate = per / 8
+            gap = 9.8
+        e2e = spec.max_tokens / rate
+        rates.append(rate)
+        t += 0.01
+        evs.append(RequestResult(t=t, sweep_id=sweep_id, request_id=rid, concurrency=c, ok=True,
+                                 intended_send=t - e2e, sent=t - e2e, ttft_s=0.2 * (1 + rng.uniform(-noise, noise)),
+                                 e2e_s=e2e, completion_tokens=spec.max_tokens, decode_tok_s=rate,
+                                 e2e_tok_s=spec.max_tokens / e2e, tpot_s=1 / rate, max_gap_s=gap,
+                                 max_gap_at=t - gap - 0.1))
+        if gap > 5:
+            stragglers.append(Straggler(request_id=rid, concurrency=c, decode_tok_s=rate,
+                                        median_decode_tok_s=per, max_gap_s=gap, reason="stall"))
+    for r in range(n_failed):
+        t += 0.01
+        evs.append(RequestResult(t=t, sweep_id=sweep_id, request_id=f"{sweep_id}-c{c}-p{rep}-f{r}", concurrency=c,
+                                 ok=False, error_class="timeout", error="timed out", intended_send=t - 1, sent=t - 1))
+    srt = sorted(rates)
+    agg = sum(srt) / len(srt) * c
+    t += 0.5
+    evs.append(LevelResult(
+        t=t, sweep_id=sweep_id, concurrency=c, repeat=rep, requests=n + n_failed, ok=n, failed=n_failed,
+        failures={"timeout": n_failed} if n_failed else {}, wall_s=n * spec.max_tokens / agg,
+        output_tokens=n * spec.max_tokens, agg_tok_s=agg, steady_tok_s=agg * 1.02,
+        decode_tok_s=Percentiles(p50=srt[len(srt) // 2], p90=srt[int(len(srt) * 0.9)], p99=srt[-1],
+                                 mean=sum(srt) / len(srt)),
+        ttft=Percentiles(p50=0.2, p90=0.25, p99=0.3, mean=0.21), tpot=Percentiles(p50=1 / srt[len(srt) // 2]),
+        stragglers=stragglers))
+    return t

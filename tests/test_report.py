@@ -1,0 +1,249 @@
+"""Reports and verdicts on synthetic recordings: summaries, A/B verdicts, refusal, formats, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from kimitui.cli import main
+from kimitui.events import SweepSpec
+from kimitui.recording import Recording, RecordingHeader, write_recording
+from kimitui.report import compare, summarize
+from kimitui.report.charts import BOTH, line_chart
+from kimitui.report.render import render_csv, render_json, render_md
+from kimitui.report.verdict import judge
+from tests.support.recordings import synthetic_sweep
+
+EPLB = {"ep_size": 8, "enable_eplb": True}
+TUNED = {"ep_size": 8, "enable_eplb": False}
+
+
+def rec(events: list) -> Recording:
+    return Recording(RecordingHeader(hosts=["sim"]), events)
+
+
+def tuned(seed: int = 1, **kw) -> Recording:
+    return rec(synthetic_sweep(seed=seed, requests_per_level=20, levels=[1, 8, 32, 64], knobs=TUNED, **kw))
+
+
+def eplb(seed: int = 2, **kw) -> Recording:
+    return rec(synthetic_sweep(seed=seed, requests_per_level=20, levels=[1, 8, 32, 64], peak_scale=0.56,
+                               profile="ep8-eplb", knobs=EPLB, straggler_at=1, **kw))
+
+
+def test_summary_groups_sweeps_levels_requests_and_knobs() -> None:
+    s = summarize(tuned(failures={8: 2}))
+    (run,) = s.sweeps
+    assert run.profile == "ep8-tuned" and run.outcome == "completed"
+    assert sorted(run.levels) == [1, 8, 32, 64]
+    assert run.knobs == TUNED and run.knobs_source == "server_info"
+    row8 = run.levels[8]
+    assert row8.n_failed == 2 and row8.failures == {"timeout": 2} and len(row8.requests) == 22
+    c, peak = run.peak  # type: ignore[misc]
+    assert c == 64 and peak == pytest.approx(run.levels[64].agg_tok_s)
+
+
+def test_regression_has_the_right_magnitude_and_names_the_knob() -> None:
+    cmp = compare(tuned(), eplb())
+    assert cmp.verdict == "regressed"
+    assert cmp.peak is not None and cmp.peak.verdict == "regressed"
+    assert cmp.peak.change_pct == pytest.approx(-44, abs=1.5)
+    assert cmp.peak.noise_pct is not None and 0 < cmp.peak.noise_pct < 5
+    assert cmp.peak.low < cmp.peak.ratio < cmp.peak.high < 1.0  # type: ignore[operator]
+    dec1 = next(f for f in cmp.level(1).figures if f.figure == "decode_tok_s_p50")  # type: ignore[union-attr]
+    assert dec1.verdict == "regressed" and dec1.change_pct == pytest.approx(-44, abs=3)
+    ttft = next(f for f in cmp.level(8).figures if f.figure == "ttft_p50")  # type: ignore[union-attr]
+    assert ttft.verdict == "no_change"
+    assert cmp.knob_diff == {"enable_eplb": (False, True)} and not cmp.confounded
+    lines = cmp.summary_lines()
+    assert lines[0].startswith("regression:")
+    assert any("peak aggregate tok/s -44 %" in line for line in lines)
+    assert "stragglers 0/136 vs 1/136 requests" in lines
+    assert lines[-1] == "one knob changed: enable_eplb (False -> True)"
+
+
+def test_improvement_is_the_mirror_image() -> None:
+    cmp = compare(eplb(), tuned())
+    assert cmp.verdict == "improved"
+    assert cmp.peak.change_pct == pytest.approx(79, abs=3)  # type: ignore[union-attr]
+
+
+def test_same_profile_runs_say_no_change() -> None:
+    cmp = compare(tuned(seed=1), tuned(seed=7))
+    assert cmp.verdict == "no_change"
+    assert all(f.verdict == "no_change" for f in cmp.rows())
+    assert cmp.knob_diff == {} and cmp.summary_lines()[0].startswith("no change beyond noise")
+
+
+def test_deterministic() -> None:
+    a, b = tuned(), eplb()
+    assert render_json([], compare(a, b)) == render_json([], compare(a, b))
+    assert compare(a, b, seed=1).peak.noise_pct != compare(a, b, seed=2).peak.noise_pct  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_tokens", 256), ("ignore_eos", False), ("mode", "burst"),
+                                              ("prompts", "random:128"), ("levels", [1, 8, 32])])
+def test_differing_workloads_are_refused(field: str, value: object) -> None:
+    base = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 8, 32, 64], max_tokens=512)
+    other = base.model_copy(update={field: value})
+    a = rec(synthetic_sweep(spec=base, levels=[1, 8, 32, 64], knobs=TUNED))
+    b = rec(synthetic_sweep(spec=other, levels=other.levels, knobs=EPLB, peak_scale=0.5))
+    cmp = compare(a, b)
+    assert cmp.verdict == "not_comparable" and list(cmp.workload_diff) == [field]
+    assert field in cmp.reasons[0] and not cmp.levels
+    lines = cmp.summary_lines()
+    assert lines[0].startswith("not comparable") and "enable_eplb" in lines[-1]
+
+
+def test_two_knobs_changed_is_confounded() -> None:
+    cmp = compare(tuned(), rec(synthetic_sweep(seed=3, requests_per_level=20, levels=[1, 8, 32, 64], peak_scale=0.56,
+                                               profile="ep8-v2", knobs={**EPLB, "num_continuous_decode_steps": 16})))
+    assert cmp.confounded and cmp.verdict == "regressed"
+    assert cmp.knobs_text.startswith("confounded: 2 knobs changed") and "num_continuous_decode_steps" in cmp.knobs_text
+
+
+def test_knobs_from_the_profile_switch_or_unknown() -> None:
+    a = rec(synthetic_sweep(seed=1, levels=[1, 8], server_info=False))
+    b = rec(synthetic_sweep(seed=2, levels=[1, 8], server_info=False, profile="ep8-eplb", from_profile="ep8-tuned",
+                            switch_diff={"enable_eplb": [False, True]}))
+    cmp = compare(a, b)
+    assert cmp.knob_diff == {"enable_eplb": (False, True)} and "profile switch ep8-tuned -> ep8-eplb" in cmp.knob_note
+    c = rec(synthetic_sweep(seed=2, levels=[1, 8], server_info=False, profile="other"))
+    unknown = compare(a, c)
+    assert unknown.knob_diff is None and unknown.knobs_text.startswith("knobs unknown")
+
+
+def test_repeats_give_the_noise() -> None:
+    spec = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 8], repeats=3)
+    a = rec(synthetic_sweep(seed=1, spec=spec, levels=[1, 8], repeats=3))
+    b = rec(synthetic_sweep(seed=2, spec=spec, levels=[1, 8], repeats=3))
+    cmp = compare(a, b)
+    agg = next(f for f in cmp.level(8).figures if f.figure == "agg_tok_s")  # type: ignore[union-attr]
+    assert agg.noise == "repeats" and agg.noise_pct is not None
+    dec = next(f for f in cmp.level(8).figures if f.figure == "decode_tok_s_p50")  # type: ignore[union-attr]
+    assert dec.noise == "bootstrap"
+    assert cmp.verdict == "no_change"
+
+
+def test_levels_present_on_one_side_only() -> None:
+    spec = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 8, 32, 64])
+    a = rec(synthetic_sweep(spec=spec, levels=[1, 8, 32, 64]))
+    b = rec(synthetic_sweep(spec=spec, levels=[1, 8, 32], seed=4))  # stopped early
+    cmp = compare(a, b)
+    assert [lv.concurrency for lv in cmp.levels] == [1, 8, 32] and cmp.only_in_a == [64]
+    assert any("only in A [64]" in line for line in cmp.summary_lines())
+
+
+def test_judge_rules() -> None:
+    assert judge(0.9, 0.85, 0.95, True) == "regressed"
+    assert judge(0.9, 0.85, 0.95, False) == "improved"
+    assert judge(0.97, 0.95, 0.99, True) == "no_change"  # beyond noise but under min effect
+    assert judge(0.8, 0.6, 1.05, True) == "no_change"  # big but within noise
+    assert judge(0.85, None, None, True) == "regressed" and judge(0.93, None, None, True) == "no_change"
+    assert judge(None, None, None, True) == "n/a"
+
+
+def test_markdown_has_tables_curves_and_stragglers() -> None:
+    a, b = tuned(), eplb()
+    md = render_md([summarize(a), summarize(b)], compare(a, b))
+    assert "## Verdict: Regression" in md
+    assert "| C | figure | A | B | change | noise (95 %) | verdict |" in md
+    assert "| 64 | aggregate tok/s |" in md
+    assert "| C | req | ok | failed | agg tok/s | steady tok/s |" in md
+    assert "┤" in md and "●" in md and "○" in md and "```text" in md
+    assert "Stragglers:" in md and "longest gap 9.8 s" in md
+    assert "one knob changed: enable_eplb" in md
+
+
+def test_json_is_stable_and_documented_keys() -> None:
+    a, b = tuned(), eplb()
+    data = json.loads(render_json([summarize(a), summarize(b)], compare(a, b)))
+    assert data["schema"] == "kimitui-report" and data["version"] == 1
+    sweep = data["recordings"][0]["sweeps"][0]
+    assert set(sweep) == {"sweep_id", "profile", "host", "started", "outcome", "reason", "spec", "knobs",
+                          "knobs_source", "peak", "levels"}
+    level = sweep["levels"][0]
+    assert set(level) == {"concurrency", "repeats", "requests", "ok", "failed", "failures", "agg_tok_s",
+                          "steady_tok_s", "ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s", "stragglers", "stopped"}
+    c = data["comparison"]
+    assert c["verdict"] == "regressed" and c["knob_diff"] == {"enable_eplb": [False, True]}
+    assert set(c["peak"]) == {"figure", "label", "concurrency", "a", "b", "ratio", "low", "high", "change_pct",
+                              "noise_pct", "noise", "verdict", "higher_is_better"}
+    assert c["summary"][0].startswith("regression")
+    doc = (Path(__file__).parents[1] / "docs" / "report-json.md").read_text()
+    for key in list(sweep) + list(level) + list(c) + list(c["peak"]):
+        assert f"`{key}`" in doc, f"docs/report-json.md does not document {key!r}"
+
+
+def test_csv_levels_and_comparison() -> None:
+    a, b = tuned(), eplb()
+    rows = list(csv.DictReader(io.StringIO(render_csv([summarize(a)]))))
+    assert [r["concurrency"] for r in rows] == ["1", "8", "32", "64"]
+    assert float(rows[-1]["agg_tok_s"]) == pytest.approx(summarize(a).sweeps[0].levels[64].agg_tok_s, rel=1e-5)
+    rows = list(csv.DictReader(io.StringIO(render_csv([summarize(a), summarize(b)], compare(a, b)))))
+    assert rows[0]["concurrency"] == "peak" and rows[0]["verdict"] == "regressed"
+    assert rows[-1]["figure"] == "overall" and rows[-1]["verdict"] == "regressed"
+    assert len(rows) == 1 + 4 * 4 + 1
+
+
+def test_chart_draws_both_series_and_marks_overlaps() -> None:
+    lines = line_chart({"a": [(1, 10.0), (8, 100.0)], "b": [(1, 10.0), (8, 50.0)]}, height=5)
+    text = "\n".join(lines)
+    assert BOTH in text and "●" in text and "○" not in lines[1]
+    assert lines[1].endswith("●")  # a's top point on the top row
+    assert "1" in lines[-2] and "8" in lines[-2]
+    assert line_chart({"a": []}) == []
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    a = write_recording(tmp_path / "a.jsonl", tuned().events)
+    b = write_recording(tmp_path / "b.jsonl", eplb().events)
+    same = write_recording(tmp_path / "same.jsonl", tuned(seed=9).events)
+    spec = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 8, 32, 64], max_tokens=128)
+    other = write_recording(tmp_path / "other.jsonl", synthetic_sweep(spec=spec, levels=[1, 8, 32, 64]))
+    return a, b, same, other
+
+
+def test_report_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, same, other = _files(tmp_path)
+    assert main(["report", str(a), "--vs", str(b), "--fail-on-regression"]) == 1
+    out, err = capsys.readouterr()
+    assert "## Verdict: Regression" in out and "regression" in err
+    assert main(["report", str(a), "--vs", str(b)]) == 0
+    assert main(["report", str(a), "--vs", str(same), "--fail-on-regression"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(a), "--vs", str(other), "--fail-on-regression", "--format", "json"]) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["comparison"]["verdict"] == "not_comparable"
+    assert data["comparison"]["workload_diff"] == {"max_tokens": [512, 128]}
+
+
+def test_report_command_formats_and_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, _, _ = _files(tmp_path)
+    assert main(["report", str(a), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("source,sweep_id,profile,concurrency")
+    out = tmp_path / "r.md"
+    assert main(["report", str(a), "--vs", str(b), "-o", str(out)]) == 0
+    assert out.read_text().startswith("# kimitui report")
+
+
+def test_report_command_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("hello\n")
+    assert main(["report", str(bad)]) == 2
+    assert f"{bad}: line 1" in capsys.readouterr().err
+    empty = write_recording(tmp_path / "e.jsonl", [])
+    a, _, _, _ = _files(tmp_path)
+    assert main(["report", str(a), "--vs", str(empty)]) == 2
+    assert "contains no sweep" in capsys.readouterr().err
+    assert main(["report", str(a), "--sweep", "nope"]) == 2
+    assert "no sweep 'nope'; it has s1 (ep8-tuned)" in capsys.readouterr().err
+    assert main(["report", str(a), "--sweep", "ep8-tuned", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"]) == 1
