@@ -62,8 +62,8 @@ def default_params(s: SimSettings) -> ModelParams:
     f = 0.0 if s.tp_size <= 1 else (moe_tp - 1) / (s.tp_size - 1)
     p = dict(
         t0_ms=12.8 + 23.2 * f,
-        tx_ms=2.34,
-        tt_ms=0.135 + 0.30 * f,
+        tx_ms=2.25,
+        tt_ms=0.125 + 0.31 * f,
         attn_ms_per_ktok=0.12,
         prefill_fixed_ms=35.0 + 25.0 * f,
         prefill_tok_per_s=9000.0 - 3000.0 * f,
