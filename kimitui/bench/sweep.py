@@ -34,7 +34,6 @@ import uuid
 from collections.abc import Callable
 
 import aiohttp
-import httpx
 
 from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_connector, run_request, to_result
 from kimitui.bench.health import HealthMonitor
@@ -68,6 +67,8 @@ def base_url(url: str) -> str:
 
 async def resolve_model(url: str, timeout_s: float = 10.0) -> str:
     """The first model the server lists at ``/v1/models`` (control plane: httpx)."""
+    import httpx  # control plane only; kept out of the load process's start-up
+
     async with httpx.AsyncClient(timeout=timeout_s) as client:
         resp = await client.get(base_url(url) + "/v1/models")
         resp.raise_for_status()
@@ -361,6 +362,8 @@ class SweepEngine:
 
     async def _flush_cache(self) -> None:
         """POST /flush_cache between levels so the prefix cache does not carry over."""
+        import httpx
+
         try:
             async with httpx.AsyncClient(timeout=30.0) as client:
                 resp = await client.post(base_url(self.spec.url) + "/flush_cache")
