@@ -50,6 +50,16 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"extra-body {text!r}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"extra-body {text!r}: must be a JSON object")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("sweep", help="run a concurrency sweep headless (progress bar, tables, --json)")
     p.add_argument("--url", help="server base URL, e.g. http://gpu-host.example:30000")
@@ -70,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--request-timeout", type=_positive(float), metavar="S", help="per-request deadline (900)")
     p.add_argument("--level-time-limit", type=_positive(float), metavar="S", help="stop the sweep when a level runs longer")
     p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
+    p.add_argument("--extra-body", type=_json_object, metavar="JSON",
+                   help="extra JSON fields for every request body, e.g. '{\"top_p\": 0.9}'")
     p.add_argument("--profile", help="label the sweep with the profile it ran against")
     p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzipped on close)")
     p.add_argument("--json", action="store_true", help="print one machine-readable summary instead of tables")
@@ -92,6 +104,7 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
         "repeats": args.repeats, "flush_cache": args.flush_cache,
         "stall_timeout_s": args.stall_timeout, "request_timeout_s": args.request_timeout,
         "level_time_limit_s": args.level_time_limit, "max_error_rate": args.max_error_rate,
+        "extra_body": args.extra_body,
     }
     if args.no_ignore_eos:
         given["ignore_eos"] = False
