@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from kimitui.sim import api
-from kimitui.sim.faults import FaultPlan, internal_error_body
+from kimitui.sim.faults import FaultPlan, RequestFault, internal_error_body
 from kimitui.sim.gpus import GpuModel, write_idle, write_loop
 from kimitui.sim.logfmt import SimLog
 from kimitui.sim.metrics import CONTENT_TYPE, SimMetrics
@@ -330,7 +330,9 @@ class SimServer:
             )
             return None, JSONResponse(api.error_body(msg), status_code=400)
         target = max_new if p.ignore_eos else min(max_new, natural_length(p.prompt_text, self.s.seed))
-        fault = self.faults.for_request(target)
+        fault = self.faults.for_request(target) if self.ready else None  # never the warm-up
+        if fault is None:
+            fault = RequestFault()
         if fault.kind == "http_500":
             return None, JSONResponse(internal_error_body(), status_code=500)
         req = Req(
