@@ -13,19 +13,11 @@ import json
 import time
 from typing import Any
 
-import httpx
-from rich.console import Console
-from rich.markup import escape
-
-from kimitui.launcher.cliutil import add_host_arguments, open_host
-from kimitui.launcher.drift import drift, fetch_server_info
-from kimitui.launcher.select import find_running
-from kimitui.launcher.swap import server_url
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("status", help="what runs on the host, since when, and drift from its profile")
-    add_host_arguments(p)
+    p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--unit", metavar="NAME", help="systemd unit to look at (default: sglang)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=run)
@@ -44,6 +36,12 @@ def _ago(seconds: float) -> str:
 
 async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] | None = None) -> dict[str, Any]:
     """Everything ``status`` reports, as a dict (also used by tests and the cockpit)."""
+    import httpx
+
+    from kimitui.launcher.drift import drift, fetch_server_info
+    from kimitui.launcher.select import find_running
+    from kimitui.launcher.swap import server_url
+
     found = await find_running(host, unit=unit)
     out: dict[str, Any] = {"host": host.name, "running": found is not None}
     if found is None:
@@ -84,6 +82,10 @@ async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] |
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from kimitui.launcher.cliutil import open_host
+
     console = Console(highlight=False)
     try:
         host = open_host(args)
@@ -99,7 +101,9 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if info.get("running") and info.get("health") == 200 else 1
 
 
-def _print(console: Console, info: dict[str, Any]) -> None:
+def _print(console: Any, info: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     host = escape(info["host"])
     if not info["running"]:
         console.print(f"{host}: nothing kimitui started is running")

@@ -10,17 +10,10 @@ import argparse
 import asyncio
 import sys
 
-from rich.console import Console
-from rich.markup import escape
-
-from kimitui.launcher.base import LaunchError
-from kimitui.launcher.cliutil import HostChoiceError, add_host_arguments, open_host
-from kimitui.launcher.select import launcher_for
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("stop", help="stop the server kimitui started on the host")
-    add_host_arguments(p)
+    p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--unit", metavar="NAME", help="systemd unit to look at (default: sglang)")
     p.set_defaults(func=run)
@@ -31,6 +24,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from kimitui.launcher.base import LaunchError
+    from kimitui.launcher.cliutil import open_host
+    from kimitui.launcher.select import find_running
+
     console = Console(highlight=False)
     try:
         host = open_host(args)
@@ -38,15 +38,11 @@ async def _run(args: argparse.Namespace) -> int:
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return 2
     async with host:
-        launcher = launcher_for(host, None, **({"unit": args.unit} if args.unit and not getattr(host, "simulated", False) else {}))
-        try:
-            running = await launcher.current()
-        except LaunchError as exc:
-            console.print(f"[red]error[/]: {escape(str(exc))}")
-            return 1
-        if running is None:
+        found = await find_running(host, unit=args.unit)
+        if found is None:
             console.print(f"{escape(host.name)}: nothing kimitui started is running")
             return 0
+        launcher, running = found
         if not args.yes:
             if not sys.stdin.isatty():
                 console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to stop without asking")

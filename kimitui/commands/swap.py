@@ -10,14 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
 
-from kimitui.launcher import guard
-from kimitui.launcher.cliutil import HostChoiceError, SwapBar, add_host_arguments, open_host
-from kimitui.launcher.swap import DEFAULT_TIMEOUT_S, swap
-from kimitui.session import Session
+DEFAULT_TIMEOUT_S = 1800.0
 
 EXIT_OK = 0
 EXIT_NOT_SERVING = 1
@@ -27,14 +25,14 @@ EXIT_USAGE = 2
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("swap", help="swap the server to another profile (progress, rollback on failure)")
     p.add_argument("profile", metavar="NAME|PATH")
-    add_host_arguments(p)
+    p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S", help="readiness timeout in seconds")
     p.add_argument("--check-flags", action="store_true", help="check every flag against the host's launch_server --help")
     p.set_defaults(func=run)
 
 
-def _confirm(console: Console, question: str) -> bool:
+def _confirm(console: "Console", question: str) -> bool:
     if not sys.stdin.isatty():
         console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to swap without asking")
         return False
@@ -46,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from kimitui.launcher.cliutil import HostChoiceError, SwapBar, open_host
     from kimitui.launcher.profiles import load
+    from kimitui.launcher.swap import swap
+    from kimitui.session import Session
     from kimitui.launcher.select import launcher_for
     from kimitui.profiles import ProfileError
 
@@ -80,7 +84,11 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
 
 
-def _show_plan(console: Console, host: str, running: str | None, target, extra: list[str]) -> None:
+def _show_plan(console: "Console", host: str, running: str | None, target, extra: list[str]) -> None:
+    from rich.markup import escape
+
+    from kimitui.launcher import guard
+
     console.print(f"[bold]{escape(host)}[/]: {escape(running or 'nothing running')} -> [bold]{escape(target.name)}[/]")
     base = guard.load_baseline(host, running, extra)
     if base is not None:
@@ -90,7 +98,9 @@ def _show_plan(console: Console, host: str, running: str | None, target, extra: 
             console.print(f"[{style}]{escape(line)}[/]" if i == 0 else escape(line))
 
 
-def _show_outcome(console: Console, host: str, outcome) -> None:
+def _show_outcome(console: "Console", host: str, outcome) -> None:
+    from rich.markup import escape
+
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in outcome.phases.items())
     if outcome.ok:
         console.print(f"[green]{escape(outcome.target)} serving on {escape(host)}[/] ({escape(timings)})")

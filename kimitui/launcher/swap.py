@@ -376,8 +376,13 @@ async def swap(
     base_url: str | None = None,
     stop_grace_s: float | None = None,
     rollback: bool = True,
+    rollback_timeout: float = DEFAULT_TIMEOUT_S,
 ) -> SwapOutcome:
-    """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc."""
+    """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc.
+
+    ``timeout`` bounds the target's start (to serving); the rollback to the known-good
+    previous server has its own, longer ``rollback_timeout``.
+    """
     from kimitui.launcher.profiles import load
 
     if isinstance(target, str):
@@ -401,6 +406,7 @@ async def swap(
             base_url=base_url,
             stop_grace_s=stop_grace_s,
             rollback=rollback,
+            rollback_timeout=rollback_timeout,
         )
 
 
@@ -416,6 +422,7 @@ async def _swap_locked(
     base_url: str | None,
     stop_grace_s: float | None,
     rollback: bool,
+    rollback_timeout: float,
 ) -> SwapOutcome:
     from kimitui.launcher.profiles import load
 
@@ -480,7 +487,7 @@ async def _swap_locked(
     phases.close()
     if busy:
         reason = f"port {target.port} on {sw.host.name} is still in use by a process kimitui did not start: {busy}"
-        outcome = await _roll_back(sw, running, reason, [], phases, timeout, do_warmup, rollback, name)
+        outcome = await _roll_back(sw, running, reason, [], phases, rollback_timeout, do_warmup, rollback, name)
         return finish(outcome[0], outcome[1], outcome[2], [], outcome[3], prev_name, diff, warnings)
 
     # -- 3. start the target, wait until it serves
@@ -505,7 +512,7 @@ async def _swap_locked(
             with _suppress_launch_errors():
                 await launcher.stop(failed_record, grace_s=min(grace, 10.0))
         lines = exc.lines or (await launcher.read_log_tail(failed_record, 15) if failed_record else [])
-        outcome = await _roll_back(sw, running, exc.reason, lines, phases, timeout, do_warmup, rollback, name)
+        outcome = await _roll_back(sw, running, exc.reason, lines, phases, rollback_timeout, do_warmup, rollback, name)
         return finish(outcome[0], outcome[1], outcome[2], lines, outcome[3], prev_name, diff, warnings)
 
     sw.progress(name, "serving", 1.0, f"{name} serving")

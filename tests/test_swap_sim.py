@@ -1,0 +1,140 @@
+"""Swaps on the simulated host, locally and through the in-process SSH server.
+
+Real pieces only: the simulator process started by the ProcessLauncher, its
+real log, the shared log parser, /health and a warm-up request over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from kimitui.launcher.readiness import PHASES
+from kimitui.launcher.swap import swap
+from tests.support.launcher_env import SimEnv, both_hosts, sim_env  # noqa: F401
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _phases_in_order(events: list, profile: str) -> list[str]:
+    seen: list[str] = []
+    for e in events:
+        if e.kind == "swap_progress" and e.profile == profile and (not seen or seen[-1] != e.phase):
+            seen.append(e.phase)
+    return seen
+
+
+async def _served_model(port: int) -> str:
+    async with httpx.AsyncClient(trust_env=False) as http:
+        return (await http.get(f"http://127.0.0.1:{port}/v1/models")).json()["data"][0]["id"]
+
+
+async def _swap_story(host, env: SimEnv) -> None:
+    a = env.profile("base", "ep8-tuned")
+    b = env.profile("eplb", "ep8-eplb")
+    launcher = env.launcher(host)
+
+    first = await swap(host, str(a), session=env.session, launcher=launcher, timeout=60)
+    assert first.ok and first.serving == "base" and first.previous is None, first.reason
+
+    second = await swap(host, str(b), session=env.session, launcher=launcher, timeout=60)
+    assert second.ok, second.reason
+    assert second.previous == "base" and second.serving == "eplb"
+    order = _phases_in_order(env.events, "eplb")
+    assert order == ["stop", "start", "weights", "kv_cache", "cuda_graph", "uvicorn", "ready", "health", "warmup", "serving"]
+    assert [PHASES.index(p) for p in order] == sorted(PHASES.index(p) for p in order)
+    graph = [e for e in env.kinds("swap_progress") if e.profile == "eplb" and e.phase == "cuda_graph"]
+    assert graph[-1].fraction == 1.0 and " of " in graph[-1].message  # "capturing CUDA graphs: 52 of 52"
+    assert all(e.host == host.name for e in env.events)
+
+    switch = env.kinds("profile_switch")[-1]
+    assert (switch.from_profile, switch.to_profile, switch.outcome) == ("base", "eplb", "ok")
+    assert switch.diff == {"enable_eplb": [False, True]}
+    assert {"stop", "start", "weights", "cuda_graph", "health", "warmup", "total"} <= set(switch.phases)
+    states = [(e.profile, e.state) for e in env.kinds("profile_state")]
+    assert states[-4:] == [("base", "stopping"), ("base", "stopped"), ("eplb", "starting"), ("eplb", "serving")]
+
+    # really serving the target: /server_info says EPLB is on, and only one server runs
+    async with httpx.AsyncClient(trust_env=False) as http:
+        info = (await http.get(f"http://127.0.0.1:{env.port}/server_info")).json()
+    assert info["enable_eplb"] is True
+    alive = [r for r in await launcher.records() if await launcher.alive(r)]
+    assert [r.profile for r in alive] == ["eplb"]
+
+
+async def test_swap_reports_progress_in_order_and_serves_locally_and_over_ssh(both_hosts) -> None:
+    await asyncio.gather(*(_swap_story(host, env) for host, env in both_hosts))
+
+
+async def _fault_story(host, env: SimEnv) -> None:
+    good = env.profile("good", "ep8-tuned")
+    launcher = env.launcher(host)
+    assert (await swap(host, str(good), session=env.session, launcher=launcher, timeout=60)).ok
+
+    expected = {"crash_load": "scheduler exception", "oom_start": "out of memory", "hang": "watchdog"}
+    for fault, words in expected.items():
+        # watchdog 20 s: a hang is noticed after 0.2 s of wall time at time-scale 100
+        bad = env.profile(f"bad-{fault.replace('_', '-')}", "ep8-eplb", body="watchdog_timeout = 20.0", fault=fault)
+        out = await swap(host, str(bad), session=env.session, launcher=launcher, timeout=60)
+        assert out.outcome == "rolled_back", (host.name, fault, out.reason)
+        assert not out.ok and out.serving == "good" and out.previous == "good"
+        assert words in out.reason, (host.name, fault, out.reason)
+        assert any(words.split()[0] in line.lower() for line in out.log_excerpt), out.log_excerpt
+        switch = env.kinds("profile_switch")[-1]
+        assert switch.outcome == "rolled_back" and switch.log_excerpt == out.log_excerpt
+        assert switch.reason == out.reason and "rollback_warmup" in switch.phases
+        states = [(e.profile, e.state) for e in env.kinds("profile_state")][-3:]
+        assert states[0] == (bad.stem, "failed") and states[-1] == ("good", "rolled_back")
+        # the previous profile is healthy again, and the failed one is gone
+        async with httpx.AsyncClient(trust_env=False) as http:
+            assert (await http.get(f"http://127.0.0.1:{env.port}/health")).status_code == 200
+            info = (await http.get(f"http://127.0.0.1:{env.port}/server_info")).json()
+        assert info["enable_eplb"] is False
+        assert [r.profile for r in await launcher.records() if await launcher.alive(r)] == ["good"]
+
+
+async def test_each_fault_rolls_back_to_a_healthy_previous_profile_locally_and_over_ssh(both_hosts) -> None:
+    await asyncio.gather(*(_fault_story(host, env) for host, env in both_hosts))
+
+
+async def test_readiness_timeout_rolls_back(sim_env: SimEnv) -> None:
+    from kimitui.host.local import LocalHost
+
+    host = LocalHost("sim")
+    launcher = sim_env.launcher(host)
+    good = sim_env.profile("good", "ep8-tuned")
+    slow = sim_env.profile("slow", "ep8-eplb", startup_s=3000.0)  # 30 s of wall time at time-scale 100
+    assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
+    out = await swap(host, str(slow), session=sim_env.session, launcher=launcher, timeout=2.0)
+    assert out.outcome == "rolled_back" and out.serving == "good"
+    assert "not ready within the timeout" in out.reason
+    assert [r.profile for r in await launcher.records() if await launcher.alive(r)] == ["good"]
+
+
+async def test_lint_error_refuses_before_touching_anything(sim_env: SimEnv) -> None:
+    from kimitui.host.local import LocalHost
+
+    host = LocalHost("sim")
+    launcher = sim_env.launcher(host)
+    good = sim_env.profile("good", "ep8-tuned")
+    broken = sim_env.profile("broken", "ep8-tuned", body="ep_size = 3")  # 3 does not divide tp_size 8
+    assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
+    before = (await launcher.current()).run_id
+    out = await swap(host, str(broken), session=sim_env.session, launcher=launcher, timeout=60)
+    assert out.outcome == "failed" and "refused by preflight" in out.reason and "ep_size" in out.reason
+    assert out.serving == "good"
+    assert (await launcher.current()).run_id == before  # the running server was not touched
+
+
+async def test_failed_swap_with_nothing_to_roll_back_to_says_so(sim_env: SimEnv) -> None:
+    from kimitui.host.local import LocalHost
+
+    host = LocalHost("sim")
+    launcher = sim_env.launcher(host)
+    bad = sim_env.profile("crashy", "ep8-tuned", fault="crash_load")
+    out = await swap(host, str(bad), session=sim_env.session, launcher=launcher, timeout=60)
+    assert out.outcome == "failed" and out.serving is None and "scheduler exception" in out.reason
+    assert await launcher.current() is None
+    assert sim_env.kinds("profile_switch")[-1].outcome == "failed"
