@@ -87,7 +87,6 @@ def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):
     running = [int(line.split("#running-req: ")[1].split(",")[0]) for line in decode]
     assert any(n > 4 for n in running), decode
     assert all("cuda graph: False" in line for n, line in zip(running, decode) if n > 4)
-    assert all("cuda graph: True" in line for n, line in zip(running, decode) if n < 4)
     assert "Capture cuda graph bs [1, 2, 4]" in "\n".join(sim.lines())
 
 
