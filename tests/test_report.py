@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,8 @@ def test_regression_has_the_right_magnitude_and_names_the_knob() -> None:
     assert cmp.verdict == "regressed"
     assert cmp.peak is not None and cmp.peak.verdict == "regressed"
     assert cmp.peak.change_pct == pytest.approx(-44, abs=1.5)
-    assert cmp.peak.noise_pct is not None and 0 < cmp.peak.noise_pct < 5
+    # the requests' bootstrap is tighter than the 3 % per-side run-to-run floor, so the floor sets it
+    assert cmp.peak.noise_pct == pytest.approx(100 * math.sinh(1.96 * math.sqrt(2) * 0.03), abs=0.01)
     assert cmp.peak.low < cmp.peak.ratio < cmp.peak.high < 1.0  # type: ignore[operator]
     dec1 = next(f for f in cmp.level(1).figures if f.figure == "decode_tok_s_p50")  # type: ignore[union-attr]
     assert dec1.verdict == "regressed" and dec1.change_pct == pytest.approx(-44, abs=3)
@@ -82,7 +84,10 @@ def test_same_profile_runs_say_no_change() -> None:
 def test_deterministic() -> None:
     a, b = tuned(), eplb()
     assert render_json([], compare(a, b)) == render_json([], compare(a, b))
-    assert compare(a, b, seed=1).peak.noise_pct != compare(a, b, seed=2).peak.noise_pct  # type: ignore[union-attr]
+    def c1_agg_noise(seed: int) -> float | None:  # B's C=1 straggler makes its bootstrap noise exceed the floor
+        return next(f.noise_pct for f in compare(a, b, seed=seed).level(1).figures if f.figure == "agg_tok_s")  # type: ignore[union-attr]
+
+    assert c1_agg_noise(1) != c1_agg_noise(2)
 
 
 @pytest.mark.parametrize(("field", "value"), [("max_tokens", 256), ("ignore_eos", False), ("mode", "burst"),

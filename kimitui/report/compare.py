@@ -189,6 +189,8 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
                                 fig.higher_is_better)
     se_a, src_a = _noise(ra, fig, seed=seed, key=f"A:{a_key}:{fig.name}", use_repeats=use_repeats)
     se_b, src_b = _noise(rb, fig, seed=seed, key=f"B:{b_key}:{fig.name}", use_repeats=use_repeats)
+    se_a = None if se_a is None else max(se_a, fig.noise_floor)
+    se_b = None if se_b is None else max(se_b, fig.noise_floor)
     ratio, low, high = stats.ratio_interval(va, vb, se_a, se_b)
     source = src_a if src_a == src_b else "unknown" if "unknown" in (src_a, src_b) else f"{src_a}+{src_b}"
     return FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source,

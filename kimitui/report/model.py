@@ -31,9 +31,11 @@ VOLATILE_KNOBS = frozenset({
     "log_level", "log_level_http", "log_requests", "log_requests_level", "show_time_cost", "decode_log_interval",
     "enable_metrics", "bucket_time_to_first_token", "bucket_inter_token_latency", "bucket_e2e_request_latency",
     "crash_dump_folder", "served_model_name", "model_path", "tokenizer_path", "download_dir", "version",
-    "pid", "uptime",
+    "pid", "uptime", "random_seed", "last_gen_throughput", "memory_usage", "internal_states",
+    "effective_max_running_requests_per_dp", "sim_profile", "sim_seed",
 })
-"""Server args that say where/how it logs, not how fast it serves: ignored when diffing knobs."""
+"""Server args and status fields that say where/how it runs or logs, not how fast it serves:
+ignored when diffing knobs (so are values that are objects: status blobs, not knobs)."""
 
 
 def _mean(values: list[float]) -> float | None:

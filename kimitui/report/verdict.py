@@ -18,13 +18,16 @@ class Figure:
     label: str
     higher_is_better: bool
     unit: str
+    noise_floor: float
+    """Least relative standard error per side: the run-to-run variance (server warm-up, host
+    load, batching luck) that resampling one run's requests cannot see."""
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("agg_tok_s", "aggregate tok/s", True, "tok/s"),
-    Figure("steady_tok_s", "steady tok/s", True, "tok/s"),
-    Figure("decode_tok_s_p50", "decode p50", True, "tok/s"),
-    Figure("ttft_p50", "TTFT p50", False, "s"),
+    Figure("agg_tok_s", "aggregate tok/s", True, "tok/s", 0.03),
+    Figure("steady_tok_s", "steady tok/s", True, "tok/s", 0.03),
+    Figure("decode_tok_s_p50", "decode p50", True, "tok/s", 0.03),
+    Figure("ttft_p50", "TTFT p50", False, "s", 0.10),
 )
 FIGURE_BY_NAME = {f.name: f for f in FIGURES}
 
@@ -71,7 +74,8 @@ def workload_diff(a: SweepRun, b: SweepRun) -> dict[str, tuple[Any, Any]]:
 def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | None, str]:
     """(knob -> (A value, B value), how we know); None when the recordings cannot say."""
     if a.knobs is not None and b.knobs is not None:
-        keys = (set(a.knobs) | set(b.knobs)) - VOLATILE_KNOBS
+        keys = {k for k in (set(a.knobs) | set(b.knobs)) - VOLATILE_KNOBS
+                if not _is_status(a.knobs.get(k)) and not _is_status(b.knobs.get(k))}
         diff = {k: (a.knobs.get(k), b.knobs.get(k)) for k in sorted(keys) if a.knobs.get(k) != b.knobs.get(k)}
         return diff, "from the servers' effective args (server_info)"
     for first, second, flip in ((a, b, False), (b, a, True)):
@@ -85,6 +89,11 @@ def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | No
     if a.profile is not None and a.profile == b.profile:
         return {}, "same profile name; knob values not recorded (" + ", ".join(missing) + " lacks server_info)"
     return None, "knobs unknown: " + ", ".join(missing) + " records no server args (server_info) and no profile switch diff"
+
+
+def _is_status(value: Any) -> bool:
+    """Objects and lists of objects in server_info are status blobs (memory usage, internal states)."""
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
 
 
 def describe_knobs(diff: dict[str, tuple[Any, Any]] | None, note: str) -> str:
