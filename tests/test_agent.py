@@ -166,15 +166,15 @@ def test_agent_exits_when_stdout_breaks(tmp_path: Path) -> None:
 
 
 def test_agent_exits_after_missed_heartbeats_and_stays_alive_while_pinged(tmp_path: Path) -> None:
-    proc = start_agent(*FAST, "--heartbeat", "0.6", scenario="pcie_delay=0.001", state=tmp_path / "s.json")
+    proc = start_agent(*FAST, "--heartbeat", "1.5", scenario="pcie_delay=0.001", state=tmp_path / "s.json")
     try:
         frames(proc, until="tick")
-        for _ in range(6):  # 1.2 s of pings: still alive
+        for _ in range(12):  # 2.4 s of pings, longer than the heartbeat: still alive
             proc.stdin.write("ping\n")
             proc.stdin.flush()
             time.sleep(0.2)
         assert proc.poll() is None
-        code = _wait_exit(proc, timeout=5)  # pings stop: it leaves by itself
+        code = _wait_exit(proc, timeout=8)  # pings stop; nobody reads its stdout: it leaves by itself
         assert code == 3
     finally:
         if proc.poll() is None:

@@ -792,6 +792,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between reads of slow fields (temperature, memory clock, P-state)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="nvidia-smi executable (nvidia-smi backend)")
     p.add_argument("--pythonpath", default=None, help="directory to put on sys.path (fake backend on the sim host)")
+    p.add_argument("--tag", default="", help="free text shown in ps, to tell whose agent a process is")
     return p
 
 

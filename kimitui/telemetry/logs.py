@@ -1,0 +1,238 @@
+"""Follow the SGLang server's log over a Host; publish parsed lines; resume without loss.
+
+Two sources, each with an exact resume point:
+
+- **journal** (systemd profiles): ``journalctl -u UNIT -f -o json``.  JSON output
+  is chosen over ``-o short-iso --show-cursor`` because ``--show-cursor`` prints
+  the cursor only when journalctl exits, which never happens cleanly when the
+  link drops; ``-o json`` carries ``__CURSOR`` on *every* entry, plus the
+  entry's own timestamp and the bare MESSAGE (no syslog prefix to strip).
+  Resuming is ``--after-cursor LAST``: journald guarantees nothing is skipped
+  or repeated.  A half-received JSON line (the link died mid-line) is not
+  published and its cursor not taken, so it comes again after the resume.
+- **file** (plain-process profiles): ``tail -F -n +K FILE``, piped through
+  ``sed -u`` that ends every complete line with a marker (U+001E).  The cursor is
+  the line number: bytes cannot be counted exactly from decoded text, lines
+  can.  A line without the marker was cut by a dropped link: it is not
+  published or counted and arrives whole after the resume.  ``tail --pid``
+  ties tail to its shell, so no orphan tail survives ``stop()``.
+
+Every line becomes a :class:`~kimitui.events.LogLine` (via :mod:`logparse`),
+Decode lines also a :class:`~kimitui.events.ServerStats` (``source="log"``).
+Failures are published as :class:`~kimitui.events.ErrorEvent`, never raised.
+
+Known limit (file mode): if the file is rotated while the link is down, the
+follower notices the new inode on resume and starts the new file from its
+first line; a rotation *while* streaming is followed by ``tail -F`` but the
+line count then continues from the old file's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from kimitui.events import ErrorEvent
+from kimitui.host.base import Host, HostError, Stream
+from kimitui.session import Session
+from kimitui.telemetry.logparse import parse_line, to_event, to_stats
+
+MARK = "\x1e"
+_TAIL_SCRIPT = 'tail -F --pid=$$ -n "+$2" -- "$1" | sed -u "s/\\$/' + MARK + '/"'
+
+
+class LogFollower:
+    """Follows one unit's journal or one file; ``cursor`` is where it would resume."""
+
+    def __init__(
+        self,
+        host: Host,
+        session: Session,
+        *,
+        unit: str | None = None,
+        path: str | None = None,
+        from_cursor: str | None = None,
+        backlog: int = 200,
+        user_unit: bool = False,
+        reconnect_timeout_s: float = 30.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        if (unit is None) == (path is None):
+            raise ValueError("LogFollower needs exactly one of unit= or path=")
+        self.host = host
+        self.session = session
+        self.unit = unit
+        self.path = path
+        self.cursor = from_cursor
+        """Journal cursor of the last published entry, or the last published line number (file)."""
+        self.backlog = backlog
+        self.user_unit = user_unit
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self.max_backoff_s = max_backoff_s
+        self.source = f"journal:{unit}" if unit else str(path)
+        self.lines = 0
+        self.starts = 0
+        self._inode: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stream: Stream | None = None
+        self._stopping = False
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"logs-{self.source}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await stream.stop(grace_s=1.0)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    # -- commands ------------------------------------------------------------------
+    def journal_argv(self) -> list[str]:
+        argv = ["journalctl"]
+        if self.user_unit:
+            argv.append("--user")
+        argv += ["-u", str(self.unit), "-f", "-o", "json", "--no-pager"]
+        if self.cursor:
+            argv += ["--after-cursor", self.cursor]
+        else:
+            argv += ["-n", str(self.backlog)]
+        return argv
+
+    def file_argv(self, start_line: int) -> list[str]:
+        return ["sh", "-c", _TAIL_SCRIPT, "kimitui-tail", str(self.path), str(start_line)]
+
+    async def _file_start_line(self) -> int:
+        """The line to resume at (1-based); the end of the file minus ``backlog`` the first time."""
+        inode = None
+        with contextlib.suppress(HostError):
+            res = await self.host.run(["stat", "-Lc", "%i", str(self.path)], timeout=15)
+            inode = res.stdout.strip() if res.ok else None
+        if self.cursor is not None:
+            if inode and self._inode and inode != self._inode:
+                self._error("log file was replaced while disconnected; following the new file from its start")
+                self.cursor = "0"
+            self._inode = inode or self._inode
+            try:
+                return int(self.cursor) + 1
+            except ValueError:
+                self._error(f"bad file cursor {self.cursor!r}; starting at the end of {self.path}")
+        self._inode = inode
+        count = 0
+        with contextlib.suppress(HostError):
+            res = await self.host.run(["sh", "-c", 'wc -l < "$1" 2>/dev/null || echo 0', "kimitui-wc", str(self.path)],
+                                      timeout=30)
+            with contextlib.suppress(ValueError):
+                count = int(res.stdout.strip() or 0)
+        start = max(1, count + 1 - self.backlog)
+        self.cursor = str(start - 1)
+        return start
+
+    # -- the loop ------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = 1.0
+        while not self._stopping:
+            began = time.monotonic()
+            await self._run_once()
+            if self._stopping:
+                return
+            self._error("log stream interrupted; resuming", f"cursor {self.cursor}")
+            if time.monotonic() - began > 10.0:
+                backoff = 1.0
+            await self._wait_for_host(backoff)
+            backoff = min(backoff * 2, self.max_backoff_s)
+
+    async def _wait_for_host(self, delay: float) -> None:
+        wait_connected = getattr(self.host, "wait_connected", None)
+        if wait_connected is None:
+            await asyncio.sleep(delay)
+            return
+        while not self._stopping:
+            try:
+                await wait_connected(timeout=self.reconnect_timeout_s)
+                return
+            except Exception as exc:  # noqa: BLE001 - never raise into the caller
+                self._error("log host unreachable", str(exc))
+                await asyncio.sleep(delay)
+
+    async def _run_once(self) -> None:
+        try:
+            if self.unit is not None:
+                argv = self.journal_argv()
+                handle = self._journal_line
+            else:
+                argv = self.file_argv(await self._file_start_line())
+                handle = self._file_line
+            stream = await self.host.stream(argv)
+        except Exception as exc:  # noqa: BLE001
+            self._error("could not start following the log", str(exc))
+            return
+        self._stream = stream
+        self.starts += 1
+        try:
+            await stream.close_stdin()
+            async for line in stream:
+                handle(line)
+        except Exception as exc:  # noqa: BLE001
+            if not self._stopping:
+                self._error("log stream failed", str(exc))
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.stop(grace_s=1.0)
+            self._stream = None
+        tail = getattr(stream, "stderr_tail", None)
+        if tail is not None and tail.text().strip() and not self._stopping:
+            self._error("log follower said", tail.text()[-500:])
+
+    # -- lines -> events -------------------------------------------------------------
+    def _publish_line(self, raw: str, cursor: str, t: float | None) -> None:
+        event = to_event(raw, host=self.host.name, source=self.source, cursor=cursor, t=t)
+        self.session.publish(event)
+        if event.line_kind == "decode":
+            stats = to_stats(parse_line(raw), host=self.host.name, t=event.t)
+            if stats is not None:
+                self.session.publish(stats)
+        self.lines += 1
+
+    def _file_line(self, line: str) -> None:
+        if not line.endswith(MARK):
+            return  # cut short by a dropped link: it comes again, whole, after the resume
+        number = int(self.cursor or 0) + 1
+        self.cursor = str(number)
+        self._publish_line(line[:-1].removesuffix("\r"), str(number), None)
+
+    def _journal_line(self, line: str) -> None:
+        try:
+            entry: dict[str, Any] = json.loads(line)
+            cursor = entry["__CURSOR"]
+        except (ValueError, KeyError, TypeError):
+            return  # partial (link dropped) or not an entry: the resume re-delivers it
+        message = entry.get("MESSAGE")
+        if isinstance(message, list):  # journald's encoding of non-UTF-8 / control characters
+            message = bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+        elif message is None:
+            message = ""
+        t = None
+        with contextlib.suppress(KeyError, ValueError, TypeError):
+            t = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        self.cursor = str(cursor)
+        for part in str(message).split("\n") or [""]:
+            self._publish_line(part, self.cursor, t)
+
+    def _error(self, message: str, detail: str = "") -> None:
+        self.session.publish(ErrorEvent(host=self.host.name, source="logs", message=message, detail=detail))

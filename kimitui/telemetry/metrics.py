@@ -1,0 +1,283 @@
+"""Poll the SGLang server's HTTP endpoints, each on its own interval, into events.
+
+- ``/metrics`` (needs ``--enable-metrics``): parsed with prometheus_client's own
+  parser -> :class:`ServerStats` (``source="metrics"``).  404 -> not enabled:
+  said once, then that poll stops.
+- ``/server_info`` (``/get_server_info`` on older servers) -> :class:`ServerInfo`
+  with ``drift``: the knobs of the profile meant to run that the running server
+  reports differently.
+- ``/v1/loads`` (SGLang >= 2026-01) -> :class:`ServerStats` (``source="loads"``);
+  404 -> absent in this version, polling it stops.
+- ``/health`` -> :class:`ServerHealth` (it takes >= 1 s on a real server: it runs a
+  one-token generation, and may take 20 s before answering 503).
+
+Failures become :class:`ErrorEvent` (``source="metrics"``) when an endpoint
+starts failing and every 30 s while it keeps failing; nothing is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from kimitui.events import ErrorEvent, ServerHealth, ServerInfo, ServerStats
+from kimitui.session import Session
+
+# sglang gauge -> (ServerStats field, how ranks combine)
+_GAUGES: dict[str, tuple[str, str]] = {
+    "sglang:num_running_reqs": ("running_reqs", "sum"),
+    "sglang:num_queue_reqs": ("queued_reqs", "sum"),
+    "sglang:token_usage": ("token_usage", "mean"),
+    "sglang:gen_throughput": ("gen_throughput", "sum"),
+    "sglang:num_used_tokens": ("num_tokens", "sum"),
+    "sglang:cache_hit_rate": ("cache_hit_rate", "mean"),
+}
+_REPEAT_ERROR_S = 30.0
+
+
+class _Gone(Exception):
+    """The endpoint does not exist on this server: stop polling it."""
+
+
+def stats_from_metrics(text: str, *, host: str) -> ServerStats:
+    """Prometheus text -> ServerStats; ranks/DP workers combined (sums, or means for ratios)."""
+    values: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type not in ("gauge", "counter", "untyped", "unknown"):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith(("_created",)) or math.isnan(sample.value):
+                continue
+            values.setdefault(sample.name, []).append(float(sample.value))
+    kw: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    for name, vals in values.items():
+        mapped = _GAUGES.get(name)
+        if mapped is not None:
+            field, how = mapped
+            kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
+        elif name == "sglang:is_cuda_graph":
+            kw["cuda_graph"] = bool(vals) and min(vals) > 0
+        elif name.startswith("sglang:"):
+            extra[name.removeprefix("sglang:")] = sum(vals)
+    return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def stats_from_loads(data: dict[str, Any], *, host: str) -> ServerStats:
+    loads = [x for x in data.get("loads") or [] if isinstance(x, dict)]
+
+    def total(key: str) -> float | None:
+        vals = [float(x[key]) for x in loads if isinstance(x.get(key), (int, float))]
+        return sum(vals) if vals else None
+
+    def mean(key: str) -> float | None:
+        vals = [float(x[key]) for x in loads if isinstance(x.get(key), (int, float))]
+        return sum(vals) / len(vals) if vals else None
+
+    extra: dict[str, float] = {}
+    for x in loads:
+        rank = x.get("dp_rank")
+        for key in ("num_running_reqs", "num_waiting_reqs", "token_usage", "gen_throughput"):
+            if isinstance(x.get(key), (int, float)) and isinstance(rank, int):
+                extra[f"dp{rank}_{key}"] = float(x[key])
+    return ServerStats(host=host, source="loads", running_reqs=total("num_running_reqs"),
+                       queued_reqs=total("num_waiting_reqs"), token_usage=mean("token_usage"),
+                       gen_throughput=total("gen_throughput"), num_tokens=total("num_used_tokens"),
+                       cache_hit_rate=mean("cache_hit_rate"), extra=extra)
+
+
+def _same(meant: Any, running: Any) -> bool:
+    if isinstance(meant, bool) or isinstance(running, bool):
+        return bool(meant) == bool(running) if {type(meant), type(running)} <= {bool, int} else meant == running
+    if isinstance(meant, (int, float)) and isinstance(running, (int, float)):
+        return math.isclose(float(meant), float(running), rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(meant, (list, tuple)) and isinstance(running, (list, tuple)):
+        return len(meant) == len(running) and all(_same(a, b) for a, b in zip(meant, running))
+    return meant == running or (str(meant) == str(running) and meant is not None and running is not None)
+
+
+def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, list[Any]]:
+    """knob -> [meant, running] for each expected knob the server reports differently.
+
+    Knobs the server does not report at all are not judged (older versions
+    lack some fields); ``internal_states[0]`` is consulted when the top level lacks one.
+    """
+    states = info.get("internal_states")
+    inner = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    drift: dict[str, list[Any]] = {}
+    for knob, meant in expected.items():
+        key = knob.replace("-", "_").lstrip("_")
+        if key in info:
+            running = info[key]
+        elif key in inner:
+            running = inner[key]
+        else:
+            continue
+        if not _same(meant, running):
+            drift[key] = [meant, running]
+    return drift
+
+
+class MetricsPoller:
+    """Polls one SGLang server; ``start()``/``stop()``; publishes into the Session."""
+
+    def __init__(
+        self,
+        session: Session,
+        base_url: str,
+        *,
+        host: str = "sim",
+        metrics_interval: float | None = 1.0,
+        info_interval: float | None = 10.0,
+        loads_interval: float | None = 1.0,
+        health_interval: float | None = 2.0,
+        expected_args: dict[str, Any] | None = None,
+        timeout_s: float = 5.0,
+        health_timeout_s: float = 25.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.host = host
+        self.intervals = {"metrics": metrics_interval, "server_info": info_interval, "loads": loads_interval,
+                          "health": health_interval}
+        self.expected_args = dict(expected_args or {})
+        self.timeout_s = timeout_s
+        self.health_timeout_s = health_timeout_s
+        self._client = client
+        self._own_client = client is None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failing_since: dict[str, float] = {}
+        self._last_error: dict[str, float] = {}
+        self.stopped_polls: set[str] = set()
+        """Endpoints this server lacks (404), no longer polled."""
+        self.info: ServerInfo | None = None
+
+    def set_expected(self, expected_args: dict[str, Any] | None) -> None:
+        """A new profile is meant to run (after a swap): judge drift against it."""
+        self.expected_args = dict(expected_args or {})
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        if self._client is None:
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
+        polls: dict[str, Callable[[], Awaitable[None]]] = {
+            "metrics": self.poll_metrics, "server_info": self.poll_server_info,
+            "loads": self.poll_loads, "health": self.poll_health,
+        }
+        loop = asyncio.get_running_loop()
+        for name, poll in polls.items():
+            interval = self.intervals[name]
+            if interval:
+                self._tasks.append(loop.create_task(self._loop(name, poll, interval), name=f"poll-{name}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self._own_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _loop(self, name: str, poll: Callable[[], Awaitable[None]], interval: float) -> None:
+        while True:
+            began = time.monotonic()
+            try:
+                await poll()
+                self._ok(name)
+            except _Gone as exc:
+                self.stopped_polls.add(name)
+                self._publish_error(f"{name}: not available on this server; no longer polled", str(exc))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - failures are events, never raised
+                self._failed(name, exc)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+
+    # -- one poll each ---------------------------------------------------------------
+    async def _get(self, path: str, timeout: float | None = None) -> httpx.Response:
+        assert self._client is not None, "start() first"
+        return await self._client.get(self.base_url + path, timeout=timeout or self.timeout_s)
+
+    async def poll_metrics(self) -> ServerStats:
+        resp = await self._get("/metrics")
+        if resp.status_code == 404:
+            raise _Gone("GET /metrics -> 404 (start SGLang with --enable-metrics)")
+        resp.raise_for_status()
+        try:
+            stats = stats_from_metrics(resp.text, host=self.host)
+        except ValueError as exc:
+            raise ValueError(f"/metrics is not Prometheus text: {exc}") from exc
+        self.session.publish(stats)
+        return stats
+
+    async def poll_server_info(self) -> ServerInfo:
+        resp = await self._get("/server_info")
+        if resp.status_code == 404:  # SGLang before 2025-11 only has the old path
+            resp = await self._get("/get_server_info")
+            if resp.status_code == 404:
+                raise _Gone("GET /server_info and /get_server_info -> 404")
+        resp.raise_for_status()
+        data = resp.json()
+        if not isinstance(data, dict):
+            raise ValueError(f"/server_info returned {type(data).__name__}, not an object")
+        args = {k: v for k, v in data.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        version = data.get("version")
+        info = ServerInfo(host=self.host, url=self.base_url, version=str(version) if version is not None else None,
+                          args=args, drift=server_drift(data, self.expected_args))
+        self.info = info
+        self.session.publish(info)
+        return info
+
+    async def poll_loads(self) -> ServerStats:
+        resp = await self._get("/v1/loads")
+        if resp.status_code == 404:
+            raise _Gone("GET /v1/loads -> 404 (SGLang before 2026-01)")
+        resp.raise_for_status()
+        data = resp.json()
+        if not isinstance(data, dict):
+            raise ValueError("/v1/loads did not return an object")
+        stats = stats_from_loads(data, host=self.host)
+        self.session.publish(stats)
+        return stats
+
+    async def poll_health(self) -> ServerHealth:
+        try:
+            resp = await self._get("/health", timeout=self.health_timeout_s)
+        except httpx.HTTPError as exc:
+            health = ServerHealth(host=self.host, url=self.base_url, ok=False, status=None,
+                                  detail=f"{type(exc).__name__}: {exc}".strip())
+        else:
+            health = ServerHealth(host=self.host, url=self.base_url, ok=resp.status_code == 200,
+                                  status=resp.status_code, detail=resp.text[:200] if resp.status_code != 200 else "")
+        self.session.publish(health)
+        return health
+
+    # -- failure reporting -------------------------------------------------------------
+    def _ok(self, name: str) -> None:
+        self._failing_since.pop(name, None)
+
+    def _failed(self, name: str, exc: Exception) -> None:
+        now = time.monotonic()
+        first = name not in self._failing_since
+        if first:
+            self._failing_since[name] = now
+        if first or now - self._last_error.get(name, 0.0) >= _REPEAT_ERROR_S:
+            self._last_error[name] = now
+            self._publish_error(f"polling {name} failed", f"{type(exc).__name__}: {exc}")
+
+    def _publish_error(self, message: str, detail: str) -> None:
+        self.session.publish(ErrorEvent(host=self.host, source="metrics", message=message,
+                                        detail=f"{self.base_url}: {detail}"))

@@ -1,0 +1,134 @@
+"""GpuStream: the real agent shipped over a Host (local, and a real in-process SSH server)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kimitui.events import ErrorEvent, GpuCaps, GpuEvent, GpuProcs, GpuSample
+from kimitui.host.local import LocalHost
+from kimitui.session import Session
+from kimitui.telemetry.gpu import BOOTSTRAP, GpuStream
+from tests.support.agentproc import write_busy_state
+from tests.support.sshd import SSHTestServer
+from tests.support.telemetry import Collector, processes_with, wait_gone
+
+
+@pytest.fixture
+def sim_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "gpus.json"
+    write_busy_state(state)
+    monkeypatch.setenv("KIMITUI_SIM_STATE", str(state))
+    monkeypatch.setenv("KIMITUI_FAKE_NVML", "pcie_delay=0.001")
+    return state
+
+
+def _stream(host, session, tag: str, **kw) -> GpuStream:  # type: ignore[no-untyped-def]
+    return GpuStream(host, session, interval=0.1, backend="fake", python=sys.executable,
+                     agent_args=("--tag", tag, "--procs-interval", "0.3"), **kw)
+
+
+async def test_local_stream_publishes_caps_samples_procs_and_stops_cleanly(sim_gpus: Path) -> None:
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    gpu = _stream(LocalHost("sim"), session, tag)
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= 5 and any(
+            e.kind == "gpu_procs" for e in ev))
+    finally:
+        await gpu.stop()
+    caps = seen.of("gpu_caps")
+    assert len(caps) == 1 and isinstance(caps[0], GpuCaps)
+    assert caps[0].backend == "fake" and len(caps[0].gpus) == 8 and caps[0].host == "sim"
+    assert caps[0].gpus[0].power_limit_w == 600.0 and "power_w" in caps[0].gpus[0].supported
+    assert caps[0].features["memory_api"] == "memory_v2"
+    samples = [e for e in seen.of("gpu_sample") if isinstance(e, GpuSample)]
+    seqs = [s.seq for s in samples]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    r3 = next(g for g in samples[-1].gpus if g.index == 3)
+    assert r3.util_pct == 93.0 and r3.uuid == caps[0].gpus[3].uuid
+    assert samples[-1].host_t is not None
+    procs = next(e for e in seen.of("gpu_procs") if isinstance(e, GpuProcs))
+    assert {p.rank for p in procs.procs} == {f"TP{i}_EP{i}" for i in range(8)}
+    assert not seen.of("error"), seen.of("error")
+    assert await wait_gone(tag) == []  # stop() leaves no agent behind
+
+
+async def test_agent_killed_is_restarted_and_the_gap_is_marked(sim_gpus: Path) -> None:
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    gpu = _stream(LocalHost("sim"), session, tag)
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: any(e.kind == "gpu_sample" for e in ev))
+        pids = processes_with(tag)
+        assert len(pids) == 1
+        import os
+        import signal
+
+        os.kill(pids[0], signal.SIGKILL)
+        await seen.wait_for(lambda ev: any(e.kind == "gpu_event" and e.event == "gap" for e in ev), timeout=20)
+        n = len(seen.of("gpu_sample"))
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) > n + 2)
+    finally:
+        await gpu.stop()
+    assert gpu.starts == 2
+    assert len(seen.of("gpu_caps")) == 2
+    errors = [e for e in seen.of("error") if isinstance(e, ErrorEvent)]
+    assert any(e.source == "gpu" and "interrupted" in e.message for e in errors)
+    assert await wait_gone(tag) == []
+
+
+def test_bad_frames_become_error_events_never_exceptions() -> None:
+    session = Session()
+    seen = Collector(session)
+    gpu = GpuStream(LocalHost("x"), session)
+    state = {"first_caps": True, "gap_since": None, "no_pynvml": False, "bye": False}
+    for line in ["not json", '{"type":"tick","gpus":[{"index":"zero"}]}', '{"type":"warp"}', "[1,2]",
+                 '{"type":"tick","seq":1,"gpus":[{"index":0,"util_pct":5,"future_field":1}]}']:
+        gpu._handle(line, state)
+    assert len(seen.of("error")) == 4
+    sample = seen.of("gpu_sample")[0]
+    assert isinstance(sample, GpuSample) and sample.gpus[0].util_pct == 5.0
+
+
+def test_bootstrap_is_a_single_argument_without_newlines() -> None:
+    assert "\n" not in BOOTSTRAP and "'" in BOOTSTRAP  # survives shlex quoting over SSH
+    argv = GpuStream(LocalHost("x"), Session(), backend="pynvml").argv()
+    assert argv[:4] == ["python3", "-u", "-c", BOOTSTRAP] and "--heartbeat" in argv
+
+
+async def test_over_ssh_the_link_dies_the_stream_resumes_and_no_agent_is_orphaned(
+    sim_gpus: Path, ssh_server: SSHTestServer
+) -> None:
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    host = ssh_server.make_host("gpu-host")
+    host.set_event_callback(session.publish)
+    await host.connect()
+    gpu = _stream(host, session, tag)
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= 3)
+        assert len(processes_with(tag)) == 1
+        await ssh_server.stop()  # the link dies like a crashed sshd
+        await seen.wait_for(lambda ev: any(e.kind == "error" and e.source == "gpu" for e in ev))
+        assert await wait_gone(tag) == []  # no agent survives the dropped link
+        before = len(seen.of("gpu_sample"))
+        await ssh_server.restart()
+        await seen.wait_for(lambda ev: any(e.kind == "gpu_event" and e.event == "gap" for e in ev), timeout=30)
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= before + 3)
+        assert len(processes_with(tag)) == 1  # exactly one agent after the resume
+    finally:
+        await gpu.stop()
+        await host.close()
+    assert await wait_gone(tag) == []
+    assert len(seen.of("gpu_caps")) == 2 and gpu.starts >= 2
+    states = [e.state for e in seen.of("connection")]
+    assert "lost" in states and states.count("connected") >= 2
+    gap = next(e for e in seen.of("gpu_event") if isinstance(e, GpuEvent) and e.event == "gap")
+    assert "resumed after" in gap.detail and gap.host == "gpu-host"
