@@ -100,6 +100,8 @@ class LocalStream(Stream):
 
     async def wait(self) -> int | None:
         code = await self.proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()  # nobody reads it any more; frees the transport
         if self._stderr_task is not None:
             await self._stderr_task
         self.exit_code = normalise_exit(code)

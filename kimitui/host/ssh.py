@@ -1,0 +1,545 @@
+"""A GPU host reached over SSH (asyncssh).
+
+What it adds to the plain library, and why:
+
+* **Host keys are verified** against known_hosts (``~/.ssh/known_hosts`` or the
+  configured files, plus kimitui's own file of keys trusted on first use).  An
+  unknown or changed key is refused with a message naming the host, its
+  fingerprint and the exact command that trusts it.  Trust-on-first-use is an
+  explicit opt-in; the key is recorded and verified from then on.
+* **A dead link is noticed** within ``keepalive_s * 3`` seconds (keepalives),
+  and the host **reconnects by itself** with exponential backoff, publishing
+  ``ConnectionState`` events (lost, reconnecting, connected, failed).  A
+  changed host key or refused credentials stop the retries: those need a human.
+* **Remote processes do not outlive their stream**: every command is started
+  through ``sh -c 'echo $$; exec "$@"'``, so the client learns the remote pid
+  and ``stop()`` can ``kill`` it even on an sshd that ignores channel signals.
+* **Commands are argument lists**, joined with ``shlex.join``; nothing is ever
+  pasted into the remote shell unquoted.
+
+A stream whose link drops simply ends: ``exit_code`` is ``None`` and
+``lost`` is True, so a caller restarts it after ``await host.wait_connected()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shlex
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import platformdirs
+
+from kimitui.host.base import (
+    CommandResult,
+    CommandTimeout,
+    EventCallback,
+    Host,
+    HostError,
+    HostKeyError,
+    HostUnavailable,
+    Stream,
+)
+from kimitui.host.lines import LineSplitter, StderrTail, decode
+
+DEFAULT_PORT = 22
+READ_CHUNK = 65536
+USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
+_PID_SCRIPT = 'echo "$$"; exec "$@"'
+_PID_SCRIPT_MERGED = 'echo "$$"; exec "$@" 2>&1'
+_LINK_ERRORS = (asyncssh.Error, ConnectionError, OSError, EOFError)
+
+# $1 = path, $2 = octal mode; data on stdin.  A temp file beside the target,
+# fsync where `sync FILE` exists, then an atomic rename.
+_WRITE_SCRIPT = r"""set -e
+p=$1; case $p in "~/"*) p=$HOME/${p#"~/"};; esac
+d=$(dirname -- "$p"); b=$(basename -- "$p")
+t=$(mktemp "$d/.$b.XXXXXX")
+trap 'rm -f -- "$t"' EXIT
+cat > "$t"
+chmod "$2" "$t"
+sync -- "$t" 2>/dev/null || :
+mv -f -- "$t" "$p"
+trap - EXIT"""
+_READ_SCRIPT = 'p=$1; case $p in "~/"*) p=$HOME/${p#"~/"};; esac\nexec cat -- "$p"'
+
+
+def default_tofu_known_hosts() -> Path:
+    """kimitui's own known_hosts, where trust-on-first-use records keys."""
+    return Path(platformdirs.user_data_dir("kimitui")) / "known_hosts"
+
+
+def remote_command(argv: Sequence[str], env: dict[str, str] | None = None, *, merge_stderr: bool = False) -> str:
+    """The shell line for ``argv``: every word quoted, pid announced on the first stdout line."""
+    if not argv:
+        raise HostError("empty command")
+    prefix: list[str] = []
+    if env:
+        for key, value in env.items():
+            if not key or "=" in key or not key.replace("_", "a").isalnum():
+                raise HostError(f"invalid environment variable name {key!r}")
+            prefix.append(f"{key}={value}")
+        prefix.insert(0, "env")
+    script = _PID_SCRIPT_MERGED if merge_stderr else _PID_SCRIPT
+    return shlex.join(["exec", "sh", "-c", script, "kimitui", *prefix, *argv])
+
+
+def _exit_code(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
+    """The remote exit status; ``None`` if killed by a signal or the link dropped."""
+    status = proc.exit_status
+    if proc.exit_signal is not None or status is None or status < 0:
+        return None
+    return status
+
+
+async def _read_pid(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
+    line = await proc.stdout.readline()
+    try:
+        return int(line.strip())
+    except ValueError:
+        return None
+
+
+class _Client(asyncssh.SSHClient):
+    """Per-connection callbacks: host-key decisions and loss of the link."""
+
+    def __init__(self, host: "SSHHost") -> None:
+        self._host = host
+        self.key_problem: str | None = None
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        # Only called for a key that known_hosts does not already trust.
+        verdict, message = self._host._judge_host_key(host, addr, port, key)
+        self.key_problem = message
+        return verdict
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._host._on_link_lost(self, exc)
+
+
+class SSHStream(Stream):
+    """A remote command read line by line over an SSH channel."""
+
+    def __init__(self, host: "SSHHost", proc: asyncssh.SSHClientProcess[bytes], argv: tuple[str, ...], pid: int | None, merged: bool) -> None:
+        self.host = host
+        self.proc = proc
+        self.argv = argv
+        self.pid = pid
+        """The remote process id (None if the remote shell did not report it)."""
+        self.lost = False
+        """True when the stream ended because the SSH link dropped."""
+        self.error = ""
+        self.stderr_tail = StderrTail()
+        self._stop_lock = asyncio.Lock()
+        self._closed = asyncio.ensure_future(proc.wait_closed())
+        self._stderr_task = None if merged else asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        with contextlib.suppress(*_LINK_ERRORS):
+            while chunk := await self.proc.stderr.read(READ_CHUNK):
+                self.stderr_tail.feed(chunk)
+        self.stderr_tail.close()
+
+    async def __aiter__(self) -> AsyncIterator[str]:  # type: ignore[override]
+        split = LineSplitter()
+        try:
+            while chunk := await self.proc.stdout.read(READ_CHUNK):
+                for line in split.feed(chunk):
+                    yield line
+        except _LINK_ERRORS as exc:
+            self.lost, self.error = True, str(exc) or type(exc).__name__
+        for line in split.flush():
+            yield line
+        await self.wait()
+
+    async def write(self, data: str | bytes) -> None:
+        if self._closed.done() or self.proc.stdin.is_closing():
+            raise HostError(f"{self.host.name}: stdin of {self.argv[0]!r} is closed")
+        try:
+            self.proc.stdin.write(data.encode() if isinstance(data, str) else data)
+            await self.proc.stdin.drain()
+        except _LINK_ERRORS as exc:
+            raise HostUnavailable(f"{self.host.name}: cannot write to {self.argv[0]!r}: {exc}") from exc
+
+    async def close_stdin(self) -> None:
+        with contextlib.suppress(*_LINK_ERRORS):
+            if not self._closed.done():
+                self.proc.stdin.write_eof()
+
+    async def wait(self) -> int | None:
+        with contextlib.suppress(*_LINK_ERRORS):
+            await asyncio.shield(self._closed)
+        if self._stderr_task is not None:
+            await self._stderr_task
+        self.exit_code = _exit_code(self.proc)
+        if self.proc.exit_status is None and self.proc.exit_signal is None:
+            self.lost = True
+        return self.exit_code
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        """TERM the remote process, KILL it after ``grace_s``, close the channel; idempotent."""
+        async with self._stop_lock:
+            if not self._closed.done():
+                with contextlib.suppress(*_LINK_ERRORS):
+                    self.proc.send_signal("TERM")  # honoured by OpenSSH >= 7.9
+                await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
+                except asyncio.TimeoutError:
+                    await self.host._kill_remote(self.pid, "KILL", timeout=grace_s)
+                self.proc.close()
+                with contextlib.suppress(asyncio.TimeoutError, *_LINK_ERRORS):
+                    await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
+            if not self._closed.done():
+                self._closed.cancel()
+            await self.wait()
+
+
+class SSHHost(Host):
+    """A host reached over SSH, with key verification, keepalive and reconnect."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        *,
+        user: str | None = None,
+        port: int | None = None,
+        client_keys: Sequence[str] | None = None,
+        agent: bool | str = True,
+        known_hosts: str | Sequence[str] | None = None,
+        trust_on_first_use: bool = False,
+        tofu_known_hosts: str | Path | None = None,
+        ssh_config: Sequence[str] | str | None | tuple[()] = (),
+        jump: "SSHHost | str | None" = None,
+        keepalive_s: float = 2.0,
+        keepalive_count_max: int = 3,
+        connect_timeout_s: float = 10.0,
+        reconnect_initial_s: float = 0.5,
+        reconnect_max_s: float = 30.0,
+        on_event: EventCallback | None = None,
+    ) -> None:
+        """``client_keys=None`` and ``agent=True`` use the usual keys and ``$SSH_AUTH_SOCK``;
+        ``ssh_config=()`` reads ``~/.ssh/config``, ``None`` reads nothing;
+        ``known_hosts=None`` means ``~/.ssh/known_hosts``; ``jump`` is another SSHHost or
+        ``"user@host:port"``."""
+        super().__init__(name, on_event)
+        self.address = address
+        self.user = user
+        self.port = port
+        self.client_keys = list(client_keys) if client_keys is not None else None
+        self.agent = agent
+        files = [known_hosts] if isinstance(known_hosts, str) else list(known_hosts or [USER_KNOWN_HOSTS])
+        self.known_hosts_files = [Path(f).expanduser() for f in files]
+        self.trust_on_first_use = trust_on_first_use
+        self.tofu_known_hosts = Path(tofu_known_hosts).expanduser() if tofu_known_hosts else default_tofu_known_hosts()
+        self.ssh_config = ssh_config
+        self.jump = jump
+        self.keepalive_s = keepalive_s
+        self.keepalive_count_max = keepalive_count_max
+        self.connect_timeout_s = connect_timeout_s
+        self.reconnect_initial_s = reconnect_initial_s
+        self.reconnect_max_s = reconnect_max_s
+
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._client: _Client | None = None
+        self._connected = asyncio.Event()
+        self._connect_lock = asyncio.Lock()
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._attempt = 0
+        self._fatal: HostError | None = None
+        self._closed = False
+        self._streams: weakref.WeakSet[SSHStream] = weakref.WeakSet()
+
+    # ------------------------------------------------------------------ describing
+
+    @property
+    def target(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port and self.port != DEFAULT_PORT else ""
+        return f"{user}{self.address}{port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    # ------------------------------------------------------------------ host keys
+
+    def _known_hosts(self) -> asyncssh.SSHKnownHosts:
+        """Everything trusted now: the configured files plus kimitui's TOFU file."""
+        files = [str(f) for f in [*self.known_hosts_files, self.tofu_known_hosts] if f.is_file()]
+        return asyncssh.read_known_hosts(files) if files else asyncssh.import_known_hosts("")
+
+    def _judge_host_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> tuple[bool, str | None]:
+        """Accept (TOFU) or refuse a key known_hosts does not trust, with the reason."""
+        match_port = port if port and port != DEFAULT_PORT else None
+        trusted, cas, *_ = self._known_hosts().match(host, addr, match_port)
+        fingerprint = key.get_fingerprint()
+        bracketed = f"[{host}]:{port}" if match_port else host
+        files = ", ".join(str(f) for f in [*self.known_hosts_files, self.tofu_known_hosts])
+        if trusted or cas:
+            old = ", ".join(k.get_fingerprint() for k in trusted) or "a certificate authority"
+            return False, (
+                f"{self.name}: the host key of {bracketed} has CHANGED: it now offers {fingerprint}, "
+                f"known_hosts trusts {old}. Someone may be intercepting the connection, or the host was "
+                f"reinstalled. If you know the new key is right, remove the old one with "
+                f"`ssh-keygen -R '{bracketed}' -f <file>` (files: {files}) and connect again."
+            )
+        if self.trust_on_first_use:
+            self._record_key(bracketed, key)
+            return True, None
+        keyscan = f"ssh-keyscan -p {port} {host}" if match_port else f"ssh-keyscan {host}"
+        return False, (
+            f"{self.name}: the host key of {bracketed} ({key.get_algorithm()} {fingerprint}) is not in "
+            f"known_hosts ({files}); refusing to connect. If that fingerprint is right, trust it with "
+            f"`{keyscan} >> {self.known_hosts_files[0]}`, or set `trust_on_first_use = true` under "
+            f"[hosts.{self.name}] in the kimitui config."
+        )
+
+    def _record_key(self, host_pattern: str, key: asyncssh.SSHKey) -> None:
+        self.tofu_known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{host_pattern} {key.export_public_key().decode().split(chr(10))[0].strip()}\n"
+        with open(self.tofu_known_hosts, "a", encoding="utf-8") as f:
+            f.write(line)
+        self.connection_event("connecting", f"trusted on first use: {host_pattern} {key.get_fingerprint()}")
+
+    # ------------------------------------------------------------------ the link
+
+    async def _open(self) -> None:
+        """One connection attempt; maps every failure to a HostError kind."""
+        client = _Client(self)
+        options: dict[str, Any] = dict(
+            known_hosts=lambda h, a, p: self._known_hosts().match(h, a, p),
+            client_factory=lambda: client,
+            keepalive_interval=self.keepalive_s,
+            keepalive_count_max=self.keepalive_count_max,
+            connect_timeout=self.connect_timeout_s,
+            config=self.ssh_config,
+        )
+        if self.port is not None:
+            options["port"] = self.port
+        if self.user is not None:
+            options["username"] = self.user
+        if self.client_keys is not None:
+            options["client_keys"] = self.client_keys
+        if self.agent is False:
+            options["agent_path"] = None
+        elif isinstance(self.agent, str):
+            options["agent_path"] = self.agent
+        if isinstance(self.jump, SSHHost):
+            await self.jump.wait_connected(self.connect_timeout_s)
+            options["tunnel"] = self.jump._conn
+        elif self.jump:
+            options["tunnel"] = self.jump
+        try:
+            conn = await asyncssh.connect(self.address, **options)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyError(client.key_problem or f"{self.name}: {exc}") from None
+        except asyncssh.PermissionDenied as exc:
+            raise HostError(
+                f"{self.name}: {self.target} refused our credentials ({exc.reason}); check `key` in the "
+                f"kimitui config, your ssh-agent, or ~/.ssh/config"
+            ) from None
+        except (asyncio.TimeoutError, *_LINK_ERRORS) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise HostUnavailable(f"{self.name}: cannot reach {self.target}: {reason}") from None
+        self._conn, self._client = conn, client
+        self._fatal = None
+        self._connected.set()
+
+    async def connect(self) -> None:
+        """Open the link now; raises HostKeyError / HostError / HostUnavailable."""
+        async with self._connect_lock:
+            if self._conn is not None:
+                return
+            if self._closed:
+                raise HostError(f"{self.name}: host is closed")
+            self.connection_event("connecting", self.target)
+            try:
+                await self._open()
+            except HostError as exc:
+                self.connection_event("failed", str(exc))
+                raise
+            self.connection_event("connected", self.target)
+
+    def _on_link_lost(self, client: _Client, exc: Exception | None) -> None:
+        if client is not self._client or self._closed:
+            return
+        self._conn, self._client = None, None
+        self._connected.clear()
+        self.connection_event("lost", str(exc) if exc else "closed by the server")
+        self._start_reconnect(immediate=False)
+
+    def _start_reconnect(self, *, immediate: bool) -> None:
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect(immediate))
+
+    def _backoff(self, attempt: int) -> float:
+        delay = min(self.reconnect_initial_s * 2 ** (attempt - 1), self.reconnect_max_s)
+        return delay * random.uniform(0.8, 1.2)
+
+    async def _reconnect(self, immediate: bool) -> None:
+        """Retry with exponential backoff until connected, closed, or refused for good."""
+        self._attempt = 0
+        while not self._closed:
+            self._attempt += 1
+            delay = 0.0 if immediate and self._attempt == 1 else self._backoff(self._attempt)
+            self.connection_event("reconnecting", f"in {delay:.1f} s", attempt=self._attempt)
+            await asyncio.sleep(delay)
+            try:
+                async with self._connect_lock:
+                    if self._conn is None and not self._closed:
+                        await self._open()
+            except HostUnavailable as exc:
+                self.connection_event("reconnecting", str(exc), attempt=self._attempt)
+                continue
+            except HostError as exc:  # changed key, refused credentials: a human must act
+                self._fatal = exc
+                self.connection_event("failed", str(exc), attempt=self._attempt)
+                return
+            if not self._closed:
+                self.connection_event("connected", self.target, attempt=self._attempt)
+            return
+
+    async def wait_connected(self, timeout: float | None = 30.0) -> None:
+        """Return once the link is up (connecting or reconnecting as needed).
+
+        Raises HostUnavailable after ``timeout``, or the HostError that made
+        reconnecting pointless (changed host key, refused credentials).
+        """
+        if self._conn is not None:
+            return
+        if self._closed:
+            raise HostError(f"{self.name}: host is closed")
+        self._start_reconnect(immediate=True)
+        task = self._reconnect_task
+        assert task is not None
+        waiter = asyncio.ensure_future(self._connected.wait())
+        try:
+            await asyncio.wait({waiter, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if self._conn is not None:
+            return
+        if self._fatal is not None:
+            raise self._fatal
+        raise HostUnavailable(f"{self.name}: not connected to {self.target} after {timeout} s")
+
+    async def _ensure_conn(self) -> asyncssh.SSHClientConnection:
+        if self._conn is not None:
+            return self._conn
+        if self._closed:
+            raise HostError(f"{self.name}: host is closed")
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            raise HostUnavailable(f"{self.name}: link to {self.target} lost; reconnecting (attempt {self._attempt})")
+        await self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    async def close(self) -> None:
+        """Stop every stream, close the link, stop reconnecting."""
+        if self._closed:
+            return
+        await asyncio.gather(*(s.stop(grace_s=1.0) for s in list(self._streams)), return_exceptions=True)
+        self._closed = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnect_task
+        conn, self._conn, self._client = self._conn, None, None
+        self._connected.clear()
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(*_LINK_ERRORS):
+                await conn.wait_closed()
+        self.connection_event("closed")
+
+    # ------------------------------------------------------------------ commands
+
+    async def _start(self, argv: tuple[str, ...], env: dict[str, str] | None, merge: bool) -> tuple[asyncssh.SSHClientProcess[bytes], int | None]:
+        conn = await self._ensure_conn()
+        try:
+            proc = await conn.create_process(remote_command(argv, env, merge_stderr=merge), encoding=None)
+            pid = await _read_pid(proc)
+        except _LINK_ERRORS as exc:
+            raise HostUnavailable(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
+        return proc, pid
+
+    async def _kill_remote(self, pid: int | None, sig: str, timeout: float) -> None:
+        """Best effort ``kill -SIG pid`` on its own channel (the link may be gone)."""
+        if pid is None or self._conn is None:
+            return
+        with contextlib.suppress(HostError, asyncio.TimeoutError, *_LINK_ERRORS):
+            await self.run(["kill", f"-{sig}", str(pid)], timeout=max(timeout, 1.0))
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        input: str | bytes | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        argv = tuple(argv)
+        proc, pid = await self._start(argv, env, merge=False)
+        try:
+            if input is not None:
+                proc.stdin.write(input.encode() if isinstance(input, str) else input)
+            proc.stdin.write_eof()
+            out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout)
+            await asyncio.wait_for(proc.wait_closed(), 5.0)
+        except asyncio.TimeoutError:
+            await self._kill_remote(pid, "KILL", timeout=2.0)
+            proc.close()
+            raise CommandTimeout(
+                f"{self.name}: {argv[0]!r} ran past its {timeout:g} s timeout and was killed"
+            ) from None
+        except _LINK_ERRORS as exc:
+            proc.close()
+            raise HostUnavailable(f"{self.name}: link lost while running {argv[0]!r}: {exc}") from exc
+        except BaseException:
+            proc.close()
+            raise
+        result = CommandResult(argv, _exit_code(proc), decode(out), decode(err))
+        if check and not result.ok:
+            raise HostError(
+                f"{self.name}: {shlex.join(argv)!r} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}"
+            )
+        return result
+
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        merge_stderr: bool = False,
+    ) -> SSHStream:
+        argv = tuple(argv)
+        proc, pid = await self._start(argv, env, merge=merge_stderr)
+        stream = SSHStream(self, proc, argv, pid, merge_stderr)
+        self._streams.add(stream)
+        return stream
+
+    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
+        result = await self.run(["sh", "-c", _WRITE_SCRIPT, "kimitui-write", path, format(mode, "o")], input=data)
+        if not result.ok:
+            raise HostError(f"{self.name}: cannot write {path}: {result.stderr.strip() or f'exit {result.exit_code}'}")
+
+    async def read_file(self, path: str) -> bytes:
+        conn = await self._ensure_conn()
+        try:
+            proc = await conn.create_process(shlex.join(["sh", "-c", _READ_SCRIPT, "kimitui-read", path]), encoding=None)
+            proc.stdin.write_eof()
+            out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), 60.0)
+            await asyncio.wait_for(proc.wait_closed(), 5.0)
+        except (asyncio.TimeoutError, *_LINK_ERRORS) as exc:
+            raise HostUnavailable(f"{self.name}: cannot read {path}: {exc or 'timed out'}") from exc
+        if proc.exit_status != 0:
+            raise HostError(f"{self.name}: cannot read {path}: {decode(err).strip() or f'exit {proc.exit_status}'}")
+        return out
