@@ -63,6 +63,13 @@ async def _swap_story(host, env: SimEnv) -> None:
     alive = [r for r in await launcher.records() if await launcher.alive(r)]
     assert [r.profile for r in alive] == ["eplb"]
 
+    # a profile with a lint error is refused before anything is touched
+    broken = env.profile("broken", "ep8-tuned", body="ep_size = 3")  # 3 does not divide tp_size 8
+    before = (await launcher.current()).run_id
+    out = await swap(host, str(broken), session=env.session, launcher=launcher, timeout=60)
+    assert out.outcome == "failed" and "refused by preflight" in out.reason and "ep_size" in out.reason
+    assert out.serving == "eplb" and (await launcher.current()).run_id == before
+
 
 async def test_swap_reports_progress_in_order_and_serves_locally_and_over_ssh(both_hosts) -> None:
     await asyncio.gather(*(_swap_story(host, env) for host, env in both_hosts))
@@ -94,38 +101,16 @@ async def _fault_story(host, env: SimEnv) -> None:
         assert info["enable_eplb"] is False
         assert [r.profile for r in await launcher.records() if await launcher.alive(r)] == ["good"]
 
-
-async def test_each_fault_rolls_back_to_a_healthy_previous_profile_locally_and_over_ssh(both_hosts) -> None:
-    await asyncio.gather(*(_fault_story(host, env) for host, env in both_hosts))
-
-
-async def test_readiness_timeout_rolls_back(sim_env: SimEnv) -> None:
-    from kimitui.host.local import LocalHost
-
-    host = LocalHost("sim")
-    launcher = sim_env.launcher(host)
-    good = sim_env.profile("good", "ep8-tuned")
-    slow = sim_env.profile("slow", "ep8-eplb", startup_s=3000.0)  # 30 s of wall time at time-scale 100
-    assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
-    out = await swap(host, str(slow), session=sim_env.session, launcher=launcher, timeout=2.0)
-    assert out.outcome == "rolled_back" and out.serving == "good"
+    # a start that never gets ready: the readiness timeout, then the same rollback
+    slow = env.profile("slow", "ep8-eplb", startup_s=3000.0)  # 30 s of wall time at time-scale 100
+    out = await swap(host, str(slow), session=env.session, launcher=launcher, timeout=2.0)
+    assert out.outcome == "rolled_back" and out.serving == "good", out.reason
     assert "not ready within the timeout" in out.reason
     assert [r.profile for r in await launcher.records() if await launcher.alive(r)] == ["good"]
 
 
-async def test_lint_error_refuses_before_touching_anything(sim_env: SimEnv) -> None:
-    from kimitui.host.local import LocalHost
-
-    host = LocalHost("sim")
-    launcher = sim_env.launcher(host)
-    good = sim_env.profile("good", "ep8-tuned")
-    broken = sim_env.profile("broken", "ep8-tuned", body="ep_size = 3")  # 3 does not divide tp_size 8
-    assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
-    before = (await launcher.current()).run_id
-    out = await swap(host, str(broken), session=sim_env.session, launcher=launcher, timeout=60)
-    assert out.outcome == "failed" and "refused by preflight" in out.reason and "ep_size" in out.reason
-    assert out.serving == "good"
-    assert (await launcher.current()).run_id == before  # the running server was not touched
+async def test_each_fault_and_the_readiness_timeout_roll_back_locally_and_over_ssh(both_hosts) -> None:
+    await asyncio.gather(*(_fault_story(host, env) for host, env in both_hosts))
 
 
 async def test_failed_swap_with_nothing_to_roll_back_to_says_so(sim_env: SimEnv) -> None:

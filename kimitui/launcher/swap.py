@@ -37,7 +37,7 @@ DEFAULT_TIMEOUT_S = 1800.0
 """A 590 GB model takes minutes to load; an hour-long hang is still caught."""
 
 LIVENESS_INTERVAL_S = 0.5
-AFTER_FATAL_S = 0.5
+AFTER_FATAL_S = 0.3
 """After a fatal line, keep reading this long so the excerpt holds the traceback that follows."""
 
 _locks: dict[str, asyncio.Lock] = {}

@@ -1,0 +1,142 @@
+"""SystemdLauncher against faithful systemctl/journalctl stand-ins (systemd cannot run here).
+
+The stand-ins parse units with systemd's rules, honour daemon-reload, run
+ExecStart as a real process and serve its output from a journal with cursors
+(tests/support/fake_systemd).  The unit runs the simulator, so readiness,
+/health and the warm-up request are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from kimitui.launcher.base import LaunchError
+from kimitui.launcher.swap import swap
+from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
+from kimitui.profiles import load_profile, render_unit
+from tests.support.launcher_env import SimEnv, fake_systemd, sim_env  # noqa: F401
+
+pytestmark = pytest.mark.timeout(90)
+
+OPERATORS_UNIT = """# typed by hand, as in the field notes
+[Service]
+ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /root/models/Kimi-K2.6 --tp 8
+"""
+
+
+def _calls(root: Path) -> list[list[str]]:
+    return [json.loads(line) for line in (root / "calls.log").read_text().splitlines()]
+
+
+def _systemd_profile(env: SimEnv, name: str, extends: str, unit: str, **sim) -> Path:
+    return env.profile(name, extends, body=f'[launcher]\nkind = "systemd"\nunit = "{unit}"\n', **sim)
+
+
+async def _systemd_story(host, env: SimEnv, root: Path) -> None:
+    unit = f"sglang-{host.name}"
+    units = root / "units"
+    (units / f"{unit}.service").write_text(OPERATORS_UNIT)
+    launcher = SystemdLauncher(host, unit_dir=str(units), state_dir=str(env.state), simulated=True, unit=unit)
+    good = _systemd_profile(env, "good", "ep8-tuned", unit)
+    bad = _systemd_profile(env, "bad", "ep8-eplb", unit, fault="oom_start")
+
+    first = await swap(host, str(good), session=env.session, launcher=launcher, timeout=60)
+    assert first.ok, first.reason
+    unit_file = units / f"{unit}.service"
+    assert unit_file.read_text() == render_unit(load_profile(str(good)), simulated=True)
+    assert (units / f"{unit}.service.bak").read_text() == OPERATORS_UNIT  # the hand-typed unit is kept
+    mine = [c for c in _calls(root) if unit in " ".join(c) or c[1:] == ["daemon-reload"]]
+    verbs = [c[1] for c in mine if c[1] in ("daemon-reload", "start", "stop")]
+    assert verbs.index("daemon-reload") < verbs.index("start")
+    assert first.record.journal_cursor is None or first.record.journal_cursor.startswith("s=fake")
+    good_unit = unit_file.read_text()
+
+    out = await swap(host, str(bad), session=env.session, launcher=launcher, timeout=60)
+    assert out.outcome == "rolled_back" and out.serving == "good", out.reason
+    assert "out of memory" in out.reason
+    assert unit_file.read_text() == good_unit  # restored from the backup
+    # only this start's lines: the failed start's journal excerpt holds one start-up, not the first one's
+    assert sum("server_args=" in line for line in out.log_excerpt) <= 1
+    assert any("OutOfMemoryError" in line for line in out.log_excerpt)
+    current = await launcher.current()
+    assert current is not None and current.profile == "good"
+    tail = await launcher.read_log_tail(current, 1000)
+    assert sum("server_args=" in line for line in tail) == 1  # the rollback's start only
+    assert await launcher.alive(current)
+    # start good; stop good, start bad; (it fails) stop bad, start good from the restored unit
+    verbs = [c[1] for c in _calls(root) if f"{unit}.service" in c and c[1] in ("start", "stop")]
+    assert verbs == ["start", "stop", "start", "stop", "start"]
+
+
+async def test_systemd_swap_writes_the_unit_keeps_a_backup_and_restores_it_on_failure(sim_env, fake_systemd) -> None:
+    from kimitui.host.local import LocalHost
+
+    async with LocalHost("sim") as host:
+        await _systemd_story(host, sim_env, fake_systemd)
+
+
+@pytest.mark.parametrize("via", ["local", "ssh"])
+async def test_unit_values_are_escaped_so_nothing_runs_and_no_directive_is_injected(
+    tmp_path: Path, fake_systemd: Path, via: str
+) -> None:
+    from kimitui.host.local import LocalHost
+    from tests.support.sshd import SSHTestServer
+
+    marker = tmp_path / "pwned"
+    dump = Path(__file__).parent / "support" / "argv_dump.py"
+    prof = tmp_path / "evil.toml"
+    prof.write_text(
+        'name = "evil"\n'
+        f'model_path = "/m; touch {marker}"\n'
+        f'served_model_name = "$(touch {marker})"\n'
+        'extra_args = ["%n", "%%", "$HOME", "${HOME}", "a\\\\b", "q\\"uote", "it\'s"]\n'
+        f'env = {{ KT_A = "%n $HOME; touch {marker}" }}\n'
+        f'[launcher]\nkind = "systemd"\nunit = "evil"\npython = "{dump}"\n'
+    )
+    profile = load_profile(str(prof))
+    server = None
+    if via == "local":
+        host = LocalHost("local")
+    else:
+        server = SSHTestServer(tmp_path / "sshd")
+        await server.start()
+        host = server.make_host("remote")
+    try:
+        async with host:
+            launcher = SystemdLauncher(host, unit_dir=str(fake_systemd / "units"), state_dir=str(tmp_path / "st"))
+            rec = await launcher.start(profile)
+            for _ in range(200):
+                lines = await launcher.read_log_tail(rec, 50)
+                if any(line.startswith("{") for line in lines):
+                    break
+                await asyncio.sleep(0.02)
+            await launcher.stop(rec)
+    finally:
+        if server is not None:
+            await server.stop()
+    seen = json.loads(next(line for line in lines if line.startswith("{")))
+    from kimitui.profiles import render_argv
+
+    assert seen["argv"] == render_argv(profile)[1:]
+    assert ["%n", "%%", "$HOME", "${HOME}", "a\\b", 'q"uote', "it's"] == seen["argv"][-7:]
+    assert seen["env"] == {"KT_A": f"%n $HOME; touch {marker}"}
+    assert not marker.exists()
+    loaded = json.loads((fake_systemd / "loaded" / "evil.service.json").read_text())
+    assert "Service.ExecStartPre" not in loaded["directives"] and len(loaded["exec_start"]) == 1
+
+
+def test_a_unit_with_an_injected_line_is_refused_before_it_is_written() -> None:
+    good = "[Service]\nExecStart=\"/usr/bin/python3\" \"-m\" \"sglang.launch_server\"\n"
+    check_unit_text(good)
+    for bad in (
+        good + "ExecStartPre=/bin/touch /tmp/x\n",
+        good.replace("launch_server\"", "launch_server\" \\\n"),
+        "[Service]\nExecStart=/bin/true\r\nExecStartPost=/bin/sh\n",
+        "[Service]\n/bin/sh -c id\n",
+    ):
+        with pytest.raises(LaunchError):
+            check_unit_text(bad)
