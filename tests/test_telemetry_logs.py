@@ -1,0 +1,210 @@
+"""LogFollower: file (tail) and journal (journalctl -o json) modes, resumed across a dropped SSH link."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+from kimitui.events import LogLine, ServerStats
+from kimitui.host.local import LocalHost
+from kimitui.session import Session
+from kimitui.telemetry.logs import MARK, LogFollower
+from tests.support.journal import FAKE_JOURNAL_BIN, append_entry
+from tests.support.sshd import SSHTestServer
+from tests.support.telemetry import Collector, processes_with, wait_gone
+
+DECODE = ("[2026-05-28 10:05:13 TP0 EP0] Decode batch, #running-req: {n}, #token: 10, token usage: 0.01, "
+          "cuda graph: True, gen throughput (token/s): 65.00, #queue-req: 0")
+
+
+def raws(seen: Collector) -> list[str]:
+    return [e.raw for e in seen.of("log_line") if isinstance(e, LogLine)]
+
+
+@pytest.fixture
+def fake_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    journal = tmp_path / "journal.jsonl"
+    journal.touch()
+    monkeypatch.setenv("KIMITUI_FAKE_JOURNAL", str(journal))
+    monkeypatch.setenv("PATH", f"{FAKE_JOURNAL_BIN}{os.pathsep}{os.environ['PATH']}")
+    return journal
+
+
+async def test_file_follower_backlog_new_lines_and_a_line_written_in_two_parts(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(DECODE.format(n=i) + "\n" for i in range(1, 6)))
+    session = Session()
+    seen = Collector(session)
+    follower = LogFollower(LocalHost("sim"), session, path=str(log), backlog=2)
+    await follower.start()
+    try:
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 2)
+        with open(log, "a") as fh:
+            fh.write("plain six\nhalf a li")
+        await seen.wait_for(lambda ev: "plain six" in raws(seen))
+        await asyncio.sleep(0.3)
+        assert raws(seen)[-1] == "plain six"  # the half line is not published half
+        with open(log, "a") as fh:
+            fh.write("ne\r\n")
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 4)
+    finally:
+        await follower.stop()
+    assert raws(seen) == [DECODE.format(n=4), DECODE.format(n=5), "plain six", "half a line"]
+    lines = seen.of("log_line")
+    assert [e.cursor for e in lines] == ["4", "5", "6", "7"] and follower.cursor == "7"
+    assert lines[0].line_kind == "decode" and lines[0].source == str(log) and lines[0].fields["rank"] == "TP0_EP0"
+    stats = [e for e in seen.of("server_stats") if isinstance(e, ServerStats)]
+    assert [s.running_reqs for s in stats] == [4.0, 5.0] and all(s.source == "log" for s in stats)
+    assert await wait_gone(str(log)) == []  # no tail left behind
+
+
+async def test_file_follower_resumes_from_a_cursor(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    session = Session()
+    seen = Collector(session)
+    follower = LogFollower(LocalHost("sim"), session, path=str(log), from_cursor="7")
+    await follower.start()
+    try:
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 3)
+        await asyncio.sleep(0.2)
+    finally:
+        await follower.stop()
+    assert raws(seen) == ["line 8", "line 9", "line 10"]
+
+
+def test_cut_lines_are_not_published_or_counted() -> None:
+    session = Session()
+    seen = Collector(session)
+    f = LogFollower(LocalHost("x"), session, path="/nonexistent", from_cursor="3")
+    f._file_line("cut sho")
+    f._file_line("whole" + MARK)
+    assert raws(seen) == ["whole"] and f.cursor == "4"
+    j = LogFollower(LocalHost("x"), session, unit="sglang.service", from_cursor="s=a;i=1")
+    j._journal_line('{"__CURSOR": "s=a;i=2", "MESSAGE": "cut')
+    j._journal_line('{"MESSAGE": "no cursor"}')
+    assert j.cursor == "s=a;i=1" and len(raws(seen)) == 1
+
+
+async def test_journal_follower_reads_json_cursors_and_resumes_after_a_cursor(fake_journal: Path) -> None:
+    for i in range(1, 6):
+        append_entry(fake_journal, "sglang.service", f"old {i}")
+    append_entry(fake_journal, "other.service", "not ours")
+    session = Session()
+    seen = Collector(session)
+    follower = LogFollower(LocalHost("sim"), session, unit="sglang.service", backlog=2)
+    await follower.start()
+    try:
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 2)
+        append_entry(fake_journal, "sglang.service", "\x1b[32m" + DECODE.format(n=9) + "\x1b[0m")
+        append_entry(fake_journal, "sglang.service", "new 2")
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 4)
+    finally:
+        await follower.stop()
+    assert raws(seen)[:2] == ["old 4", "old 5"] and raws(seen)[3] == "new 2"
+    decode = seen.of("log_line")[2]
+    assert decode.line_kind == "decode" and decode.fields["running_reqs"] == 9  # ANSI came as a byte array
+    assert seen.of("server_stats")[0].running_reqs == 9.0
+    assert decode.source == "journal:sglang.service" and decode.cursor and decode.cursor.startswith("s=")
+    cursor = follower.cursor
+    # a new follower started from that cursor sees only what came after it
+    append_entry(fake_journal, "sglang.service", "after restart")
+    session2 = Session()
+    seen2 = Collector(session2)
+    follower2 = LogFollower(LocalHost("sim"), session2, unit="sglang.service", from_cursor=cursor)
+    await follower2.start()
+    try:
+        await seen2.wait_for(lambda ev: len(raws(seen2)) >= 1)
+        await asyncio.sleep(0.3)
+    finally:
+        await follower2.stop()
+    assert raws(seen2) == ["after restart"]
+
+
+async def _across_link_loss(ssh_server: SSHTestServer, follower: LogFollower, seen: Collector, write) -> list[str]:  # type: ignore[no-untyped-def]
+    """Write numbered lines throughout; drop the link mid-stream; return what was written."""
+    written: list[str] = []
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            line = f"[2026-05-28 10:00:00 TP0] numbered line {n}"
+            write(line)
+            written.append(line)
+            await asyncio.sleep(0.01)
+
+    await follower.start()
+    while follower.starts == 0:  # its start point is fixed; everything written from now on must arrive
+        await asyncio.sleep(0.01)
+    task = asyncio.get_running_loop().create_task(writer())
+    try:
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 20)
+        await ssh_server.stop()
+        await seen.wait_for(lambda ev: any(e.kind == "error" and e.source == "logs" for e in ev))
+        await asyncio.sleep(0.5)  # lines keep coming while the link is down
+        resumed_at = len(written)
+        await ssh_server.restart()
+        await seen.wait_for(lambda ev: len(raws(seen)) >= resumed_at + 20, timeout=30)
+        stop.set()
+        await task
+        try:
+            await seen.wait_for(lambda ev: len(raws(seen)) >= len(written), timeout=10)
+        except AssertionError:
+            got = raws(seen)
+            missing = [w for w in written if w not in set(got)]
+            raise AssertionError(f"{len(got)} of {len(written)} published; missing {missing[:5]}... "
+                                 f"dups {len(got) - len(set(got))}; cursor {follower.cursor}; starts {follower.starts}")
+        await asyncio.sleep(0.3)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await task
+        await follower.stop()
+    return written
+
+
+async def test_file_follower_over_ssh_loses_and_duplicates_nothing_across_a_reconnect(
+    tmp_path: Path, ssh_server: SSHTestServer
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("history\n")
+    session = Session()
+    seen = Collector(session)
+    host = ssh_server.make_host("gpu-host")
+    follower = LogFollower(host, session, path=str(log), backlog=0)
+
+    def write(line: str) -> None:
+        with open(log, "a") as fh:
+            fh.write(line + "\n")
+
+    try:
+        written = await _across_link_loss(ssh_server, follower, seen, write)
+    finally:
+        await host.close()
+    assert raws(seen) == written
+    assert [e.cursor for e in seen.of("log_line")] == [str(i) for i in range(2, len(written) + 2)]
+    assert follower.starts >= 2
+    assert await wait_gone(str(log)) == [] and processes_with("kimitui-tail") == []
+
+
+async def test_journal_follower_over_ssh_loses_and_duplicates_nothing_across_a_reconnect(
+    fake_journal: Path, ssh_server: SSHTestServer
+) -> None:
+    session = Session()
+    seen = Collector(session)
+    host = ssh_server.make_host("gpu-host")
+    append_entry(fake_journal, "sglang.service", "history")  # the fake's first cursor: s=kimitui-fake;i=0
+    follower = LogFollower(host, session, unit="sglang.service", from_cursor="s=kimitui-fake;i=0")
+    try:
+        written = await _across_link_loss(ssh_server, follower, seen,
+                                          lambda line: append_entry(fake_journal, "sglang.service", line))
+    finally:
+        await host.close()
+    assert raws(seen) == written
+    assert follower.starts >= 2
