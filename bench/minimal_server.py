@@ -114,6 +114,7 @@ class Stream:
             return _chunked(b'data: {"choices": [{"delta": {"content": "x"\n\n') + b"0\r\n\r\n"
         n = min(self.per_chunk, self.total - self.sent)
         self.sent += n
+        self.proto.server.chunks += 1
         out = self._chunk(" tok" * n, None)
         if self.sent >= self.total:
             out += self.tail()
@@ -153,6 +154,9 @@ class Server:
         self.in_flight = 0
         self.max_in_flight = 0
         self.request_ids: list[str] = []
+        self.chunks = 0
+        self.connections = 0
+        """Content chunks written, all streams together (``GET /stats``)."""
         self._ticking = False
 
     def add_shared(self, stream: Stream) -> None:
@@ -194,6 +198,7 @@ class Proto(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.server.connections += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -271,6 +276,11 @@ class Proto(asyncio.Protocol):
         if path == "/flush_cache":
             self.server.flushes += 1
             return self._reply(200, b"Cache flushed.\n", b"text/plain")
+        if path == "/stats":
+            st = self.server
+            return self._reply(200, json.dumps({"in_flight": st.in_flight, "requests": st.requests,
+                                                "chunks": st.chunks, "max_in_flight": st.max_in_flight,
+                                                "connections": st.connections}).encode())
         if path == "/health":
             return self._reply(200, b"")
         return self._reply(404, b'{"detail":"Not Found"}')
@@ -376,6 +386,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1024 streams need more than 1024 fds
 
     async def run() -> None:
         _srv, port, _ = await serve(args.host, args.port, args.tick_ms)

@@ -22,12 +22,14 @@ Timing rules (see ``reference/bench-anchors.md`` §9):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import yarl
 
 from kimitui.events import InFlight, RequestResult
 
@@ -53,6 +55,16 @@ class Deadlines:
     connect_s: float = 30.0
     stall_s: float = 60.0
     total_s: float = 900.0
+
+    @property
+    def aiohttp_timeout(self) -> aiohttp.ClientTimeout:
+        """Per phase: connect and stall (``sock_read``); no total (our own timer), never a 5 s default."""
+        return _timeout(self.connect_s, self.stall_s)
+
+
+@functools.lru_cache(maxsize=16)
+def _timeout(connect_s: float, stall_s: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s, sock_read=stall_s)
 
 
 class RequestTrace:
@@ -134,7 +146,13 @@ def make_connector(concurrency: int) -> aiohttp.TCPConnector:
     return aiohttp.TCPConnector(limit=max(1, concurrency), limit_per_host=0, keepalive_timeout=75)
 
 
-async def run_request(http: aiohttp.ClientSession, url: str, body: bytes, trace: RequestTrace,
+def make_session(concurrency: int) -> aiohttp.ClientSession:
+    """The load session: sized connector, no cookie jar, no decompression (less work per request)."""
+    return aiohttp.ClientSession(connector=make_connector(concurrency), cookie_jar=aiohttp.DummyCookieJar(),
+                                 auto_decompress=False, requote_redirect_url=False)
+
+
+async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: bytes, trace: RequestTrace,
                       deadlines: Deadlines) -> RequestTrace:
     """Send one request and fill ``trace``; never raises except on outside cancellation.
 
@@ -151,8 +169,7 @@ async def run_request(http: aiohttp.ClientSession, url: str, body: bytes, trace:
             task.cancel()
 
     timer = loop.call_later(deadlines.total_s, expire)
-    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=deadlines.connect_s,
-                                    sock_read=deadlines.stall_s)
+    timeout = deadlines.aiohttp_timeout
     headers = {"Content-Type": "application/json", "X-Request-ID": trace.request_id}
     trace.sent_ns = _perf_ns()
     try:

@@ -27,6 +27,7 @@ incomplete), and abort.  Whatever finished is always reported.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
@@ -34,8 +35,9 @@ import uuid
 from collections.abc import Callable
 
 import aiohttp
+import yarl
 
-from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_connector, run_request, to_result
+from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_session, run_request, to_result
 from kimitui.bench.health import HealthMonitor
 from kimitui.bench.prompts import prompt_source
 from kimitui.bench.stats import error_rate_exceeded, level_result, oversaturation
@@ -93,7 +95,7 @@ class SweepEngine:
         self.levels: list[LevelResult] = []
         self.health = HealthMonitor(self.sweep_id, host, emit)
         self.deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, spec.request_timeout_s)
-        self._endpoint = base_url(spec.url) + "/v1/chat/completions"
+        self._endpoint = yarl.URL(base_url(spec.url) + "/v1/chat/completions")  # parsed once, not per request
         self._prompt = prompt_source(spec.prompts, spec.seed)
         self._aborted: str | None = None
         self._cut: str | None = None
@@ -182,7 +184,7 @@ class SweepEngine:
             timer = loop.call_later(spec.level_time_limit_s, self._level_time_up)
         progress = loop.create_task(self._progress_loop())
         try:
-            async with aiohttp.ClientSession(connector=make_connector(c), auto_decompress=False) as http:
+            async with make_session(c) as http:
                 self._http = http
                 if spec.mode == "burst":
                     await self._burst(c)
@@ -259,12 +261,22 @@ class SweepEngine:
             if rounds is None and _perf_ns() - start >= self.spec.duration_s * 1e9:  # type: ignore[operator]
                 break
             n = c if budget is None else min(c, budget - r * c)
-            t0 = _perf_ns()
+            # Everything but the sends themselves happens before the clock starts: bodies, traces, tasks.
+            prepared = [self._prepare(idx + k, False, 0) for k in range(n)]
             loop = asyncio.get_running_loop()
-            tasks = [loop.create_task(self._one(idx + k, False, t0)) for k in range(n)]
+            tasks = [loop.create_task(self._one(idx + k, False, 0, prepared[k])) for k in range(n)]
+            gc_was_on = gc.isenabled()
+            gc.disable()  # a collection in the middle of the dispatch would show up as dispatch delay
+            t0 = _perf_ns()
+            for trace, _ in prepared:
+                trace.intended_ns = t0
             idx += n
             r += 1
-            await asyncio.gather(*tasks)
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                if gc_was_on:
+                    gc.enable()
 
     async def _rate(self, c: int) -> None:
         spec = self.spec
@@ -306,16 +318,23 @@ class SweepEngine:
             await asyncio.gather(*tasks)
 
     # -- one request ---------------------------------------------------------------
-    async def _one(self, idx: int, warm: bool, intended_ns: int) -> None:
+    def _prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
+        """The trace and body of one request, built before its send is due."""
         spec = self.spec
-        rid = f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}"
-        trace = RequestTrace(rid, self._c, warm, intended_ns)
-        task = asyncio.current_task()
-        assert task is not None and self._http is not None
-        self._inflight[rid] = (trace, task)  # type: ignore[assignment]
+        trace = RequestTrace(f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}", self._c, warm, intended_ns)
         max_tokens = min(spec.max_tokens, 32) if warm else spec.max_tokens
         body = build_body(self._model, self._prompt(idx), max_tokens, temperature=spec.temperature,
                           ignore_eos=spec.ignore_eos, extra=spec.extra_body)
+        return trace, body
+
+    async def _one(self, idx: int, warm: bool, intended_ns: int,
+                   prepared: tuple[RequestTrace, bytes] | None = None) -> None:
+        spec = self.spec
+        trace, body = prepared or self._prepare(idx, warm, intended_ns)
+        rid = trace.request_id
+        task = asyncio.current_task()
+        assert task is not None and self._http is not None
+        self._inflight[rid] = (trace, task)  # type: ignore[assignment]
         loop = asyncio.get_running_loop()
         # Announce after the send: in a burst every task sends before any announcement is built.
         loop.call_soon(self._announce, trace)

@@ -21,6 +21,7 @@ import gc
 import json
 import os
 import signal
+import stat
 import sys
 from typing import Any
 
@@ -39,10 +40,8 @@ async def _amain(cfg: dict[str, Any]) -> int:
     from kimitui.bench.sweep import SweepEngine
 
     loop = asyncio.get_running_loop()
-    out, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
-
-    def emit(ev: Event) -> None:
-        out.write(dump_event(ev).encode() + b"\n")
+    out = await _EventOut.open(loop)
+    emit = out.emit
 
     engine = SweepEngine(cfg["spec"], emit, sweep_id=cfg.get("sweep_id"), host=cfg.get("host") or "sim",
                          profile=cfg.get("profile"), progress_hz=float(cfg.get("progress_hz") or 4.0))
@@ -66,10 +65,70 @@ async def _amain(cfg: dict[str, Any]) -> int:
         await engine.run()
     finally:
         ctl.cancel()
-        while out.get_write_buffer_size():
-            await asyncio.sleep(0.01)
-        out.close()
+        await out.close()
     return 0
+
+
+class _EventOut:
+    """Event lines to stdout without ever blocking the load loop.
+
+    A pipe (the normal case: :class:`~kimitui.bench.runner.SweepRunner`) gets a
+    non-blocking pipe transport that buffers if the reader is slow; a regular
+    file (``> events.jsonl``) gets a buffered file flushed a few times a second.
+    """
+
+    def __init__(self, transport: asyncio.WriteTransport | None, file: Any = None) -> None:
+        self.transport = transport
+        self.file = file
+        self._flusher: asyncio.TimerHandle | None = None
+
+    @classmethod
+    async def open(cls, loop: asyncio.AbstractEventLoop) -> "_EventOut":
+        fd = os.dup(sys.stdout.fileno())
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+            transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(fd, "wb"))
+            return cls(transport)  # type: ignore[arg-type]
+        out = cls(None, os.fdopen(fd, "wb", buffering=1 << 16))
+        out._schedule_flush(loop)
+        return out
+
+    def _schedule_flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        def flush() -> None:
+            self.file.flush()
+            self._schedule_flush(loop)
+
+        self._flusher = loop.call_later(0.25, flush)
+
+    def emit(self, ev: Event) -> None:
+        data = dump_event(ev).encode() + b"\n"
+        if self.transport is not None:
+            self.transport.write(data)
+        else:
+            self.file.write(data)
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            while self.transport.get_write_buffer_size():
+                await asyncio.sleep(0.01)
+            self.transport.close()
+        else:
+            if self._flusher is not None:
+                self._flusher.cancel()
+            self.file.flush()
+            self.file.close()
+
+
+def _raise_fd_limit() -> None:
+    """One socket per in-flight request: C=1024 needs more than the usual soft limit of 1024."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not on every platform
+        pass
 
 
 def _read_first_line() -> str:
@@ -93,6 +152,7 @@ def main() -> int:
         sys.stdout.write(dump_event(SweepResult(sweep_id="", outcome="failed", reason=msg)) + "\n")
         sys.stdout.flush()
         return 2
+    _raise_fd_limit()
     gc.freeze()  # imports are done: keep the collector off the long-lived objects during the sweep
     try:
         import uvloop
