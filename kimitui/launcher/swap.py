@@ -377,6 +377,7 @@ async def swap(
     stop_grace_s: float | None = None,
     rollback: bool = True,
     rollback_timeout: float = DEFAULT_TIMEOUT_S,
+    port_wait_s: float = 10.0,
 ) -> SwapOutcome:
     """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc.
 
@@ -407,6 +408,7 @@ async def swap(
             stop_grace_s=stop_grace_s,
             rollback=rollback,
             rollback_timeout=rollback_timeout,
+            port_wait_s=port_wait_s,
         )
 
 
@@ -423,6 +425,7 @@ async def _swap_locked(
     stop_grace_s: float | None,
     rollback: bool,
     rollback_timeout: float,
+    port_wait_s: float,
 ) -> SwapOutcome:
     from kimitui.launcher.profiles import load
 
@@ -483,7 +486,7 @@ async def _swap_locked(
         sw.state(prev_name, "stopped")
         sw.progress(name, "stop", 1.0, f"{prev_name} stopped")
     phases.enter("port")
-    busy = await ports.wait_free(sw.host, target.port, timeout=min(10.0, timeout))
+    busy = await ports.wait_free(sw.host, target.port, timeout=min(port_wait_s, timeout))
     phases.close()
     if busy:
         reason = f"port {target.port} on {sw.host.name} is still in use by a process kimitui did not start: {busy}"

@@ -1,0 +1,72 @@
+"""Preflight: flags checked against the host's SGLang, a port held by a stranger, the swap plan."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from kimitui.host.local import LocalHost
+from kimitui.launcher import ports
+from kimitui.launcher.plan import plan_swap
+from kimitui.launcher.swap import check_flags, swap
+from kimitui.profiles import load_profile
+from tests.support.launcher_env import SimEnv, sim_env  # noqa: F401
+
+# What `python -m sglang.launch_server --help` prints, abridged (argparse format).
+SGLANG_HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
+options:
+  --model-path MODEL_PATH, --model MODEL_PATH
+  --tensor-parallel-size TENSOR_PARALLEL_SIZE, --tp-size TENSOR_PARALLEL_SIZE
+  --expert-parallel-size EXPERT_PARALLEL_SIZE, --ep-size EXPERT_PARALLEL_SIZE, --ep EXPERT_PARALLEL_SIZE
+  --host HOST  --port PORT  --mem-fraction-static MEM_FRACTION_STATIC
+  --context-length CONTEXT_LENGTH  --trust-remote-code  --enable-metrics
+  --max-running-requests MAX_RUNNING_REQUESTS
+  --num-continuous-decode-steps NUM_CONTINUOUS_DECODE_STEPS
+"""
+
+
+async def test_flags_unknown_to_the_installed_sglang_are_reported(tmp_path: Path) -> None:
+    fake_python = tmp_path / "python3"
+    fake_python.write_text(f"#!{sys.executable}\nimport sys\nassert sys.argv[1:] == ['-m', 'sglang.launch_server', '--help']\nprint({SGLANG_HELP!r})\n")
+    fake_python.chmod(0o755)
+    prof = tmp_path / "p.toml"
+    prof.write_text(f'name = "p"\nextends = "ep8-v2"\n[launcher]\npython = "{fake_python}"\n')
+    problems = await check_flags(LocalHost("gpu"), load_profile(str(prof)))
+    assert problems == ["--enable-eplb is not a flag of the installed SGLang"]
+
+    prof.write_text(f'name = "p"\nextends = "ep8-v2"\n[launcher]\npython = "{tmp_path / "missing"}"\n')
+    (missing,) = await check_flags(LocalHost("gpu"), load_profile(str(prof)))
+    assert missing.startswith("cannot run") and "sglang.launch_server --help" in missing
+
+
+async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(sim_env: SimEnv) -> None:
+    host = LocalHost("sim")
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", sim_env.port))
+        stranger.listen()
+        assert await ports.listening(host, sim_env.port)
+        target = sim_env.profile("t", "ep8-tuned")
+        out = await swap(host, str(target), session=sim_env.session, launcher=sim_env.launcher(host), timeout=30,
+                         port_wait_s=0.3)
+        assert out.outcome == "failed" and f"port {sim_env.port}" in out.reason
+        assert "did not start" in out.reason
+        assert stranger.fileno() != -1 and await ports.listening(host, sim_env.port)
+    assert await ports.listening(host, sim_env.port) == ""
+    assert await sim_env.launcher(host).current() is None
+
+
+def test_the_swap_plan_shows_changes_the_confound_warning_and_lint_errors(tmp_path: Path) -> None:
+    tuned, v2 = load_profile("ep8-tuned"), load_profile("ep8-v2")
+    plan = plan_swap(v2, running=tuned, baseline=tuned)
+    assert plan.confounded and plan.changes == {"enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
+    assert plan.warnings[0].startswith("confounded: 2 knobs changed")
+    assert any("has no effect in this SGLang" in w for w in plan.warnings)
+    assert plan.variants == ["ep8-eplb", "ep8-cont16"] and plan.errors == []
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nextends = "ep8-tuned"\nep_size = 3\n')
+    refused = plan_swap(load_profile(str(bad)), running=tuned, baseline=None)
+    assert refused.errors and "ep_size" in refused.errors[0]
