@@ -82,7 +82,6 @@ _LEVEL_SEVERITY = {
 _BATCH = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] (.*)$")
 _ACCESS = re.compile(r'^(\S+) - "([A-Z]+) (\S+)(?: (HTTP/[\d.]+))?" (\d{3})')
 _KV_EQ = re.compile(r"([A-Za-z_][\w.]*)=([^\s,]+)")
-_GB = re.compile(r"([A-Za-z_ ]+?)[=:] ?(\d+(?:\.\d+)?) ?GB")
 _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )(\d+(?:\.\d+)?) ?s")
 _CAPTURING = re.compile(
     r"Capturing (batches|num tokens) \((?:bs|num_tokens)=(\d+) avail_mem=(\d+(?:\.\d+)?) GB\):\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)"
@@ -204,8 +203,32 @@ def _kv_pairs(text: str, fields: Fields) -> None:
 
 
 def _gb_fields(text: str, fields: Fields) -> None:
-    for key, val in _GB.findall(text):
-        fields[_slug(key) + "_gb"] = float(val)
+    """``avail mem=20.17 GB``, ``KV size: 34.30 GB`` -> ``avail_mem_gb``, ``kv_size_gb``."""
+    chunks = text.split(" GB")
+    for chunk in chunks[:-1]:
+        tail = chunk[-64:]
+        i = len(tail)
+        while i and (tail[i - 1].isdigit() or tail[i - 1] == "."):
+            i -= 1
+        number, rest = tail[i:], tail[:i]
+        if not number or number == ".":
+            continue
+        if rest.endswith("="):
+            rest = rest[:-1]
+        elif rest.endswith(": "):
+            rest = rest[:-2]
+        else:
+            continue
+        words = rest.split()
+        if not words:
+            continue
+        key = words[-1]
+        if len(words) > 1 and words[-2].isalpha():  # two-word keys: "avail mem", "KV size"
+            key = f"{words[-2]} {key}"
+        try:
+            fields[_slug(key) + "_gb"] = float(number)
+        except ValueError:
+            continue
 
 
 # --------------------------------------------------------------------------- kinds
