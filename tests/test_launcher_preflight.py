@@ -70,3 +70,24 @@ def test_the_swap_plan_shows_changes_the_confound_warning_and_lint_errors(tmp_pa
     bad.write_text('name = "bad"\nextends = "ep8-tuned"\nep_size = 3\n')
     refused = plan_swap(load_profile(str(bad)), running=tuned, baseline=None)
     assert refused.errors and "ep_size" in refused.errors[0]
+
+
+async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(tmp_path: Path) -> None:
+    from kimitui.launcher.process import ProcessLauncher
+    from kimitui.session import Session
+    from tests.support.sshd import SSHTestServer
+
+    server = SSHTestServer(tmp_path / "sshd")
+    await server.start()
+    host = server.make_host("gpu")
+    await host.connect()
+    await server.stop()  # the link is gone
+    session, events = Session("gpu"), []
+    session.add_sink(events.append)
+    try:
+        launcher = ProcessLauncher(host, simulated=True, state_dir=str(tmp_path / "state"))
+        out = await swap(host, "ep8-tuned", session=session, launcher=launcher, timeout=5)
+    finally:
+        await host.close()
+    assert out.outcome == "failed" and "gpu" in out.reason and not out.ok
+    assert events[-1].kind == "profile_switch" and events[-1].outcome == "failed"

@@ -60,9 +60,15 @@ def test_swap_status_drift_and_stop_from_the_shell(cli, tmp_path: Path) -> None:
     nothing = cli("status")
     assert nothing.returncode == 1 and "nothing kimitui started is running" in nothing.stdout
 
-    swapped = cli.process("swap", str(good), "--yes", "--timeout", "60")  # the real entry point, once
+    rec = tmp_path / "swap.jsonl"
+    swapped = cli.process("swap", str(good), "--yes", "--timeout", "60", "--out", str(rec))  # the real entry point
     assert swapped.returncode == 0, swapped.stdout + swapped.stderr
     assert "good serving on sim" in swapped.stdout and "Traceback" not in swapped.stderr
+    from kimitui.recording import read_recording
+
+    recorded = read_recording(next(tmp_path.glob("swap.jsonl*")))
+    kinds = [e.kind for e in recorded.events]
+    assert "swap_progress" in kinds and kinds[-1] == "profile_switch" and recorded.events[-1].outcome == "ok"
 
     status = cli("status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr

@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S", help="readiness timeout in seconds")
     p.add_argument("--check-flags", action="store_true", help="check every flag against the host's launch_server --help")
+    p.add_argument("--out", metavar="FILE.jsonl", help="record the swap's events (progress, states, the switch) to FILE")
     p.set_defaults(func=run)
 
 
@@ -76,10 +77,25 @@ async def _run(args: argparse.Namespace) -> int:
         if not args.yes and not _confirm(console, f"swap {host.name} to {target.name}?"):
             return EXIT_NOT_SERVING
         session = Session(host=host.name)
-        with SwapBar(console) as bar:
-            session.add_sink(bar)
-            outcome = await swap(host, target, session=session, timeout=args.timeout, launcher=launcher,
-                                 extra_dirs=extra, flag_check=args.check_flags)
+        writer = None
+        if args.out:
+            from kimitui.recording import RecordingError, RecordingWriter
+
+            try:
+                writer = RecordingWriter(args.out, hosts=[host.name], meta={"command": "swap"}).start()
+            except (RecordingError, OSError) as exc:
+                console.print(f"[red]error[/]: --out: {escape(str(exc))}")
+                return EXIT_USAGE
+            session.add_sink(writer)
+        try:
+            with SwapBar(console) as bar:
+                session.add_sink(bar)
+                outcome = await swap(host, target, session=session, timeout=args.timeout, launcher=launcher,
+                                     extra_dirs=extra, flag_check=args.check_flags)
+        finally:
+            path = await writer.aclose() if writer is not None else None
+        if path is not None:
+            console.print(f"recorded to {escape(str(path))}")
     _show_outcome(console, host.name, outcome)
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
 

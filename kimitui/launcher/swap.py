@@ -20,12 +20,13 @@ log excerpt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kimitui.events import Event, ProfileState, ProfileSwitch, SwapProgress
-from kimitui.host.base import Host, HostError
+from kimitui.host.base import Host, HostError, HostUnavailable, Stream
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.health import NotHealthy, wait_healthy, warmup
@@ -194,25 +195,20 @@ class _Swap:
     async def _await_ready(
         self, name: str, record: RunRecord, deadline: float, phases: _Phases, launcher: Launcher
     ) -> None:
+        """Follow this start's log until ready; raise SwapFailed on a fatal line, exit or timeout.
+
+        If the log follower ends while the server still runs (an SSH link that dropped and
+        came back), it is opened again; readiness ignores the lines it has already seen.
+        """
         readiness = Readiness()
-        stream = await launcher.follow_log(record)
-        lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for line in stream:
-                    lines.put_nowait(line)
-            finally:
-                lines.put_nowait(None)
-
-        reader = asyncio.get_running_loop().create_task(pump())
+        log = _LogLines(launcher, record)
+        await log.open()
         next_check = time.monotonic() + LIVENESS_INTERVAL_S
         fatal_deadline: float | None = None
-        ended = False
         try:
             while True:
                 now = time.monotonic()
-                if fatal_deadline is not None and (now >= fatal_deadline or ended):
+                if fatal_deadline is not None and (now >= fatal_deadline or log.ended):
                     raise SwapFailed(
                         _fatal_reason(name, readiness), _excerpt(readiness.fatal_lines, list(readiness.recent))
                     )
@@ -221,10 +217,11 @@ class _Swap:
                         f"{name} was not ready within the timeout (last step: {_last_step(readiness)})",
                         list(readiness.recent)[-15:],
                     )
-                if ended or now >= next_check:
+                if fatal_deadline is None and (log.ended or now >= next_check):
                     next_check = now + LIVENESS_INTERVAL_S
-                    if fatal_deadline is None and not await launcher.alive(record):
-                        await _drain(lines, readiness, 0.3)
+                    alive = await _alive_or_unknown(launcher, record)
+                    if not alive:
+                        await log.drain_into(readiness, 0.3)
                         if readiness.fatal:
                             raise SwapFailed(
                                 _fatal_reason(name, readiness),
@@ -234,14 +231,13 @@ class _Swap:
                             f"{name}: the server process exited during start-up (last step: {_last_step(readiness)})",
                             list(readiness.recent)[-15:],
                         )
+                    if log.ended:
+                        await asyncio.sleep(0.2)
+                        await log.reopen()
+                        continue
                 wait = min(next_check, deadline, fatal_deadline or deadline) - now
-                try:
-                    line = await asyncio.wait_for(lines.get(), max(0.01, wait)) if not ended else None
-                except asyncio.TimeoutError:
-                    continue
+                line = await log.get(max(0.01, wait))
                 if line is None:
-                    ended = True
-                    await asyncio.sleep(0.05)
                     continue
                 step = readiness.feed(line)
                 if readiness.fatal and fatal_deadline is None:
@@ -251,25 +247,83 @@ class _Swap:
                     if readiness.ready:
                         return
         finally:
-            reader.cancel()
-            await stream.stop(grace_s=1.0)
+            await log.close()
 
     def _on_step(self, name: str, step: Step, phases: _Phases) -> None:
         phases.enter(step.phase)
         self.progress(name, step.phase, step.fraction, step.message)
 
 
-async def _drain(lines: asyncio.Queue[str | None], readiness: Readiness, for_s: float) -> None:
-    """Feed what is still coming for up to ``for_s`` (the last lines of a dying server)."""
-    end = time.monotonic() + for_s
-    while (left := end - time.monotonic()) > 0:
+async def _alive_or_unknown(launcher: Launcher, record: RunRecord) -> bool:
+    """Whether the start still runs; True while the host cannot be asked (the deadline still holds)."""
+    try:
+        return await launcher.alive(record)
+    except HostUnavailable:
+        return True
+
+
+class _LogLines:
+    """The lines of one start's log, through a follower that can be reopened after a dropped link."""
+
+    def __init__(self, launcher: Launcher, record: RunRecord) -> None:
+        self.launcher = launcher
+        self.record = record
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.stream: Stream | None = None
+        self.reader: asyncio.Task[None] | None = None
+        self.ended = False
+
+    async def open(self) -> None:
+        self.stream = await self.launcher.follow_log(self.record)
+        self.ended = False
+        stream, queue = self.stream, self.queue
+
+        async def pump() -> None:
+            try:
+                async for line in stream:
+                    queue.put_nowait(line)
+            except HostError:
+                pass  # the link dropped: the caller reopens if the server still runs
+            finally:
+                queue.put_nowait(None)
+
+        self.reader = asyncio.get_running_loop().create_task(pump())
+
+    async def reopen(self) -> None:
+        await self.close()
+        self.queue = asyncio.Queue()
         try:
-            line = await asyncio.wait_for(lines.get(), left)
+            await self.open()
+        except HostUnavailable:
+            self.ended = True  # try again at the next liveness check
+
+    async def get(self, timeout: float) -> str | None:
+        """The next line, or None on timeout / end (then ``ended`` is set)."""
+        if self.ended:
+            await asyncio.sleep(min(timeout, 0.05))
+            return None
+        try:
+            line = await asyncio.wait_for(self.queue.get(), timeout)
         except asyncio.TimeoutError:
-            return
+            return None
         if line is None:
-            return
-        readiness.feed(line)
+            self.ended = True
+        return line
+
+    async def drain_into(self, readiness: Readiness, for_s: float) -> None:
+        """Feed what is still coming for up to ``for_s`` (the last lines of a dying server)."""
+        end = time.monotonic() + for_s
+        while not self.ended and (left := end - time.monotonic()) > 0:
+            line = await self.get(left)
+            if line is not None:
+                readiness.feed(line)
+
+    async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+        if self.stream is not None:
+            with contextlib.suppress(HostError):
+                await self.stream.stop(grace_s=1.0)
 
 
 def _last_step(readiness: Readiness) -> str:
@@ -390,26 +444,42 @@ async def swap(
         target = load(target, extra_dirs)
     lock = _locks.setdefault(host.name, asyncio.Lock())
     async with lock:
-        if launcher is not None:
-            sw = _Swap(host, session, launcher, launcher)
-        else:
-            found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
-            target_launcher = launcher_for(host, target, simulated=simulated)
-            sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
-        return await _swap_locked(
-            sw,
-            target,
-            timeout=timeout,
-            previous_profile=previous_profile,
-            extra_dirs=extra_dirs,
-            flag_check=flag_check,
-            do_warmup=do_warmup,
-            base_url=base_url,
-            stop_grace_s=stop_grace_s,
-            rollback=rollback,
-            rollback_timeout=rollback_timeout,
-            port_wait_s=port_wait_s,
-        )
+        try:
+            if launcher is not None:
+                sw = _Swap(host, session, launcher, launcher)
+            else:
+                found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
+                target_launcher = launcher_for(host, target, simulated=simulated)
+                sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
+            return await _swap_locked(
+                sw,
+                target,
+                timeout=timeout,
+                previous_profile=previous_profile,
+                extra_dirs=extra_dirs,
+                flag_check=flag_check,
+                do_warmup=do_warmup,
+                base_url=base_url,
+                stop_grace_s=stop_grace_s,
+                rollback=rollback,
+                rollback_timeout=rollback_timeout,
+                port_wait_s=port_wait_s,
+            )
+        except (HostError, LaunchError) as exc:
+            return _lost(host, session, target.name, exc)
+
+
+def _lost(host: Host, session: Session | None, name: str, exc: Exception) -> SwapOutcome:
+    """The host failed us mid-swap (link down, command refused): say so; the state there is unknown."""
+    reason = (
+        f"the swap to {name} could not finish on {host.name}: {exc}; "
+        f"what runs there now is unknown (`kimitui status --host {host.name}` tells)"
+    )
+    event = ProfileSwitch(host=host.name, to_profile=name, outcome="failed", reason=reason)
+    if session is not None:
+        session.publish(ProfileState(host=host.name, profile=name, state="unknown", detail=reason))
+        session.publish(event)
+    return SwapOutcome("failed", name, None, None, reason, switch=event)
 
 
 async def _swap_locked(
