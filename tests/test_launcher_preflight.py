@@ -91,3 +91,8 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
         await host.close()
     assert out.outcome == "failed" and "gpu" in out.reason and not out.ok
     assert events[-1].kind == "profile_switch" and events[-1].outcome == "failed"
+
+
+async def test_an_unknown_profile_is_refused_with_the_search_path(tmp_path: Path) -> None:
+    out = await swap(LocalHost("sim"), "no-such-profile", timeout=5)
+    assert out.outcome == "failed" and "refused" in out.reason and "no profile named 'no-such-profile'" in out.reason

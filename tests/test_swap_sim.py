@@ -123,3 +123,25 @@ async def test_failed_swap_with_nothing_to_roll_back_to_says_so(sim_env: SimEnv)
     assert out.outcome == "failed" and out.serving is None and "scheduler exception" in out.reason
     assert await launcher.current() is None
     assert sim_env.kinds("profile_switch")[-1].outcome == "failed"
+
+
+async def test_a_swap_over_ssh_survives_the_link_dropping_during_start_up(sim_env: SimEnv, tmp_path) -> None:
+    from tests.support.sshd import SSHTestServer
+
+    server = SSHTestServer(tmp_path / "sshd")
+    await server.start()
+    try:
+        async with server.make_host("sim-ssh") as host:
+            launcher = sim_env.launcher(host)
+            target = sim_env.profile("slowish", "ep8-tuned", startup_s=250.0)  # ~2.5 s at time-scale 100
+            task = asyncio.create_task(swap(host, str(target), session=sim_env.session, launcher=launcher, timeout=60))
+            for _ in range(400):
+                if any(e.kind == "swap_progress" and e.phase == "weights" for e in sim_env.events):
+                    break
+                await asyncio.sleep(0.01)
+            await server.restart()  # every connection aborted, every remote command killed
+            out = await task
+            assert out.ok, out.reason  # the detached server lived on and the follower came back
+            assert (await launcher.current()).profile == "slowish"
+    finally:
+        await server.stop()

@@ -441,7 +441,12 @@ async def swap(
     from kimitui.launcher.profiles import load
 
     if isinstance(target, str):
-        target = load(target, extra_dirs)
+        from kimitui.profiles import ProfileError
+
+        try:
+            target = load(target, extra_dirs)
+        except ProfileError as exc:
+            return _lost(host, session, str(target), exc, refused=True)
     lock = _locks.setdefault(host.name, asyncio.Lock())
     async with lock:
         try:
@@ -469,15 +474,22 @@ async def swap(
             return _lost(host, session, target.name, exc)
 
 
-def _lost(host: Host, session: Session | None, name: str, exc: Exception) -> SwapOutcome:
-    """The host failed us mid-swap (link down, command refused): say so; the state there is unknown."""
-    reason = (
-        f"the swap to {name} could not finish on {host.name}: {exc}; "
-        f"what runs there now is unknown (`kimitui status --host {host.name}` tells)"
-    )
+def _lost(host: Host, session: Session | None, name: str, exc: Exception, *, refused: bool = False) -> SwapOutcome:
+    """The host failed us mid-swap (link down, command refused): say so; the state there is unknown.
+
+    ``refused``: the target could not even be loaded; nothing was touched.
+    """
+    if refused:
+        reason = f"the swap to {name} was refused: {exc}"
+    else:
+        reason = (
+            f"the swap to {name} could not finish on {host.name}: {exc}; "
+            f"what runs there now is unknown (`kimitui status --host {host.name}` tells)"
+        )
     event = ProfileSwitch(host=host.name, to_profile=name, outcome="failed", reason=reason)
     if session is not None:
-        session.publish(ProfileState(host=host.name, profile=name, state="unknown", detail=reason))
+        if not refused:
+            session.publish(ProfileState(host=host.name, profile=name, state="unknown", detail=reason))
         session.publish(event)
     return SwapOutcome("failed", name, None, None, reason, switch=event)
 
