@@ -96,6 +96,17 @@ class Stream:
                             "total_tokens": self.prompt_tokens + self.sent}
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
+    def _content_chunk(self, n: int) -> bytes:
+        """The hot path of the benchmark server: bytes formatting, no json.dumps per chunk."""
+        usage = b""
+        if self.usage_each:
+            usage = b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
+                self.prompt_tokens, self.sent, self.prompt_tokens + self.sent)
+        return b'data: {"id":"%s","object":"chat.completion.chunk","created":1780000000,"model":"%s",' \
+               b'"choices":[{"index":0,"delta":{"reasoning_content":null,"content":"%s"},"logprobs":null,' \
+               b'"finish_reason":null,"matched_stop":null}]%s}\n\n' % (
+                   self.rid.encode(), MODEL.encode(), b" tok" * n, usage)
+
     def start(self) -> bytes:
         return _HDR + _chunked(self._chunk(None, None, role=True))
 
@@ -115,7 +126,7 @@ class Stream:
         n = min(self.per_chunk, self.total - self.sent)
         self.sent += n
         self.proto.server.chunks += 1
-        out = self._chunk(" tok" * n, None)
+        out = self._content_chunk(n)
         if self.sent >= self.total:
             out += self.tail()
             return _chunked(out) + b"0\r\n\r\n"

@@ -34,7 +34,7 @@ import yarl
 from kimitui.events import InFlight, RequestResult
 
 _perf_ns = time.perf_counter_ns
-_loads = json.loads
+_raw_decode = json.JSONDecoder().raw_decode  # the C scanner, without json.loads' encoding sniffing per call
 
 
 class Clock:
@@ -238,7 +238,9 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         trace.saw_done = True
         return False
     try:
-        obj = _loads(payload)
+        obj, end = _raw_decode(payload.decode())
+        if end != len(payload) and payload[end:].strip():
+            raise ValueError("trailing data")
     except ValueError:
         trace.fail("malformed", f"bad JSON in stream: {payload[:120]!r}")
         return False
