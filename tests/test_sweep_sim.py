@@ -21,6 +21,13 @@ pytestmark = pytest.mark.timeout(60)
 SCALE = 50.0
 
 
+def fast(tmp: Path, profile: str) -> str:
+    """The profile with a half-second simulated start-up (the simulator's test-speed knob)."""
+    path = tmp / f"fast-{profile}.toml"
+    path.write_text(f'name = "fast-{profile}"\nextends = "{profile}"\n[sim]\nstartup_s = 0.5\n')
+    return str(path)
+
+
 async def sweep(url: str, model: str, **kw: Any) -> tuple[SweepResult, list[LevelResult], list[RequestResult]]:
     base: dict[str, Any] = dict(url=url, model=model, levels=[1], max_tokens=128, requests_per_level=4)
     base.update(kw)
@@ -31,8 +38,8 @@ async def sweep(url: str, model: str, **kw: Any) -> tuple[SweepResult, list[Leve
     return result, levels, results
 
 
-async def test_c1_decode_matches_the_calibrated_profile() -> None:
-    async with start_sim("ep8-tuned", time_scale=SCALE) as sim:
+async def test_c1_decode_matches_the_calibrated_profile(tmp_path: Path) -> None:
+    async with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=SCALE) as sim:
         result, [c1, c8], results = await sweep(sim.url, "", levels=[1, 8], max_tokens=256, requests_per_level=8)
     assert result.outcome == "completed"
     assert all(r.ok and r.completion_tokens == 256 and r.tokens_from_usage for r in results)
@@ -44,8 +51,9 @@ async def test_c1_decode_matches_the_calibrated_profile() -> None:
 
 
 @pytest.mark.parametrize(("fault", "error_class"), [("http_500", "http_status"), ("drop", "reset")])
-async def test_sim_faults_land_in_their_class_and_the_sweep_goes_on(fault: str, error_class: str) -> None:
-    async with start_sim("ep8-tuned", time_scale=SCALE, fault=fault, fault_rate=0.4, seed=3) as sim:
+async def test_sim_faults_land_in_their_class_and_the_sweep_goes_on(fault: str, error_class: str,
+                                                                    tmp_path: Path) -> None:
+    async with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=SCALE, fault=fault, fault_rate=0.4, seed=3) as sim:
         result, levels, results = await sweep(sim.url, sim.model, levels=[2, 4], requests_per_level=10,
                                               max_error_rate=0.9)
     assert result.outcome == "completed" and [lv.concurrency for lv in levels] == [2, 4]
@@ -57,9 +65,9 @@ async def test_sim_faults_land_in_their_class_and_the_sweep_goes_on(fault: str, 
         assert any(r.chunks > 0 for r in failed)  # what arrived before the drop is kept
 
 
-async def test_sim_stall_is_a_straggler_with_its_gap_or_a_stall_error() -> None:
+async def test_sim_stall_is_a_straggler_with_its_gap_or_a_stall_error(tmp_path: Path) -> None:
     # the sim holds a stalled request for 10 simulated s = 0.2 s here
-    async with start_sim("ep8-tuned", time_scale=SCALE, fault="stall", fault_rate=0.3, seed=5) as sim:
+    async with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=SCALE, fault="stall", fault_rate=0.3, seed=5) as sim:
         _, [lv], results = await sweep(sim.url, sim.model, levels=[2], requests_per_level=10,
                                        straggler_gap_s=0.05)
         stalled = {s.request_id: s for s in lv.stragglers}
@@ -77,7 +85,7 @@ async def test_sim_stall_is_a_straggler_with_its_gap_or_a_stall_error() -> None:
 async def test_speculative_multi_token_chunks_are_counted_as_tokens(tmp_path: Path) -> None:
     prof = tmp_path / "ep8-spec.toml"
     prof.write_text('name = "ep8-spec"\nextends = "ep8-tuned"\nspeculative_algorithm = "EAGLE"\n'
-                    "speculative_num_steps = 3\nspeculative_num_draft_tokens = 4\n")
+                    "speculative_num_steps = 3\nspeculative_num_draft_tokens = 4\n[sim]\nstartup_s = 0.5\n")
     async with start_sim(str(prof), time_scale=SCALE) as sim:
         _, [lv], results = await sweep(sim.url, sim.model, levels=[1], max_tokens=200, requests_per_level=3)
     assert all(r.ok and r.completion_tokens == 200 for r in results)
@@ -86,8 +94,8 @@ async def test_speculative_multi_token_chunks_are_counted_as_tokens(tmp_path: Pa
     assert lv.output_tokens == 600
 
 
-async def test_eplb_rebalance_stall_is_flagged() -> None:
-    async with start_sim("ep8-eplb", time_scale=SCALE, seed=1) as sim:
+async def test_eplb_rebalance_stall_is_flagged(tmp_path: Path) -> None:
+    async with start_sim(fast(tmp_path, "ep8-eplb"), time_scale=SCALE, seed=1) as sim:
         _, [lv], results = await sweep(sim.url, sim.model, levels=[1], max_tokens=512, requests_per_level=4,
                                        straggler_gap_s=0.005)
     assert all(r.ok for r in results)
