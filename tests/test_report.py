@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.cli import main
-from kimitui.events import SweepSpec
+from kimitui.events import LevelResult, RequestResult, SweepSpec
 from kimitui.recording import Recording, RecordingHeader, write_recording
 from kimitui.report import compare, summarize
 from kimitui.report.charts import BOTH, line_chart
@@ -104,6 +104,21 @@ def test_differing_workloads_are_refused(field: str, value: object) -> None:
     assert lines[0].startswith("not comparable") and "enable_eplb" in lines[-1]
 
 
+def test_latency_alone_does_not_decide_the_verdict() -> None:
+    a = tuned()
+    slow_ttft = []
+    for e in tuned(seed=5).events:
+        if isinstance(e, RequestResult) and e.ttft_s is not None:
+            e = e.model_copy(update={"ttft_s": e.ttft_s * 3})
+        elif isinstance(e, LevelResult):
+            e = e.model_copy(update={"ttft": e.ttft.model_copy(update={"p50": 0.6})})
+        slow_ttft.append(e)
+    cmp = compare(a, rec(slow_ttft))
+    ttft = next(f for f in cmp.level(8).figures if f.figure == "ttft_p50")  # type: ignore[union-attr]
+    assert ttft.verdict == "regressed" and not ttft.primary and ttft.change_pct == pytest.approx(200, abs=1)
+    assert cmp.verdict == "no_change"
+
+
 def test_two_knobs_changed_is_confounded() -> None:
     cmp = compare(tuned(), rec(synthetic_sweep(seed=3, requests_per_level=20, levels=[1, 8, 32, 64], peak_scale=0.56,
                                                profile="ep8-v2", knobs={**EPLB, "num_continuous_decode_steps": 16})))
@@ -177,7 +192,7 @@ def test_json_is_stable_and_documented_keys() -> None:
     c = data["comparison"]
     assert c["verdict"] == "regressed" and c["knob_diff"] == {"enable_eplb": [False, True]}
     assert set(c["peak"]) == {"figure", "label", "concurrency", "a", "b", "ratio", "low", "high", "change_pct",
-                              "noise_pct", "noise", "verdict", "higher_is_better"}
+                              "noise_pct", "noise", "verdict", "higher_is_better", "primary"}
     assert c["summary"][0].startswith("regression")
     doc = (Path(__file__).parents[1] / "docs" / "report-json.md").read_text()
     for key in list(sweep) + list(level) + list(c) + list(c["peak"]):

@@ -46,6 +46,8 @@ class FigureComparison:
     """``repeats``, ``bootstrap`` or ``unknown``."""
     verdict: Verdict
     higher_is_better: bool = True
+    primary: bool = True
+    """Whether this figure counts toward the overall verdict."""
 
     @property
     def change_pct(self) -> float | None:
@@ -111,11 +113,12 @@ class Comparison:
 
     @property
     def regressions(self) -> list[FigureComparison]:
-        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.verdict == "regressed"]
+        """Primary figures (and the peak) that regressed: these make the overall verdict."""
+        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.primary and f.verdict == "regressed"]
 
     @property
     def improvements(self) -> list[FigureComparison]:
-        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.verdict == "improved"]
+        return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.primary and f.verdict == "improved"]
 
     def summary_lines(self) -> list[str]:
         """Plain sentences, most important first (the compare view's and the report's headline)."""
@@ -130,7 +133,7 @@ class Comparison:
             pa, pb = self.a.peak, self.b.peak
             assert pa is not None and pb is not None
             lines.append(f"{self.peak.describe()}: {pa[1]:.0f} tok/s at C={pa[0]} -> {pb[1]:.0f} tok/s at C={pb[0]}")
-        notable = [f for f in self.rows() if f.verdict in ("regressed", "improved")]
+        notable = [f for f in self.rows() if f.primary and f.verdict in ("regressed", "improved")]
         first = self.levels[0] if self.levels else None
         if first is not None:  # the lowest level's decode rate: the per-request health figure
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50"), None)
@@ -178,6 +181,16 @@ def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool
     return se, ("bootstrap" if se is not None else "unknown")
 
 
+def _floor(fig: Figure, row: LevelRow, value: float) -> float:
+    """The figure's run-to-run floor; for latencies also the client's own timing jitter
+    (the level's dispatch delay p99), relative to the value."""
+    floor = fig.noise_floor
+    if fig.unit == "s" and value > 0:
+        jitter_ms = max((r.dispatch_delay_p99_ms or 0.0 for r in row.repeats), default=0.0)
+        floor = max(floor, jitter_ms / 1000.0 / value)
+    return floor
+
+
 def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: float,
             concurrency: int | None, a_key: str, b_key: str, value_a: float | None = None,
             value_b: float | None = None) -> FigureComparison:
@@ -186,15 +199,16 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
     use_repeats = len(ra.repeats) >= 2 and len(rb.repeats) >= 2
     if va is None or vb is None or va <= 0 or vb < 0:
         return FigureComparison(fig.name, fig.label, concurrency, va, vb, None, None, None, "unknown", "n/a",
-                                fig.higher_is_better)
+                                fig.higher_is_better, fig.primary)
     se_a, src_a = _noise(ra, fig, seed=seed, key=f"A:{a_key}:{fig.name}", use_repeats=use_repeats)
     se_b, src_b = _noise(rb, fig, seed=seed, key=f"B:{b_key}:{fig.name}", use_repeats=use_repeats)
-    se_a = None if se_a is None else max(se_a, fig.noise_floor)
-    se_b = None if se_b is None else max(se_b, fig.noise_floor)
+    se_a = None if se_a is None else max(se_a, _floor(fig, ra, va))
+    se_b = None if se_b is None else max(se_b, _floor(fig, rb, vb))
     ratio, low, high = stats.ratio_interval(va, vb, se_a, se_b)
     source = src_a if src_a == src_b else "unknown" if "unknown" in (src_a, src_b) else f"{src_a}+{src_b}"
     return FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source,
-                            judge(ratio, low, high, fig.higher_is_better, min_effect), fig.higher_is_better)
+                            judge(ratio, low, high, fig.higher_is_better, min_effect), fig.higher_is_better,
+                            fig.primary)
 
 
 def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | None = None,

@@ -83,7 +83,7 @@ def figure_dict(f: FigureComparison) -> dict[str, Any]:
         "figure": f.figure, "label": f.label, "concurrency": f.concurrency, "a": _clean(f.a), "b": _clean(f.b),
         "ratio": _clean(f.ratio), "low": _clean(f.low), "high": _clean(f.high), "change_pct": _clean(f.change_pct),
         "noise_pct": _clean(f.noise_pct), "noise": f.noise, "verdict": f.verdict,
-        "higher_is_better": f.higher_is_better,
+        "higher_is_better": f.higher_is_better, "primary": f.primary,
     }
 
 
@@ -293,9 +293,11 @@ def comparison_md(cmp: Comparison) -> list[str]:
     for f in figs:
         digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
         out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
-                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {VERDICT_WORDS[f.verdict]} |")
-    out += ["", f"Noise: 95 % interval of B/A from {_noise_how(cmp)}; a change counts when the interval excludes "
-            f"no-change and it is at least {cmp.min_effect * 100:.0f} %."]
+                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {VERDICT_WORDS[f.verdict]}"
+                   f"{'' if f.primary else ' (info)'} |")
+    out += ["", f"Noise: 95 % interval of B/A from {_noise_how(cmp)}, never narrower than the figure's run-to-run "
+            f"floor; a change counts when the interval excludes no-change and it is at least "
+            f"{cmp.min_effect * 100:.0f} %. Figures marked (info) do not decide the verdict."]
     chart = line_chart({
         f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels],  # type: ignore[misc]
         f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels],  # type: ignore[misc]

@@ -21,14 +21,21 @@ class Figure:
     noise_floor: float
     """Least relative standard error per side: the run-to-run variance (server warm-up, host
     load, batching luck) that resampling one run's requests cannot see."""
+    primary: bool = True
+    """Primary figures decide the overall verdict; the others are shown with their own verdict only."""
 
 
 FIGURES: tuple[Figure, ...] = (
     Figure("agg_tok_s", "aggregate tok/s", True, "tok/s", 0.03),
-    Figure("steady_tok_s", "steady tok/s", True, "tok/s", 0.03),
+    Figure("steady_tok_s", "steady tok/s", True, "tok/s", 0.05),
     Figure("decode_tok_s_p50", "decode p50", True, "tok/s", 0.03),
-    Figure("ttft_p50", "TTFT p50", False, "s", 0.10),
+    Figure("ttft_p50", "TTFT p50", False, "s", 0.20, primary=False),
 )
+"""Floors: same-profile runs on the simulator (burst, C=8/256, repeated on a loaded 2-core host)
+spread ~±4 % in aggregate and decode rate, ~±9 % in the steady-state figure (its window
+depends on the ramp) and by up to 2x in TTFT p50 at C=256 (where a request lands in the
+prefill queue) — so TTFT is not primary: its verdict is shown, the overall verdict is the
+throughput's.  Repeats, when recorded, measure the spread directly; the floor still applies."""
 FIGURE_BY_NAME = {f.name: f for f in FIGURES}
 
 DEFAULT_MIN_EFFECT = 0.05
