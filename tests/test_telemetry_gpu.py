@@ -132,3 +132,50 @@ async def test_over_ssh_the_link_dies_the_stream_resumes_and_no_agent_is_orphane
     assert "lost" in states and states.count("connected") >= 2
     gap = next(e for e in seen.of("gpu_event") if isinstance(e, GpuEvent) and e.event == "gap")
     assert "resumed after" in gap.detail and gap.host == "gpu-host"
+
+
+async def test_a_lost_gpu_is_an_event_and_the_other_seven_keep_streaming(
+    sim_gpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KIMITUI_FAKE_NVML", "lost=5@0.3;pcie_delay=0.001")
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    gpu = _stream(LocalHost("sim"), session, tag)
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: any(e.kind == "gpu_event" and e.event == "lost" for e in ev))
+        n = len(seen.of("gpu_sample"))
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= n + 3)
+    finally:
+        await gpu.stop()
+    lost = [e for e in seen.of("gpu_event") if isinstance(e, GpuEvent)]
+    assert [(e.event, e.gpu_index) for e in lost] == [("lost", 5)]
+    assert {g.index for g in seen.of("gpu_sample")[-1].gpus} == set(range(8)) - {5}
+    assert gpu.starts == 1  # one GPU lost is not a reason to restart the agent
+
+
+async def test_host_without_pynvml_falls_back_to_nvidia_smi(tmp_path: Path) -> None:
+    python = tmp_path / "python-without-site"  # -S: no site-packages, so no pynvml, like a bare host
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    python.chmod(0o755)
+    smi = tmp_path / "nvidia-smi"
+    row = "{i}, GPU-{i}, NVIDIA RTX PRO 6000 Blackwell Server Edition, 50, 20, 1000, 97887, 300.5, 600.00, 60, 2000, 14000, P1, 0x0000000000000000, 5, 16"
+    # like nvidia-smi -lms: a block every interval until its stdout breaks
+    smi.write_text("#!/bin/sh\nwhile cat <<'EOF'\n" + "\n".join(row.format(i=i) for i in range(8)) + "\nEOF\ndo sleep 0.1; done\n")
+    smi.chmod(0o755)
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    gpu = GpuStream(LocalHost("bare"), session, interval=0.1, backend="pynvml", python=str(python),
+                    agent_args=("--tag", tag, "--nvidia-smi", str(smi)))
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= 3)
+    finally:
+        await gpu.stop()
+    messages = [e.message for e in seen.of("error")]
+    assert any("falling back to nvidia-smi" in m for m in messages)
+    caps = seen.of("gpu_caps")[-1]
+    assert isinstance(caps, GpuCaps) and caps.backend == "nvidia-smi" and len(caps.gpus) == 8
+    sample = seen.of("gpu_sample")[-1]
+    assert len(sample.gpus) == 8 and sample.gpus[0].power_w == 300.5 and sample.gpus[0].uuid == "GPU-0"
+    assert await wait_gone(tag) == [] and await wait_gone(str(smi)) == []

@@ -63,6 +63,19 @@ RANK_RE = re.compile(r"sglang::\w*?_((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+_?)+)")
 MIB = 1048576.0
 
 
+_CHILDREN: list[subprocess.Popen] = []  # type: ignore[type-arg]
+
+
+def _exit(code: int) -> None:
+    """Leave now (daemon threads may be blocked in NVML), taking any child (nvidia-smi) along."""
+    for child in _CHILDREN:
+        try:
+            child.kill()
+        except Exception:
+            pass
+    os._exit(code)
+
+
 def reason_names(mask: int) -> list[str]:
     return [name for name, bit in CLOCK_REASON_BITS.items() if mask & bit]
 
@@ -89,7 +102,7 @@ class Output:
                 self._stream.write(line)
                 self._stream.flush()
             except (BrokenPipeError, ValueError, OSError):
-                os._exit(EXIT_PIPE)
+                _exit(EXIT_PIPE)
 
     def error(self, message: str, detail: str = "", index: int | None = None) -> None:
         frame: dict[str, Any] = {"type": "error", "t": time.time(), "message": message, "detail": detail}
@@ -121,7 +134,7 @@ class Control:
                     sys.stderr.write(f"kimitui-agent: no heartbeat for {self.heartbeat_s} s; exiting\n")
                     sys.stderr.flush()
                 finally:
-                    os._exit(EXIT_HEARTBEAT)
+                    _exit(EXIT_HEARTBEAT)
 
     def _read(self) -> None:
         stdin = sys.stdin.buffer
@@ -131,11 +144,11 @@ class Control:
             except (OSError, ValueError):
                 line = b""
             if not line:
-                os._exit(EXIT_OK)  # the client (or the SSH link) is gone
+                _exit(EXIT_OK)  # the client (or the SSH link) is gone
             self.last_seen = time.monotonic()
             cmd = line.decode("utf-8", "replace").strip()
             if cmd == "quit":
-                os._exit(EXIT_OK)
+                _exit(EXIT_OK)
             if cmd.startswith("interval "):
                 try:
                     self.interval = max(0.02, float(cmd.split()[1]))
@@ -660,6 +673,18 @@ _READING_KEYS = ("util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "p
                  "sm_clock_mhz", "mem_clock_mhz", "throttle_reasons", "pstate")
 
 
+try:
+    _PRCTL: Any = ctypes.CDLL(None).prctl  # looked up before fork: the child only calls it
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the agent dies, however it dies (Linux prctl)."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def run_smi(args: argparse.Namespace, out: Output, control: Control | None) -> int:
     """Stream ``nvidia-smi --query-gpu ... -lms N``; a block ends when the index wraps."""
     fields = SMI_FIELDS
@@ -668,7 +693,8 @@ def run_smi(args: argparse.Namespace, out: Output, control: Control | None) -> i
                 f"-lms={max(1, int(args.interval * 1000))}"]
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, "LC_ALL": "C"})
+                                    env={**os.environ, "LC_ALL": "C"}, preexec_fn=_die_with_parent)
+            _CHILDREN.append(proc)
         except OSError as exc:
             out.error("nvidia-smi failed to start", str(exc))
             return EXIT_INIT_FAILED
@@ -815,5 +841,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    os._exit(code)  # daemon threads (blocked NVML waits) must not keep us alive
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    _exit(code)  # daemon threads (blocked NVML waits) must not keep us alive
