@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats
-from kimitui.telemetry.logparse import parse_line, to_event, to_stats
+from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL, DECODE, Golden
 
 
@@ -97,3 +97,15 @@ def test_logs_parse_command_prints_one_json_event_per_line() -> None:
     assert out[0]["kind"] == "log_line" and out[0]["line_kind"] == "decode"
     assert out[0]["host"] == "gpu-host.example"
     assert [o["raw"] for o in out] == lines
+
+
+def test_a_log_line_glued_onto_a_tqdm_bar_is_split_off() -> None:
+    glued = ("\rCapturing batches (bs=512 avail_mem=10.80 GB):   0%|          | 0/52 [00:00<?, ?it/s]"
+             "\rCapturing batches (bs=400 avail_mem=10.60 GB):  13%|█▎        | 7/52 [00:00<00:00, 163.14it/s]"
+             '[2026-11-30 10:18:36] INFO:     127.0.0.1:5000 - "GET /health HTTP/1.1" 200 OK')
+    bar, line = split_glued(glued)
+    assert parse_line(bar).fields["i"] == 7 and parse_line(bar).line_kind == "startup"
+    assert parse_line(line).line_kind == "access" and parse_line(line).fields["path"] == "/health"
+    plain_bar = "\rCapturing batches (bs=1 avail_mem=9.32 GB): 100%|██████████| 52/52 [00:00<00:00, 179.38it/s]"
+    assert split_glued(plain_bar) == [plain_bar] and split_glued("no cr [2026-01-01 00:00:00]") == [
+        "no cr [2026-01-01 00:00:00]"]

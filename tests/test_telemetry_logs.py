@@ -49,13 +49,17 @@ async def test_file_follower_backlog_new_lines_and_a_line_written_in_two_parts(t
         await asyncio.sleep(0.3)
         assert raws(seen)[-1] == "plain six"  # the half line is not published half
         with open(log, "a") as fh:
-            fh.write("ne\r\n")
-        await seen.wait_for(lambda ev: len(raws(seen)) >= 4)
+            fh.write("ne\r\n\rCapturing batches (bs=8 avail_mem=9.44 GB):  92%|█████████▏| 48/52 [00:00<00:00]"
+                     "[2026-05-28 10:05:14] The server is fired up and ready to roll!\n")
+        await seen.wait_for(lambda ev: len(raws(seen)) >= 6)
     finally:
         await follower.stop()
-    assert raws(seen) == [DECODE.format(n=4), DECODE.format(n=5), "plain six", "half a line"]
+    assert raws(seen) == [DECODE.format(n=4), DECODE.format(n=5), "plain six", "half a line",
+                          "Capturing batches (bs=8 avail_mem=9.44 GB):  92%|█████████▏| 48/52 [00:00<00:00]",
+                          "[2026-05-28 10:05:14] The server is fired up and ready to roll!"]
     lines = seen.of("log_line")
-    assert [e.cursor for e in lines] == ["4", "5", "6", "7"] and follower.cursor == "7"
+    assert [e.cursor for e in lines] == ["4", "5", "6", "7", "8", "8"] and follower.cursor == "8"
+    assert lines[-1].fields["step"] == "ready" and lines[-2].fields["i"] == 48
     assert lines[0].line_kind == "decode" and lines[0].source == str(log) and lines[0].fields["rank"] == "TP0_EP0"
     stats = [e for e in seen.of("server_stats") if isinstance(e, ServerStats)]
     assert [s.running_reqs for s in stats] == [4.0, 5.0] and all(s.source == "log" for s in stats)

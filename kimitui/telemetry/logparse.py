@@ -463,6 +463,29 @@ def _clean(raw: str) -> str:
 _RANK_CACHE: dict[str, tuple[dict[str, int], str] | None] = {}
 
 
+_GLUED = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+
+
+def split_glued(raw: str) -> list[str]:
+    """One physical line -> the log lines in it.
+
+    tqdm redraws its bar with ``\r`` and no newline, so when stderr and stdout
+    share a file or journal the next log line is glued onto the bar:
+    ``...\rCapturing batches (...) 7/52 [00:00<00:00][2026-05-28 10:00:01] INFO: ...``.
+    That becomes two lines: the bar's last state and the log line.
+    """
+    if "\r" not in raw:
+        return [raw]
+    parts = [p for p in raw.rstrip("\r\n").split("\r") if p.strip()]
+    if not parts:
+        return [raw]
+    last = parts[-1]
+    m = _GLUED.search(last, 1)
+    if m is None:
+        return [raw]
+    return [last[: m.start()], last[m.start() :]]
+
+
 def _ranks(tags: str, fields: Fields) -> None:
     hit = _RANK_CACHE.get(tags, False)
     if hit is False:

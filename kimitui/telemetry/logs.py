@@ -38,7 +38,7 @@ from typing import Any
 from kimitui.events import ErrorEvent
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
-from kimitui.telemetry.logparse import parse_line, to_event, to_stats
+from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
 
 MARK = "\x1e"
 _TAIL_SCRIPT = 'tail -F --pid=$$ -n "+$2" -- "$1" | sed -u "s/\\$/' + MARK + '/"'
@@ -201,13 +201,14 @@ class LogFollower:
 
     # -- lines -> events -------------------------------------------------------------
     def _publish_line(self, raw: str, cursor: str, t: float | None) -> None:
-        event = to_event(raw, host=self.host.name, source=self.source, cursor=cursor, t=t)
-        self.session.publish(event)
-        if event.line_kind == "decode":
-            stats = to_stats(parse_line(raw), host=self.host.name, t=event.t)
-            if stats is not None:
-                self.session.publish(stats)
-        self.lines += 1
+        for piece in split_glued(raw):  # a tqdm bar with a log line glued on is two lines
+            event = to_event(piece, host=self.host.name, source=self.source, cursor=cursor, t=t)
+            self.session.publish(event)
+            if event.line_kind == "decode":
+                stats = to_stats(parse_line(piece), host=self.host.name, t=event.t)
+                if stats is not None:
+                    self.session.publish(stats)
+            self.lines += 1
 
     def _file_line(self, line: str) -> None:
         if not line.endswith(MARK):
