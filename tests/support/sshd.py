@@ -212,13 +212,15 @@ class SSHTestServer:
             pass
         finally:
             closed.cancel()
-            if local.returncode is None:  # the channel went away first: kill like sshd's session end
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(local.pid, signal.SIGKILL)
-                await exited
+            # The channel went away first (kill it like a dying session), or the
+            # command ended but left children holding its pipes: end them all.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(local.pid, signal.SIGKILL)
+            await exited
             self.pids.discard(local.pid)
-            if local.stdin is not None:
-                local.stdin.close()  # else the subprocess transport outlives the loop
+            # asyncio has no public close for a Process; without this the pipe
+            # transports can outlive the test's event loop ("Event loop is closed").
+            local._transport.close()  # type: ignore[attr-defined]
             process.close()
             with contextlib.suppress(Exception):
                 await process.wait_closed()
