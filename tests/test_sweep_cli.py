@@ -67,6 +67,10 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["sweep", "--url", "http://127.0.0.1:1", "--extra-body", "[1]"])
     assert "must be a JSON object" in capsys.readouterr().err
+    assert main(["sweep", "--url", "http://127.0.0.1:1", "--prompts", "random:x"]) == 2
+    assert "random:N with N an integer" in capsys.readouterr().err
+    assert main(["sweep", "--url", "http://127.0.0.1:1", "--mode", "rate"]) == 2
+    assert "--rate RPS" in capsys.readouterr().err
     assert main(["sweep", "--levels", "1"]) == 2
     assert "--url is required" in capsys.readouterr().err
     with socket.socket() as s:

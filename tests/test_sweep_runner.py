@@ -198,3 +198,9 @@ async def test_client_health_is_reported(minimal_server) -> None:
     assert any(h.dispatch_delay_p99_ms is not None for h in health)
     [lv] = of(events, LevelResult)
     assert lv.requests >= 8  # kept 4 in flight for 1.3 s of 100 ms requests
+
+
+async def test_a_bad_setting_is_a_failed_sweep_not_a_crash(minimal_server) -> None:
+    result, events, _ = await run(spec(minimal_server.url, prompts="random:lots"))
+    assert result.outcome == "failed" and "prompts: 'random:lots'" in result.reason
+    assert [e.kind for e in events] == ["sweep_started", "error", "sweep_result"]

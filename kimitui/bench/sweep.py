@@ -39,7 +39,7 @@ import yarl
 
 from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_session, run_request, to_result
 from kimitui.bench.health import HealthMonitor
-from kimitui.bench.prompts import prompt_source
+from kimitui.bench.prompts import PromptError, prompt_source
 from kimitui.bench.stats import error_rate_exceeded, level_result, oversaturation
 from kimitui.events import (
     ErrorEvent,
@@ -96,7 +96,12 @@ class SweepEngine:
         self.health = HealthMonitor(self.sweep_id, host, emit)
         self.deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, spec.request_timeout_s)
         self._endpoint = yarl.URL(base_url(spec.url) + "/v1/chat/completions")  # parsed once, not per request
-        self._prompt = prompt_source(spec.prompts, spec.seed)
+        self._setup_error: str | None = None
+        try:
+            self._prompt = prompt_source(spec.prompts, spec.seed)
+        except PromptError as exc:  # reported by run() as a failed sweep, like any other bad setting
+            self._setup_error = str(exc)
+            self._prompt = prompt_source("seed")
         self._aborted: str | None = None
         self._cut: str | None = None
         self._stop_dispatch = False
@@ -130,6 +135,8 @@ class SweepEngine:
         outcome, reason = "completed", ""
         self.health.start()
         try:
+            if self._setup_error:
+                raise ValueError(self._setup_error)
             if spec.mode == "rate" and not spec.rate_rps:
                 raise ValueError("mode 'rate' needs rate_rps > 0")
             if not self._model or self._model == "auto":

@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
+from kimitui.bench.prompts import prompt_source
 from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, SweepProgress, SweepResult, SweepSpec
 
 EXIT_BAD_ARGS = 2
@@ -117,7 +118,11 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
     base.setdefault("model", "")
     if not base.get("url"):
         raise ValueError("--url is required (or --like a recording that has one)")
-    return SweepSpec.model_validate(base)
+    spec = SweepSpec.model_validate(base)
+    prompt_source(spec.prompts)  # raises PromptError (a ValueError) naming the bad value
+    if spec.mode == "rate" and not spec.rate_rps:
+        raise ValueError("--mode rate needs --rate RPS")
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:
