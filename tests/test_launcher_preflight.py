@@ -5,15 +5,18 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
-
-import pytest
+from typing import TYPE_CHECKING
 
 from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.plan import plan_swap
 from kimitui.launcher.swap import check_flags, swap
 from kimitui.profiles import load_profile
-from tests.support.launcher_env import SimEnv, sim_env  # noqa: F401
+
+if TYPE_CHECKING:
+    from tests.support.launcher_env import SimEnv
+
+pytest_plugins = ["tests.support.launcher_env"]
 
 # What `python -m sglang.launch_server --help` prints, abridged (argparse format).
 SGLANG_HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]

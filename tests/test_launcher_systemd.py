@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,7 +19,11 @@ from kimitui.launcher.base import LaunchError
 from kimitui.launcher.swap import swap
 from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
 from kimitui.profiles import load_profile, render_unit
-from tests.support.launcher_env import SimEnv, fake_systemd, sim_env  # noqa: F401
+
+if TYPE_CHECKING:
+    from tests.support.launcher_env import SimEnv
+
+pytest_plugins = ["tests.support.launcher_env"]
 
 pytestmark = pytest.mark.timeout(90)
 

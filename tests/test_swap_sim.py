@@ -7,13 +7,18 @@ real log, the shared log parser, /health and a warm-up request over HTTP.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from kimitui.launcher.readiness import PHASES
 from kimitui.launcher.swap import swap
-from tests.support.launcher_env import SimEnv, both_hosts, sim_env  # noqa: F401
+
+if TYPE_CHECKING:
+    from tests.support.launcher_env import SimEnv
+
+pytest_plugins = ["tests.support.launcher_env"]
 
 pytestmark = pytest.mark.timeout(90)
 

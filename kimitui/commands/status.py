@@ -83,6 +83,7 @@ async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] |
 
 async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from kimitui.launcher.cliutil import open_host
 

@@ -552,8 +552,10 @@ async def _swap_locked(
         reason = f"{name} refused by preflight: " + "; ".join(errors)
         return finish("failed", prev_name, reason, prev=prev_name, diff=diff, warnings=warnings)
 
-    deadline_for = lambda: time.monotonic() + timeout  # noqa: E731
-    grace = stop_grace_s if stop_grace_s is not None else float(target.launcher.stop_timeout_s)
+    def grace_for(profile: Any) -> float:
+        if stop_grace_s is not None:
+            return stop_grace_s
+        return float(getattr(getattr(profile, "launcher", None), "stop_timeout_s", 60))
 
     # -- 2. stop what runs, check the port
     if running is not None:
@@ -561,7 +563,7 @@ async def _swap_locked(
         sw.state(prev_name, "stopping")
         sw.progress(name, "stop", 0.0, f"stopping {prev_name}")
         try:
-            await sw.prev_launcher.stop(running, grace_s=grace)
+            await sw.prev_launcher.stop(running, grace_s=grace_for(previous_profile or target))
         except (LaunchError, HostError) as exc:
             phases.close()
             return finish("failed", prev_name, f"could not stop {prev_name}: {exc}", prev=prev_name, diff=diff)
@@ -581,7 +583,7 @@ async def _swap_locked(
         record = await sw.bring_up(
             name,
             lambda: launcher.start(target),
-            deadline=deadline_for(),
+            deadline=time.monotonic() + timeout,
             phases=phases,
             bind_host=target.host,
             port=target.port,
@@ -594,8 +596,8 @@ async def _swap_locked(
         failed_record = exc.record
         sw.state(name, "failed", exc.reason)
         if failed_record is not None:
-            with _suppress_launch_errors():
-                await launcher.stop(failed_record, grace_s=min(grace, 10.0))
+            with contextlib.suppress(LaunchError, HostError):
+                await launcher.stop(failed_record, grace_s=min(grace_for(target), 10.0))
         lines = exc.lines or (await launcher.read_log_tail(failed_record, 15) if failed_record else [])
         outcome = await _roll_back(sw, running, exc.reason, lines, phases, rollback_timeout, do_warmup, rollback, name)
         return finish(outcome[0], outcome[1], outcome[2], lines, outcome[3], prev_name, diff, warnings)
@@ -607,14 +609,6 @@ async def _swap_locked(
 
 def launcher_is_simulated(launcher: Launcher) -> bool:
     return bool(getattr(launcher, "simulated", False))
-
-
-class _suppress_launch_errors:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
-        return exc_type is not None and issubclass(exc_type, (LaunchError, HostError))
 
 
 async def _roll_back(
@@ -652,7 +646,7 @@ async def _roll_back(
         phases.durations.update(rb_phases.durations)
         failed_record = exc.record
         if failed_record is not None:
-            with _suppress_launch_errors():
+            with contextlib.suppress(LaunchError, HostError):
                 await sw.prev_launcher.stop(failed_record, grace_s=10.0)
         sw.state(prev, "failed", f"rollback failed: {exc.reason}")
         return "rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}", None
