@@ -204,3 +204,16 @@ async def test_a_bad_setting_is_a_failed_sweep_not_a_crash(minimal_server) -> No
     result, events, _ = await run(spec(minimal_server.url, prompts="random:lots"))
     assert result.outcome == "failed" and "prompts: 'random:lots'" in result.reason
     assert [e.kind for e in events] == ["sweep_started", "error", "sweep_result"]
+
+
+async def test_abort_wakes_a_rate_sweep_waiting_for_its_next_arrival(minimal_server) -> None:
+    s = spec(minimal_server.url, mode="rate", rate_rps=0.05, levels=[2], requests_per_level=3, max_tokens=5)
+    session = Session()
+    events: list[Event] = []
+    session.add_sink(events.append)
+    runner = SweepRunner(session, s)
+    await runner.start()
+    while not of(events, SweepProgress):  # running, and (almost surely) waiting ~20 s for an arrival
+        await asyncio.sleep(0.05)
+    result = await asyncio.wait_for(runner.abort(), 5)
+    assert result.outcome == "aborted"

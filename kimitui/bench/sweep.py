@@ -106,6 +106,7 @@ class SweepEngine:
         self._cut: str | None = None
         self._stop_dispatch = False
         self._inflight: dict[str, tuple[RequestTrace, asyncio.Task[object]]] = {}
+        self._wakers: set[asyncio.Future[None]] = set()
         self._results: list[RequestResult] = []
         self._n_ok = self._n_failed = self._tokens_done = 0
         self._level_start_ns = 0
@@ -123,6 +124,9 @@ class SweepEngine:
 
     def _cancel_inflight(self, why: str) -> None:
         self._stop_dispatch = True
+        for waiter in list(self._wakers):
+            if not waiter.done():
+                waiter.set_result(None)
         for trace, task in list(self._inflight.values()):
             if trace.cancel_reason is None and trace.end_ns is None:
                 trace.cancel_reason = why
@@ -312,7 +316,7 @@ class SweepEngine:
             next_ns += int(rng.expovariate(rate) * 1e9)
             wait = (next_ns - _perf_ns()) / 1e9
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._sleep_unless_stopped(wait)
             await sem.acquire()
             if self._stop_dispatch:
                 sem.release()
@@ -323,6 +327,18 @@ class SweepEngine:
             idx += 1
         if tasks:
             await asyncio.gather(*tasks)
+
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        """Sleep until the next arrival, but wake at once on abort or a stop rule."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._wakers.add(waiter)
+        handle = loop.call_later(seconds, lambda: waiter.done() or waiter.set_result(None))
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            self._wakers.discard(waiter)
 
     # -- one request ---------------------------------------------------------------
     def _prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
