@@ -61,8 +61,10 @@ def test_not_supported_fields_are_reported_in_caps_never_as_zero(tmp_path: Path)
     state = tmp_path / "gpus.json"
     write_busy_state(state)
     got = run_agent(*FAST, "--count", "3", state=state,
-                    scenario="not_supported=power_w@3,pcie;no_permission=temp_c@1;pcie_delay=0.001")
+                    scenario="not_supported=power_w@3,pcie,nvmlDeviceGetSupportedEventTypes;no_permission=temp_c@1;"
+                             "pcie_delay=0.001")
     caps = got[0]
+    assert caps["features"]["xid"] == "not_supported"
     assert caps["gpus"][3]["unsupported"]["power_w"] == "not_supported"
     assert "power_w" not in caps["gpus"][3]["supported"] and "power_w" in caps["gpus"][2]["supported"]
     assert caps["gpus"][1]["unsupported"]["temp_c"] == "no_permission"
@@ -132,6 +134,7 @@ def test_xid_event_is_streamed(tmp_path: Path) -> None:
     got = run_agent(*FAST, "--count", "12", state=state, scenario="xid=4:79@0.2;pcie_delay=0.001")
     xids = [f for f in by_type(got, "event") if f["event"] == "xid"]
     assert xids == [{**xids[0], "index": 4, "xid": 79}]
+    assert got[0]["features"]["xid"] == "events"
 
 
 def test_idle_host_without_state_reports_idle_gpus(tmp_path: Path) -> None:

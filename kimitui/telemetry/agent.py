@@ -533,34 +533,40 @@ class NvmlBackend:
                 pass
         return title
 
+    def setup_xid(self) -> bool:
+        """Register for XID events on every GPU that supports them; the result goes into caps."""
+        nv = self.nv
+        try:
+            self._event_set = nv.nvmlEventSetCreate()
+        except nv.NVMLError as exc:
+            self.features["xid"] = self._reason(exc) or "error"
+            return False
+        self._xid_gpus: dict[int, int] = {}
+        for i, h in enumerate(self.handles):
+            if i in self.lost:
+                continue
+            try:
+                if nv.nvmlDeviceGetSupportedEventTypes(h) & nv.nvmlEventTypeXidCriticalError:
+                    nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self._event_set)
+                    self._xid_gpus[ctypes.cast(h, ctypes.c_void_p).value or 0] = i
+            except nv.NVMLError:
+                continue
+        self.features["xid"] = "events" if self._xid_gpus else "not_supported"
+        return bool(self._xid_gpus)
+
     def xid_loop(self, stop: threading.Event) -> None:
         """Blocking XID waits on their own thread (nvmlEventSetWait_v2, 1 s timeout)."""
         nv = self.nv
-        try:
-            es = nv.nvmlEventSetCreate()
-        except nv.NVMLError as exc:
-            self.features["xid"] = self._reason(exc) or "error"
-            return
-        by_ptr: dict[int, int] = {}
-        for i, h in enumerate(self.handles):
-            try:
-                if nv.nvmlDeviceGetSupportedEventTypes(h) & nv.nvmlEventTypeXidCriticalError:
-                    nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, es)
-                    by_ptr[ctypes.cast(h, ctypes.c_void_p).value or 0] = i
-            except nv.NVMLError:
-                continue
-        if not by_ptr:
-            return
         while not stop.is_set():
             try:
-                data = nv.nvmlEventSetWait_v2(es, 1000)
+                data = nv.nvmlEventSetWait_v2(self._event_set, 1000)
             except nv.NVMLError_Timeout:
                 continue
             except nv.NVMLError as exc:
                 self.out.error("XID wait failed", str(exc))
                 time.sleep(1.0)
                 continue
-            index = by_ptr.get(ctypes.cast(data.device, ctypes.c_void_p).value or 0)
+            index = self._xid_gpus.get(ctypes.cast(data.device, ctypes.c_void_p).value or 0)
             self.out.send({"type": "event", "t": time.time(), "index": index, "event": "xid",
                            "xid": int(data.eventData), "detail": f"XID {int(data.eventData)}"})
 
@@ -579,10 +585,11 @@ def run_nvml(args: argparse.Namespace, out: Output, control: Control | None) -> 
         return EXIT_INIT_FAILED
     caps = backend.caps()
     caps["interval"] = args.interval
-    backend.features["xid"] = "events"
+    xid = backend.setup_xid()
     out.send(caps)
     stop = threading.Event()
-    threading.Thread(target=backend.xid_loop, args=(stop,), name="xid", daemon=True).start()
+    if xid:
+        threading.Thread(target=backend.xid_loop, args=(stop,), name="xid", daemon=True).start()
     pool = ThreadPoolExecutor(max_workers=max(1, backend.count), thread_name_prefix="pcie")
 
     def pcie_loop() -> None:
