@@ -1,0 +1,1 @@
+"""Analyses over events that several consumers share (no Textual here)."""

@@ -1,0 +1,47 @@
+"""``kimitui [--host NAME] [--record PATH | --no-record]``: open the cockpit on a live host."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="open the cockpit (the default command)",
+                              description="Open the cockpit. With no hosts configured it runs on the "
+                                          "embedded simulated host 'sim'.")
+    p.add_argument("--host", metavar="NAME", help="a host from the config file (default: the first, or 'sim')")
+    rec = p.add_mutually_exclusive_group()
+    rec.add_argument("--record", metavar="PATH", help="write the session recording here")
+    rec.add_argument("--no-record", action="store_true", help="do not record this session")
+    p.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Build the live controller (lazily: it pulls in hosts, telemetry, sweeps) and run the app."""
+    from kimitui.tui.app import run_app  # noqa: PLC0415
+
+    try:
+        from kimitui.cockpit import LiveController  # noqa: PLC0415
+
+        controller = LiveController(
+            config_path=getattr(args, "config", None),
+            host=args.host,
+            profile_dirs=getattr(args, "profiles", None),
+            record_path=args.record,
+            record=not args.no_record,
+        )
+    except Exception as exc:  # a bad config or host must read as one clear line, not a traceback
+        print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)
+        return 2
+    return run_app(controller, config_keys=_config_keys(controller))
+
+
+def _config_keys(controller: Any) -> dict[str, str] | None:
+    """The config's ``[keys]`` table (binding name -> key), if the controller exposes it."""
+    keys = getattr(controller, "config_keys", None)
+    if keys is None:
+        config = getattr(controller, "config", None)
+        keys = getattr(config, "keys", None)
+    return dict(keys) if isinstance(keys, dict) else None

@@ -1,0 +1,522 @@
+"""The cockpit: one screen over a Session, every action through a Controller.
+
+Events are never rendered one by one: a single timer (4 Hz) drains the
+subscription, folds the batch into the :class:`CockpitModel`, writes the log
+in one batch, redraws the panels that changed and are visible, and redraws the
+charts at most every ``chart_period`` seconds.  Controller calls are wrapped so
+a failure becomes a notification, never a traceback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer
+
+from kimitui.control import Controller, NotAvailable, ReplayControls
+from kimitui.events import SweepSpec
+from kimitui.session import Subscription
+from kimitui.tui.model import CockpitModel
+from kimitui.tui.render import clock
+from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.help import HelpScreen
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.screens.swap_confirm import SwapConfirm
+from kimitui.tui.screens.sweep_form import SweepForm
+from kimitui.tui.screens.text_prompt import TextPrompt
+from kimitui.tui.widgets.gpu_panel import GpuPanel
+from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
+from kimitui.tui.widgets.level_table import LevelTable
+from kimitui.tui.widgets.log_panel import LogPanel
+from kimitui.tui.widgets.panel import Panel
+from kimitui.tui.widgets.replay_bar import ReplayBar
+from kimitui.tui.widgets.server_panel import ServerPanel
+from kimitui.tui.widgets.spread_chart import SpreadChart
+from kimitui.tui.widgets.straggler_list import StragglerList
+from kimitui.tui.widgets.sweep_curve import SweepCurve
+
+LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
+REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
+
+
+def _b(key: str, action: str, description: str, *, show: bool = True, name: str | None = None) -> Binding:
+    """A binding with an id (``kimitui.<name>``) so the config's ``[keys]`` can remap it."""
+    return Binding(key, action, description, show=show, id=f"kimitui.{name or action.split('(')[0]}")
+
+
+PROFILE_BINDINGS = [
+    _b(str(i), f"pick_profile({i})", "profile 1-9" if i == 1 else f"profile {i}", show=i == 1,
+       name=f"profile_{i}")
+    for i in range(1, 10)
+]
+
+
+class KimituiApp(App[int]):
+    """The cockpit.  ``controller`` is live (``LiveController``) or a replay (``ReplayController``)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "kimitui"
+
+    BINDINGS = [
+        *PROFILE_BINDINGS,
+        _b("s", "sweep", "sweep"),
+        _b("b", "baseline", "baseline"),
+        _b("n", "note", "note"),
+        _b("m", "marker", "marker"),
+        _b("r", "record", "rec"),
+        _b("z", "toggle_maximize", "max"),
+        _b("c", "compare", "compare", show=False),
+        _b("f", "log_severity", "log severity", show=False),
+        _b("t", "log_kind", "log kind", show=False),
+        _b("slash", "log_search", "search"),
+        _b("p", "log_pause", "pause log"),
+        _b("escape", "minimize", "restore", show=False),
+        _b("question_mark", "help", "help"),
+        _b("q", "quit", "quit"),
+        _b("space", "play_pause", "play/pause"),
+        _b("plus", "speed(2.0)", "faster", show=False, name="speed_up"),
+        _b("minus", "speed(0.5)", "slower", show=False, name="speed_down"),
+        _b("left_square_bracket", "seek(-30)", "back 30s", show=False, name="seek_back"),
+        _b("right_square_bracket", "seek(30)", "fwd 30s", show=False, name="seek_forward"),
+        _b("j", "jump('straggler', True)", "next straggler", name="next_straggler"),
+        _b("J", "jump('straggler', False)", "prev straggler", show=False, name="prev_straggler"),
+        _b("w", "jump('profile_switch', True)", "next switch", show=False, name="next_switch"),
+        _b("W", "jump('profile_switch', False)", "prev switch", show=False, name="prev_switch"),
+        _b("e", "jump('error', True)", "next error", show=False, name="next_error"),
+        _b("E", "jump('error', False)", "prev error", show=False, name="prev_error"),
+        _b("k", "jump('marker', True)", "next marker", show=False, name="next_marker"),
+        _b("K", "jump('marker', False)", "prev marker", show=False, name="prev_marker"),
+    ]
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        config_keys: dict[str, str] | None = None,
+        tick: float | None = 0.25,
+        chart_period: float = 0.7,
+    ) -> None:
+        """``tick`` None disables the timer (tests call :meth:`pump`); charts redraw at most every ``chart_period`` s."""
+        super().__init__()
+        self.controller = controller
+        self.config_keys = dict(config_keys or {})
+        self.model = CockpitModel(host=getattr(controller, "host_name", "sim"))
+        self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
+        self._tick = tick
+        self._chart_period = chart_period
+        self._last_chart = 0.0
+        self._dirty: set[str] = set()
+        self._sub: Subscription | None = None
+        self._recording_on = bool(self._safe(lambda: controller.recording_path))
+        self._shutdown_done = False
+        self.started = False
+        self.renders = 0
+        """Panel redraws so far (benchmarks and tests read it)."""
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        m = self.model
+        yield HeaderBar(m, id="header")
+        if self.replay is not None:
+            yield ReplayBar(m, id="replay-bar")
+        with Horizontal(id="row-top"):
+            yield Panel(GpuPanel(m, id="gpus"), title="GPUs", id="panel-gpus")
+            yield Panel(ServerPanel(m, id="server"), title="Server", id="panel-server")
+        with Horizontal(id="row-mid"):
+            yield Panel(SweepCurve(m, id="curve"), title="Throughput vs concurrency", id="panel-curve")
+            yield Panel(SpreadChart(m, id="spread"), title="Per-request tok/s (current level)", id="panel-spread")
+        with Horizontal(id="row-bot"):
+            yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title="Levels & stragglers",
+                        id="panel-sweep")
+            yield Panel(LogPanel(m, id="logpanel"), title="Server log", id="panel-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        keymap = {}
+        for name, key in self.config_keys.items():
+            keymap[name if name.startswith("kimitui.") else f"kimitui.{name}"] = key
+        if keymap:
+            self.set_keymap(keymap)
+        self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
+        self._update_recording()
+        if self._tick is not None:
+            self.set_interval(self._tick, self.pump, name="ui-pump")
+        self.run_worker(self._start_controller(), group="start", exit_on_error=False)
+
+    async def _start_controller(self) -> None:
+        ok = await self._call("start", self.controller.start)
+        self.started = ok is not _FAILED
+
+    # ------------------------------------------------------------------ rendering
+    def pump(self, force_charts: bool = False) -> set[str]:
+        """Drain events, fold them, redraw what changed and is visible; returns the panels redrawn."""
+        if self._sub is not None:
+            events = self._sub.drain(limit=50_000)
+            if events:
+                self._dirty |= self.model.apply(events)
+        for notice in self.model.take_notices():
+            self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)  # type: ignore[arg-type]
+        drawn: set[str] = set()
+        if not self._dirty:
+            return drawn
+        now = time.monotonic()
+        charts_due = force_charts or now - self._last_chart >= self._chart_period
+        with self.batch_update():
+            for name in list(self._dirty):
+                if name in ("curve", "spread") and not charts_due:
+                    continue
+                if not self._redraw(name):
+                    continue
+                self._dirty.discard(name)
+                drawn.add(name)
+        if drawn & {"curve", "spread"}:
+            self._last_chart = now
+        self.renders += len(drawn)
+        return drawn
+
+    def _visible(self, widget: Widget) -> bool:
+        main = self.screen_stack[0] if self.screen_stack else None
+        if main is None:
+            return False
+        maxed = main.maximized
+        return maxed is None or maxed is widget or maxed in widget.ancestors
+
+    def _redraw(self, name: str) -> bool:
+        """Redraw one panel; False if hidden (it stays dirty and redraws when shown)."""
+        try:
+            if name == "header":
+                self.query_one(HeaderBar).refresh()
+                if self.replay is not None:
+                    self.query_one(ReplayBar).refresh()
+                return True
+            if name == "log":
+                panel = self.query_one(LogPanel)
+                if not self._visible(panel):
+                    return False
+                panel.flush()
+                return True
+            widget: Widget = {
+                "gpus": lambda: self.query_one(GpuPanel), "server": lambda: self.query_one(ServerPanel),
+                "curve": lambda: self.query_one(SweepCurve), "spread": lambda: self.query_one(SpreadChart),
+                "levels": lambda: self.query_one(LevelTable), "stragglers": lambda: self.query_one(StragglerList),
+            }[name]()
+        except Exception:  # not mounted yet (or unknown); try again next tick
+            return False
+        if not self._visible(widget):
+            return False
+        if isinstance(widget, (SweepCurve, SpreadChart, LevelTable, StragglerList)):
+            widget.redraw()
+            if isinstance(widget, SpreadChart):
+                self.query_one("#panel-spread", Panel).border_subtitle = widget.summary
+            if isinstance(widget, SweepCurve):
+                self.query_one("#panel-curve", Panel).border_subtitle = self._sweep_status()
+        else:
+            widget.refresh(layout=isinstance(widget, GpuPanel))
+        return True
+
+    def _sweep_status(self) -> str:
+        sw = self.model.sweep
+        if sw is None:
+            return "press s to sweep"
+        if sw.outcome is not None:
+            peak = f" peak {sw.outcome.peak_tok_s:.0f} tok/s" if sw.outcome.peak_tok_s is not None else ""
+            return f"{sw.profile}: {sw.outcome.outcome}{peak}"
+        done = len({lv.concurrency for lv in sw.levels})
+        return f"{sw.profile}: C={sw.concurrency} ({done}/{len(sw.spec.levels)} levels done)"
+
+    def _update_recording(self) -> None:
+        path = self._safe(lambda: self.controller.recording_path)
+        self.query_one(HeaderBar).recording = RecordingStatus(path, self._recording_on, self.controller.live)
+        self._dirty.add("header")
+
+    # ------------------------------------------------------------------ controller calls
+    def _safe(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    async def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a controller call; NotAvailable -> warning, anything else -> error toast. Never raises."""
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except NotAvailable as exc:
+            self.notify(str(exc) or f"{what} is not available here", severity="warning")
+        except Exception as exc:  # the app keeps running whatever a controller does
+            self.notify(f"{what} failed: {exc}", severity="error", timeout=10)
+        return _FAILED
+
+    def _background(self, what: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in LIVE_ONLY and not self.controller.live:
+            return False
+        if action in REPLAY_ONLY or action == "jump":
+            return self.replay is not None
+        return True
+
+    # ------------------------------------------------------------------ actions: profiles
+    async def action_pick_profile(self, number: int) -> None:
+        names = await self._call("profiles", self.controller.profile_names)
+        if names is _FAILED:
+            return
+        if not 1 <= number <= len(names):
+            self.notify(f"no profile on key {number} ({len(names)} profiles)", severity="warning")
+            return
+        name = names[number - 1]
+        plan = await self._call("plan swap", self.controller.plan_swap, name)
+        if plan is _FAILED:
+            return
+
+        def chosen(target: str | None) -> None:
+            if target:
+                self.notify(f"swapping to {target}…")
+                self._background("swap", self.controller.swap, target)
+
+        self.push_screen(SwapConfirm(plan), chosen)
+
+    async def action_baseline(self) -> None:
+        name = await self._call("baseline", self.controller.mark_baseline)
+        if name is _FAILED:
+            return
+        if name:
+            self.model.baseline = name
+            self._dirty.add("header")
+            self.notify(f"baseline: {name}")
+        else:
+            self.notify("no profile is running to mark as baseline", severity="warning")
+
+    # ------------------------------------------------------------------ actions: sweeps
+    async def action_sweep(self) -> None:
+        if self._safe(lambda: self.controller.busy) == "sweep":
+            self.notify("stopping the sweep (finished levels are kept)…", severity="warning")
+            self._background("stop sweep", self.controller.stop_sweep)
+            return
+        spec = await self._call("sweep defaults", self.controller.default_sweep_spec)
+        if spec is _FAILED:
+            return
+
+        def chosen(new: SweepSpec | None) -> None:
+            if new is not None:
+                self.notify(f"sweep: levels {new.levels}, {new.mode}, {new.max_tokens} tokens")
+                self._background("sweep", self.controller.start_sweep, new)
+
+        self.push_screen(SweepForm(spec), chosen)
+
+    # ------------------------------------------------------------------ actions: recording
+    def action_note(self) -> None:
+        def chosen(text: str | None) -> None:
+            if text and text.strip():
+                self.run_worker(self._note(text.strip()), exit_on_error=False)
+
+        self.push_screen(TextPrompt("Note for the recording", "what did you just see or change?"), chosen)
+
+    async def _note(self, text: str) -> None:
+        if await self._call("note", self.controller.add_note, text) is not _FAILED:
+            self.notify(f"note added: {text}")
+
+    async def action_marker(self) -> None:
+        label = clock(time.time())
+        if await self._call("marker", self.controller.add_marker, label) is not _FAILED:
+            self.notify(f"marker dropped at {label}")
+
+    async def action_record(self) -> None:
+        on = await self._call("recording", self.controller.toggle_recording)
+        if on is _FAILED:
+            return
+        self._recording_on = bool(on)
+        self._update_recording()
+        path = self._safe(lambda: self.controller.recording_path)
+        self.notify(f"recording {'on: ' + str(path) if on else 'off'}")
+
+    # ------------------------------------------------------------------ actions: view
+    def action_help(self) -> None:
+        keys = [(b.key, b.description) for b in self.BINDINGS if isinstance(b, Binding)
+                and not b.action.startswith("pick_profile") and self.check_action(b.action.split("(")[0], ())]
+        names = self._safe(self.controller.profile_names) or []
+        self.push_screen(HelpScreen(keys, names))
+
+    def action_toggle_maximize(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            self._dirty |= {"gpus", "server", "curve", "spread", "levels", "stragglers", "log"}
+            return
+        target = screen.focused
+        if target is None:
+            self.notify("Tab to a panel first, then z to maximise it", severity="information")
+            return
+        screen.maximize(target)
+
+    def action_minimize(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            self._dirty |= {"gpus", "server", "curve", "spread", "levels", "stragglers", "log"}
+
+    def action_log_severity(self) -> None:
+        self.notify(f"log: severity ≥ {self.query_one(LogPanel).cycle_severity()}")
+
+    def action_log_kind(self) -> None:
+        kind = self.query_one(LogPanel).cycle_kind()
+        self.notify(f"log: {'all kinds' if kind is None else 'kind ' + kind}")
+
+    def action_log_search(self) -> None:
+        panel = self.query_one(LogPanel)
+
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                panel.set_search(text)
+
+        self.push_screen(TextPrompt("Search the log (empty clears)", "text", panel.search), chosen)
+
+    def action_log_pause(self) -> None:
+        paused = self.query_one(LogPanel).toggle_pause()
+        self.notify("log paused" if paused else "log resumed")
+
+    def action_compare(self) -> None:
+        """Hook for the compare view (issue 8): two runs overlaid with a verdict."""
+        try:
+            from kimitui.tui.screens.compare import CompareScreen  # noqa: PLC0415
+        except ImportError:
+            self.notify("the compare view is not built yet", severity="warning")
+            return
+        self.push_screen(CompareScreen(self.model))
+
+    def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
+        s = message.straggler
+        view = None
+        if s.gap_start is not None:
+            view = self.model.history.window(s.gap_start, s.gap_end if s.gap_end is not None else s.gap_start)
+        self.push_screen(StragglerDetail(s, view))
+
+    # ------------------------------------------------------------------ actions: replay
+    def action_play_pause(self) -> None:
+        if self.replay is None:
+            return
+        try:
+            playing = self.replay.play_pause()
+        except Exception as exc:
+            self.notify(f"play/pause failed: {exc}", severity="error")
+            return
+        bar = self.query_one(ReplayBar)
+        bar.playing = bool(playing)
+        bar.refresh()
+
+    def action_speed(self, factor: float) -> None:
+        if self.replay is None:
+            return
+        bar = self.query_one(ReplayBar)
+        speed = max(0.25, min(64.0, bar.speed * factor))
+        try:
+            self.replay.set_speed(speed)
+        except Exception as exc:
+            self.notify(f"speed failed: {exc}", severity="error")
+            return
+        bar.speed = speed
+        bar.refresh()
+
+    async def action_seek(self, delta_s: float) -> None:
+        if self.replay is None or self.model.last_t is None:
+            return
+        await self._call("seek", self.replay.seek, self.model.last_t + delta_s)
+
+    async def action_jump(self, kind: str, forward: bool = True) -> None:
+        if self.replay is None:
+            return
+        t = await self._call("jump", self.replay.jump, kind, forward)
+        if t is _FAILED:
+            return
+        what = kind.replace("_", " ")
+        self.notify(f"{what} at {clock(t)}" if t is not None else f"no {'next' if forward else 'earlier'} {what}")
+
+    # ------------------------------------------------------------------ command palette
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        live = self.controller.live
+
+        def run(action: str) -> Callable[[], Any]:
+            return lambda: self.call_later(self.run_action, action)
+
+        if live:
+            for i, name in enumerate((self._safe(self.controller.profile_names) or [])[:9], start=1):
+                yield SystemCommand(f"Swap to profile {name}", f"key {i}: diff, confound check, confirm",
+                                    run(f"pick_profile({i})"))
+            yield SystemCommand("Start or stop a sweep", "key s", run("sweep"))
+            yield SystemCommand("Mark the running profile as baseline", "key b", run("baseline"))
+            yield SystemCommand("Toggle recording", "key r", run("record"))
+        yield SystemCommand("Add a note to the recording", "key n", run("note"))
+        yield SystemCommand("Drop a marker", "key m", run("marker"))
+        yield SystemCommand("Maximise / restore the focused panel", "key z", run("toggle_maximize"))
+        yield SystemCommand("Log: cycle severity filter", "key f", run("log_severity"))
+        yield SystemCommand("Log: cycle kind filter", "key t", run("log_kind"))
+        yield SystemCommand("Log: search", "key /", run("log_search"))
+        yield SystemCommand("Log: pause / resume", "key p", run("log_pause"))
+        yield SystemCommand("Compare two runs", "key c", run("compare"))
+        yield SystemCommand("Show the keys", "key ?", run("help"))
+        if self.replay is not None:
+            yield SystemCommand("Replay: play / pause", "space", run("play_pause"))
+            for kind in ("straggler", "profile_switch", "error", "marker"):
+                yield SystemCommand(f"Replay: next {kind.replace('_', ' ')}", "", run(f"jump('{kind}', True)"))
+        yield SystemCommand("Quit kimitui", "key q (the recording is kept)", run("quit"))
+
+    # ------------------------------------------------------------------ quitting
+    async def action_quit(self) -> None:
+        busy = self._safe(lambda: self.controller.busy)
+        if busy:
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.run_worker(self._quit(), exit_on_error=False)
+
+            self.push_screen(Confirm(f"A {busy} is running. Quit anyway?\n"
+                                     "It will be stopped; everything so far stays in the recording.",
+                                     yes="Quit", no="Keep running"), answered)
+            return
+        await self._quit()
+
+    async def _quit(self) -> None:
+        self.notify("shutting down (flushing the recording)…")
+        await self._stop_controller()
+        self.exit(0)
+
+    async def _stop_controller(self) -> None:
+        if self._shutdown_done:
+            return
+        self._shutdown_done = True
+        await self._call("shutdown", self.controller.shutdown)
+        if self._sub is not None:
+            self._sub.close()
+
+    async def on_unmount(self) -> None:
+        await self._stop_controller()
+
+
+class _Failed:
+    """Marker for a controller call that failed (None is a legitimate result)."""
+
+    def __repr__(self) -> str:
+        return "<failed>"
+
+
+_FAILED: Any = _Failed()
+
+
+def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None) -> int:
+    """Run the cockpit in this terminal until the operator quits; returns the exit code."""
+    app = KimituiApp(controller, config_keys=config_keys)
+    result = app.run()
+    if isinstance(result, int):
+        return result
+    return app.return_code or 0

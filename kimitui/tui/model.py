@@ -1,0 +1,417 @@
+"""The cockpit's state: everything the panels show, folded from Session events.
+
+The app drains its subscription a few times a second and hands the batch to
+:meth:`CockpitModel.apply`, which updates bounded state and says which panels
+changed; widgets then render from this model.  Keeping the fold here (no
+Textual imports) means a replayed recording and a live session produce the
+same screen, and the fold is testable without a terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from kimitui.analysis.window import EventHistory
+from kimitui.events import (
+    Baseline,
+    ConnectionState,
+    Dropped,
+    ErrorEvent,
+    Event,
+    GpuCaps,
+    GpuEvent,
+    GpuProcs,
+    GpuReading,
+    GpuSample,
+    GpuStatic,
+    LevelResult,
+    LevelStarted,
+    LogLine,
+    Marker,
+    Note,
+    ProfileState,
+    ProfileSwitch,
+    RequestResult,
+    ServerHealth,
+    ServerStats,
+    Straggler,
+    SwapProgress,
+    SweepProgress,
+    SweepResult,
+    SweepSpec,
+    SweepStarted,
+)
+
+HISTORY = 120
+"""Points kept per live series (util per GPU, server figures)."""
+
+SEVERITY_RANK = {"debug": 0, "info": 1, "warning": 2, "error": 3, "critical": 4}
+
+PANELS = ("header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers")
+
+
+@dataclass
+class LogEntry:
+    """A line for the log panel: a server log line or a cockpit event told as one."""
+
+    t: float
+    severity: str
+    kind: str
+    text: str
+
+
+@dataclass
+class Notice:
+    """Something the operator must see now (a toast): a failure, a lost link."""
+
+    severity: str  # "information" | "warning" | "error"
+    message: str
+
+
+@dataclass
+class GpuRow:
+    index: int
+    static: GpuStatic | None = None
+    reading: GpuReading | None = None
+    util_hist: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    rank: str | None = None
+
+    def supports(self, name: str) -> bool:
+        """Shown only if the agent reported it supported (or, lacking caps, reported a value)."""
+        if self.static is not None and self.static.supported:
+            return name in self.static.supported and getattr(self.reading, name, None) is not None
+        return self.reading is not None and getattr(self.reading, name, None) is not None
+
+
+@dataclass
+class Imbalance:
+    """Utilisation spread across GPUs: the EP straggler signal."""
+
+    spread: float
+    low_index: int
+    low: float
+    high_index: int
+    high: float
+
+
+@dataclass
+class SweepView:
+    sweep_id: str
+    profile: str | None
+    spec: SweepSpec
+    started_t: float
+    concurrency: int | None = None
+    progress: SweepProgress | None = None
+    levels: list[LevelResult] = field(default_factory=list)
+    results: deque[RequestResult] = field(default_factory=lambda: deque(maxlen=4096))
+    """Finished requests of the current level."""
+    stragglers: list[Straggler] = field(default_factory=list)
+    outcome: SweepResult | None = None
+
+    @property
+    def live_point(self) -> tuple[int, float] | None:
+        """(C, tok/s so far) for the running level: the point that moves."""
+        p = self.progress
+        if self.outcome is not None or p is None or p.level_elapsed_s <= 0:
+            return None
+        return p.concurrency, p.level_tokens / p.level_elapsed_s
+
+
+@dataclass
+class CurvePoint:
+    concurrency: int
+    agg_tok_s: float | None
+    steady_tok_s: float | None
+
+
+class CockpitModel:
+    """Bounded state for every panel; ``apply`` returns the panels that changed."""
+
+    def __init__(self, host: str = "sim", log_lines: int = 5_000) -> None:
+        self.host = host
+        self.connection: str = "connecting"
+        self.connection_detail = ""
+        self.profile: str | None = None
+        self.profile_state: str = "unknown"
+        self.profile_detail = ""
+        self.swap: SwapProgress | None = None
+        self.last_switch: ProfileSwitch | None = None
+        self.baseline: str | None = None
+        self.gpus: dict[int, GpuRow] = {}
+        self.driver: str | None = None
+        self.server: dict[str, float | bool | None] = {}
+        self.server_source: str | None = None
+        self.server_hist: dict[str, deque[float]] = {
+            k: deque(maxlen=HISTORY) for k in ("gen_throughput", "running_reqs", "queued_reqs", "token_usage")
+        }
+        self.health: ServerHealth | None = None
+        self.logs: deque[LogEntry] = deque(maxlen=log_lines)
+        self.log_pending: deque[LogEntry] = deque(maxlen=log_lines)
+        self.sweep: SweepView | None = None
+        self.curves: dict[str, dict[int, CurvePoint]] = {}
+        """profile -> concurrency -> its last measured point (other profiles' runs stay overlaid)."""
+        self.notes = 0
+        self.markers = 0
+        self.errors = 0
+        self.dropped = 0
+        self.last_t: float | None = None
+        self.history = EventHistory()
+        self.notices: list[Notice] = []
+
+    # ------------------------------------------------------------------ folding
+    def apply(self, events: Iterable[Event]) -> set[str]:
+        """Fold a batch of events; returns the names of the panels to redraw."""
+        dirty: set[str] = set()
+        for ev in events:
+            try:
+                dirty |= self._apply_one(ev)
+            except Exception as exc:  # one odd event must not freeze the screen
+                self._log(time.time(), "error", "kimitui", f"could not show {ev.kind}: {exc}")
+                dirty.add("log")
+        return dirty
+
+    def take_notices(self) -> list[Notice]:
+        out, self.notices = self.notices, []
+        return out
+
+    def _log(self, t: float, severity: str, kind: str, text: str) -> None:
+        entry = LogEntry(t, severity, kind, text)
+        self.logs.append(entry)
+        self.log_pending.append(entry)
+
+    def _apply_one(self, ev: Event) -> set[str]:
+        if self.last_t is None or ev.t > self.last_t:
+            self.last_t = ev.t
+        self.history.add(ev)
+        if isinstance(ev, GpuSample):
+            for r in ev.gpus:
+                row = self.gpus.setdefault(r.index, GpuRow(r.index))
+                row.reading = r
+                if r.util_pct is not None:
+                    row.util_hist.append(r.util_pct)
+            return {"gpus"}
+        if isinstance(ev, LogLine):
+            self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
+            return {"log"}
+        if isinstance(ev, ServerStats):
+            return self._apply_stats(ev)
+        if isinstance(ev, SweepProgress):
+            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+                self.sweep.progress = ev
+                self.sweep.concurrency = ev.concurrency
+                return {"spread", "curve", "levels"}
+            return set()
+        if isinstance(ev, RequestResult):
+            return self._apply_result(ev)
+        if isinstance(ev, GpuCaps):
+            self.driver = ev.driver
+            for s in ev.gpus:
+                self.gpus.setdefault(s.index, GpuRow(s.index)).static = s
+            return {"gpus"}
+        if isinstance(ev, GpuProcs):
+            for row in self.gpus.values():
+                row.rank = None
+            for p in ev.procs:
+                if p.rank:
+                    self.gpus.setdefault(p.gpu_index, GpuRow(p.gpu_index)).rank = p.rank
+            return {"gpus"}
+        if isinstance(ev, GpuEvent):
+            where = f"GPU {ev.gpu_index}" if ev.gpu_index is not None else "GPU"
+            msg = f"{where}: {ev.event}{' xid ' + str(ev.xid) if ev.xid is not None else ''} {ev.detail}".strip()
+            self._log(ev.t, "error", "gpu", msg)
+            self.notices.append(Notice("error" if ev.event != "recovered" else "information", msg))
+            return {"log", "gpus"}
+        if isinstance(ev, SweepStarted):
+            self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
+            key = self.sweep.profile or "?"
+            self.curves.pop(key, None)  # this run replaces that profile's earlier curve
+            self.curves[key] = {}
+            self._log(ev.t, "info", "sweep", f"sweep {ev.sweep_id} started on {key}: levels {ev.spec.levels}, "
+                      f"{ev.spec.mode}, {ev.spec.max_tokens} tokens")
+            return {"curve", "spread", "levels", "stragglers", "log", "header"}
+        if isinstance(ev, LevelStarted):
+            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+                self.sweep.concurrency = ev.concurrency
+                self.sweep.progress = None
+                self.sweep.results.clear()
+                return {"spread", "levels", "curve"}
+            return set()
+        if isinstance(ev, LevelResult):
+            return self._apply_level(ev)
+        if isinstance(ev, SweepResult):
+            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+                self.sweep.outcome = ev
+            sev = "info" if ev.outcome == "completed" else ("warning" if ev.outcome == "stopped" else "error")
+            peak = f", peak {ev.peak_tok_s:.0f} tok/s" if ev.peak_tok_s is not None else ""
+            text = f"sweep {ev.sweep_id} {ev.outcome}{peak}{': ' + ev.reason if ev.reason else ''}"
+            self._log(ev.t, sev, "sweep", text)
+            self.notices.append(Notice({"info": "information"}.get(sev, sev), text))
+            return {"curve", "levels", "spread", "log", "header"}
+        if isinstance(ev, SwapProgress):
+            self.swap = ev
+            return {"header"}
+        if isinstance(ev, ProfileState):
+            self.profile = ev.profile if ev.profile is not None else self.profile
+            self.profile_state = ev.state
+            self.profile_detail = ev.detail
+            if ev.state in ("serving", "failed", "rolled_back", "stopped"):
+                self.swap = None
+            return {"header"}
+        if isinstance(ev, ProfileSwitch):
+            return self._apply_switch(ev)
+        if isinstance(ev, Baseline):
+            self.baseline = ev.profile
+            self._log(ev.t, "info", "baseline", f"baseline: {ev.profile}")
+            return {"header", "log"}
+        if isinstance(ev, ConnectionState):
+            was = self.connection
+            self.connection, self.connection_detail = ev.state, ev.detail
+            if ev.state in ("lost", "failed") and was != ev.state:
+                self.notices.append(Notice("error", f"{ev.host}: connection {ev.state} {ev.detail}".strip()))
+            elif ev.state == "connected" and was in ("lost", "reconnecting", "failed"):
+                self.notices.append(Notice("information", f"{ev.host}: connected again"))
+            self._log(ev.t, "warning" if ev.state in ("lost", "reconnecting", "failed") else "info",
+                      "connection", f"connection {ev.state} {ev.detail}".strip())
+            return {"header", "log"}
+        if isinstance(ev, ServerHealth):
+            self.health = ev
+            return {"server"}
+        if isinstance(ev, ErrorEvent):
+            self.errors += 1
+            self._log(ev.t, "error", "error", f"{ev.source}: {ev.message}")
+            self.notices.append(Notice("error", f"{ev.source}: {ev.message}"))
+            return {"log", "header"}
+        if isinstance(ev, Note):
+            self.notes += 1
+            self._log(ev.t, "info", "note", f"note: {ev.text}")
+            return {"log", "header"}
+        if isinstance(ev, Marker):
+            self.markers += 1
+            self._log(ev.t, "info", "marker", f"marker {ev.label}".strip())
+            return {"log", "header"}
+        if isinstance(ev, Dropped):
+            self.dropped += ev.count
+            return {"header"}
+        return set()
+
+    def _apply_stats(self, ev: ServerStats) -> set[str]:
+        for name in ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "cuda_graph",
+                     "num_tokens", "cache_hit_rate"):
+            value = getattr(ev, name)
+            if value is not None:
+                self.server[name] = value
+                if name in self.server_hist and not isinstance(value, bool):
+                    self.server_hist[name].append(float(value))
+        self.server_source = ev.source
+        return {"server"}
+
+    def _apply_result(self, ev: RequestResult) -> set[str]:
+        sw = self.sweep
+        if sw is None or ev.sweep_id != sw.sweep_id or ev.warmup:
+            return set()
+        if sw.concurrency is None or ev.concurrency == sw.concurrency:
+            sw.results.append(ev)
+        if not ev.ok:
+            self._log(ev.t, "warning", "request", f"request {ev.request_id} at C={ev.concurrency} failed: "
+                      f"{ev.error_class or 'error'} {ev.error}".strip())
+            return {"spread", "log"}
+        return {"spread"}
+
+    def _apply_level(self, ev: LevelResult) -> set[str]:
+        sw = self.sweep
+        if sw is None or ev.sweep_id != sw.sweep_id:
+            return set()
+        sw.levels = [lv for lv in sw.levels if (lv.concurrency, lv.repeat) != (ev.concurrency, ev.repeat)]
+        sw.levels.append(ev)
+        sw.stragglers.extend(ev.stragglers)
+        self.curves.setdefault(sw.profile or "?", {})[ev.concurrency] = CurvePoint(
+            ev.concurrency, ev.agg_tok_s, ev.steady_tok_s)
+        if ev.stopped:
+            self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
+        return {"curve", "levels", "stragglers", "log"}
+
+    def _apply_switch(self, ev: ProfileSwitch) -> set[str]:
+        self.last_switch = ev
+        self.swap = None
+        took = sum(ev.phases.values())
+        if ev.outcome == "ok":
+            self.profile = ev.to_profile
+            text = f"swapped {ev.from_profile or '-'} -> {ev.to_profile} in {took:.1f} s"
+            self.notices.append(Notice("information", text))
+            sev = "info"
+        else:
+            text = f"swap to {ev.to_profile} {ev.outcome.replace('_', ' ')}: {ev.reason}"
+            self.notices.append(Notice("error", text))
+            sev = "error"
+            for line in ev.log_excerpt[-5:]:
+                self._log(ev.t, "error", "swap", f"  {line}")
+        self._log(ev.t, sev, "swap", text)
+        return {"header", "log"}
+
+    # ------------------------------------------------------------------ derived
+    def imbalance(self) -> Imbalance | None:
+        """Spread of current utilisation across GPUs; None with fewer than two readings."""
+        utils = [(i, r.reading.util_pct) for i, r in sorted(self.gpus.items())
+                 if r.reading is not None and r.reading.util_pct is not None]
+        if len(utils) < 2:
+            return None
+        lo = min(utils, key=lambda x: x[1])
+        hi = max(utils, key=lambda x: x[1])
+        return Imbalance(hi[1] - lo[1], lo[0], lo[1], hi[0], hi[1])
+
+    def filtered_logs(self, min_severity: str = "debug", kind: str | None = None,
+                      search: str = "", entries: Iterable[LogEntry] | None = None) -> list[LogEntry]:
+        """Log entries at or above a severity, of one kind, containing a text (case-insensitive)."""
+        floor = SEVERITY_RANK.get(min_severity, 0)
+        needle = search.lower()
+        return [e for e in (self.logs if entries is None else entries)
+                if SEVERITY_RANK.get(e.severity, 1) >= floor
+                and (kind is None or e.kind == kind)
+                and (not needle or needle in e.text.lower())]
+
+    def log_kinds(self) -> list[str]:
+        return sorted({e.kind for e in self.logs})
+
+
+@dataclass
+class SpreadPoint:
+    request_id: str
+    x_s: float
+    """Seconds since the request was sent (elapsed so far, or e2e when done)."""
+    tok_s: float
+    done: bool
+    slow: bool
+
+
+SLOW_FRACTION = 0.5
+"""Below this fraction of the level's median tok/s a request is drawn red while it runs."""
+
+
+def spread_points(sweep: SweepView | None) -> list[SpreadPoint]:
+    """Per-request tok/s of the current level: finished ones and the in-flight ones."""
+    if sweep is None:
+        return []
+    marked = {s.request_id for s in sweep.stragglers if s.concurrency == sweep.concurrency}
+    pts: list[SpreadPoint] = []
+    for r in sweep.results:
+        rate = r.decode_tok_s if r.decode_tok_s is not None else r.e2e_tok_s
+        if r.ok and rate is not None:
+            pts.append(SpreadPoint(r.request_id, r.e2e_s or 0.0, rate, True, r.request_id in marked))
+    done_ids = {p.request_id for p in pts}
+    if sweep.progress is not None and sweep.outcome is None:
+        for f in sweep.progress.in_flight:
+            if f.request_id in done_ids:
+                continue
+            rate = f.tok_s if f.tok_s is not None else (f.tokens / f.elapsed_s if f.elapsed_s > 0 else None)
+            if rate is not None:
+                pts.append(SpreadPoint(f.request_id, f.elapsed_s, rate, False, f.request_id in marked))
+    rates = sorted(p.tok_s for p in pts)
+    if rates:
+        median = rates[len(rates) // 2]
+        for p in pts:
+            if p.tok_s < SLOW_FRACTION * median and (p.done or p.x_s >= 2.0):
+                p.slow = True
+    return pts

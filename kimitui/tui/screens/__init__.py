@@ -1,0 +1,1 @@
+"""Modal screens: confirmations, forms and detail views."""

@@ -1,0 +1,37 @@
+"""A yes/no question (quit while a sweep runs)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class Confirm(ModalScreen[bool]):
+    BINDINGS = [Binding("escape,n", "dismiss(False)", "No"), Binding("y", "dismiss(True)", "Yes")]
+
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Vertical { width: 70; height: auto; border: thick $error; background: $surface; padding: 1 2; }
+    Confirm Horizontal { height: auto; margin-top: 1; }
+    Confirm Button { margin-right: 1; }
+    """
+
+    def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.question, self.yes, self.no = question, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question, id="confirm-question")
+            with Horizontal():
+                yield Button(self.yes, id="confirm-yes", variant="error")
+                yield Button(self.no, id="confirm-no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")

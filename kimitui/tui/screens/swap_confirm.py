@@ -1,0 +1,87 @@
+"""Before a swap: what changes, why it may mislead (confound, lint), the single-knob offers."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from kimitui.control import SwapPlan
+
+
+def plan_text(plan: SwapPlan) -> Table:
+    """The diff as a table: knob, running value, target value."""
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("knob")
+    table.add_column(plan.running or "(nothing running)")
+    table.add_column(plan.target, style="bold")
+    for knob, (old, new) in sorted(plan.changes.items()):
+        table.add_row(knob, "-" if old is None else str(old), "-" if new is None else str(new))
+    if not plan.changes:
+        table.add_row(Text("no knob changes", "dim"), "", "")
+    return table
+
+
+class SwapConfirm(ModalScreen[str | None]):
+    """Returns the profile to swap to (the target or an offered variant), or None."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("y", "confirm", "Swap", show=False)]
+
+    DEFAULT_CSS = """
+    SwapConfirm { align: center middle; }
+    SwapConfirm > Vertical { width: 90; max-width: 95%; height: auto; max-height: 90%;
+        border: thick $warning; background: $surface; padding: 1 2; }
+    SwapConfirm #swap-warnings { color: $warning; text-style: bold; margin-top: 1; }
+    SwapConfirm #swap-errors { color: $error; text-style: bold; margin-top: 1; }
+    SwapConfirm Horizontal { height: auto; margin-top: 1; }
+    SwapConfirm Button { margin-right: 1; }
+    """
+
+    def __init__(self, plan: SwapPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def compose(self) -> ComposeResult:
+        p = self.plan
+        with Vertical():
+            yield Static(Text(f"Swap {p.running or '(nothing)'} → {p.target}", "bold"), id="swap-title")
+            if p.baseline:
+                yield Static(Text(f"baseline: {p.baseline}", "dim"))
+            yield Static(plan_text(p), id="swap-diff")
+            if p.confounded or p.warnings:
+                lines = []
+                if p.confounded:
+                    lines.append(f"⚠ confounded — {len(p.changes)} knobs changed: a result will not say which one did it")
+                lines += [f"⚠ {w}" for w in p.warnings]
+                yield Static("\n".join(lines), id="swap-warnings")
+            if p.errors:
+                yield Static("\n".join(f"✖ {e}" for e in p.errors) + "\nThe swap is refused.", id="swap-errors")
+            with Horizontal():
+                yield Button(f"Swap to {p.target}", id="swap-go", variant="warning" if p.confounded else "primary",
+                             disabled=bool(p.errors))
+                for i, v in enumerate(p.variants):
+                    yield Button(f"Take {v} instead", id=f"swap-variant-{i}", variant="success")
+                yield Button("Cancel", id="swap-cancel")
+
+    def on_mount(self) -> None:
+        buttons = list(self.query(Button))
+        preferred = next((b for b in buttons if b.id and b.id.startswith("swap-variant")), None)
+        target = preferred or next((b for b in buttons if not b.disabled), buttons[-1])
+        target.focus()
+
+    def action_confirm(self) -> None:
+        if not self.plan.errors:
+            self.dismiss(self.plan.target)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        bid = event.button.id or ""
+        if bid == "swap-go":
+            self.dismiss(self.plan.target)
+        elif bid.startswith("swap-variant-"):
+            self.dismiss(self.plan.variants[int(bid.rsplit("-", 1)[1])])
+        else:
+            self.dismiss(None)

@@ -1,0 +1,1 @@
+"""Cockpit widgets, one per module; each renders from the CockpitModel and does no I/O."""

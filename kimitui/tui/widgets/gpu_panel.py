@@ -1,0 +1,109 @@
+"""Eight compact GPU rows and the imbalance gauge, rendered as one text block.
+
+One widget for all GPUs (not eight) keeps a redraw to a single render call.
+A column appears only if some GPU reports that field, and a cell stays blank
+for a GPU that does not: unsupported is never shown as zero.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from kimitui.tui.model import CockpitModel, GpuRow
+from kimitui.tui.render import bar, rate, spark
+
+HOT_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+
+def _util_style(util: float | None) -> str:
+    if util is None:
+        return "dim"
+    return "green" if util >= 80 else ("yellow" if util >= 30 else "cyan")
+
+
+class GpuPanel(Widget):
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; min-height: 3; }
+    """
+
+    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(**kwargs)
+        self.model = model
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+        return max(1, len(self.model.gpus)) + 1
+
+    def render(self) -> Text:
+        rows = [self.model.gpus[i] for i in sorted(self.model.gpus)]
+        if not rows:
+            return Text("waiting for the GPU agent…", "dim")
+        has = {name: any(r.supports(name) for r in rows) for name in (
+            "util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_kbps", "pcie_rx_kbps")}
+        has_rank = any(r.rank for r in rows)
+        fixed = 3 + (9 if has_rank else 0) + (5 if has["util_pct"] else 0) + (18 if has["mem_used_mib"] else 0) \
+            + (10 if has["power_w"] else 0) + (5 if has["temp_c"] else 0) + (8 if has["sm_clock_mhz"] else 0) \
+            + (14 if has["pcie_tx_kbps"] or has["pcie_rx_kbps"] else 0)
+        spark_w = max(6, min(60, self.size.width - fixed - 16)) if has["util_pct"] else 0
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for row in rows:
+            self._row(out, row, has, has_rank, spark_w)
+            out.append("\n")
+        self._gauge(out)
+        return out
+
+    def _row(self, out: Text, row: GpuRow, has: dict[str, bool], has_rank: bool, spark_w: int) -> None:
+        r = row.reading
+        out.append(f"{row.index:>2} ", "bold")
+        if has_rank:
+            out.append(f"{(row.rank or '-'):<8} ", "magenta" if row.rank else "dim")
+        if r is None:
+            out.append("no reading yet", "dim")
+            return
+        if has["util_pct"]:
+            if row.supports("util_pct"):
+                out.append(spark(row.util_hist, spark_w), _util_style(r.util_pct))
+                out.append(f"{r.util_pct:4.0f}%", _util_style(r.util_pct))
+            else:
+                out.append(" " * (spark_w + 5))
+        if has["mem_used_mib"]:
+            total = r.mem_total_mib or (row.static.memory_total_mib if row.static else None)
+            if row.supports("mem_used_mib"):
+                frac = r.mem_used_mib / total if total else None
+                out.append(" " + bar(frac, 6), "blue")
+                tot = f"/{total / 1024:.0f}" if total else ""
+                out.append(f" {r.mem_used_mib / 1024:>3.0f}{tot}G".ljust(11))
+            else:
+                out.append(" " * 18)
+        if has["power_w"]:
+            if row.supports("power_w"):
+                limit = r.power_limit_w or (row.static.power_limit_w if row.static else None)
+                style = "red" if limit and r.power_w >= 0.97 * limit else ""
+                out.append(f" {r.power_w:>3.0f}/{limit:.0f}W".ljust(10) if limit else f" {r.power_w:>3.0f}W".ljust(10), style)
+            else:
+                out.append(" " * 10)
+        if has["temp_c"]:
+            if row.supports("temp_c"):
+                out.append(f" {r.temp_c:>2.0f}°C", "red" if r.temp_c >= 85 else ("yellow" if r.temp_c >= 75 else ""))
+            else:
+                out.append(" " * 5)
+        if has["sm_clock_mhz"]:
+            out.append(f" {r.sm_clock_mhz:>4.0f}MHz" if row.supports("sm_clock_mhz") else " " * 8)
+        if has["pcie_tx_kbps"] or has["pcie_rx_kbps"]:
+            tx = rate(r.pcie_tx_kbps) if row.supports("pcie_tx_kbps") else ""
+            rx = rate(r.pcie_rx_kbps) if row.supports("pcie_rx_kbps") else ""
+            out.append(f" ↑{tx:>5} ↓{rx:>5}" if tx or rx else " " * 14, "cyan")
+        if r.throttle_reasons:
+            hot = any(t in HOT_THROTTLE for t in r.throttle_reasons)
+            out.append("  " + ",".join(r.throttle_reasons), "bold red" if hot else "yellow")
+
+    def _gauge(self, out: Text) -> None:
+        imb = self.model.imbalance()
+        out.append("imbalance ", "bold")
+        if imb is None:
+            out.append("-", "dim")
+            return
+        style = "red" if imb.spread >= 25 else ("yellow" if imb.spread >= 10 else "green")
+        out.append(bar(imb.spread / 100, 20), style)
+        out.append(f" {imb.spread:4.0f} pts  ", style)
+        out.append(f"low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%", "dim")

@@ -1,0 +1,29 @@
+"""Replay status and its keys; shown only when the controller is a replay with controls."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from kimitui.tui.model import CockpitModel
+from kimitui.tui.render import clock
+
+
+class ReplayBar(Widget):
+    DEFAULT_CSS = """
+    ReplayBar { height: 1; background: $primary-darken-2; padding: 0 1; }
+    """
+
+    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(**kwargs)
+        self.model = model
+        self.playing = True
+        self.speed = 1.0
+
+    def render(self) -> Text:
+        out = Text()
+        out.append(" ▶ playing " if self.playing else " ⏸ paused ", "bold reverse")
+        out.append(f"  {self.speed:g}x  at {clock(self.model.last_t)}  ", "bold")
+        out.append("space play/pause  +/- speed  [ ] seek 30s  "
+                   "j straggler  w switch  e error  k marker (shift = back)", "dim")
+        return out

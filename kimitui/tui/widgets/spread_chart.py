@@ -1,0 +1,61 @@
+"""The current level's per-request tok/s: each request a point at (seconds since sent, tok/s).
+
+In-flight requests move right as they progress (yellow), finished ones stay
+(green), slow ones and the level's stragglers are red, so a crawling request
+stands out while it still crawls.
+"""
+
+from __future__ import annotations
+
+from textual_plot import PlotWidget
+from textual_plot.plot_widget import LegendLocation
+
+from kimitui.tui.model import CockpitModel, spread_points
+
+
+class SpreadChart(PlotWidget):
+    can_focus = False
+
+    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(allow_pan_and_zoom=False, **kwargs)
+        self.model = model
+        self.summary = ""
+
+    def on_mount(self) -> None:
+        self.set_xlabel("s since sent")
+        self.set_ylabel("tok/s")
+        self.margin_top = 0
+        self.margin_bottom = 2
+        self.margin_left = 6
+        self.redraw()
+
+    def redraw(self) -> None:
+        self.clear()
+        sw = self.model.sweep
+        pts = spread_points(sw)
+        groups = (
+            ("done", [p for p in pts if p.done and not p.slow], "·", "green"),
+            ("running", [p for p in pts if not p.done and not p.slow], "•", "yellow"),
+            ("slow", [p for p in pts if p.slow], "●", "bold red"),
+        )
+        for label, group, marker, style in groups:
+            if group:
+                self.scatter([p.x_s for p in group], [p.tok_s for p in group], marker=marker,
+                             marker_style=style, hires_mode=None, label=f"{label} {len(group)}")
+        xmax = max((p.x_s for p in pts), default=10.0)
+        ymax = max((p.tok_s for p in pts), default=10.0)
+        self.set_xlimits(0, max(1.0, xmax) * 1.05)
+        self.set_ylimits(0, max(1.0, ymax) * 1.15)
+        self.show_legend(LegendLocation.TOPRIGHT, is_visible=bool(pts))
+        if sw is None or sw.concurrency is None:
+            self.summary = "no sweep yet (s starts one)"
+        else:
+            rates = sorted(p.tok_s for p in pts)
+            med = rates[len(rates) // 2] if rates else None
+            prog = sw.progress
+            done = sum(1 for p in pts if p.done)
+            self.summary = (f"C={sw.concurrency}  done {done}"
+                            + (f"  in flight {len(prog.in_flight)}" if prog and sw.outcome is None else "")
+                            + (f"  failed {prog.failed}" if prog and prog.failed else "")
+                            + (f"  median {med:.1f} tok/s  min {rates[0]:.1f}" if med is not None else ""))
+

@@ -1,0 +1,65 @@
+"""The sweep's stragglers; choosing one opens what the GPUs and log did during its slowest gap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from kimitui.events import Straggler
+from kimitui.tui.model import CockpitModel
+from kimitui.tui.render import clock
+
+
+def describe(s: Straggler) -> str:
+    """'decode 7.7 tok/s (median 63), longest gap 9.8 s at 10:41:07'."""
+    parts = []
+    if s.decode_tok_s is not None:
+        parts.append(f"decode {s.decode_tok_s:.1f} tok/s"
+                     + (f" (median {s.median_decode_tok_s:.0f})" if s.median_decode_tok_s is not None else ""))
+    if s.max_gap_s is not None:
+        parts.append(f"longest gap {s.max_gap_s:.1f} s" + (f" at {clock(s.gap_start)}" if s.gap_start else ""))
+    if s.reason and not parts:
+        parts.append(s.reason)
+    return ", ".join(parts)
+
+
+class StragglerList(DataTable):
+    @dataclass
+    class Chosen(Message):
+        straggler: Straggler
+
+    DEFAULT_CSS = """
+    StragglerList { height: 1fr; min-height: 3; }
+    """
+
+    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(cursor_type="row", **kwargs)
+        self.model = model
+        self._shown: list[Straggler] = []
+
+    def on_mount(self) -> None:
+        self.add_columns("C", "request", "what", "why")
+        self.redraw()
+
+    def redraw(self) -> None:
+        sw = self.model.sweep
+        stragglers = list(sw.stragglers) if sw else []
+        if stragglers == self._shown:
+            return
+        row = self.cursor_row
+        self.clear()
+        self._shown = stragglers
+        for i, s in enumerate(stragglers):
+            self.add_row(str(s.concurrency), s.request_id[-10:], Text(describe(s), "red"), s.reason, key=str(i))
+        if stragglers:
+            self.move_cursor(row=min(max(row, 0), len(stragglers) - 1))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        i = int(event.row_key.value or 0)
+        if 0 <= i < len(self._shown):
+            self.post_message(self.Chosen(self._shown[i]))
+

@@ -1,0 +1,90 @@
+"""Throughput vs concurrency: this run's two aggregates, the moving live point, earlier profiles.
+
+X is log2(C) with ticks labelled by C, so 1..256 spreads evenly.  Solid line =
+seed-comparable aggregate (tokens / level wall); dots = steady-state aggregate;
+``●`` = the running level so far.  Other profiles' last runs stay as dim lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from textual_plot import HiResMode, PlotWidget
+from textual_plot.axis_formatter import AxisFormatter
+
+from kimitui.tui.model import CockpitModel
+
+OTHER_STYLES = ("grey58", "magenta", "dark_orange", "cyan", "purple")
+
+
+class ConcurrencyAxis(AxisFormatter):
+    """Ticks at the powers of two inside the range, labelled with C itself."""
+
+    def get_ticks(self, min_: float, max_: float, max_ticks: int = 8) -> list[float]:
+        ticks = [float(k) for k in range(math.floor(min_), math.ceil(max_) + 1) if min_ <= k <= max_]
+        step = max(1, math.ceil(len(ticks) / max(max_ticks, 1)))
+        return ticks[::step]
+
+    def get_labels_for_ticks(self, ticks: Sequence[float]) -> list[str]:
+        return [str(round(2 ** t)) for t in ticks]
+
+
+class SweepCurve(PlotWidget):
+    """Never takes focus: its zoom/pan keys would shadow the cockpit's keys."""
+
+    can_focus = False
+
+    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(allow_pan_and_zoom=False, **kwargs)
+        self.model = model
+
+    def on_mount(self) -> None:
+        self.set_x_formatter(ConcurrencyAxis())
+        self.set_xlabel("concurrency")
+        self.set_ylabel("tok/s")
+        self.margin_top = 0
+        self.margin_bottom = 2
+        self.margin_left = 7
+        self.redraw()
+
+    def redraw(self) -> None:
+        m = self.model
+        self.clear()
+        current = m.sweep.profile if m.sweep else None
+        ymax = 10.0
+        levels: list[int] = []
+        for i, (profile, points) in enumerate(m.curves.items()):
+            if profile == (current or "?") or not points:
+                continue
+            xs = sorted(points)
+            ys = [points[c].agg_tok_s or 0.0 for c in xs]
+            ymax = max(ymax, *ys)
+            levels += xs
+            self.plot([math.log2(c) for c in xs], ys, line_style=OTHER_STYLES[i % len(OTHER_STYLES)],
+                      hires_mode=HiResMode.BRAILLE, label=profile)
+        if m.sweep is not None:
+            levels += list(m.sweep.spec.levels)
+            points = m.curves.get(current or "?", {})
+            xs = sorted(points)
+            agg = [(c, points[c].agg_tok_s) for c in xs if points[c].agg_tok_s is not None]
+            steady = [(c, points[c].steady_tok_s) for c in xs if points[c].steady_tok_s is not None]
+            if agg:
+                ymax = max(ymax, *(y for _, y in agg))
+                self.plot([math.log2(c) for c, _ in agg], [y for _, y in agg], line_style="bold green",
+                          hires_mode=HiResMode.BRAILLE, label=f"{current} agg")
+            if steady:
+                ymax = max(ymax, *(y for _, y in steady))
+                self.scatter([math.log2(c) for c, _ in steady], [y for _, y in steady], marker="·",
+                             marker_style="bold cyan", label=f"{current} steady")
+            live = m.sweep.live_point
+            if live is not None:
+                ymax = max(ymax, live[1])
+                self.scatter([math.log2(live[0])], [live[1]], marker="●", marker_style="bold yellow",
+                             label=f"C={live[0]} now")
+        if levels:
+            self.set_xlimits(math.log2(max(1, min(levels))) - 0.3, math.log2(max(levels)) + 0.3)
+        else:
+            self.set_xlimits(-0.3, 8.3)
+        self.set_ylimits(0, ymax * 1.1)
+        self.show_legend(is_visible=len(self._datasets) > 0)
