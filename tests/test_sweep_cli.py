@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.cli import main
-from kimitui.events import LevelResult, SweepResult, SweepStarted
+from kimitui.events import SweepStarted
 from kimitui.recording import read_recording
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
 
