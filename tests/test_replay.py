@@ -208,3 +208,37 @@ async def test_replay_tolerates_truncated_and_malformed_lines(tmp_path: Path) ->
     expected = read_recording(path).events
     assert got.events == expected == [e for i, e in enumerate(events[:-1]) if i != 2]
     assert sorted(s.line_no for s in rep.index.skipped) == [4, 11]
+
+
+# --------------------------------------------------------------------------- the command and the cockpit
+
+
+def test_replay_info_and_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kimitui.cli import main
+
+    path = write_recording(tmp_path / "r.jsonl", synthetic_sweep() + [Marker(t=1_000_100.0, label="x")])
+    assert main(["replay", str(path), "--info"]) == 0
+    out = capsys.readouterr().out
+    assert "hosts      sim" in out and "level_result     3" in out and "marker           1" in out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "something-else"}\n')
+    assert main(["replay", str(bad)]) == 2
+    assert f"{bad}: line 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["replay", str(path), "--speed", "fast-ish"])
+
+
+async def test_replay_opens_the_cockpit(tmp_path: Path) -> None:
+    from kimitui.tui.app import KimituiApp
+
+    events = sorted(busy_minute(t0=1_000_000.0 - 30, seconds=40) + synthetic_sweep(straggler_at=8), key=lambda e: e.t)
+    ctl = ReplayController(write_recording(tmp_path / "c.jsonl", events), speed=None)
+    app = KimituiApp(ctl, tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await asyncio.wait_for(ctl.replayer.wait(), 10)
+        await pilot.pause(0.05)
+        app.pump(force_charts=True)
+        assert app.model.sweep is not None
+        assert [lv.concurrency for lv in app.model.sweep.levels] == [1, 8, 32]
+        assert ctl.playing and ctl.replayer.finished
+        await pilot.press("q")
