@@ -16,6 +16,14 @@ from kimitui.host.base import (
 )
 from kimitui.host.local import LocalHost
 
+
+def make_host(config, name=None, on_event=None):  # type: ignore[no-untyped-def]
+    """See :func:`kimitui.host.factory.make_host` (imported lazily: it needs the config module)."""
+    from kimitui.host.factory import make_host as _make_host
+
+    return _make_host(config, name, on_event)
+
+
 __all__ = [
     "CommandResult",
     "CommandTimeout",
@@ -24,5 +32,6 @@ __all__ = [
     "HostKeyError",
     "HostUnavailable",
     "LocalHost",
+    "make_host",
     "Stream",
 ]

@@ -125,8 +125,10 @@ class LocalStream(Stream):
 class LocalHost(Host):
     """Runs commands on this machine.  Also the base of the simulated host ``sim``."""
 
-    def __init__(self, name: str = "local", on_event: EventCallback | None = None) -> None:
+    def __init__(self, name: str = "local", on_event: EventCallback | None = None, *, simulated: bool = False) -> None:
         super().__init__(name, on_event)
+        self.simulated = simulated
+        """True for the embedded simulated host: launchers start the simulator, not SGLang."""
         self._streams: set[LocalStream] = set()
 
     async def _spawn(

@@ -1,0 +1,283 @@
+"""The user's config file: which hosts exist, key remaps, UI settings.
+
+Where: ``--config PATH``, else ``$KIMITUI_CONFIG``, else
+``platformdirs.user_config_dir("kimitui")/config.toml``.  No file at the
+default place is fine (an empty config: kimitui runs on the simulated host
+``sim``); a file that was asked for explicitly must exist.
+
+Example::
+
+    default_host = "gpu1"
+
+    [hosts.gpu1]
+    address = "gpu-host.example"      # or an alias from ~/.ssh/config
+    user = "ops"
+    key = "~/.ssh/id_ed25519"         # else ssh-agent / your usual keys
+    jump = "bastion"                  # another [hosts.*] name, or "user@host:port"
+
+    [hosts.bastion]
+    address = "bastion.example"
+
+    [keys]
+    sweep = "w"
+
+    [ui]
+    gpu_refresh_hz = 2
+
+Every mistake is a :class:`ConfigError` whose message starts with
+``FILE:LINE:`` and names the field, e.g.
+``config.toml:7: hosts.gpu1.port: Input should be less than or equal to 65535``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from kimitui.host.base import EventCallback, Host
+
+ENV_VAR = "KIMITUI_CONFIG"
+SIM_HOST = "sim"
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_JUMP_SPEC = re.compile(r"^(?:[^@\s]+@)?[^@\s:]+(?::\d+)?$")
+
+
+class ConfigError(ValueError):
+    """The config file is missing, unreadable or invalid; the message names file, line and field."""
+
+
+class HostConfig(BaseModel):
+    """``[hosts.NAME]``: how to reach one GPU host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    """Host name, IP, or a ``Host`` alias from ~/.ssh/config.  Not needed with ``sim = true``."""
+    user: str | None = None
+    """Default: ~/.ssh/config, else your local user name."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Default: ~/.ssh/config, else 22."""
+    key: str | None = None
+    """Private key file; without it ssh-agent and the usual ~/.ssh keys are tried."""
+    agent: bool = True
+    """Use ssh-agent (``$SSH_AUTH_SOCK``) for authentication."""
+    known_hosts: str | None = None
+    """known_hosts file to verify the host key against (default ~/.ssh/known_hosts)."""
+    trust_on_first_use: bool = False
+    """Accept and record an unknown host key on first connect (kimitui's own known_hosts)."""
+    jump: str | None = None
+    """Jump host: another ``[hosts.*]`` name, or ``user@host:port``."""
+    keepalive_s: float = Field(default=2.0, gt=0, le=300)
+    """Keepalive interval; a dead link is noticed after three missed answers."""
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    python: str = "python3"
+    """The remote Python that runs the GPU agent."""
+    sim: bool = False
+    """A simulated host: runs the simulator instead of SGLang (local unless ``address`` is set)."""
+
+    @field_validator("key", "known_hosts")
+    @classmethod
+    def _expand(cls, value: str | None) -> str | None:
+        return None if value is None else os.path.expanduser(value)
+
+    @model_validator(mode="after")
+    def _needs_address(self) -> "HostConfig":
+        if not self.sim and not self.address:
+            raise ValueError("`address` is required (or set `sim = true` for a simulated host)")
+        return self
+
+
+class Config(BaseModel):
+    """The whole file.  An empty Config means: run on the simulated host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_host: str | None = None
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    keys: dict[str, str] = Field(default_factory=dict)
+    """action -> key, remapping the cockpit's bindings."""
+    ui: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    """Small free-form UI settings (refresh rates...)."""
+    path: Path | None = Field(default=None, exclude=True)
+    """The file this was read from (None: no file)."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, hosts: dict[str, HostConfig]) -> dict[str, HostConfig]:
+        for name in hosts:
+            if not _HOST_NAME.match(name):
+                raise _LocatedError(("hosts", name), f"host name {name!r} must be letters, digits, '.', '_' or '-'")
+        return hosts
+
+    @model_validator(mode="after")
+    def _references(self) -> "Config":
+        if self.default_host and self.default_host not in self.hosts and self.default_host != SIM_HOST:
+            raise _LocatedError(("default_host",), f"no [hosts.{self.default_host}] table (configured: {self._names()})")
+        for name, host in self.hosts.items():
+            jump = host.jump
+            if jump is None or jump in self.hosts:
+                if jump == name:
+                    raise _LocatedError(("hosts", name, "jump"), "a host cannot be its own jump host")
+                continue
+            if not _JUMP_SPEC.match(jump) or ("@" not in jump and ":" not in jump and "." not in jump):
+                raise _LocatedError(
+                    ("hosts", name, "jump"),
+                    f"{jump!r} is neither a configured host ({self._names()}) nor user@host:port",
+                )
+        return self
+
+    def _names(self) -> str:
+        return ", ".join(self.hosts) or "none"
+
+    def host_names(self) -> list[str]:
+        return list(self.hosts)
+
+
+class _LocatedError(ValueError):
+    """A cross-field error that knows which key it is about."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
+# --------------------------------------------------------------------------- where
+
+
+def default_config_path() -> Path:
+    return Path(platformdirs.user_config_dir("kimitui")) / "config.toml"
+
+
+def config_path(path: str | Path | None = None) -> tuple[Path, bool]:
+    """The file to read and whether it was asked for explicitly (flag or env)."""
+    if path:
+        return Path(path).expanduser(), True
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser(), True
+    return default_config_path(), False
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read and validate the config (see the module docstring for where it is)."""
+    file, explicit = config_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{file}: config file not found") from None
+        return Config()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read config: {exc}") from None
+    return parse_config(text, file)
+
+
+def parse_config(text: str, file: str | Path = "<config>") -> Config:
+    """Validate TOML text; errors name ``file:line`` and the field."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        where = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
+        if where:
+            raise ConfigError(f"{file}:{where[1]}:{where[2]}: invalid TOML: {reason}") from None
+        if "end of document" in msg:
+            raise ConfigError(f"{file}:{max(1, len(text.splitlines()))}: invalid TOML: {reason}") from None
+        raise ConfigError(f"{file}: invalid TOML: {reason}") from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, text, file)) from None
+    except _LocatedError as exc:  # raised by a validator of the whole file
+        raise ConfigError(_at(file, text, exc.loc, exc.message)) from None
+    return config.model_copy(update={"path": Path(file)})
+
+
+def _describe(exc: ValidationError, text: str, file: str | Path) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, _LocatedError):
+            loc, message = cause.loc, cause.message
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = f"unknown field `{loc[-1]}`"
+            elif err["type"] == "missing":
+                message = f"`{loc[-1]}` is required"
+        lines.append(_at(file, text, loc, message))
+    return "\n".join(lines)
+
+
+def _at(file: str | Path, text: str, loc: tuple[str, ...], message: str) -> str:
+    line = find_key_line(text, loc)
+    where = f"{file}:{line}" if line else str(file)
+    field = ".".join(loc) or "(top level)"
+    return f"{where}: {field}: {message}"
+
+
+# --------------------------------------------------------------------------- locating keys
+
+_KEY_PART = r'(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|\'[^\']*\')'
+_DOTTED = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?$")
+_ASSIGN = re.compile(rf"^\s*({_DOTTED})\s*=")
+
+
+def _split_key(dotted: str) -> tuple[str, ...]:
+    parts = re.findall(_KEY_PART, dotted)
+    return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
+
+
+def find_key_line(text: str, loc: tuple[str, ...]) -> int | None:
+    """The 1-based line that defines ``loc`` (or the closest enclosing table/key)."""
+    best: tuple[int, int] | None = None  # (matched depth, line)
+    table: tuple[str, ...] = ()
+    in_multiline = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if raw.count('"""') % 2 == 1 or raw.count("'''") % 2 == 1:
+            in_multiline = not in_multiline
+            if not in_multiline:
+                continue
+        elif in_multiline:
+            continue
+        header = _HEADER.match(raw)
+        if header:
+            table = _split_key(header[1])
+            path = table
+        else:
+            assign = _ASSIGN.match(raw)
+            if not assign:
+                continue
+            path = table + _split_key(assign[1])
+        depth = 0
+        while depth < min(len(path), len(loc)) and path[depth] == loc[depth]:
+            depth += 1
+        if depth == len(path) and (best is None or depth > best[0]):
+            best = (depth, number)
+            if depth == len(loc):
+                return number
+    return best[1] if best and best[0] > 0 else None
+
+
+# --------------------------------------------------------------------------- hosts
+
+
+def make_host(config: Config, name: str | None = None, on_event: "EventCallback | None" = None) -> "Host":
+    """Build the Host called ``name`` (see :func:`kimitui.host.factory.make_host`)."""
+    from kimitui.host.factory import make_host as _make_host
+
+    return _make_host(config, name, on_event)
