@@ -176,8 +176,9 @@ class RecordingWriter:
         self._kick = threading.Event()
         self._thread: threading.Thread | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size > 0:
-            raise RecordingError(f"{self.path}: already exists; refusing to overwrite a recording")
+        for existing in {self.path, self.final_path}:
+            if existing.exists() and existing.stat().st_size > 0:
+                raise RecordingError(f"{existing}: already exists; refusing to overwrite a recording")
         self._file = open(self.path, "ab")  # noqa: SIM115 - closed in close()
         self._file.write(self.header.model_dump_json().encode() + b"\n")
         self._file.flush()

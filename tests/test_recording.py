@@ -136,6 +136,10 @@ def test_refuses_to_overwrite(tmp_path: Path) -> None:
     path = write_recording(tmp_path / "o.jsonl", [Note(text="x")], compress=False)
     with pytest.raises(RecordingError, match="already exists"):
         RecordingWriter(path, hosts=["sim"])
+    done = write_recording(tmp_path / "d.jsonl", [Note(text="y")])  # -> d.jsonl.gz
+    with pytest.raises(RecordingError, match="d.jsonl.gz: already exists"):
+        RecordingWriter(tmp_path / "d.jsonl", hosts=["sim"])  # would replace d.jsonl.gz on close
+    assert read_recording(done).events[0].text == "y"  # type: ignore[attr-defined]
 
 
 def test_paused_writer_skips_events(tmp_path: Path) -> None:
