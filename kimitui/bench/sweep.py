@@ -32,6 +32,7 @@ import math
 import random
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 
 import aiohttp
@@ -106,6 +107,7 @@ class SweepEngine:
         self._cut: str | None = None
         self._stop_dispatch = False
         self._inflight: dict[str, tuple[RequestTrace, asyncio.Task[object]]] = {}
+        self._unfinished: deque[RequestTrace] = deque()
         self._wakers: set[asyncio.Future[None]] = set()
         self._results: list[RequestResult] = []
         self._n_ok = self._n_failed = self._tokens_done = 0
@@ -208,6 +210,7 @@ class SweepEngine:
             if timer is not None:
                 timer.cancel()
             progress.cancel()
+            self._finish_pending()
         self._publish_progress()
         return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time())
 
@@ -246,8 +249,8 @@ class SweepEngine:
         async def slot() -> None:
             intended = _perf_ns()
             while (job := take()) is not None:
-                await self._one(job[0], job[1], intended)
-                intended = _perf_ns()
+                done = await self._one(job[0], job[1], intended)
+                intended = done.end_ns or _perf_ns()  # the slot was free from the moment its request ended
 
         await asyncio.gather(*(slot() for _ in range(c)))
 
@@ -351,8 +354,7 @@ class SweepEngine:
         return trace, body
 
     async def _one(self, idx: int, warm: bool, intended_ns: int,
-                   prepared: tuple[RequestTrace, bytes] | None = None) -> None:
-        spec = self.spec
+                   prepared: tuple[RequestTrace, bytes] | None = None) -> RequestTrace:
         trace, body = prepared or self._prepare(idx, warm, intended_ns)
         rid = trace.request_id
         task = asyncio.current_task()
@@ -365,20 +367,29 @@ class SweepEngine:
             await run_request(self._http, self._endpoint, body, trace, self.deadlines)
         finally:
             self._inflight.pop(rid, None)
-        self.health.dispatched(trace.sent_ns - trace.intended_ns)
-        result = to_result(trace, self.sweep_id, self.clock, host=self.host)
-        self._results.append(result)
-        if not warm:
-            if result.ok:
-                self._n_ok += 1
-            else:
-                self._n_failed += 1
-            self._tokens_done += result.completion_tokens
-        self.emit(result)
-        n = self._n_ok + self._n_failed
-        if not warm and not self._stop_dispatch and n >= max(10, self._c):
-            if self._n_failed / n > spec.max_error_rate:
-                self._stop_dispatch = True
+        # Results are built after this slot's next send, so their cost never shows as dispatch delay.
+        self._unfinished.append(trace)
+        loop.call_soon(self._finish_pending)
+        return trace
+
+    def _finish_pending(self) -> None:
+        """Turn finished traces into RequestResult events (idempotent; also run at each level's end)."""
+        while self._unfinished:
+            trace = self._unfinished.popleft()
+            self.health.dispatched(trace.sent_ns - trace.intended_ns)
+            result = to_result(trace, self.sweep_id, self.clock, host=self.host)
+            self._results.append(result)
+            if not trace.warmup:
+                if result.ok:
+                    self._n_ok += 1
+                else:
+                    self._n_failed += 1
+                self._tokens_done += result.completion_tokens
+            self.emit(result)
+            n = self._n_ok + self._n_failed
+            if not trace.warmup and not self._stop_dispatch and n >= max(10, self._c):
+                if self._n_failed / n > self.spec.max_error_rate:
+                    self._stop_dispatch = True
 
     def _announce(self, trace: RequestTrace) -> None:
         self.emit(RequestStarted(host=self.host, t=self.clock.wall(trace.sent_ns), sweep_id=self.sweep_id,
