@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -76,6 +77,24 @@ async def test_start_is_detached_with_its_own_group_log_and_record(launcher: Pro
     assert rec2.log_path != rec.log_path  # one log file per start
     await _wait_for(Path(rec2.log_path), "again")
     assert "again" not in log.read_text()
+
+
+async def test_old_start_logs_are_pruned_but_nothing_else(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(LocalHost("local"), state_dir=str(tmp_path / "state"), keep_logs=2)
+    run_dir = tmp_path / "state" / "4250"
+    run_dir.mkdir(parents=True)
+    theirs = run_dir / "operator-notes.log"
+    theirs.write_text("mine")
+    old = run_dir / "20240101-000000-deadbeef.log"
+    old.write_text("old")
+    os.utime(old, (1, 1))
+    logs = []
+    for _ in range(3):
+        rec = await launcher.start_argv("x", [PY, "-c", "print('hi')"], port=4250)
+        logs.append(Path(rec.log_path))
+        await _wait_for(logs[-1], "hi")  # written before the next start: mtimes in start order
+    remaining = sorted(p.name for p in run_dir.glob("*.log"))
+    assert remaining == sorted([theirs.name, logs[1].name, logs[2].name])
 
 
 async def test_follow_log_yields_this_starts_lines(launcher: ProcessLauncher) -> None:

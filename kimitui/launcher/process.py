@@ -40,10 +40,14 @@ class ProcessLauncher(Launcher):
 
     kind = "process"
 
-    def __init__(self, host: Host, *, simulated: bool = False, state_dir: str | None = None) -> None:
+    def __init__(
+        self, host: Host, *, simulated: bool = False, state_dir: str | None = None, keep_logs: int = 20
+    ) -> None:
         super().__init__(host)
         self.simulated = simulated
         self._state_dir = state_dir
+        self.keep_logs = keep_logs
+        """Start logs kept per port; older ones (files kimitui wrote) are deleted at the next start."""
 
     # -- where things live ---------------------------------------------------------
     async def state_dir(self) -> str:
@@ -167,6 +171,7 @@ class ProcessLauncher(Launcher):
             extra={"argv": argv, "env": env, "bind_host": bind_host},
         )
         await self.host.write_file(record.record_path, record.model_dump_json(), mode=0o600)  # type: ignore[arg-type]
+        await self.host.run(_sh(procscript.PRUNE_LOGS, run_dir, str(max(1, self.keep_logs))), timeout=20)
         return record
 
     async def stop(self, record: RunRecord, grace_s: float = 10.0) -> str:

@@ -132,5 +132,13 @@ done
 # args: none -> the per-user state dir
 STATE_HOME = r"""printf '%s\n' "${XDG_STATE_HOME:-$HOME/.local/state}" """
 
+# args: dir keep -> delete all but the newest KEEP start logs kimitui wrote there (named STAMP-RUNID.log)
+PRUNE_LOGS = r"""
+dir=$1 keep=$2
+ls -1t "$dir" 2>/dev/null | grep -E '^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}\.log$' | tail -n "+$((keep + 1))" |
+while read -r f; do rm -f -- "$dir/$f"; done
+exit 0
+"""
+
 # args: path... -> remove files kimitui wrote (only the given ones; never a directory)
 REMOVE = r"""for f in "$@"; do [ -f "$f" ] && rm -f -- "$f"; done; exit 0"""
