@@ -78,3 +78,13 @@ def test_bad_scenario_spec_names_the_item(spec: str, words: str) -> None:
     with pytest.raises(ScenarioError, match=words) as info:
         parse_scenario(spec)
     assert "KIMITUI_FAKE_NVML" in str(info.value)
+
+
+def test_configure_sets_the_scenario_for_the_next_install(nvml: Path) -> None:
+    fake_nvml.configure("not_supported=power_w")
+    try:
+        fake_nvml.nvmlInit()  # installs with the configured scenario
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetPowerUsage(pynvml.nvmlDeviceGetHandleByIndex(0))
+    finally:
+        fake_nvml.configure(None)

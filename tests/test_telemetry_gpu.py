@@ -100,6 +100,8 @@ def test_bootstrap_is_a_single_argument_without_newlines() -> None:
     assert "\n" not in BOOTSTRAP and "'" in BOOTSTRAP  # survives shlex quoting over SSH
     argv = GpuStream(LocalHost("x"), Session(), backend="pynvml").argv()
     assert argv[:4] == ["python3", "-u", "-c", BOOTSTRAP] and "--heartbeat" in argv
+    sim = GpuStream(LocalHost("sim"), Session(), backend="fake").argv()  # the config's default "python3"
+    assert sim[0] == sys.executable and "--pythonpath" in sim
 
 
 async def test_over_ssh_the_link_dies_the_stream_resumes_and_no_agent_is_orphaned(

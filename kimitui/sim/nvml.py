@@ -556,13 +556,24 @@ class FakeNvmlLib:
 _installed: FakeNvmlLib | None = None
 
 
+_configured: Scenario | None = None
+
+
 def configure(spec: str | Scenario | None = None) -> Scenario:
-    """Set the scenario for the next :func:`install` (a spec string, a Scenario, or None for env/default)."""
+    """Set the scenario the next :func:`install` uses (a spec string or Scenario; None: back to the env var)."""
+    global _configured
+    _configured = spec if isinstance(spec, Scenario) else parse_scenario(spec) if spec is not None else None
+    return _configured if _configured is not None else parse_scenario(os.environ.get(ENV_VAR, ""))
+
+
+def _scenario(spec: str | Scenario | None) -> Scenario:
     if isinstance(spec, Scenario):
         return spec
-    if spec is None:
-        spec = os.environ.get(ENV_VAR, "")
-    return parse_scenario(spec)
+    if spec is not None:
+        return parse_scenario(spec)
+    if _configured is not None:
+        return _configured
+    return parse_scenario(os.environ.get(ENV_VAR, ""))
 
 
 def _missing(name: str) -> property:
@@ -583,7 +594,7 @@ for _name in OLD_DRIVER_MISSING:
 def install(scenario: str | Scenario | None = None) -> FakeNvmlLib:
     """Make ``pynvml`` talk to the fake library; returns the fake."""
     global _installed
-    sc = configure(scenario)
+    sc = _scenario(scenario)
     lib = (OldDriverNvmlLib if sc.old_driver else FakeNvmlLib)(sc)
     with pynvml.libLoadLock:
         pynvml.nvmlLib = lib

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,11 @@ class GpuStream:
     # -- the loop ------------------------------------------------------------------
     def argv(self, backend: str | None = None) -> list[str]:
         backend = backend or self.backend
-        args = [self.python, "-u", "-c", BOOTSTRAP, "--interval", f"{self.interval:g}", "--backend", backend,
+        python = self.python
+        if backend == "fake" and python == "python3":
+            # the simulated host is this machine: its fake NVML needs kimitui's own interpreter (pynvml)
+            python = sys.executable
+        args = [python, "-u", "-c", BOOTSTRAP, "--interval", f"{self.interval:g}", "--backend", backend,
                 "--heartbeat", f"{self.heartbeat_s:g}", "--tag", f"kimitui-gpu-{self.host.name}", *self.agent_args]
         if backend == "fake":  # the simulated host is local: let the agent import kimitui.sim.nvml
             args += ["--pythonpath", str(Path(kimitui.__file__).resolve().parents[1])]
