@@ -14,7 +14,7 @@ from tests.support.httpapp import serve
 from tests.support.simserver import start_sim
 from tests.support.telemetry import Collector
 
-FAST = dict(metrics_interval=0.1, info_interval=0.2, loads_interval=0.1, health_interval=0.1)
+FAST = dict(metrics_interval=0.1, info_interval=0.2, loads_interval=0.1, health_interval=0.1, startup_grace_s=0.0)
 
 
 def of(seen: Collector, cls: type, **match: object) -> list:
@@ -97,7 +97,7 @@ async def test_failures_are_events_reported_once_not_per_poll_and_never_raised()
         session = Session()
         seen = Collector(session)
         poller = MetricsPoller(session, url, host="h", info_interval=None, metrics_interval=0.05,
-                               loads_interval=0.05, health_interval=0.05)
+                               loads_interval=0.05, health_interval=0.05, startup_grace_s=0.0)
         await poller.start()
         try:
             await asyncio.sleep(0.6)
@@ -166,3 +166,16 @@ def test_drift_rules() -> None:
     assert server_drift(info, {"enable_eplb": True, "cuda_graph_max_bs": 160, "chunked_prefill_size": 8192,
                                "never_reported": 3}) == {
         "enable_eplb": [True, False], "cuda_graph_max_bs": [160, 256], "chunked_prefill_size": [8192, None]}
+
+
+async def test_a_starting_server_is_not_an_error_within_the_grace_period() -> None:
+    session = Session()
+    seen = Collector(session)
+    poller = MetricsPoller(session, "http://127.0.0.1:9", host="h", timeout_s=1.0, health_timeout_s=1.0,
+                           **{**FAST, "startup_grace_s": 60.0})
+    await poller.start()
+    try:
+        await seen.wait_for(lambda ev: len(of(seen, ServerHealth)) >= 3)
+    finally:
+        await poller.stop()
+    assert not of(seen, ErrorEvent) and not any(h.ok for h in of(seen, ServerHealth))

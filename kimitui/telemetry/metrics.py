@@ -141,8 +141,12 @@ class MetricsPoller:
         expected_args: dict[str, Any] | None = None,
         timeout_s: float = 5.0,
         health_timeout_s: float = 25.0,
+        startup_grace_s: float = 120.0,
         client: httpx.AsyncClient | None = None,
     ) -> None:
+        """``startup_grace_s``: a server still starting is not an error; until an endpoint
+        first answers, its failures are only reported once this long has passed
+        (``/health`` keeps publishing ``ok=False`` meanwhile)."""
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.host = host
@@ -154,6 +158,9 @@ class MetricsPoller:
         self._client = client
         self._own_client = client is None
         self._tasks: list[asyncio.Task[None]] = []
+        self.startup_grace_s = startup_grace_s
+        self._started_at = 0.0
+        self._ever_ok: set[str] = set()
         self._failing_since: dict[str, float] = {}
         self._last_error: dict[str, float] = {}
         self.stopped_polls: set[str] = set()
@@ -167,6 +174,7 @@ class MetricsPoller:
     async def start(self) -> None:
         if self._tasks:
             return
+        self._started_at = time.monotonic()
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
         polls: dict[str, Callable[[], Awaitable[None]]] = {
@@ -267,10 +275,13 @@ class MetricsPoller:
 
     # -- failure reporting -------------------------------------------------------------
     def _ok(self, name: str) -> None:
+        self._ever_ok.add(name)
         self._failing_since.pop(name, None)
 
     def _failed(self, name: str, exc: Exception) -> None:
         now = time.monotonic()
+        if name not in self._ever_ok and now - self._started_at < self.startup_grace_s:
+            return  # the server is probably still starting
         first = name not in self._failing_since
         if first:
             self._failing_since[name] = now
