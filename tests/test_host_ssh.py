@@ -198,6 +198,20 @@ async def test_server_killed_mid_stream_then_back(ssh_server: SSHTestServer) -> 
     assert events.states[-1] == "closed"
 
 
+async def test_hung_server_is_noticed_by_keepalive(ssh_server: SSHTestServer) -> None:
+    events = Events()
+    h = ssh_server.make_host("gpu", keepalive_s=0.2, on_event=events)
+    s = await h.stream(["bash", "-c", "echo up; exec sleep 30"])
+    assert await anext(aiter(s)) == "up"
+    t0 = time.monotonic()
+    ssh_server.freeze()
+    lost = await events.wait_for("lost", within=5)
+    assert time.monotonic() - t0 < 2.5  # 3 missed keepalives at 0.2 s, not a TCP timeout
+    assert "keepalive" in lost.detail
+    assert [line async for line in s] == [] and s.lost
+    await h.close()
+
+
 async def test_wait_connected_times_out_while_server_down(ssh_server: SSHTestServer) -> None:
     h = ssh_server.make_host("gpu")
     await ssh_server.stop()

@@ -386,17 +386,18 @@ class SSHHost(Host):
     async def _reconnect(self, immediate: bool) -> None:
         """Retry with exponential backoff until connected, closed, or refused for good."""
         self._attempt = 0
+        last_error = ""
         while not self._closed:
             self._attempt += 1
             delay = 0.0 if immediate and self._attempt == 1 else self._backoff(self._attempt)
-            self.connection_event("reconnecting", f"in {delay:.1f} s", attempt=self._attempt)
+            self.connection_event("reconnecting", f"next try in {delay:.1f} s{last_error}", attempt=self._attempt)
             await asyncio.sleep(delay)
             try:
                 async with self._connect_lock:
                     if self._conn is None and not self._closed:
                         await self._open()
             except HostUnavailable as exc:
-                self.connection_event("reconnecting", str(exc), attempt=self._attempt)
+                last_error = f"; last error: {exc}"
                 continue
             except HostError as exc:  # changed key, refused credentials: a human must act
                 self._fatal = exc
@@ -506,6 +507,8 @@ class SSHHost(Host):
         except BaseException:
             proc.close()
             raise
+        if proc.exit_status is None and proc.exit_signal is None:
+            raise HostUnavailable(f"{self.name}: link to {self.target} closed while running {argv[0]!r}")
         result = CommandResult(argv, _exit_code(proc), decode(out), decode(err))
         if check and not result.ok:
             raise HostError(

@@ -117,6 +117,15 @@ class SSHTestServer:
         if sessions:
             await asyncio.wait(sessions, timeout=5.0)
 
+    def freeze(self) -> None:
+        """Hang like a host whose network vanished: no FIN, no RST, no answers.
+
+        Stops reading every connection, so only the client's keepalive can
+        notice.  (asyncssh has no public handle on the transport.)
+        """
+        for conn in self.connections:
+            conn._transport.pause_reading()  # type: ignore[attr-defined]
+
     async def restart(self) -> None:
         """Stop, then listen again on the same port with the same host key."""
         port = self.port
