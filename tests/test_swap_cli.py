@@ -28,7 +28,6 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
         "TMPDIR": str(tmp_path),  # the sim host's state dir: $TMPDIR/kimitui-sim-<uid>
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "xstate"),
-        "KIMITUI_CONFIG": str(tmp_path / "config" / "none.toml"),
         "KIMITUI_STATE_DIR": str(tmp_path / "kstate"),
         "KIMITUI_SIM_STATE": str(tmp_path / "gpus.json"),
         "COLUMNS": "200",
@@ -87,6 +86,9 @@ def test_swap_status_drift_and_stop_from_the_shell(cli, tmp_path: Path) -> None:
 
     unconfirmed = cli("swap", str(broken))  # stdin is not a terminal and no --yes
     assert unconfirmed.returncode == 1 and "--yes" in unconfirmed.stdout
+
+    nohost = cli("status", "--host", "gpu-host.example")
+    assert nohost.returncode == 2 and "no host 'gpu-host.example'" in nohost.stdout
 
     missing = cli("swap", "no-such-profile", "--yes")
     assert missing.returncode == 2 and "no profile named 'no-such-profile'" in missing.stdout

@@ -12,41 +12,22 @@ from kimitui.events import Event, SwapProgress
 from kimitui.host.base import Host
 from kimitui.launcher.readiness import PHASES
 
-SIM_HOST = "sim"
-
-
 class HostChoiceError(Exception):
     """The ``--host`` asked for is not configured (the message lists the ones that are)."""
 
 
-def add_host_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", metavar="NAME", help="configured host (default: the only/first one, else the simulated host 'sim')")
-
-
 def open_host(args: argparse.Namespace) -> Host:
-    """The host named by ``--host`` from the config; the simulated host when none is configured."""
-    wanted = getattr(args, "host", None)
-    config = None
-    try:
-        from kimitui import config as config_mod
-    except ImportError:
-        config_mod = None  # type: ignore[assignment]
-    if config_mod is not None:
-        config = config_mod.load_config(getattr(args, "config", None))
-        hosts = list(getattr(config, "hosts", {}) or {})
-        if wanted is None and hosts:
-            wanted = hosts[0]
-        if wanted is not None and (wanted in hosts or wanted != SIM_HOST):
-            if wanted not in hosts:
-                raise HostChoiceError(f"no host {wanted!r} in the config (configured: {', '.join(hosts) or 'none'}; or 'sim')")
-            return config_mod.make_host(config, wanted, None)
-    if wanted not in (None, SIM_HOST):
-        raise HostChoiceError(f"no host {wanted!r} is configured (only the simulated host 'sim' is available)")
-    from kimitui.host.local import LocalHost
+    """The host named by ``--host`` (else the config's default); the simulated host ``sim`` when none.
 
-    host = LocalHost(SIM_HOST)
-    host.simulated = True  # type: ignore[attr-defined]
-    return host
+    Raises HostChoiceError with the config's own message (file:line, the hosts it knows).
+    """
+    from kimitui.config import ConfigError, load_config
+    from kimitui.host import make_host
+
+    try:
+        return make_host(load_config(getattr(args, "config", None)), getattr(args, "host", None), None)
+    except ConfigError as exc:
+        raise HostChoiceError(str(exc)) from exc
 
 
 def overall_fraction(phase: str, fraction: float | None) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.launcher import procscript
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
-from kimitui.launcher.profiles import argv_for, env_for, profile_name, profile_port, profile_source
+from kimitui.launcher.profiles import argv_for, env_for, profile_name, profile_port, profile_source, sim_python
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -104,7 +104,7 @@ class ProcessLauncher(Launcher):
     async def start(self, profile: Any) -> RunRecord:
         return await self.start_argv(
             profile_name(profile),
-            argv_for(profile, simulated=self.simulated),
+            argv_for(profile, simulated=self.simulated, python=sim_python(self.host) if self.simulated else None),
             env=env_for(profile),
             port=profile_port(profile),
             source=profile_source(profile),

@@ -23,11 +23,20 @@ def profile_source(profile: Any) -> str | None:
     return str(src) if src else None
 
 
-def argv_for(profile: Any, *, simulated: bool) -> list[str]:
+def sim_python(host: Any) -> str | None:
+    """The Python that runs the simulator on ``host``: this one locally, the host's configured one remotely."""
+    from kimitui.host.local import LocalHost
+
+    if isinstance(host, LocalHost):
+        return None  # render_argv's default: sys.executable
+    return getattr(host, "python", None)
+
+
+def argv_for(profile: Any, *, simulated: bool, python: str | None = None) -> list[str]:
     """The exact argument list that runs this profile (the simulator on the sim host)."""
     from kimitui.profiles import render_argv
 
-    return [str(a) for a in render_argv(profile, simulated=simulated)]
+    return [str(a) for a in render_argv(profile, simulated=simulated, python=python)]
 
 
 def env_for(profile: Any) -> dict[str, str]:

@@ -9,8 +9,9 @@ from kimitui.launcher.base import Launcher
 
 
 def is_simulated_host(host: Host) -> bool:
-    """The embedded simulated host (``sim``) runs the simulator instead of SGLang."""
-    return bool(getattr(host, "simulated", False)) or host.name == "sim"
+    """A simulated host runs the simulator instead of SGLang (``Host.simulated``; else the name ``sim``)."""
+    flag = getattr(host, "simulated", None)
+    return bool(flag) if flag is not None else host.name == "sim"
 
 
 def launcher_for(host: Host, profile: Any | None = None, *, simulated: bool | None = None, **kwargs: Any) -> Launcher:
