@@ -74,7 +74,7 @@ class HostConfig(BaseModel):
     """Accept and record an unknown host key on first connect (kimitui's own known_hosts)."""
     jump: str | None = None
     """Jump host: another ``[hosts.*]`` name, or ``user@host:port``."""
-    keepalive_s: float = Field(default=2.0, gt=0, le=300)
+    keepalive_s: float = Field(default=1.0, gt=0, le=300)
     """Keepalive interval; a dead link is noticed after three missed answers."""
     connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
     python: str = "python3"

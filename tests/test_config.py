@@ -43,7 +43,7 @@ def test_full_config_is_read(tmp_path: Path) -> None:
     assert (gpu.address, gpu.user, gpu.port, gpu.jump, gpu.python) == (
         "gpu-host.example", "ops", 2222, "bastion", "/opt/venv/bin/python")
     assert gpu.key == str(Path.home() / ".ssh/id_ed25519")
-    assert gpu.trust_on_first_use is False and gpu.keepalive_s == 2.0  # defaults
+    assert gpu.trust_on_first_use is False and gpu.keepalive_s == 1.0  # defaults
     assert c.hosts["bastion"].trust_on_first_use and c.hosts["lab"].sim
     assert c.keys == {"sweep": "w"} and c.ui == {"gpu_refresh_hz": 2}
 

@@ -238,3 +238,50 @@ async def test_ssh_config_alias_and_jump_host(ssh_server: SSHTestServer) -> None
     assert len(ssh_server.connections) == 2  # the bastion link and the tunnelled one
     await h.close()
     await jump.close()
+
+
+async def test_the_suggested_keyscan_command_really_trusts_the_host(ssh_server: SSHTestServer, tmp_path) -> None:
+    import re
+    import subprocess
+
+    known = tmp_path / "my_known_hosts"
+    known.write_text("")
+    h = ssh_server.make_host("gpu", known_hosts=[str(known)])
+    with pytest.raises(HostKeyError) as err:
+        await h.connect()
+    command = re.search(r"`(ssh-keyscan [^`]+)`", str(err.value))
+    assert command is not None
+    # run exactly what the message told the operator to run
+    proc = await asyncio.create_subprocess_shell(command[1], stderr=subprocess.DEVNULL)
+    assert await asyncio.wait_for(proc.wait(), 10) == 0
+    assert (await h.run(["echo", "trusted"])).stdout == "trusted\n"
+    await h.close()
+
+
+async def test_agent_authentication(ssh_server: SSHTestServer, tmp_path) -> None:
+    sock = tmp_path / "agent.sock"
+    agent = await asyncio.create_subprocess_exec(
+        "ssh-agent", "-D", "-a", str(sock), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            if sock.exists():
+                break
+            await asyncio.sleep(0.01)
+        add = await asyncio.create_subprocess_exec(
+            "ssh-add", str(ssh_server.client_key_path), env={"SSH_AUTH_SOCK": str(sock)},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )
+        assert await add.wait() == 0
+        # no key file given: only the agent holds the authorised key
+        h = ssh_server.make_host("gpu", client_keys=None, agent=str(sock))
+        assert (await h.run(["echo", "agent"])).stdout == "agent\n"
+        await h.close()
+        h = ssh_server.make_host("gpu", client_keys=[], agent=False)
+        with pytest.raises(HostError, match="refused our credentials") as err:
+            await h.connect()
+        assert not isinstance(err.value, HostUnavailable)  # not retried: a human must act
+        await h.close()
+    finally:
+        agent.terminate()
+        await agent.wait()

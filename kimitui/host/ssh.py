@@ -217,7 +217,7 @@ class SSHHost(Host):
         tofu_known_hosts: str | Path | None = None,
         ssh_config: Sequence[str] | str | None | tuple[()] = (),
         jump: "SSHHost | str | None" = None,
-        keepalive_s: float = 2.0,
+        keepalive_s: float = 1.0,
         keepalive_count_max: int = 3,
         connect_timeout_s: float = 10.0,
         reconnect_initial_s: float = 0.5,
