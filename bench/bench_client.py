@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,7 @@ def main() -> None:
     ap.add_argument("--tick-ms", type=float, default=10.0, help="server pacing: one chunk per stream per tick")
     ap.add_argument("--rounds", type=int, default=2, help="requests per level = rounds x C")
     ap.add_argument("--sgl-venv", type=Path, default=Path("/tmp/sglbench"))
+    ap.add_argument("--trials", type=int, default=3, help="runs per client and level (medians are compared)")
     ap.add_argument("--skip-1024", action="store_true")
     args = ap.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
@@ -185,16 +187,28 @@ def main() -> None:
     try:
         for c in levels:
             n = args.rounds * c
-            k, events = run_kimitui(url, kimitui_spec(url, c, n, args.tokens), tmp / f"k{c}.jsonl")
-            bad = [e for e in events if e["kind"] == "request_result" and not e["ok"]]
-            print(f"C={c:<4} kimitui        {fmt(k)}  errors {len(bad)}", flush=True)
+            rates: dict[str, list[float]] = {"kimitui": [], "kimitui-no-usage": [], "bench_serving": []}
+            for trial in range(args.trials):  # interleaved, so a noisy neighbour hurts every client alike
+                for name, extra in (("kimitui", {}), ("kimitui-no-usage", {"stream_options": {"include_usage": True}})):
+                    k, events = run_kimitui(url, kimitui_spec(url, c, n, args.tokens, extra_body=extra),
+                                            tmp / f"k{c}-{trial}.jsonl")
+                    bad = [e for e in events if e["kind"] == "request_result" and not e["ok"]]
+                    rates[name].append(k["chunks"] / k["cpu_s"])
+                    print(f"C={c:<4} {name:<17} {fmt(k)}  errors {len(bad)}", flush=True)
+                if have_sgl:
+                    s = run_bench_serving(url, args.sgl_venv, tok_dir, c, n, args.tokens, tmp / f"s{c}-{trial}.jsonl")
+                    rates["bench_serving"].append(s["chunks"] / s["cpu_s"])
+                    print(f"C={c:<4} {'bench_serving':<17} {fmt(s)}  completed {s['completed']:.0f}/{n}", flush=True)
+            med = {k: statistics.median(v) for k, v in rates.items() if v}
+            line = f"C={c:<4} median chunks/CPU-s over {args.trials} trials: " + ", ".join(
+                f"{k} {v:.0f}" for k, v in med.items())
+            print(line, flush=True)
             if have_sgl:
-                s = run_bench_serving(url, args.sgl_venv, tok_dir, c, n, args.tokens, tmp / f"s{c}.jsonl")
-                print(f"C={c:<4} bench_serving  {fmt(s)}  completed {s['completed']:.0f}/{n}", flush=True)
-                kr, sr = k["chunks"] / k["cpu_s"], s["chunks"] / s["cpu_s"]
-                print(f"C={c:<4} ratio kimitui/bench_serving = {kr / sr:.2f}x", flush=True)
+                print(f"C={c:<4} ratio kimitui/bench_serving = {med['kimitui'] / med['bench_serving']:.2f}x "
+                      f"(with per-chunk usage); {med['kimitui-no-usage'] / med['bench_serving']:.2f}x "
+                      f"(same stream_options as bench_serving)", flush=True)
             else:
-                print(f"C={c:<4} bench_serving  skipped: install with the commands in this script's docstring "
+                print(f"C={c:<4} bench_serving skipped: install with the commands in this script's docstring "
                       f"(venv expected at {args.sgl_venv}, or pass --sgl-venv)", flush=True)
         for label, warm in (("warm connections", 256), ("cold", 0)):
             _, events = run_kimitui(url, kimitui_spec(url, 256, 256, 32, mode="burst", warmup_requests=warm),
