@@ -264,15 +264,16 @@ async def test_agent_authentication(ssh_server: SSHTestServer, tmp_path) -> None
         "ssh-agent", "-D", "-a", str(sock), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
     try:
-        for _ in range(200):
-            if sock.exists():
+        for _ in range(300):  # until the agent listens (ssh-add exits 2 while it cannot connect)
+            add = await asyncio.create_subprocess_exec(
+                "ssh-add", str(ssh_server.client_key_path), env={"SSH_AUTH_SOCK": str(sock)},
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            )
+            _, add_err = await add.communicate()
+            if add.returncode != 2:
                 break
             await asyncio.sleep(0.01)
-        add = await asyncio.create_subprocess_exec(
-            "ssh-add", str(ssh_server.client_key_path), env={"SSH_AUTH_SOCK": str(sock)},
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )
-        assert await add.wait() == 0
+        assert add.returncode == 0, add_err
         # no key file given: only the agent holds the authorised key
         h = ssh_server.make_host("gpu", client_keys=None, agent=str(sock))
         assert (await h.run(["echo", "agent"])).stdout == "agent\n"
