@@ -212,3 +212,30 @@ async def test_journal_follower_over_ssh_loses_and_duplicates_nothing_across_a_r
         await host.close()
     assert raws(seen) == written
     assert follower.starts >= 2
+
+
+async def test_closing_stdin_like_a_dropped_link_ends_tail_on_the_host(tmp_path: Path) -> None:
+    """sshd closes a command's stdin when the link drops (it does not kill it without a PTY)."""
+    log = tmp_path / "server.log"
+    log.write_text("one\n")
+    follower = LogFollower(LocalHost("x"), Session(), path=str(log))
+    stream = await LocalHost("x").stream(follower.file_argv(1))
+    lines = stream.__aiter__()
+    assert await asyncio.wait_for(lines.__anext__(), 10) == "one" + MARK
+    assert processes_with(str(log))
+    await stream.close_stdin()
+    await asyncio.wait_for(stream.wait(), 10)
+    assert await wait_gone(str(log), timeout=5) == []
+
+
+async def test_journalctl_failing_ends_the_stream_and_is_reported(fake_journal: Path) -> None:
+    session = Session()
+    seen = Collector(session)
+    follower = LogFollower(LocalHost("sim"), session, unit="sglang.service", from_cursor="not-a-cursor")
+    await follower.start()
+    try:
+        await seen.wait_for(lambda ev: any("Failed to seek to cursor" in getattr(e, "detail", "") for e in ev))
+    finally:
+        await follower.stop()
+    assert any(e.message.startswith("log stream interrupted") for e in seen.of("error"))
+    assert await wait_gone("kimitui-journal") == []

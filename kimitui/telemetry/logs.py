@@ -14,8 +14,11 @@ Two sources, each with an exact resume point:
   ``sed -u`` that ends every complete line with a marker (U+001E).  The cursor is
   the line number: bytes cannot be counted exactly from decoded text, lines
   can.  A line without the marker was cut by a dropped link: it is not
-  published or counted and arrives whole after the resume.  ``tail --pid``
-  ties tail to its shell, so no orphan tail survives ``stop()``.
+  published or counted and arrives whole after the resume.
+
+Both run under a small ``sh`` that reads stdin: when the link drops, sshd
+closes it, the shell kills its reader and exits (``tail --pid`` follows it),
+so no ``tail``/``journalctl`` is left on the host.
 
 Every line becomes a :class:`~kimitui.events.LogLine` (via :mod:`logparse`),
 Decode lines also a :class:`~kimitui.events.ServerStats` (``source="log"``).
@@ -41,7 +44,14 @@ from kimitui.session import Session
 from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
 
 MARK = "\x1e"
-_TAIL_SCRIPT = 'tail -F --pid=$$ -n "+$2" -- "$1" | sed -u "s/\\$/' + MARK + '/"'
+# stdin is the lifeline: a dropped SSH link closes it (sshd does not kill a command that has no PTY).
+# A watcher waits for that EOF and kills the reader; the shell waits for the reader, so the stream
+# also ends (with its status) when the reader fails by itself.  tail follows its shell out (--pid).
+_LIFELINE = '{ cat <&3; kill $p; } >/dev/null 2>&1 & wait $p'
+_TAIL_SCRIPT = (
+    'exec 3<&0; tail -F --pid=$$ -n "+$2" -- "$1" </dev/null | sed -u "s/\\$/' + MARK + '/" & p=$!; ' + _LIFELINE
+)
+_JOURNAL_SCRIPT = 'exec 3<&0; journalctl "$@" </dev/null & p=$!; ' + _LIFELINE
 
 
 class LogFollower:
@@ -91,6 +101,7 @@ class LogFollower:
         stream = self._stream
         if stream is not None:
             with contextlib.suppress(Exception):
+                await stream.close_stdin()
                 await stream.stop(grace_s=1.0)
         task = self._task
         if task is not None and not task.done():
@@ -104,7 +115,7 @@ class LogFollower:
 
     # -- commands ------------------------------------------------------------------
     def journal_argv(self) -> list[str]:
-        argv = ["journalctl"]
+        argv = ["sh", "-c", _JOURNAL_SCRIPT, "kimitui-journal"]
         if self.user_unit:
             argv.append("--user")
         argv += ["-u", str(self.unit), "-f", "-o", "json", "--no-pager"]
@@ -185,8 +196,7 @@ class LogFollower:
         self._stream = stream
         self.starts += 1
         try:
-            await stream.close_stdin()
-            async for line in stream:
+            async for line in stream:  # stdin stays open: its EOF is the remote side's signal to stop
                 handle(line)
         except Exception as exc:  # noqa: BLE001
             if not self._stopping:
