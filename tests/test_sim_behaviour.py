@@ -13,6 +13,7 @@ from kimitui.sim.gpus import GpuModel
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import load_settings
 from kimitui.sim.startup import BootState
+from kimitui.sim.textgen import chat_prompt, natural_length
 from tests.support.simserver import start_sim
 
 
@@ -79,7 +80,7 @@ def test_speculative_profile_sends_multi_token_chunks(tmp_path):
 
 def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):
     profile = write_profile(tmp_path, "smallgraph", 'extends = "ep8-tuned"\ncuda_graph_max_bs = 4')
-    with start_sim(profile, time_scale=100.0) as sim:
+    with start_sim(profile, time_scale=25.0) as sim:  # slow enough that the 8 requests overlap
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             done = list(pool.map(lambda i: chat(sim.url, f"eager {i}", 400, ignore_eos=True), range(8)))
         decode = [line for line in sim.lines() if "Decode batch" in line]
@@ -90,7 +91,7 @@ def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):
     assert "Capture cuda graph bs [1, 2, 4]" in "\n".join(sim.lines())
 
 
-def test_same_seed_same_answers_other_seed_other_answers():
+def test_same_seed_same_answers_in_another_process():
     prompts = ["Write a haiku about programming.", "Explain the theory of relativity in 3 sentences."]
 
     def answers(seed: int) -> list[tuple[str, int]]:
@@ -100,7 +101,9 @@ def test_same_seed_same_answers_other_seed_other_answers():
 
     first = answers(11)
     assert answers(11) == first
-    assert answers(12) != first
+    assert first[0][1] != first[1][1]  # lengths follow the prompt
+    text, _ = chat_prompt([{"role": "user", "content": prompts[0]}])
+    assert first[0][1] == min(3000, natural_length(text, 11)) != natural_length(text, 12)
 
 
 def test_gpu_state_follows_load_power_cap_and_eplb_imbalance():

@@ -110,8 +110,13 @@ def test_bad_profile_is_a_clear_error_not_a_traceback():
 
 
 def test_port_in_use_is_reported_like_uvicorn():
-    with start_sim("ep8-tuned", time_scale=100.0) as sim:
-        argv = [sys.executable, "-m", "kimitui", "sim", "serve", "--profile", "ep8-tuned", "--port", str(sim.port)]
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "kimitui", "sim", "serve", "--profile", "ep8-tuned", "--port", str(port)]
         out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, timeout=20)
-        assert out.returncode == 1
-        assert "error while attempting to bind on address ('127.0.0.1'" in out.stderr
+    assert out.returncode == 1
+    assert f"error while attempting to bind on address ('127.0.0.1', {port})" in out.stderr

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 
 DEFAULT_STALL_S = 10.0
 """Simulated seconds a ``stall`` fault holds one request mid-stream (``[sim.tuning] stall_s``)."""
@@ -25,7 +25,7 @@ class RequestFault:
 
 
 class FaultPlan:
-    def __init__(self, settings: SimSettings) -> None:
+    def __init__(self, settings: ServerSettings) -> None:
         self.s = settings
         self._rng = random.Random(settings.seed * 104729 + 3)
         self.stall_s = float(settings.tuning.get("stall_s", DEFAULT_STALL_S))

@@ -24,7 +24,7 @@ from pathlib import Path
 from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, write_state
 from kimitui.sim.model import HIDDEN, NUM_LAYERS, experts_touched
 from kimitui.sim.scheduler import SchedStats
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState
 
 IDLE_POWER_W = 38.0
@@ -35,7 +35,7 @@ WRITE_INTERVAL_S = 0.25
 class GpuModel:
     """Turns (boot phase, scheduler stats) into per-GPU readings."""
 
-    def __init__(self, settings: SimSettings, pid: int, rank_title: Callable[[int], str]) -> None:
+    def __init__(self, settings: ServerSettings, pid: int, rank_title: Callable[[int], str]) -> None:
         self.s = settings
         self.pid = pid
         self.rank_title = rank_title

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO
 
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 
 
 def timestamp(now: float | None = None) -> str:
@@ -22,7 +22,7 @@ def timestamp(now: float | None = None) -> str:
 class SimLog:
     """Writes SGLang-formatted lines; ``rank`` adds the scheduler tags (``TP3 EP3``)."""
 
-    def __init__(self, settings: SimSettings, stream: TextIO | None = None) -> None:
+    def __init__(self, settings: ServerSettings, stream: TextIO | None = None) -> None:
         self.s = settings
         self.stream = stream or sys.stderr
 

@@ -28,7 +28,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 
 NUM_EXPERTS = 384
 TOP_K = 8
@@ -55,7 +55,7 @@ class ModelParams:
     spec_accept_p: float
 
 
-def default_params(s: SimSettings) -> ModelParams:
+def default_params(s: ServerSettings) -> ModelParams:
     """Per-profile constants; ``[sim.tuning]`` in a profile overrides any of them by name."""
     # Fraction of the MoE that still needs a TP all-reduce: 0 for EP == TP, 1 for pure TP.
     moe_tp = max(1, s.tp_size // max(1, s.ep_size))
@@ -90,7 +90,7 @@ def experts_touched(tokens: int) -> float:
 class PerfModel:
     """Forward-pass durations and the KV pool for one profile."""
 
-    def __init__(self, settings: SimSettings) -> None:
+    def __init__(self, settings: ServerSettings) -> None:
         self.s = settings
         self.p = default_params(settings)
 
@@ -149,8 +149,8 @@ class PerfModel:
 
     def eplb_stall_s(self, rng: random.Random) -> float:
         """A synchronous EPLB rebalance: usually ~1-3 s, sometimes tens of seconds (heavy tail)."""
-        if rng.random() < 0.72:
-            return min(6.0, rng.lognormvariate(math.log(1.8), 0.45))
+        if rng.random() < 0.6:
+            return min(6.0, rng.lognormvariate(math.log(1.2), 0.45))
         return min(95.0, max(8.0, rng.lognormvariate(math.log(30.0), 0.55)))
 
     # ------------------------------------------------------------------ start-up

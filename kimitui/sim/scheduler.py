@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
 from kimitui.sim.model import PerfModel
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 from kimitui.sim.textgen import TokenStream
 
 
@@ -132,7 +132,7 @@ class Scheduler:
 
     def __init__(
         self,
-        settings: SimSettings,
+        settings: ServerSettings,
         model: PerfModel,
         log: SimLog,
         clock: SimClock,
@@ -157,7 +157,6 @@ class Scheduler:
         self._log_drafts = 0
         self.hang_at: float | None = None
         """Sim time from which the loop hangs (fault ``hang``)."""
-        self.listeners: list[Callable[[str, dict], None]] = []
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
@@ -168,10 +167,6 @@ class Scheduler:
     @property
     def idle(self) -> bool:
         return not self.waiting and not self.running
-
-    def _emit(self, kind: str, **data: object) -> None:
-        for fn in self.listeners:
-            fn(kind, data)
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> None:
@@ -269,7 +264,6 @@ class Scheduler:
             ),
             rank=0,
         )
-        self._emit("prefill", new_tokens=new_tokens, batch=len(batch))
         for req in batch:
             self._give(req, 1)
         self._retire()
@@ -356,7 +350,6 @@ class Scheduler:
             ),
             rank=0,
         )
-        self._emit("decode_log", throughput=throughput)
         self._log_t, self._log_tokens, self._log_verifies, self._log_drafts = now, 0, 0, 0
 
     def _update_stats(self, batch: int) -> None:
@@ -377,7 +370,6 @@ class Scheduler:
         await self.clock.sleep(stall)
         self.stats.in_rebalance = False
         self.log.all_ranks(f"[EPLBManager] rebalance end time={time.monotonic() - t0:.3f}s")
-        self._emit("rebalance", stall_s=stall)
         return time.monotonic()
 
     async def _hang(self) -> None:

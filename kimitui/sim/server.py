@@ -33,7 +33,7 @@ from kimitui.sim.logfmt import SimLog
 from kimitui.sim.metrics import CONTENT_TYPE, SimMetrics
 from kimitui.sim.model import PerfModel
 from kimitui.sim.scheduler import Req, Scheduler, SimClock
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState, StartupFailed, run_startup
 from kimitui.sim.textgen import TokenStream, natural_length, stable_hash
 
@@ -99,7 +99,7 @@ _DONE = b"data: [DONE]\n\n"
 class SimServer:
     """One simulated SGLang server: its state, its HTTP app and its life cycle."""
 
-    def __init__(self, settings: SimSettings) -> None:
+    def __init__(self, settings: ServerSettings) -> None:
         self.s = settings
         self.model = PerfModel(settings)
         self.clock = SimClock(settings.time_scale)
@@ -611,7 +611,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(settings: SimSettings) -> int:
+def run_server(settings: ServerSettings) -> int:
     """Foreground entry point for ``kimitui sim serve``: returns the exit code."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):

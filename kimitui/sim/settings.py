@@ -19,7 +19,7 @@ class SimConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class SimSettings:
+class ServerSettings:
     """Concrete launch values plus the simulator's own knobs."""
 
     name: str = "ep8-tuned"
@@ -113,7 +113,7 @@ def _pick(profile: Any, name: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def settings_from_profile(profile: Any, **overrides: Any) -> SimSettings:
+def settings_from_profile(profile: Any, **overrides: Any) -> ServerSettings:
     """Concrete settings from a profile object (or a plain dict), SGLang's auto values filled in.
 
     ``overrides`` (from the command line) win over the profile's ``[sim]`` table
@@ -167,12 +167,12 @@ def settings_from_profile(profile: Any, **overrides: Any) -> SimSettings:
     for key, value in overrides.items():
         if value is not None:
             values[key] = value
-    settings = SimSettings(**values)
+    settings = ServerSettings(**values)
     validate(settings)
     return settings
 
 
-def validate(s: SimSettings) -> None:
+def validate(s: ServerSettings) -> None:
     """Refuse what SGLang itself would refuse at start-up (so the sim fails the same way)."""
     if s.fault is not None and s.fault not in FAULT_KINDS:
         raise SimConfigError(f"unknown fault {s.fault!r}; expected one of {', '.join(FAULT_KINDS)}")
@@ -191,7 +191,7 @@ def validate(s: SimSettings) -> None:
 # --------------------------------------------------------------------------- loading
 
 
-def load_settings(name_or_path: str, **overrides: Any) -> SimSettings:
+def load_settings(name_or_path: str, **overrides: Any) -> ServerSettings:
     """Load a profile by name or path (``kimitui.profiles``), then resolve it for the simulator."""
     from kimitui.profiles import ProfileError, load_profile
 

@@ -18,7 +18,7 @@ from kimitui.sim.faults import crash_load_lines, oom_lines
 from kimitui.sim.logfmt import SimLog, tqdm_bar
 from kimitui.sim.model import GPU_TOTAL_GB, KV_BYTES_PER_TOKEN, PerfModel, capture_batch_sizes
 from kimitui.sim.scheduler import SimClock
-from kimitui.sim.settings import SimSettings
+from kimitui.sim.settings import ServerSettings
 
 NUM_SHARDS = 64
 MODEL_CLASS = "KimiK25ForConditionalGeneration"
@@ -43,12 +43,12 @@ class StartupFailed(Exception):
     """A start-up fault fired; the server must exit with a non-zero code."""
 
 
-def server_args_repr(settings: SimSettings) -> str:
+def server_args_repr(settings: ServerSettings) -> str:
     parts = ", ".join(f"{k}={v!r}" for k, v in settings.server_args().items())
     return f"server_args=ServerArgs({parts})"
 
 
-async def run_startup(settings: SimSettings, model: PerfModel, log: SimLog, clock: SimClock, boot: BootState) -> None:
+async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, clock: SimClock, boot: BootState) -> None:
     """Everything up to the summary line; raises :class:`StartupFailed` for start-up faults."""
     plan = model.startup_plan()
     log.line(server_args_repr(settings))
