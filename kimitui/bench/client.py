@@ -22,6 +22,7 @@ Timing rules (see ``reference/bench-anchors.md`` §9):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
@@ -34,6 +35,8 @@ import yarl
 from kimitui.events import InFlight, RequestResult
 
 _perf_ns = time.perf_counter_ns
+DRAIN_S = 1.0
+"""How long to wait for the HTTP end of a response after its ``[DONE]``."""
 _raw_decode = json.JSONDecoder().raw_decode  # the C scanner, without json.loads' encoding sniffing per call
 
 
@@ -157,7 +160,7 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
     """Send one request and fill ``trace``; never raises except on outside cancellation.
 
     ``trace.cancel_reason`` set before cancelling the task (``aborted``,
-    ``level_time_limit``) makes the request end incomplete instead of raising.
+    ``cancelled``) makes the request end incomplete instead of raising.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
@@ -181,6 +184,11 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
                 trace.fail("http_status", f"HTTP {resp.status}: {text.strip()}")
             else:
                 await _read_stream(resp.content, trace)
+                if trace.saw_done and not resp.content.at_eof():
+                    # Read the end of the HTTP response too, or aiohttp closes the connection instead
+                    # of keeping it for the slot's next request (a reconnect would land in its TTFT).
+                    with contextlib.suppress(asyncio.TimeoutError, aiohttp.ClientError):
+                        await asyncio.wait_for(resp.content.read(), DRAIN_S)
     except asyncio.CancelledError:
         if trace.cancel_reason is None:
             raise
@@ -203,7 +211,8 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
         trace.fail("reset" if trace.headers_ns is not None else "connect", f"{type(exc).__name__}: {exc}")
     finally:
         timer.cancel()
-        trace.end_ns = _perf_ns()
+        if trace.end_ns is None:
+            trace.end_ns = _perf_ns()
     if trace.error_class is None and trace.status == 200 and not trace.saw_done and trace.finish_reason is None:
         trace.fail("reset", "stream ended before [DONE]")
     return trace
@@ -236,6 +245,7 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
     """Handle one SSE event; returns False when the stream is over or broken."""
     if payload == b"[DONE]":
         trace.saw_done = True
+        trace.end_ns = now  # the request is over; draining the HTTP framing after it is not its time
         return False
     try:
         obj, end = _raw_decode(payload.decode())
