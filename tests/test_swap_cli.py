@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launcher_env import free_port, write_profile
+pytest_plugins = ["tests.support.launcher_env"]
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,10 +51,10 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     run("stop", "--yes")
 
 
-def test_swap_status_drift_and_stop_from_the_shell(cli, tmp_path: Path) -> None:
-    port = free_port()
-    good = write_profile(tmp_path, "good", "ep8-tuned", port=port)
-    broken = write_profile(tmp_path, "broken", "ep8-tuned", port=port, body="ep_size = 3")
+def test_swap_status_drift_and_stop_from_the_shell(cli, sim_env, tmp_path: Path) -> None:
+    port = sim_env.port
+    good = sim_env.profile("good", "ep8-tuned")
+    broken = sim_env.profile("broken", "ep8-tuned", body="ep_size = 3")
 
     nothing = cli("status")
     assert nothing.returncode == 1 and "nothing kimitui started is running" in nothing.stdout

@@ -59,7 +59,9 @@ async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] |
         log=record.log_path or (f"journalctl -u {record.unit}" if record.unit else None),
     )
     try:
-        async with httpx.AsyncClient(timeout=5.0, trust_env=False) as http:
+        from kimitui.launcher.health import client
+
+        async with client(url, 5.0) as http:
             out["health"] = (await http.get(f"{url}/health")).status_code
     except httpx.HTTPError as exc:
         out["health"] = None

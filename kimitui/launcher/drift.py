@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import httpx
-
 _SKIP = frozenset({"extra_args", "env"})
 
 
@@ -37,7 +35,9 @@ def drift(profile: Any, server_args: dict[str, Any]) -> dict[str, list[Any]]:
 
 async def fetch_server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
     """``/server_info`` (falling back to the deprecated ``/get_server_info``) as a dict."""
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+    from kimitui.launcher.health import client
+
+    async with client(base_url, timeout) as http:
         resp = await http.get(f"{base_url}/server_info")
         if resp.status_code == 404:
             resp = await http.get(f"{base_url}/get_server_info")

@@ -29,7 +29,7 @@ from kimitui.events import Event, ProfileState, ProfileSwitch, SwapProgress
 from kimitui.host.base import Host, HostError, HostUnavailable, Stream
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
-from kimitui.launcher.health import NotHealthy, wait_healthy, warmup
+from kimitui.launcher.health import NotHealthy, client, served_model, wait_healthy, warmup
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
 from kimitui.session import Session
@@ -178,11 +178,13 @@ class _Swap:
             url = base_url or server_url(self.host, bind_host, port)
             phases.enter("health")
             self.progress(name, "health", None, f"waiting for {url}/health")
-            await wait_healthy(url, deadline)
-            if do_warmup:
-                phases.enter("warmup")
-                self.progress(name, "warmup")
-                await warmup(url, model or await _served_model(url), timeout=max(5.0, deadline - time.monotonic()))
+            async with client(url) as http:
+                await wait_healthy(http, url, deadline)
+                if do_warmup:
+                    phases.enter("warmup")
+                    self.progress(name, "warmup")
+                    model = model or await served_model(http, url)
+                    await warmup(http, url, model, timeout=max(5.0, deadline - time.monotonic()))
         except NotHealthy as exc:
             raise await _explain_not_healthy(name, exc, launcher, record) from exc
         except SwapFailed as exc:
@@ -366,18 +368,6 @@ async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, r
             record,
         )
     return SwapFailed(f"{name} printed ready but {exc}", tail[-15:], record)
-
-
-async def _served_model(url: str) -> str:
-    """The model id from ``/v1/models`` (used when no profile says it)."""
-    from kimitui.launcher.health import client
-
-    async with client(timeout=10.0) as http:
-        try:
-            data = (await http.get(f"{url}/v1/models")).json()
-            return str(data["data"][0]["id"])
-        except Exception as exc:  # noqa: BLE001 - any malformed answer is a failed start
-            raise NotHealthy(f"{url}/v1/models gave no model id ({type(exc).__name__})") from exc
 
 
 # --------------------------------------------------------------------------- preflight
