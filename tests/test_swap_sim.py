@@ -37,9 +37,12 @@ async def _served_model(port: int) -> str:
 
 
 async def _swap_story(host, env: SimEnv) -> None:
+    from kimitui.launcher.process import ProcessLauncher
+
     a = env.profile("base", "ep8-tuned")
     b = env.profile("eplb", "ep8-eplb")
-    launcher = env.launcher(host)
+    # extra simulator options ride along (the profiles say time_scale 100)
+    launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state), sim_args=("--time-scale", "90"))
 
     first = await swap(host, str(a), session=env.session, launcher=launcher, timeout=60)
     assert first.ok and first.serving == "base" and first.previous is None, first.reason
@@ -64,7 +67,7 @@ async def _swap_story(host, env: SimEnv) -> None:
     # really serving the target: /server_info says EPLB is on, and only one server runs
     async with httpx.AsyncClient(trust_env=False) as http:
         info = (await http.get(f"http://127.0.0.1:{env.port}/server_info")).json()
-    assert info["enable_eplb"] is True
+    assert info["enable_eplb"] is True and info["sim_time_scale"] == 90
     alive = [r for r in await launcher.records() if await launcher.alive(r)]
     assert [r.profile for r in alive] == ["eplb"]
 

@@ -20,6 +20,7 @@ import posixpath
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kimitui.host.base import Host, HostError, Stream
@@ -41,10 +42,18 @@ class ProcessLauncher(Launcher):
     kind = "process"
 
     def __init__(
-        self, host: Host, *, simulated: bool = False, state_dir: str | None = None, keep_logs: int = 20
+        self,
+        host: Host,
+        *,
+        simulated: bool = False,
+        state_dir: str | None = None,
+        keep_logs: int = 20,
+        sim_args: Sequence[str] = (),
     ) -> None:
         super().__init__(host)
         self.simulated = simulated
+        self.sim_args = tuple(sim_args)
+        """Extra ``kimitui sim serve`` options on a simulated host (e.g. ``--time-scale 20``)."""
         self._state_dir = state_dir
         self.keep_logs = keep_logs
         """Start logs kept per port; older ones (files kimitui wrote) are deleted at the next start."""
@@ -104,7 +113,12 @@ class ProcessLauncher(Launcher):
     async def start(self, profile: Any) -> RunRecord:
         return await self.start_argv(
             profile_name(profile),
-            argv_for(profile, simulated=self.simulated, python=sim_python(self.host) if self.simulated else None),
+            argv_for(
+                profile,
+                simulated=self.simulated,
+                python=sim_python(self.host) if self.simulated else None,
+                sim_args=self.sim_args,
+            ),
             env=env_for(profile),
             port=profile_port(profile),
             source=profile_source(profile),

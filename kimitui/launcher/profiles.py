@@ -6,6 +6,7 @@ launcher's use of it narrow (name, port, argv, env, unit, where it came from).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -32,11 +33,13 @@ def sim_python(host: Any) -> str | None:
     return getattr(host, "python", None)
 
 
-def argv_for(profile: Any, *, simulated: bool, python: str | None = None) -> list[str]:
-    """The exact argument list that runs this profile (the simulator on the sim host)."""
+def argv_for(profile: Any, *, simulated: bool, python: str | None = None, sim_args: Sequence[str] = ()) -> list[str]:
+    """The exact argument list that runs this profile (the simulator on the sim host, plus ``sim_args``)."""
     from kimitui.profiles import render_argv
 
-    return [str(a) for a in render_argv(profile, simulated=simulated, python=python)]
+    if not simulated:
+        return [str(a) for a in render_argv(profile, python=python)]
+    return [str(a) for a in render_argv(profile, simulated=True, python=python, sim_args=tuple(sim_args))]
 
 
 def env_for(profile: Any) -> dict[str, str]:

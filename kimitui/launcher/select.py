@@ -24,6 +24,7 @@ def launcher_for(host: Host, profile: Any | None = None, *, simulated: bool | No
         return ProcessLauncher(host, simulated=sim, **kwargs)
     from kimitui.launcher.systemd import SystemdLauncher
 
+    kwargs.pop("sim_args", None)
     return SystemdLauncher(host, **kwargs)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -422,11 +423,13 @@ async def swap(
     rollback: bool = True,
     rollback_timeout: float = DEFAULT_TIMEOUT_S,
     port_wait_s: float = 10.0,
+    sim_args: Sequence[str] = (),
 ) -> SwapOutcome:
     """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc.
 
     ``timeout`` bounds the target's start (to serving); the rollback to the known-good
-    previous server has its own, longer ``rollback_timeout``.
+    previous server has its own, longer ``rollback_timeout``.  ``sim_args``: extra
+    ``kimitui sim serve`` options when the host is simulated (e.g. ``["--time-scale", "20"]``).
     """
     from kimitui.launcher.profiles import load
 
@@ -444,7 +447,7 @@ async def swap(
                 sw = _Swap(host, session, launcher, launcher)
             else:
                 found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
-                target_launcher = launcher_for(host, target, simulated=simulated)
+                target_launcher = launcher_for(host, target, simulated=simulated, sim_args=sim_args)
                 sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
             return await _swap_locked(
                 sw,
