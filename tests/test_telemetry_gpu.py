@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import uuid
 from pathlib import Path
@@ -74,10 +75,15 @@ async def test_agent_killed_is_restarted_and_the_gap_is_marked(sim_gpus: Path) -
         await seen.wait_for(lambda ev: any(e.kind == "gpu_event" and e.event == "gap" for e in ev), timeout=20)
         n = len(seen.of("gpu_sample"))
         await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) > n + 2)
+        await asyncio.sleep(1.5)  # streaming fine for a while: the next gap is measured from its own start
+        os.kill(processes_with(tag)[0], signal.SIGKILL)
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_event" and e.event == "gap"]) == 2)
     finally:
         await gpu.stop()
-    assert gpu.starts == 2
-    assert len(seen.of("gpu_caps")) == 2
+    assert gpu.starts == 3
+    assert len(seen.of("gpu_caps")) == 3
+    first, second = (float(e.detail.split(" a ")[1].split(" s ")[0]) for e in seen.of("gpu_event"))
+    assert 0 < second < 1.5 + first
     errors = [e for e in seen.of("error") if isinstance(e, ErrorEvent)]
     assert any(e.source == "gpu" and "interrupted" in e.message for e in errors)
     assert await wait_gone(tag) == []
@@ -87,7 +93,7 @@ def test_bad_frames_become_error_events_never_exceptions() -> None:
     session = Session()
     seen = Collector(session)
     gpu = GpuStream(LocalHost("x"), session)
-    state = {"first_caps": True, "gap_since": None, "no_pynvml": False, "bye": False}
+    state = {"no_pynvml": False, "bye": False}
     for line in ["not json", '{"type":"tick","gpus":[{"index":"zero"}]}', '{"type":"warp"}', "[1,2]",
                  '{"type":"tick","seq":1,"gpus":[{"index":0,"util_pct":5,"future_field":1}]}']:
         gpu._handle(line, state)

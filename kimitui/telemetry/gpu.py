@@ -98,6 +98,8 @@ class GpuStream:
         self._stream: Stream | None = None
         self._stopping = False
         self._bad_frames = 0
+        self._gap_since: float | None = None
+        """Wall time the current gap in telemetry began (None while streaming)."""
 
     # -- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -144,14 +146,13 @@ class GpuStream:
     async def _run(self) -> None:
         backoff = 1.0
         backend = self.backend
-        gap_since: float | None = None
         while not self._stopping:
             started = time.monotonic()
-            outcome = await self._run_once(backend, gap_since)
+            outcome = await self._run_once(backend)
             if self._stopping:
                 return
-            if gap_since is None:
-                gap_since = time.time()
+            if self._gap_since is None:
+                self._gap_since = time.time()
             if outcome == "no_pynvml" and backend == "pynvml":
                 backend = "nvidia-smi"
                 self._error("pynvml is not importable on the host; falling back to nvidia-smi")
@@ -177,7 +178,7 @@ class GpuStream:
             return
         await asyncio.sleep(delay)
 
-    async def _run_once(self, backend: str, gap_since: float | None) -> str:
+    async def _run_once(self, backend: str) -> str:
         """One agent's life; returns why it ended: stopped, ended, lost, failed, no_pynvml."""
         try:
             stream = await self.host.stream(self.argv(backend))
@@ -190,7 +191,7 @@ class GpuStream:
         self._stream = stream
         self.starts += 1
         pinger: asyncio.Task[None] | None = None
-        state = {"first_caps": True, "gap_since": gap_since, "no_pynvml": False, "bye": False}
+        state = {"no_pynvml": False, "bye": False}
         try:
             await stream.write(bootstrap_payload())
             pinger = asyncio.get_running_loop().create_task(self._ping(stream))
@@ -242,11 +243,11 @@ class GpuStream:
                 self._tick(frame)
             elif kind == "caps":
                 self._caps(frame)
-                if state["gap_since"] is not None:
-                    gap = time.time() - state["gap_since"]
+                if self._gap_since is not None:
+                    gap = time.time() - self._gap_since
                     self._publish(GpuEvent(host=self.host.name, event="gap", gpu_index=None,
                                            detail=f"GPU telemetry resumed after a {gap:.1f} s gap"))
-                    state["gap_since"] = None
+                    self._gap_since = None
             elif kind == "procs":
                 self._procs(frame)
             elif kind == "event":
