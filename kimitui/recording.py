@@ -33,6 +33,7 @@ import threading
 import time
 import zlib
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -426,45 +427,53 @@ class RecordingIndex:
         p = resolve_path(path)
         lines = _open_bytes(p).split(b"\n")
         header = _parse_header(p, lines[0])
+        skipped: list[SkippedLine] = []
+        tail = lines.pop()  # the text after the final newline: empty unless the last line is cut
+        if tail.strip():
+            skipped.append(SkippedLine(len(lines) + 1, "truncated last line (no newline): "
+                                       "the writer crashed or is still writing"))
+        body = lines[1:]
+        matches = list(map(_PREFIX.match, body))  # the common case, at C speed
+        if all(m is not None for m in matches) and not any(b"\\" in m[3] for m in matches):  # type: ignore[index]
+            names = {k: k.decode() for k in {m[1] for m in matches}}  # type: ignore[index]
+            hostnames = {h: h.decode() for h in {m[3] for m in matches}}  # type: ignore[index]
+            items: list[bytes | Event] = body  # type: ignore[assignment]
+            kinds = [names[m[1]] for m in matches]  # type: ignore[index]
+            hosts = [hostnames[m[3]] for m in matches]  # type: ignore[index]
+            times = list(accumulate((float(m[2]) for m in matches), max))  # type: ignore[index]
+            return cls(header, items, times, kinds, hosts, list(range(2, len(body) + 2)), skipped, p)
+        return cls._open_slow(header, body, matches, skipped, p)
+
+    @classmethod
+    def _open_slow(cls, header: RecordingHeader, body: list[bytes], matches: list[re.Match[bytes] | None],
+                   skipped: list[SkippedLine], p: Path) -> "RecordingIndex":
+        """Line by line: blank lines, hand-written or reordered JSON, malformed lines."""
         items: list[bytes | Event] = []
         times: list[float] = []
         kinds: list[str] = []
         hosts: list[str] = []
         line_nos: list[int] = []
-        skipped: list[SkippedLine] = []
-        intern: dict[bytes, str] = {}
-        last = len(lines) - 1
         tmax = float("-inf")
-        match = _PREFIX.match
-        for i in range(1, len(lines)):
-            raw = lines[i]
-            if i == last:
-                if raw.strip():
-                    skipped.append(SkippedLine(i + 1, "truncated last line (no newline): "
-                                               "the writer crashed or is still writing"))
-                break
-            m = match(raw)
-            if m is not None and b"\\" not in m.group(3):
-                kind_b, t_b, host_b = m.groups()
-                kind = intern.get(kind_b) or intern.setdefault(kind_b, kind_b.decode())
-                host = intern.get(b"@" + host_b) or intern.setdefault(b"@" + host_b, host_b.decode())
-                t = float(t_b)
+        for i, (raw, m) in enumerate(zip(body, matches), start=2):
+            item: bytes | Event = raw
+            if m is not None and b"\\" not in m[3]:
+                kind, t, host = m[1].decode(), float(m[2]), m[3].decode()
             else:
                 if not raw.strip():
                     continue
-                try:  # hand-written or reordered JSON: fall back to a real parse
+                try:
                     ev = parse_event(raw)
                 except ValidationError as exc:
-                    skipped.append(SkippedLine(i + 1, _event_error(exc)))
+                    skipped.insert(len(skipped) - (1 if skipped and skipped[-1].line_no > i else 0),
+                                   SkippedLine(i, _event_error(exc)))
                     continue
-                kind, t, host = ev.kind, ev.t, ev.host
-                raw = ev  # type: ignore[assignment]
+                kind, t, host, item = ev.kind, ev.t, ev.host, ev
             tmax = t if t > tmax else tmax
-            items.append(raw)
+            items.append(item)
             times.append(tmax)
             kinds.append(kind)
             hosts.append(host)
-            line_nos.append(i + 1)
+            line_nos.append(i)
         return cls(header, items, times, kinds, hosts, line_nos, skipped, p)
 
     @classmethod

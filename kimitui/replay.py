@@ -10,7 +10,9 @@ at once, what it showed at time ``t``.  After a ``ReplayState(reset=True)``
 ``t`` **except** high-rate kinds: of telemetry (GPU samples, server stats,
 log lines) only the last ``history_s`` seconds (the charts' and the log
 pane's span, at most ``max_log_lines`` log lines); of snapshots (sweep
-progress, GPU processes, client health...) only the latest within that span.  Sweeps, profile switches, notes, markers and errors are always
+progress, GPU processes, client health...) only the latest within that span;
+of request results those of the level running at ``t`` and of that span (the
+levels before are summed up by their level results).  Sweeps, profile switches, notes, markers and errors are always
 delivered in full, so tables, the curve and the straggler list are complete.
 
 :class:`ReplayController` wraps a Replayer in the UI's
@@ -49,7 +51,11 @@ LATEST_KINDS = frozenset({"sweep_progress", "gpu_procs", "client_health", "serve
 
 SKIP_KINDS = frozenset({"dropped", "replay_state"})
 
-HIGH_RATE_KINDS = HISTORY_KINDS | LATEST_KINDS | SKIP_KINDS
+LEVEL_DETAIL_KINDS = frozenset({"request_result"})
+"""Per-request results: those of the level running at the seek time (the spread shows them) and of
+the history window; older levels are summed up by their ``level_result``."""
+
+HIGH_RATE_KINDS = HISTORY_KINDS | LATEST_KINDS | SKIP_KINDS | LEVEL_DETAIL_KINDS
 """Everything a seek does not re-deliver in full."""
 
 JUMP_KINDS = ("straggler", "profile_switch", "error", "marker", "note")
@@ -224,6 +230,7 @@ class Replayer:
         latest: set[int] = set()
         seen_latest: set[tuple[str, str]] = set()
         hosts = idx.hosts
+        level_start = next((i for i in range(hi - 1, -1, -1) if kinds[i] == "level_started"), 0)
         for i in range(hi - 1, since - 1, -1):
             kind = kinds[i]
             if kind == "log_line":
@@ -236,7 +243,10 @@ class Replayer:
         for i in range(hi):
             kind = kinds[i]
             if kind in HIGH_RATE_KINDS:
-                if kind in SKIP_KINDS or i < since:
+                if kind in LEVEL_DETAIL_KINDS:
+                    if i < since and i < level_start:
+                        continue
+                elif kind in SKIP_KINDS or i < since:
                     continue
                 if kind in LATEST_KINDS and i not in latest:
                     continue

@@ -38,8 +38,8 @@ def spaced(n: int, step: float, t0: float = 1000.0) -> list[Event]:
     return [Note(t=t0 + i * step, text=str(i)) for i in range(n)]
 
 
-@pytest.mark.parametrize(("speed", "span", "lo", "hi"), [(10.0, 2.0, 0.18, 0.7), (100.0, 10.0, 0.09, 0.5)])
-async def test_speed_factor_spaces_events(tmp_path: Path, speed: float, span: float, lo: float, hi: float) -> None:
+@pytest.mark.parametrize(("speed", "span"), [(10.0, 2.0), (100.0, 10.0)])
+async def test_speed_factor_spaces_events(tmp_path: Path, speed: float, span: float) -> None:
     events = spaced(11, span / 10)
     path = write_recording(tmp_path / "s.jsonl", events)
     session = Session()
@@ -51,10 +51,14 @@ async def test_speed_factor_spaces_events(tmp_path: Path, speed: float, span: fl
     elapsed = time.monotonic() - t0
     await rep.stop()
     assert got.events == events
-    assert lo <= elapsed <= hi, f"{span}s at {speed}x took {elapsed:.3f}s"
-    arrivals = [w for w, ev in got.items if not isinstance(ev, ReplayState)]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= span / 10 / speed * 0.6  # events are spaced, not dumped at once
+    expected = span / speed
+    # never early; late only by what a loaded shared host adds (10x slower would still fail)
+    assert 0.9 * expected <= elapsed <= 3 * expected + 0.5, f"{span}s at {speed}x took {elapsed:.3f}s"
+    # spaced, not dumped at once: no event arrives before its recorded time / speed
+    # (a late one is followed by a shorter gap: the schedule is anchored, so lateness never accumulates)
+    for w, ev in got.items:
+        if not isinstance(ev, ReplayState):
+            assert w - t0 >= (ev.t - events[0].t) / speed - 0.002
     assert got.states()[-1].finished
 
 
@@ -115,6 +119,9 @@ async def test_seek_rebuilds_state_then_plays_on(tmp_path: Path) -> None:
     gpu = [e for e in delivered if e.kind == "gpu_sample"]
     assert gpu and min(e.t for e in gpu) >= target - 60.0 and gpu[-1] == [e for e in before if e.kind == "gpu_sample"][-1]
     assert len([e for e in delivered if e.kind == "log_line"]) == 20
+    # request results: only the running level's (and the history window's); older levels by their level_result
+    rr = [e for e in delivered if e.kind == "request_result"]
+    assert rr and all(e.t >= target - 60.0 or e.concurrency == 32 for e in rr)  # type: ignore[attr-defined]
     # seeking backwards resets again and shows less
     got.clear()
     await rep.seek(10_050.0)
