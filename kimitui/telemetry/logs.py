@@ -144,12 +144,13 @@ class LogFollower:
             except ValueError:
                 self._error(f"bad file cursor {self.cursor!r}; starting at the end of {self.path}")
         self._inode = inode
-        count = 0
-        with contextlib.suppress(HostError):
-            res = await self.host.run(["sh", "-c", 'wc -l < "$1" 2>/dev/null || echo 0', "kimitui-wc", str(self.path)],
-                                      timeout=30)
-            with contextlib.suppress(ValueError):
-                count = int(res.stdout.strip() or 0)
+        # a HostError here propagates: with the link down, "0 lines" would mean re-reading the whole file
+        res = await self.host.run(["sh", "-c", 'wc -l < "$1" 2>/dev/null || echo 0', "kimitui-wc", str(self.path)],
+                                  timeout=30)
+        try:
+            count = int(res.stdout.strip() or 0)
+        except ValueError:
+            count = 0
         start = max(1, count + 1 - self.backlog)
         self.cursor = str(start - 1)
         return start
