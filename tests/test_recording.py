@@ -197,3 +197,36 @@ def test_round_trip_any_events(tmp_path: Path, events: list, compress: bool) -> 
     assert rec.skipped == []
     assert rec.events == events
     assert list(RecordingIndex.open(final).events()) == events
+
+
+def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "killed.jsonl"
+    child = (
+        "import sys, time\n"
+        "from kimitui.events import Note\n"
+        "from kimitui.recording import RecordingWriter\n"
+        f"w = RecordingWriter({str(path)!r}, hosts=['sim']).start()\n"
+        "i = 0\n"
+        "while True:\n"
+        "    w(Note(text=str(i)))\n"
+        "    if i == 20: print('running', flush=True)\n"
+        "    i += 1\n"
+        "    time.sleep(0.005)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=Path(__file__).parents[1])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"running\n"
+        time.sleep(1.2)
+        killed_at = time.time()
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    rec = read_recording(path)  # the plain file: the writer never got to close
+    texts = [int(e.text) for e in rec.events]  # type: ignore[attr-defined]
+    assert texts == list(range(len(texts)))  # a gap-free prefix
+    assert rec.events[-1].t >= killed_at - 1.0  # at most the last second is lost
+    assert all(s.reason.startswith("truncated") for s in rec.skipped)
