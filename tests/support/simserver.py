@@ -51,13 +51,14 @@ class SimServerProcess:
         fault_rate: float = 0.0,
         extra_args: Sequence[str] = (),
         wait_ready: bool = True,
-        ready_timeout: float = 30.0,
+        ready_timeout: float | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self.profile = profile
         self.time_scale = time_scale
         self.wait_ready = wait_ready
-        self.ready_timeout = ready_timeout
+        # start-up is ~45 simulated seconds (plus ~1 s of imports and a busy box's slack)
+        self.ready_timeout = ready_timeout if ready_timeout is not None else 25.0 + 60.0 / time_scale
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.model = "/root/models/Kimi-K2.6"
@@ -189,8 +190,16 @@ def start_sim(
     fault_rate: float = 0.0,
     extra_args: Sequence[str] = (),
     wait_ready: bool = True,
+    ready_timeout: float | None = None,
 ) -> SimServerProcess:
     """A not-yet-started server; use it with ``with`` or ``async with``."""
     return SimServerProcess(
-        profile, time_scale=time_scale, seed=seed, fault=fault, fault_rate=fault_rate, extra_args=extra_args, wait_ready=wait_ready
+        profile,
+        time_scale=time_scale,
+        seed=seed,
+        fault=fault,
+        fault_rate=fault_rate,
+        extra_args=extra_args,
+        wait_ready=wait_ready,
+        ready_timeout=ready_timeout,
     )
