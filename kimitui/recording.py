@@ -328,6 +328,38 @@ def _parse_header(path: Path, first: bytes) -> RecordingHeader:
     return header
 
 
+def parse_line(raw: bytes | str) -> Event:
+    """One event line; a NaN or infinity the writer had to write as ``null`` comes back as NaN.
+
+    (pydantic writes non-finite floats as ``null``, which a required float field then rejects:
+    without this repair the whole event would be lost.  Optional fields read back as None.)
+    """
+    try:
+        return parse_event(raw)
+    except ValidationError as exc:
+        repaired = _repair_non_finite(raw, exc)
+        if repaired is None:
+            raise
+        return repaired
+
+
+def _repair_non_finite(raw: bytes | str, exc: ValidationError) -> Event | None:
+    errors = exc.errors()
+    if not errors or any(e["type"] != "float_type" or e.get("input", 0) is not None for e in errors):
+        return None
+    try:
+        data = json.loads(raw)
+        for err in errors:
+            loc = err["loc"][1:]  # loc[0] is the union's tag (the kind)
+            target = data
+            for key in loc[:-1]:
+                target = target[key]
+            target[loc[-1]] = float("nan")
+        return parse_event(data)
+    except (ValueError, KeyError, IndexError, TypeError, ValidationError):
+        return None
+
+
 def _event_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(x) for x in err["loc"])
@@ -360,7 +392,7 @@ class RecordingReader:
             if not raw.strip():
                 continue
             try:
-                yield parse_event(raw)
+                yield parse_line(raw)
             except ValidationError as exc:
                 self.skipped.append(SkippedLine(i + 1, _event_error(exc)))
 
@@ -462,7 +494,7 @@ class RecordingIndex:
                 if not raw.strip():
                     continue
                 try:
-                    ev = parse_event(raw)
+                    ev = parse_line(raw)
                 except ValidationError as exc:
                     skipped.insert(len(skipped) - (1 if skipped and skipped[-1].line_no > i else 0),
                                    SkippedLine(i, _event_error(exc)))
@@ -514,7 +546,7 @@ class RecordingIndex:
         if i in self._bad:
             return None
         try:
-            ev = parse_event(item)
+            ev = parse_line(item)
         except ValidationError as exc:
             self._bad.add(i)
             self.skipped.append(SkippedLine(self.line_nos[i], _event_error(exc)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -230,3 +231,19 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
     assert texts == list(range(len(texts)))  # a gap-free prefix
     assert rec.events[-1].t >= killed_at - 1.0  # at most the last second is lost
     assert all(s.reason.startswith("truncated") for s in rec.skipped)
+
+
+def test_non_finite_floats_do_not_lose_the_event(tmp_path: Path) -> None:
+    from kimitui.events import InFlight, LevelResult, SweepProgress
+
+    events = [
+        LevelResult(t=1.0, sweep_id="s", concurrency=1, wall_s=float("nan"), agg_tok_s=float("inf")),
+        SweepProgress(t=2.0, sweep_id="s", concurrency=1, in_flight=[InFlight(request_id="r", elapsed_s=float("inf"), tokens=1)]),
+        Note(t=3.0, text="after"),
+    ]
+    path = write_recording(tmp_path / "nan.jsonl", events)
+    for got in (read_recording(path).events, list(RecordingIndex.open(path).events())):
+        assert [e.kind for e in got] == ["level_result", "sweep_progress", "note"]
+        lv, sp = got[0], got[1]
+        assert math.isnan(lv.wall_s) and lv.agg_tok_s is None  # type: ignore[attr-defined]  # optional: "not available"
+        assert math.isnan(sp.in_flight[0].elapsed_s)  # type: ignore[attr-defined]
