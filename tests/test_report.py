@@ -66,6 +66,8 @@ def test_regression_has_the_right_magnitude_and_names_the_knob() -> None:
     assert any("peak aggregate tok/s -44 %" in line for line in lines)
     assert "stragglers 0/136 vs 1/136 requests" in lines
     assert lines[-1] == "one knob changed: enable_eplb (False -> True)"
+    assert cmp.headline() == (f"regression: peak {cmp.peak.change_pct:+.0f} % (beyond noise), C=1 p50 decode "
+                              f"{dec1.change_pct:+.0f} %, stragglers at C=1 0/20 -> 1/20; one knob changed: enable_eplb")
 
 
 def test_improvement_is_the_mirror_image() -> None:
@@ -99,6 +101,7 @@ def test_differing_workloads_are_refused(field: str, value: object) -> None:
     b = rec(synthetic_sweep(spec=other, levels=other.levels, knobs=EPLB, peak_scale=0.5))
     cmp = compare(a, b)
     assert cmp.verdict == "not_comparable" and list(cmp.workload_diff) == [field]
+    assert cmp.headline().startswith(f"not comparable: the workload differs: {field}")
     assert field in cmp.reasons[0] and not cmp.levels
     lines = cmp.summary_lines()
     assert lines[0].startswith("not comparable") and "enable_eplb" in lines[-1]

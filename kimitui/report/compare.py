@@ -120,6 +120,34 @@ class Comparison:
     def improvements(self) -> list[FigureComparison]:
         return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.primary and f.verdict == "improved"]
 
+    def headline(self) -> str:
+        """One line for a title bar: the verdict, the peak, C=lowest decode, stragglers, the knobs."""
+        if self.verdict == "not_comparable":
+            return "not comparable: " + "; ".join(self.reasons)
+        word = {"regressed": "regression", "improved": "improvement", "no_change": "no change"}[self.verdict]
+        parts: list[str] = []
+        if self.peak is not None and self.peak.ratio is not None:
+            beyond = "beyond noise" if self.peak.verdict in ("regressed", "improved") else "within noise"
+            parts.append(f"peak {self.peak.change_pct:+.0f} % ({beyond})")
+        if self.levels:
+            first = self.levels[0]
+            dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50" and f.ratio is not None), None)
+            if dec is not None:
+                parts.append(f"C={first.concurrency} p50 decode {dec.change_pct:+.0f} %")
+            worst = max(self.levels, key=lambda lv: (sum(lv.stragglers), -lv.concurrency))
+            if sum(worst.stragglers):
+                parts.append(f"stragglers at C={worst.concurrency} {worst.stragglers[0]}/{worst.requests[0]} -> "
+                             f"{worst.stragglers[1]}/{worst.requests[1]}")
+        if self.knob_diff is None:
+            knobs = "knobs unknown"
+        elif not self.knob_diff:
+            knobs = "no knob changed"
+        elif len(self.knob_diff) == 1:
+            knobs = f"one knob changed: {next(iter(self.knob_diff))}"
+        else:
+            knobs = f"confounded: {len(self.knob_diff)} knobs changed ({', '.join(self.knob_diff)})"
+        return f"{word}: {', '.join(parts)}; {knobs}" if parts else f"{word}; {knobs}"
+
     def summary_lines(self) -> list[str]:
         """Plain sentences, most important first (the compare view's and the report's headline)."""
         head = f"{self.a.label} vs {self.b.label}"
