@@ -109,3 +109,26 @@ def test_a_log_line_glued_onto_a_tqdm_bar_is_split_off() -> None:
     plain_bar = "\rCapturing batches (bs=1 avail_mem=9.32 GB): 100%|██████████| 52/52 [00:00<00:00, 179.38it/s]"
     assert split_glued(plain_bar) == [plain_bar] and split_glued("no cr [2026-01-01 00:00:00]") == [
         "no cr [2026-01-01 00:00:00]"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    running=st.integers(0, 10**6), tokens=st.integers(0, 10**8), usage=st.floats(0, 1),
+    graph=st.booleans(), thr=st.floats(0, 10**6), queue=st.integers(0, 10**6),
+    dp=st.one_of(st.none(), st.integers(0, 63)), tp=st.integers(0, 63), form=st.sampled_from(["v046", "dec2025", "head"]),
+)
+def test_decode_figures_survive_every_format(running: int, tokens: int, usage: float, graph: bool, thr: float,
+                                             queue: int, dp: int | None, tp: int, form: str) -> None:
+    tags = (f" DP{dp}" if dp is not None else "") + f" TP{tp}"
+    graph_part = "" if form == "v046" else f"cuda graph: {graph}, "
+    head = "Decode batch." if form == "v046" else "Decode batch,"
+    tail = ", " if form == "dec2025" else ""
+    raw = (f"[2026-05-28 10:00:00{tags}] {head} #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, "
+           f"{graph_part}gen throughput (token/s): {thr:.2f}, #queue-req: {queue}{tail}")
+    p = parse_line(raw)
+    assert p.line_kind == "decode"
+    f = p.fields
+    assert (f["running_reqs"], f["num_tokens"], f["queued_reqs"]) == (running, tokens, queue)
+    assert f["token_usage"] == pytest.approx(round(usage, 2)) and f["gen_throughput"] == pytest.approx(round(thr, 2))
+    assert f.get("cuda_graph") == (None if form == "v046" else graph)
+    assert f["ranks"].get("dp") == dp and f["ranks"]["tp"] == tp

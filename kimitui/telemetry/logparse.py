@@ -409,12 +409,27 @@ _PROBLEMS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+_PY_WARNING = re.compile(r"^\S+:\d+: ([A-Z]\w*Warning): ")  # warnings.showwarning: "file.py:61: FutureWarning: ..."
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Warning))(?::|$)")
+
+
 def _problem(msg: str, fields: Fields) -> tuple[str, str] | None:
     for needle, kind, severity, error in _PROBLEMS:
         if needle in msg:
             fields["error"] = error
             _problem_details(error, msg, fields)
             return kind, severity
+    if "Error" in msg or "Exception" in msg or "Warning" in msg:
+        # the last line of a traceback, or a Python warning: "ValueError: tp_size 8 must be ..."
+        m = _EXCEPTION.match(msg) or _PY_WARNING.match(msg)
+        if m:
+            name = m.group(1)
+            fields["exception"] = name
+            if name.endswith("Warning"):
+                fields["error"] = "python_warning"
+                return "warning", "warning"
+            fields["error"] = "exception"
+            return "error", "error"
     return None
 
 

@@ -232,6 +232,20 @@ PROBLEMS: list[Golden] = [
     ("[2026-05-28 10:03:10 TP0] Capture cuda graph failed: CUDA out of memory.", "error", "error",
      {"error": "cuda_graph_capture"}),
     ("[2026-05-28 10:00:30] WARNING:  Invalid HTTP request received.", "warning", "warning", {"error": "logged"}),
+    # the last line of a traceback, and Python warnings, carry no prefix
+    ("ValueError: tp_size 8 must be divisible by ep_size 3", "error", "error",
+     {"error": "exception", "exception": "ValueError"}),
+    ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients.", "error", "error",
+     {"error": "exception", "exception": "DistStoreError"}),
+    ("/usr/lib/python3/site-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml package is deprecated.",
+     "warning", "warning", {"error": "deprecated"}),
+    ("/usr/lib/python3/site-packages/torch/cuda/__init__.py:61: UserWarning: Can't initialize NVML", "warning",
+     "warning", {"error": "user_warning"}),
+    ("/sglang/srt/utils.py:12: RuntimeWarning: overflow encountered", "warning", "warning",
+     {"error": "python_warning", "exception": "RuntimeWarning"}),
+    ("FutureWarning: `resume_download` will be removed in version 1.0.0.", "warning", "warning",
+     {"error": "python_warning", "exception": "FutureWarning"}),
+    ('  File "/sglang/srt/managers/scheduler.py", line 2100, in run_scheduler_process', "plain", "info", {}),
 ]
 
 PREFIXES: list[Golden] = [
@@ -264,7 +278,8 @@ ALL: list[Golden] = DECODE + PREFILL + STARTUP + ACCESS + EPLB + PROBLEMS + PREF
 
 
 def realistic_mix() -> list[str]:
-    """A steady-state server log: mostly decode/prefill/access lines, some startup and noise."""
-    lines = [g[0] for g in DECODE[5:7]] * 30 + [g[0] for g in PREFILL[3:]] * 10
-    lines += [ACCESS[0][0]] * 15 + [g[0] for g in ALL]
+    """A serving server's log: decode, prefill and access lines, plus every golden line once
+    (startup, EPLB, errors, odd prefixes: about a quarter of the mix, far more than in steady state)."""
+    lines = [g[0] for g in DECODE[5:7]] * 60 + [g[0] for g in PREFILL[2:]] * 30
+    lines += [ACCESS[0][0]] * 90 + [g[0] for g in ALL]
     return lines
