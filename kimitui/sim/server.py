@@ -10,40 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kimitui.sim import api
-from kimitui.sim.faults import FaultPlan, RequestFault, internal_error_body
+from kimitui.sim.faults import FaultPlan
 from kimitui.sim.gpus import GpuModel, write_idle, write_loop
+from kimitui.sim.http_gen import GenerationRoutes, SimulatedDrop
+from kimitui.sim.http_info import InfoRoutes
 from kimitui.sim.logfmt import SimLog
-from kimitui.sim.metrics import CONTENT_TYPE, SimMetrics
+from kimitui.sim.metrics import SimMetrics
 from kimitui.sim.model import PerfModel
-from kimitui.sim.scheduler import Req, Scheduler, SimClock
+from kimitui.sim.scheduler import Scheduler, SimClock
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState, StartupFailed, run_startup
-from kimitui.sim.textgen import TokenStream, natural_length, stable_hash
 
-SGLANG_VERSION = "0.5.10"
-HEALTH_TIMEOUT_S = 20.0
 _HELD_BACK = ("Started server process", "Waiting for application startup.", "Application startup complete.")
-
-
-class SimulatedDrop(Exception):
-    """Raised inside a response body to cut the connection (fault ``drop``)."""
 
 
 class _UvicornFilter(logging.Filter):
@@ -89,14 +79,7 @@ def uvicorn_log_config() -> dict[str, Any]:
     }
 
 
-def _sse(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-_DONE = b"data: [DONE]\n\n"
-
-
-class SimServer:
+class SimServer(InfoRoutes, GenerationRoutes):
     """One simulated SGLang server: its state, its HTTP app and its life cycle."""
 
     def __init__(self, settings: ServerSettings) -> None:
@@ -157,358 +140,6 @@ class SimServer:
             await self.app(scope, receive, send_wrapper)
         finally:
             self.metrics.http(scope.get("path", ""), scope.get("method", ""), status["code"])
-
-    # ------------------------------------------------------------------ info endpoints
-    async def health(self, request: Request) -> Response:
-        if not self.ready or self.sched is None:
-            return Response(status_code=503)
-        if self.sched.stats.hung:
-            tic = time.strftime("%H:%M:%S")
-            await self.clock.sleep(HEALTH_TIMEOUT_S)
-            self.log.line(
-                f"Health check failed. Server couldn't get a response from detokenizer for last "
-                f"{int(HEALTH_TIMEOUT_S)} seconds. tic start time: {tic}. last_heartbeat time: {tic}"
-            )
-            return Response(status_code=503)
-        return Response(status_code=200)
-
-    def _card(self) -> dict[str, Any]:
-        name = self.s.served_model_name
-        return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name, "parent": None, "max_model_len": self.s.context_length}
-
-    async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [self._card()]})
-
-    async def model_card(self, request: Request) -> Response:
-        if request.path_params["model_id"] != self.s.served_model_name:
-            msg = f"The model `{request.path_params['model_id']}` does not exist."
-            return JSONResponse({"error": {"message": msg, "type": "invalid_request_error", "param": "model", "code": "model_not_found"}}, status_code=404)
-        return JSONResponse(self._card())
-
-    def server_info_dict(self) -> dict[str, Any]:
-        args = self.s.server_args() | {"port": self.port}
-        st = self.sched.stats if self.sched else None
-        internal = dict(args)
-        internal.update(
-            last_gen_throughput=round(st.last_gen_throughput, 2) if st else 0.0,
-            memory_usage={
-                "weight": round(self.model.weights_gb, 2),
-                "kvcache": round(self.model.kv_gb, 2),
-                "token_capacity": self.model.max_total_num_tokens,
-                "graph": round(self.model.graph_gb, 2),
-            },
-            effective_max_running_requests_per_dp=self.model.max_running_requests,
-        )
-        if self.s.speculative:
-            internal["avg_spec_accept_length"] = round(st.spec_accept_length, 3) if st else 0.0
-        return args | {
-            "status": "ready" if self.ready else "starting",
-            "max_total_num_tokens": self.model.max_total_num_tokens,
-            "max_req_input_len": self.s.context_length - 5,
-            "internal_states": [internal],
-            "version": SGLANG_VERSION,
-            "kv_events": None,
-            "sim": True,
-            "sim_profile": self.s.name,
-            "sim_time_scale": self.s.time_scale,
-            "sim_seed": self.s.seed,
-            "sim_fault": self.s.fault,
-            "sim_fault_rate": self.s.fault_rate,
-        }
-
-    async def server_info(self, request: Request) -> Response:
-        return JSONResponse(self.server_info_dict())
-
-    async def server_info_deprecated(self, request: Request) -> Response:
-        self.log.line("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
-        return await self.server_info(request)
-
-    async def model_info(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "model_path": self.s.model_path,
-                "tokenizer_path": self.s.model_path,
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": "default",
-                "has_image_understanding": False,
-                "has_audio_understanding": False,
-                "model_type": "kimi_k25",
-                "architectures": ["KimiK25ForConditionalGeneration"],
-            }
-        )
-
-    async def model_info_deprecated(self, request: Request) -> Response:
-        self.log.line("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
-        return await self.model_info(request)
-
-    async def loads(self, request: Request) -> Response:
-        st = self.sched.stats if self.sched else None
-        running = st.running if st else 0
-        waiting = st.queue if st else 0
-        used = st.kv_tokens if st else 0
-        total = self.model.max_total_num_tokens
-        thr = round(st.last_gen_throughput, 2) if st else 0.0
-        load = {
-            "dp_rank": 0,
-            "num_running_reqs": running,
-            "num_waiting_reqs": waiting,
-            "num_used_tokens": used,
-            "num_total_tokens": total,
-            "max_total_num_tokens": total,
-            "token_usage": round(used / total, 4),
-            "gen_throughput": thr,
-            "cache_hit_rate": 0.0,
-            "utilization": round(min(1.0, running / max(1, self.model.max_running_requests)), 4),
-            "max_running_requests": self.model.max_running_requests,
-            "num_total_reqs": running + waiting,
-        }
-        return JSONResponse(
-            {
-                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
-                "version": SGLANG_VERSION,
-                "dp_rank_count": 1,
-                "loads": [load],
-                "aggregate": {
-                    "total_running_reqs": running,
-                    "total_waiting_reqs": waiting,
-                    "total_reqs": running + waiting,
-                    "total_used_tokens": used,
-                    "total_tokens": total,
-                    "avg_token_usage": load["token_usage"],
-                    "avg_throughput": thr,
-                    "avg_utilization": load["utilization"],
-                },
-            }
-        )
-
-    async def metrics_endpoint(self, request: Request) -> Response:
-        if self.metrics is None or self.sched is None:
-            return PlainTextResponse("Not Found", status_code=404)
-        return Response(self.metrics.render(self.sched.stats), media_type=CONTENT_TYPE)
-
-    async def flush_cache(self, request: Request) -> Response:
-        text = (
-            "Cache flushed.\nPlease check backend logs for more details. "
-            "(When there are running or waiting requests, the operation will not be performed.)\n"
-        )
-        sched = self.sched
-        if sched is None or not sched.idle:
-            queue, running = (len(sched.waiting), len(sched.running)) if sched else (0, 0)
-            self.log.line(f"Cache not flushed because there are pending requests. #queue-req: {queue}, #running-req: {running}", rank=0)
-            return PlainTextResponse(text, status_code=400)
-        self.log.line("Cache flushed successfully!", rank=0)
-        return PlainTextResponse(text)
-
-    # ------------------------------------------------------------------ generation
-    async def chat(self, request: Request) -> Response:
-        return await self._openai(request, "chat")
-
-    async def completions(self, request: Request) -> Response:
-        return await self._openai(request, "completion")
-
-    async def _read(self, request: Request) -> Any:
-        try:
-            return await request.json()
-        except ValueError as exc:
-            raise api.BadRequest(f"invalid JSON body: {exc}") from exc
-
-    def _not_accepting(self) -> Response | None:
-        if self.accepting and self.sched is not None:
-            return None
-        return JSONResponse(api.error_body("The server is not ready yet (starting up).", 503, "ServiceUnavailableError"), status_code=503)
-
-    def _make_req(self, p: api.GenParams) -> tuple[Req | None, Response | None]:
-        ctx = self.s.context_length
-        max_new = p.max_new_tokens if p.max_new_tokens is not None else max(0, ctx - p.prompt_tokens)
-        if p.prompt_tokens + max_new > ctx:
-            msg = (
-                f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
-                f"You requested a total of {p.prompt_tokens + max_new} tokens: {p.prompt_tokens} tokens from the input messages "
-                f"and {max_new} tokens for the completion. Please reduce the number of tokens in the input messages "
-                "or the completion to fit within the limit."
-            )
-            return None, JSONResponse(api.error_body(msg), status_code=400)
-        target = max_new if p.ignore_eos else min(max_new, natural_length(p.prompt_text, self.s.seed))
-        fault = self.faults.for_request(target) if self.ready else None  # never the warm-up
-        if fault is None:
-            fault = RequestFault()
-        if fault.kind == "http_500":
-            return None, JSONResponse(internal_error_body(), status_code=500)
-        req = Req(
-            rid=p.rid,
-            prompt_text=p.prompt_text,
-            prompt_tokens=p.prompt_tokens,
-            max_new_tokens=max_new,
-            target=target,
-            tokens=TokenStream(p.prompt_text, self.s.seed),
-            stop=p.stop,
-            drop_at=fault.at_token if fault.kind == "drop" else None,
-            stall_at=fault.at_token if fault.kind == "stall" else None,
-            stall_s=fault.stall_s,
-        )
-        return req, None
-
-    async def _openai(self, request: Request, kind: str) -> Response:
-        refused = self._not_accepting()
-        if refused:
-            return refused
-        try:
-            p = api.parse_openai(await self._read(request), kind)
-        except api.BadRequest as exc:
-            return JSONResponse(api.error_body(str(exc)), status_code=400)
-        req, err = self._make_req(p)
-        if err is not None:
-            return err
-        assert req is not None and self.sched is not None
-        self.sched.submit(req)
-        if p.stream:
-            return StreamingResponse(self._openai_stream(p, req), media_type="text/event-stream")
-        if req.drop_at is not None:
-            return StreamingResponse(self._dropped_body(req), media_type="application/json")
-        text, _gaps = await self._collect(req)
-        finish, matched = self._finish(req)
-        build = api.chat_response if kind == "chat" else api.completion_response
-        return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
-
-    def _finish(self, req: Req) -> tuple[str, Any]:
-        if req.finish_reason == "stop":
-            return "stop", req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID
-        return req.finish_reason or "length", None
-
-    async def _collect(self, req: Req) -> tuple[str, list[tuple[float, int]]]:
-        parts: list[str] = []
-        gaps: list[tuple[float, int]] = []
-        last = None
-        try:
-            while True:
-                pieces, n, done = await req.next_chunk()
-                now = time.monotonic()
-                if pieces:
-                    parts.extend(pieces)
-                    if last is not None:
-                        gaps.append((now - last, n))
-                    last = now
-                if done or req.dropped:
-                    break
-        finally:
-            if not req.finished:
-                req.abort()
-            self._record(req, gaps)
-        return "".join(parts), gaps
-
-    async def _dropped_body(self, req: Req) -> AsyncIterator[bytes]:
-        await self._collect(req)
-        raise SimulatedDrop(req.rid)
-        yield b""  # pragma: no cover - makes this an async generator
-
-    def _record(self, req: Req, gaps: list[tuple[float, int]]) -> None:
-        if self.metrics is None:
-            return
-        now = time.monotonic()
-        ttft = req.t_first - req.t_arrival if req.t_first is not None else None
-        self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps, req.aborted or req.dropped)
-
-    async def _openai_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
-        model = self.s.served_model_name
-        created = int(time.time())
-        chat = p.kind == "chat"
-        gaps: list[tuple[float, int]] = []
-        last = None
-        first = True
-        try:
-            while True:
-                pieces, n, done = await req.next_chunk()
-                now = time.monotonic()
-                if pieces:
-                    if last is not None:
-                        gaps.append((now - last, n))
-                    last = now
-                    text = "".join(pieces)
-                    if chat:
-                        if first:
-                            yield _sse(api.chat_chunk(p, model, created, {"role": "assistant", "content": "", "reasoning_content": None}))
-                            first = False
-                        chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": text})
-                    else:
-                        chunk = api.completion_chunk(p, model, created, text)
-                    if p.continuous_usage:
-                        chunk["usage"] = api.usage(p.prompt_tokens, req.generated)
-                    yield _sse(chunk)
-                if req.dropped:
-                    raise SimulatedDrop(req.rid)
-                if done:
-                    break
-            finish, matched = self._finish(req)
-            if chat:
-                yield _sse(api.chat_chunk(p, model, created, {"reasoning_content": None, "content": None}, finish, matched))
-            else:
-                yield _sse(api.completion_chunk(p, model, created, "", finish, matched))
-            if p.include_usage:
-                yield _sse(api.usage_chunk(p, model, created, req.generated, "chat.completion.chunk" if chat else "text_completion"))
-            yield _DONE
-        finally:
-            if not req.finished:
-                req.abort()
-            self._record(req, gaps)
-
-    async def generate(self, request: Request) -> Response:
-        refused = self._not_accepting()
-        if refused:
-            return refused
-        try:
-            p = api.parse_generate(await self._read(request))
-        except api.BadRequest as exc:
-            return JSONResponse(api.error_body(str(exc)), status_code=400)
-        req, err = self._make_req(p)
-        if err is not None:
-            return err
-        assert req is not None and self.sched is not None
-        self.sched.submit(req)
-        if p.stream:
-            return StreamingResponse(self._generate_stream(p, req), media_type="text/event-stream")
-        if req.drop_at is not None:
-            return StreamingResponse(self._dropped_body(req), media_type="application/json")
-        text, _ = await self._collect(req)
-        return JSONResponse(api.generate_body(p, text, self._ids(req, req.generated), self._native_finish(req), time.monotonic() - req.t_arrival))
-
-    def _ids(self, req: Req, n: int) -> list[int]:
-        base = stable_hash("ids", req.prompt_text) % 150000
-        return [(base + i * 7919) % 160000 for i in range(n)]
-
-    def _native_finish(self, req: Req) -> dict[str, Any] | None:
-        if not req.finished:
-            return None
-        if req.finish_reason == "length":
-            return {"type": "length", "length": req.generated}
-        if req.finish_reason == "abort":
-            return {"type": "abort", "message": "connection dropped"}
-        return {"type": "stop", "matched": req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID}
-
-    async def _generate_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
-        parts: list[str] = []
-        gaps: list[tuple[float, int]] = []
-        last = None
-        try:
-            while True:
-                pieces, n, done = await req.next_chunk()
-                now = time.monotonic()
-                if pieces:
-                    if last is not None:
-                        gaps.append((now - last, n))
-                    last = now
-                    parts.extend(pieces)
-                    finish = self._native_finish(req) if done else None
-                    yield _sse(api.generate_body(p, "".join(parts), self._ids(req, req.generated), finish, now - req.t_arrival))
-                if req.dropped:
-                    raise SimulatedDrop(req.rid)
-                if done:
-                    break
-            yield _DONE
-        finally:
-            if not req.finished:
-                req.abort()
-            self._record(req, gaps)
 
     # ------------------------------------------------------------------ life cycle
     async def _fatal(self, code: int) -> None:

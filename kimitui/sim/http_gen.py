@@ -1,0 +1,250 @@
+"""SGLang's generation endpoints, as a mixin of :class:`kimitui.sim.server.SimServer`.
+
+POST /v1/chat/completions, /v1/completions (OpenAI, stream and not) and
+/generate (native, cumulative text when streaming).  Each request becomes a
+:class:`~kimitui.sim.scheduler.Req`; the handler only waits on its buffer and
+turns new tokens into SSE events, so chunk timing is the scheduler's.  Faults
+``http_500`` and ``drop`` are acted out here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from kimitui.sim import api
+from kimitui.sim.faults import RequestFault, internal_error_body
+from kimitui.sim.scheduler import Req
+from kimitui.sim.textgen import TokenStream, natural_length, stable_hash
+
+if TYPE_CHECKING:
+    from kimitui.sim.server import SimServer
+
+
+class SimulatedDrop(Exception):
+    """Raised inside a response body to cut the connection (fault ``drop``)."""
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+_DONE = b"data: [DONE]\n\n"
+
+
+class GenerationRoutes:
+    """Endpoints that generate tokens through the scheduler."""
+
+    async def chat(self: SimServer, request: Request) -> Response:
+        return await self._openai(request, "chat")
+
+    async def completions(self: SimServer, request: Request) -> Response:
+        return await self._openai(request, "completion")
+
+    async def _read(self: SimServer, request: Request) -> Any:
+        try:
+            return await request.json()
+        except ValueError as exc:
+            raise api.BadRequest(f"invalid JSON body: {exc}") from exc
+
+    def _not_accepting(self: SimServer) -> Response | None:
+        if self.accepting and self.sched is not None:
+            return None
+        return JSONResponse(api.error_body("The server is not ready yet (starting up).", 503, "ServiceUnavailableError"), status_code=503)
+
+    def _make_req(self: SimServer, p: api.GenParams) -> tuple[Req | None, Response | None]:
+        ctx = self.s.context_length
+        max_new = p.max_new_tokens if p.max_new_tokens is not None else max(0, ctx - p.prompt_tokens)
+        if p.prompt_tokens + max_new > ctx:
+            msg = (
+                f"Requested token count exceeds the model's maximum context length of {ctx} tokens. "
+                f"You requested a total of {p.prompt_tokens + max_new} tokens: {p.prompt_tokens} tokens from the input messages "
+                f"and {max_new} tokens for the completion. Please reduce the number of tokens in the input messages "
+                "or the completion to fit within the limit."
+            )
+            return None, JSONResponse(api.error_body(msg), status_code=400)
+        target = max_new if p.ignore_eos else min(max_new, natural_length(p.prompt_text, self.s.seed))
+        fault = self.faults.for_request(target) if self.ready else None  # never the warm-up
+        if fault is None:
+            fault = RequestFault()
+        if fault.kind == "http_500":
+            return None, JSONResponse(internal_error_body(), status_code=500)
+        req = Req(
+            rid=p.rid,
+            prompt_text=p.prompt_text,
+            prompt_tokens=p.prompt_tokens,
+            max_new_tokens=max_new,
+            target=target,
+            tokens=TokenStream(p.prompt_text, self.s.seed),
+            stop=p.stop,
+            drop_at=fault.at_token if fault.kind == "drop" else None,
+            stall_at=fault.at_token if fault.kind == "stall" else None,
+            stall_s=fault.stall_s,
+        )
+        return req, None
+
+    async def _openai(self: SimServer, request: Request, kind: str) -> Response:
+        refused = self._not_accepting()
+        if refused:
+            return refused
+        try:
+            p = api.parse_openai(await self._read(request), kind)
+        except api.BadRequest as exc:
+            return JSONResponse(api.error_body(str(exc)), status_code=400)
+        req, err = self._make_req(p)
+        if err is not None:
+            return err
+        assert req is not None and self.sched is not None
+        self.sched.submit(req)
+        if p.stream:
+            return StreamingResponse(self._openai_stream(p, req), media_type="text/event-stream")
+        if req.drop_at is not None:
+            return StreamingResponse(self._dropped_body(req), media_type="application/json")
+        text, _gaps = await self._collect(req)
+        finish, matched = self._finish(req)
+        build = api.chat_response if kind == "chat" else api.completion_response
+        return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
+
+    def _finish(self: SimServer, req: Req) -> tuple[str, Any]:
+        if req.finish_reason == "stop":
+            return "stop", req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID
+        return req.finish_reason or "length", None
+
+    async def _collect(self: SimServer, req: Req) -> tuple[str, list[tuple[float, int]]]:
+        parts: list[str] = []
+        gaps: list[tuple[float, int]] = []
+        last = None
+        try:
+            while True:
+                pieces, n, done = await req.next_chunk()
+                now = time.monotonic()
+                if pieces:
+                    parts.extend(pieces)
+                    if last is not None:
+                        gaps.append((now - last, n))
+                    last = now
+                if done or req.dropped:
+                    break
+        finally:
+            if not req.finished:
+                req.abort()
+            self._record(req, gaps)
+        return "".join(parts), gaps
+
+    async def _dropped_body(self: SimServer, req: Req) -> AsyncIterator[bytes]:
+        await self._collect(req)
+        raise SimulatedDrop(req.rid)
+        yield b""  # pragma: no cover - makes this an async generator
+
+    def _record(self: SimServer, req: Req, gaps: list[tuple[float, int]]) -> None:
+        if self.metrics is None:
+            return
+        now = time.monotonic()
+        ttft = req.t_first - req.t_arrival if req.t_first is not None else None
+        self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps, req.aborted or req.dropped)
+
+    async def _openai_stream(self: SimServer, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
+        model = self.s.served_model_name
+        created = int(time.time())
+        chat = p.kind == "chat"
+        gaps: list[tuple[float, int]] = []
+        last = None
+        first = True
+        try:
+            while True:
+                pieces, n, done = await req.next_chunk()
+                now = time.monotonic()
+                if pieces:
+                    if last is not None:
+                        gaps.append((now - last, n))
+                    last = now
+                    text = "".join(pieces)
+                    if chat:
+                        if first:
+                            yield _sse(api.chat_chunk(p, model, created, {"role": "assistant", "content": "", "reasoning_content": None}))
+                            first = False
+                        chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": text})
+                    else:
+                        chunk = api.completion_chunk(p, model, created, text)
+                    if p.continuous_usage:
+                        chunk["usage"] = api.usage(p.prompt_tokens, req.generated)
+                    yield _sse(chunk)
+                if req.dropped:
+                    raise SimulatedDrop(req.rid)
+                if done:
+                    break
+            finish, matched = self._finish(req)
+            if chat:
+                yield _sse(api.chat_chunk(p, model, created, {"reasoning_content": None, "content": None}, finish, matched))
+            else:
+                yield _sse(api.completion_chunk(p, model, created, "", finish, matched))
+            if p.include_usage:
+                yield _sse(api.usage_chunk(p, model, created, req.generated, "chat.completion.chunk" if chat else "text_completion"))
+            yield _DONE
+        finally:
+            if not req.finished:
+                req.abort()
+            self._record(req, gaps)
+
+    async def generate(self: SimServer, request: Request) -> Response:
+        refused = self._not_accepting()
+        if refused:
+            return refused
+        try:
+            p = api.parse_generate(await self._read(request))
+        except api.BadRequest as exc:
+            return JSONResponse(api.error_body(str(exc)), status_code=400)
+        req, err = self._make_req(p)
+        if err is not None:
+            return err
+        assert req is not None and self.sched is not None
+        self.sched.submit(req)
+        if p.stream:
+            return StreamingResponse(self._generate_stream(p, req), media_type="text/event-stream")
+        if req.drop_at is not None:
+            return StreamingResponse(self._dropped_body(req), media_type="application/json")
+        text, _ = await self._collect(req)
+        return JSONResponse(api.generate_body(p, text, self._ids(req, req.generated), self._native_finish(req), time.monotonic() - req.t_arrival))
+
+    def _ids(self: SimServer, req: Req, n: int) -> list[int]:
+        base = stable_hash("ids", req.prompt_text) % 150000
+        return [(base + i * 7919) % 160000 for i in range(n)]
+
+    def _native_finish(self: SimServer, req: Req) -> dict[str, Any] | None:
+        if not req.finished:
+            return None
+        if req.finish_reason == "length":
+            return {"type": "length", "length": req.generated}
+        if req.finish_reason == "abort":
+            return {"type": "abort", "message": "connection dropped"}
+        return {"type": "stop", "matched": req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID}
+
+    async def _generate_stream(self: SimServer, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
+        parts: list[str] = []
+        gaps: list[tuple[float, int]] = []
+        last = None
+        try:
+            while True:
+                pieces, n, done = await req.next_chunk()
+                now = time.monotonic()
+                if pieces:
+                    if last is not None:
+                        gaps.append((now - last, n))
+                    last = now
+                    parts.extend(pieces)
+                    finish = self._native_finish(req) if done else None
+                    yield _sse(api.generate_body(p, "".join(parts), self._ids(req, req.generated), finish, now - req.t_arrival))
+                if req.dropped:
+                    raise SimulatedDrop(req.rid)
+                if done:
+                    break
+            yield _DONE
+        finally:
+            if not req.finished:
+                req.abort()
+            self._record(req, gaps)

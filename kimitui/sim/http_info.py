@@ -1,0 +1,168 @@
+"""SGLang's information and admin endpoints, as a mixin of :class:`kimitui.sim.server.SimServer`.
+
+/health and /health_generate (503 while starting or hung), /v1/models,
+/server_info (+ deprecated /get_server_info), /model_info, /v1/loads,
+/metrics (only with enable_metrics) and /flush_cache; shapes from
+reference/sglang.md section 3.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from kimitui.sim.metrics import CONTENT_TYPE
+
+if TYPE_CHECKING:
+    from kimitui.sim.server import SimServer
+
+SGLANG_VERSION = "0.5.10"
+HEALTH_TIMEOUT_S = 20.0
+
+
+class InfoRoutes:
+    """Endpoints that report on the server; they never generate."""
+
+    async def health(self: SimServer, request: Request) -> Response:
+        if not self.ready or self.sched is None:
+            return Response(status_code=503)
+        if self.sched.stats.hung:
+            tic = time.strftime("%H:%M:%S")
+            await self.clock.sleep(HEALTH_TIMEOUT_S)
+            self.log.line(
+                f"Health check failed. Server couldn't get a response from detokenizer for last "
+                f"{int(HEALTH_TIMEOUT_S)} seconds. tic start time: {tic}. last_heartbeat time: {tic}"
+            )
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    def _card(self: SimServer) -> dict[str, Any]:
+        name = self.s.served_model_name
+        return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name, "parent": None, "max_model_len": self.s.context_length}
+
+    async def models(self: SimServer, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [self._card()]})
+
+    async def model_card(self: SimServer, request: Request) -> Response:
+        if request.path_params["model_id"] != self.s.served_model_name:
+            msg = f"The model `{request.path_params['model_id']}` does not exist."
+            return JSONResponse({"error": {"message": msg, "type": "invalid_request_error", "param": "model", "code": "model_not_found"}}, status_code=404)
+        return JSONResponse(self._card())
+
+    def server_info_dict(self: SimServer) -> dict[str, Any]:
+        args = self.s.server_args() | {"port": self.port}
+        st = self.sched.stats if self.sched else None
+        internal = dict(args)
+        internal.update(
+            last_gen_throughput=round(st.last_gen_throughput, 2) if st else 0.0,
+            memory_usage={
+                "weight": round(self.model.weights_gb, 2),
+                "kvcache": round(self.model.kv_gb, 2),
+                "token_capacity": self.model.max_total_num_tokens,
+                "graph": round(self.model.graph_gb, 2),
+            },
+            effective_max_running_requests_per_dp=self.model.max_running_requests,
+        )
+        if self.s.speculative:
+            internal["avg_spec_accept_length"] = round(st.spec_accept_length, 3) if st else 0.0
+        return args | {
+            "status": "ready" if self.ready else "starting",
+            "max_total_num_tokens": self.model.max_total_num_tokens,
+            "max_req_input_len": self.s.context_length - 5,
+            "internal_states": [internal],
+            "version": SGLANG_VERSION,
+            "kv_events": None,
+            "sim": True,
+            "sim_profile": self.s.name,
+            "sim_time_scale": self.s.time_scale,
+            "sim_seed": self.s.seed,
+            "sim_fault": self.s.fault,
+            "sim_fault_rate": self.s.fault_rate,
+        }
+
+    async def server_info(self: SimServer, request: Request) -> Response:
+        return JSONResponse(self.server_info_dict())
+
+    async def server_info_deprecated(self: SimServer, request: Request) -> Response:
+        self.log.line("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
+        return await self.server_info(request)
+
+    async def model_info(self: SimServer, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "model_path": self.s.model_path,
+                "tokenizer_path": self.s.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "kimi_k25",
+                "architectures": ["KimiK25ForConditionalGeneration"],
+            }
+        )
+
+    async def model_info_deprecated(self: SimServer, request: Request) -> Response:
+        self.log.line("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
+        return await self.model_info(request)
+
+    async def loads(self: SimServer, request: Request) -> Response:
+        st = self.sched.stats if self.sched else None
+        running = st.running if st else 0
+        waiting = st.queue if st else 0
+        used = st.kv_tokens if st else 0
+        total = self.model.max_total_num_tokens
+        thr = round(st.last_gen_throughput, 2) if st else 0.0
+        load = {
+            "dp_rank": 0,
+            "num_running_reqs": running,
+            "num_waiting_reqs": waiting,
+            "num_used_tokens": used,
+            "num_total_tokens": total,
+            "max_total_num_tokens": total,
+            "token_usage": round(used / total, 4),
+            "gen_throughput": thr,
+            "cache_hit_rate": 0.0,
+            "utilization": round(min(1.0, running / max(1, self.model.max_running_requests)), 4),
+            "max_running_requests": self.model.max_running_requests,
+            "num_total_reqs": running + waiting,
+        }
+        return JSONResponse(
+            {
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+                "version": SGLANG_VERSION,
+                "dp_rank_count": 1,
+                "loads": [load],
+                "aggregate": {
+                    "total_running_reqs": running,
+                    "total_waiting_reqs": waiting,
+                    "total_reqs": running + waiting,
+                    "total_used_tokens": used,
+                    "total_tokens": total,
+                    "avg_token_usage": load["token_usage"],
+                    "avg_throughput": thr,
+                    "avg_utilization": load["utilization"],
+                },
+            }
+        )
+
+    async def metrics_endpoint(self: SimServer, request: Request) -> Response:
+        if self.metrics is None or self.sched is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        return Response(self.metrics.render(self.sched.stats), media_type=CONTENT_TYPE)
+
+    async def flush_cache(self: SimServer, request: Request) -> Response:
+        text = (
+            "Cache flushed.\nPlease check backend logs for more details. "
+            "(When there are running or waiting requests, the operation will not be performed.)\n"
+        )
+        sched = self.sched
+        if sched is None or not sched.idle:
+            queue, running = (len(sched.waiting), len(sched.running)) if sched else (0, 0)
+            self.log.line(f"Cache not flushed because there are pending requests. #queue-req: {queue}, #running-req: {running}", rank=0)
+            return PlainTextResponse(text, status_code=400)
+        self.log.line("Cache flushed successfully!", rank=0)
+        return PlainTextResponse(text)
