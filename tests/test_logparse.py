@@ -132,3 +132,30 @@ def test_decode_figures_survive_every_format(running: int, tokens: int, usage: f
     assert f["token_usage"] == pytest.approx(round(usage, 2)) and f["gen_throughput"] == pytest.approx(round(thr, 2))
     assert f.get("cuda_graph") == (None if form == "v046" else graph)
     assert f["ranks"].get("dp") == dp and f["ranks"]["tp"] == tp
+
+
+def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+    import time
+
+    log = tmp_path / "server.log"
+    log.write_text("old 1\nold 2\nold 3\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "KIMITUI_CONFIG": ""}
+    env.pop("KIMITUI_CONFIG")
+    proc = subprocess.Popen([sys.executable, "-m", "kimitui", "logs", "follow", "--path", str(log), "--backlog", "2",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        got = [json.loads(proc.stdout.readline()) for _ in range(2)]
+        with open(log, "a") as fh:
+            fh.write("[2026-05-28 10:00:01] The server is fired up and ready to roll!\n")
+        got.append(json.loads(proc.stdout.readline()))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [g["raw"] for g in got] == ["old 2", "old 3", "[2026-05-28 10:00:01] The server is fired up and ready to roll!"]
+    assert got[2]["line_kind"] == "startup" and got[2]["cursor"] == "4" and got[2]["host"] == "sim"
+    assert "--from-cursor '4'" in proc.stderr.read()

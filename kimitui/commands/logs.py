@@ -1,21 +1,41 @@
-"""``kimitui logs parse``: SGLang log lines on stdin -> one JSON LogLine event per line."""
+"""``kimitui logs``: SGLang server logs without the cockpit.
+
+- ``kimitui logs parse``: log lines on stdin -> one JSON LogLine event per line.
+- ``kimitui logs follow``: follow the server's log on a host (its journal unit or
+  log file; by default whatever kimitui started there) and print each line, or
+  each event as JSON, resuming across dropped links like the cockpit does.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
+from typing import Any
 
-from kimitui.events import dump_event
+from kimitui.events import ErrorEvent, Event, LogLine, dump_event
 from kimitui.telemetry.logparse import to_event
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("logs", help="work with SGLang server logs")
+    parser = subparsers.add_parser("logs", help="parse or follow SGLang server logs")
     sub = parser.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
     p = sub.add_parser("parse", help="parse log lines from stdin, print one JSON event per line")
     p.add_argument("--host", default="local", help="host name to put on the events (default: local)")
     p.add_argument("--source", default="stdin", help="source name to put on the events")
     p.set_defaults(func=_parse)
+
+    f = sub.add_parser("follow", help="follow the server log on a host (Ctrl-C to stop)")
+    f.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else 'sim')")
+    where = f.add_mutually_exclusive_group()
+    where.add_argument("--unit", metavar="UNIT", help="systemd unit: journalctl -u UNIT")
+    where.add_argument("--path", metavar="FILE", help="log file on the host: tail -F FILE")
+    f.add_argument("--from-cursor", metavar="CURSOR", help="resume after this journal cursor or file line number")
+    f.add_argument("--backlog", type=int, default=20, metavar="N", help="lines of history to show first (default 20)")
+    f.add_argument("--json", action="store_true", help="print each event (LogLine, ServerStats, errors) as JSON")
+    f.set_defaults(func=_follow)
 
 
 def _parse(args: argparse.Namespace) -> int:
@@ -31,3 +51,70 @@ def _parse(args: argparse.Namespace) -> int:
         return 130
     out.flush()
     return 0
+
+
+def _follow(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_follow_async(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _follow_async(args: argparse.Namespace) -> int:
+    from kimitui.config import ConfigError, load_config, make_host
+    from kimitui.host.base import HostError
+    from kimitui.session import Session
+    from kimitui.telemetry.logs import LogFollower
+
+    try:
+        config = load_config(getattr(args, "config", None))
+        host = make_host(config, args.host)
+        await host.connect()
+    except (ConfigError, HostError, OSError) as exc:
+        print(f"kimitui logs follow: {exc}", file=sys.stderr)
+        return 2
+    unit, path, cursor = args.unit, args.path, args.from_cursor
+    if unit is None and path is None:
+        found: Any = None
+        with contextlib.suppress(Exception):
+            from kimitui.launcher.select import find_running
+
+            found = await find_running(host)
+        if found is None:
+            print(f"kimitui logs follow: nothing kimitui started runs on {host.name}; give --unit or --path",
+                  file=sys.stderr)
+            await host.close()
+            return 1
+        record = found[1]
+        unit = record.unit if record.launcher == "systemd" else None
+        path = record.log_path if unit is None else None
+    session = Session(host=host.name)
+    session.add_sink(lambda ev: _print(ev, args.json))
+    follower = LogFollower(host, session, unit=unit, path=path, from_cursor=cursor, backlog=args.backlog)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await follower.start()
+    try:
+        await stop.wait()
+    finally:
+        await follower.stop()
+        await host.close()
+    if follower.cursor is not None:
+        print(f"kimitui logs follow: stopped; resume with --from-cursor {follower.cursor!r}", file=sys.stderr)
+    return 0
+
+
+def _print(event: Event, as_json: bool) -> None:
+    try:
+        if as_json:
+            sys.stdout.write(dump_event(event) + "\n")
+        elif isinstance(event, LogLine):
+            sys.stdout.write(event.raw + "\n")
+        elif isinstance(event, ErrorEvent):
+            sys.stderr.write(f"kimitui: {event.message} {event.detail}".rstrip() + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise SystemExit(0) from None
