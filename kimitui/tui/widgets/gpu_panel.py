@@ -24,7 +24,7 @@ def _util_style(util: float | None) -> str:
 
 class GpuPanel(Widget):
     DEFAULT_CSS = """
-    GpuPanel { height: auto; min-height: 3; }
+    GpuPanel { height: auto; min-height: 3; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
@@ -41,45 +41,53 @@ class GpuPanel(Widget):
         has = {name: any(r.supports(name) for r in rows) for name in (
             "util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_kbps", "pcie_rx_kbps")}
         has_rank = any(r.rank for r in rows)
-        fixed = 3 + (9 if has_rank else 0) + (5 if has["util_pct"] else 0) + (18 if has["mem_used_mib"] else 0) \
-            + (10 if has["power_w"] else 0) + (5 if has["temp_c"] else 0) + (8 if has["sm_clock_mhz"] else 0) \
-            + (14 if has["pcie_tx_kbps"] or has["pcie_rx_kbps"] else 0)
-        spark_w = max(6, min(60, self.size.width - fixed - 16)) if has["util_pct"] else 0
+        parts = [(self._head(row, has_rank), self._tail(row, has)) for row in rows]
+        widest = max(head.cell_len + tail.cell_len for head, tail in parts)
+        spark_w = max(4, min(60, self.size.width - widest - 1)) if has["util_pct"] else 0
         out = Text(no_wrap=True, overflow="ellipsis")
-        for row in rows:
-            self._row(out, row, has, has_rank, spark_w)
+        for row, (head, tail) in zip(rows, parts):
+            out.append_text(head)
+            if spark_w:
+                r = row.reading
+                util = r.util_pct if r is not None and row.supports("util_pct") else None
+                out.append(spark(row.util_hist, spark_w) if util is not None else " " * spark_w, _util_style(util))
+            out.append_text(tail)
             out.append("\n")
         self._gauge(out)
         return out
 
-    def _row(self, out: Text, row: GpuRow, has: dict[str, bool], has_rank: bool, spark_w: int) -> None:
-        r = row.reading
+    @staticmethod
+    def _head(row: GpuRow, has_rank: bool) -> Text:
+        out = Text()
         out.append(f"{row.index:>2} ", "bold")
         if has_rank:
             out.append(f"{(row.rank or '-'):<8} ", "magenta" if row.rank else "dim")
+        return out
+
+    @staticmethod
+    def _tail(row: GpuRow, has: dict[str, bool]) -> Text:
+        """Everything right of the sparkline; a blank cell where this GPU lacks a field."""
+        out = Text()
+        r = row.reading
         if r is None:
-            out.append("no reading yet", "dim")
-            return
+            out.append(" no reading yet", "dim")
+            return out
         if has["util_pct"]:
-            if row.supports("util_pct"):
-                out.append(spark(row.util_hist, spark_w), _util_style(r.util_pct))
-                out.append(f"{r.util_pct:4.0f}%", _util_style(r.util_pct))
-            else:
-                out.append(" " * (spark_w + 5))
+            out.append(f"{r.util_pct:4.0f}%" if row.supports("util_pct") else " " * 5, _util_style(r.util_pct))
         if has["mem_used_mib"]:
             total = r.mem_total_mib or (row.static.memory_total_mib if row.static else None)
             if row.supports("mem_used_mib"):
-                frac = r.mem_used_mib / total if total else None
-                out.append(" " + bar(frac, 6), "blue")
+                out.append(" " + bar(r.mem_used_mib / total if total else None, 5), "blue")
                 tot = f"/{total / 1024:.0f}" if total else ""
-                out.append(f" {r.mem_used_mib / 1024:>3.0f}{tot}G".ljust(11))
+                out.append(f" {r.mem_used_mib / 1024:.0f}{tot}G".ljust(8))
             else:
-                out.append(" " * 18)
+                out.append(" " * 14)
         if has["power_w"]:
+            limit = r.power_limit_w or (row.static.power_limit_w if row.static else None)
             if row.supports("power_w"):
-                limit = r.power_limit_w or (row.static.power_limit_w if row.static else None)
                 style = "red" if limit and r.power_w >= 0.97 * limit else ""
-                out.append(f" {r.power_w:>3.0f}/{limit:.0f}W".ljust(10) if limit else f" {r.power_w:>3.0f}W".ljust(10), style)
+                text = f" {r.power_w:.0f}/{limit:.0f}W" if limit else f" {r.power_w:.0f}W"
+                out.append(text.ljust(10), style)
             else:
                 out.append(" " * 10)
         if has["temp_c"]:
@@ -92,10 +100,11 @@ class GpuPanel(Widget):
         if has["pcie_tx_kbps"] or has["pcie_rx_kbps"]:
             tx = rate(r.pcie_tx_kbps) if row.supports("pcie_tx_kbps") else ""
             rx = rate(r.pcie_rx_kbps) if row.supports("pcie_rx_kbps") else ""
-            out.append(f" ↑{tx:>5} ↓{rx:>5}" if tx or rx else " " * 14, "cyan")
+            out.append(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
         if r.throttle_reasons:
             hot = any(t in HOT_THROTTLE for t in r.throttle_reasons)
-            out.append("  " + ",".join(r.throttle_reasons), "bold red" if hot else "yellow")
+            out.append(" " + ",".join(r.throttle_reasons), "bold red" if hot else "yellow")
+        return out
 
     def _gauge(self, out: Text) -> None:
         imb = self.model.imbalance()

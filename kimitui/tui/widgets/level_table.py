@@ -5,9 +5,22 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from kimitui.tui.model import CockpitModel
-from kimitui.tui.render import ms, num
+from kimitui.tui.render import num
 
-COLUMNS = ("C", "agg tok/s", "steady", "TTFT50", "TTFT99", "TPOT50", "TPOT99", "dec50", "dec99", "fail", "strag")
+COLUMNS = ("C", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag")
+
+
+def pair(p50: float | None, p99: float | None, fmt) -> str:  # type: ignore[no-untyped-def]
+    return f"{fmt(p50)}/{fmt(p99)}"
+
+
+def _rate(v: float | None) -> str:
+    """tok/s: one decimal where it matters (C=1 ~ 65), none above 100."""
+    return "-" if v is None else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.0f}"
 
 
 class LevelTable(DataTable):
@@ -38,14 +51,14 @@ class LevelTable(DataTable):
                 f"{k}:{v}" for k, v in sorted(lv.failures.items()))
             self.add_row(
                 str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""),
-                num(lv.agg_tok_s, ".1f"), num(lv.steady_tok_s, ".1f"),
-                ms(lv.ttft.p50), ms(lv.ttft.p99), ms(lv.tpot.p50), ms(lv.tpot.p99),
-                num(lv.decode_tok_s.p50, ".1f"), num(lv.decode_tok_s.p99, ".1f"),
+                _rate(lv.agg_tok_s), _rate(lv.steady_tok_s),
+                pair(lv.ttft.p50, lv.ttft.p99, _ms) + "ms", pair(lv.tpot.p50, lv.tpot.p99, _ms) + "ms",
+                pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, lambda v: num(v, ".1f")),
                 fail, str(len(lv.stragglers)) if lv.stragglers else "",
                 key=f"{lv.concurrency}:{lv.repeat}",
             )
         live = sw.live_point
         if live is not None and sw.concurrency is not None and sw.outcome is None:
             prog = sw.progress
-            self.add_row(f"{live[0]}…", f"{live[1]:.1f}", "", "", "", "", "", "", "",
+            self.add_row(f"{live[0]}…", _rate(live[1]), "", "", "", "",
                          str(prog.failed) if prog else "", "running", key="live")

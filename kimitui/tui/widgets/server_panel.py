@@ -11,7 +11,7 @@ from kimitui.tui.render import bar, spark
 
 class ServerPanel(Widget):
     DEFAULT_CSS = """
-    ServerPanel { height: auto; }
+    ServerPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ stands out while it still crawls.
 from __future__ import annotations
 
 from textual_plot import PlotWidget
-from textual_plot.plot_widget import LegendLocation
 
 from kimitui.tui.model import CockpitModel, spread_points
 
@@ -46,7 +45,7 @@ class SpreadChart(PlotWidget):
         ymax = max((p.tok_s for p in pts), default=10.0)
         self.set_xlimits(0, max(1.0, xmax) * 1.05)
         self.set_ylimits(0, max(1.0, ymax) * 1.15)
-        self.show_legend(LegendLocation.TOPRIGHT, is_visible=bool(pts))
+        self.show_legend(is_visible=False)
         if sw is None or sw.concurrency is None:
             self.summary = "no sweep yet (s starts one)"
         else:
@@ -54,8 +53,10 @@ class SpreadChart(PlotWidget):
             med = rates[len(rates) // 2] if rates else None
             prog = sw.progress
             done = sum(1 for p in pts if p.done)
-            self.summary = (f"C={sw.concurrency}  done {done}"
-                            + (f"  in flight {len(prog.in_flight)}" if prog and sw.outcome is None else "")
+            slow = sum(1 for p in pts if p.slow)
+            self.summary = (f"C={sw.concurrency}  [green]· done {done}[/]"
+                            + (f"  [yellow]• running {len(prog.in_flight)}[/]" if prog and sw.outcome is None else "")
+                            + (f"  [b red]● slow {slow}[/]" if slow else "")
                             + (f"  failed {prog.failed}" if prog and prog.failed else "")
-                            + (f"  median {med:.1f} tok/s  min {rates[0]:.1f}" if med is not None else ""))
+                            + (f"  median {med:.1f} min {rates[0]:.1f} tok/s" if med is not None else ""))
 

@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 
 from kimitui.events import Straggler
 from kimitui.tui.model import CockpitModel
-from kimitui.tui.render import clock
+from kimitui.tui.render import clock, num
 
 
 def describe(s: Straggler) -> str:
@@ -41,7 +41,7 @@ class StragglerList(DataTable):
         self._shown: list[Straggler] = []
 
     def on_mount(self) -> None:
-        self.add_columns("C", "request", "what", "why")
+        self.add_columns("C", "tok/s", "median", "gap", "at", "request", "why")
         self.redraw()
 
     def redraw(self) -> None:
@@ -53,7 +53,9 @@ class StragglerList(DataTable):
         self.clear()
         self._shown = stragglers
         for i, s in enumerate(stragglers):
-            self.add_row(str(s.concurrency), s.request_id[-10:], Text(describe(s), "red"), s.reason, key=str(i))
+            self.add_row(str(s.concurrency), Text(num(s.decode_tok_s, ".1f"), "bold red"), num(s.median_decode_tok_s),
+                         Text(f"{s.max_gap_s:.1f}s" if s.max_gap_s is not None else "-", "red"),
+                         clock(s.gap_start) if s.gap_start else "-", s.request_id[-12:], s.reason, key=str(i))
         if stragglers:
             self.move_cursor(row=min(max(row, 0), len(stragglers) - 1))
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
+from textual_plot.plot_widget import LegendLocation
 
 from kimitui.tui.model import CockpitModel
 
@@ -87,4 +88,4 @@ class SweepCurve(PlotWidget):
         else:
             self.set_xlimits(-0.3, 8.3)
         self.set_ylimits(0, ymax * 1.1)
-        self.show_legend(is_visible=len(self._datasets) > 0)
+        self.show_legend(LegendLocation.BOTTOMRIGHT, is_visible=len(self._datasets) > 0)

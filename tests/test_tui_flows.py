@@ -1,0 +1,363 @@
+"""Every key flow of the cockpit, driven with a pilot against the deterministic FakeController."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Button, Input, Log
+
+from kimitui.control import NotAvailable
+from kimitui.events import SweepSpec
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.screens.swap_confirm import SwapConfirm
+from kimitui.tui.screens.sweep_form import SweepForm, build_spec
+from kimitui.tui.widgets.level_table import LevelTable
+from kimitui.tui.widgets.straggler_list import StragglerList
+from tests.support.fakecontrol import FakeController, StoryController, spec
+from tests.support.tuiscreen import screen_text, settle, tick
+
+SIZE = (120, 40)
+
+
+def make(ctrl: FakeController | None = None, **kw) -> tuple[KimituiApp, FakeController]:
+    ctrl = ctrl or FakeController()
+    return KimituiApp(ctrl, tick=None, **kw), ctrl
+
+
+async def test_start_subscribes_and_shows_the_running_profile():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert ("start",) in ctrl.calls and app.started
+        text = screen_text(app)
+        assert "ep8-tuned" in text and "serving" in text and "/tmp/kimitui-test.jsonl" in text
+    assert ctrl.shut_down, "leaving the app must shut the controller down (recording flushed)"
+
+
+async def test_confounded_swap_warns_and_offers_the_single_knob_variant():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")  # ep8-v2: two knobs at once
+        await tick(pilot)
+        assert isinstance(app.screen, SwapConfirm)
+        text = screen_text(app)
+        assert "confounded — 2 knobs changed" in text
+        assert "num_continuous_decode_steps has no effect in this SGLang" in text
+        assert "Take ep8-eplb instead" in text
+        assert "enable_eplb" in text and "num_continuous_decode_steps" in text
+        # the offered variant has the focus; taking it swaps to ep8-eplb, not ep8-v2
+        assert app.focused is not None and app.focused.id == "swap-variant-0"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert ("swap", "ep8-eplb") in ctrl.calls and ("swap", "ep8-v2") not in ctrl.calls
+        assert app.model.profile == "ep8-eplb" and app.model.profile_state == "serving"
+        assert "swapped ep8-tuned -> ep8-eplb" in screen_text(app)
+
+
+async def test_swap_progress_shows_in_the_header_while_it_runs():
+    app, ctrl = make()
+    ctrl.swap_gate.clear()  # hold the swap in its last phase
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3")
+        await tick(pilot)
+        await pilot.click("#swap-go")
+        for _ in range(5):
+            await tick(pilot)
+        app.pump()
+        await tick(pilot)
+        assert ctrl.busy == "swap"
+        text = screen_text(app)
+        assert "swap → ep8-eplb: graphs" in text and "90%" in text and "starting" in text
+        ctrl.swap_gate.set()
+        await settle(app, pilot)
+        assert app.model.profile == "ep8-eplb"
+
+
+async def test_cancelled_swap_does_nothing_and_refused_swap_cannot_be_confirmed():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3", "escape")
+        await tick(pilot)
+        assert not isinstance(app.screen, SwapConfirm)
+        await pilot.press("4")  # tp8: lint error
+        await tick(pilot)
+        assert "The swap is refused" in screen_text(app)
+        assert app.screen.query_one("#swap-go", Button).disabled
+        await pilot.press("y")
+        await tick(pilot)
+        assert isinstance(app.screen, SwapConfirm)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not any(c[0] == "swap" for c in ctrl.calls)
+
+
+async def test_failed_swap_is_a_notification_and_state_not_a_traceback():
+    app, ctrl = make(FakeController(fail={"swap": RuntimeError("CUDA OOM at kv_cache")}))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3", "y")
+        await settle(app, pilot, rounds=3)
+        assert app.model.profile_state == "rolled_back"
+        text = screen_text(app)
+        assert "rolled back" in text and "CUDA OOM at kv_cache" in text
+        assert app.is_running
+
+
+async def test_profile_key_without_a_profile_and_controller_errors_are_notified():
+    app, ctrl = make(FakeController(fail={"mark_baseline": RuntimeError("disk full"),
+                                         "plan_swap": NotAvailable("swapping is not possible while replaying")}))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("9", "b", "1")
+        await tick(pilot)
+        messages = [n.message for n in app._notifications]
+        assert any("no profile on key 9" in m for m in messages)
+        assert any("baseline failed: disk full" in m for m in messages)
+        assert any("not possible while replaying" in m for m in messages)
+        assert app.is_running
+
+
+async def test_sweep_form_starts_with_remembered_defaults_and_s_stops_it():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await tick(pilot)
+        assert isinstance(app.screen, SweepForm)
+        levels = app.screen.query_one("#sweep-levels", Input)
+        assert levels.value == "1, 8, 32, 64, 96, 128, 192, 256"
+        levels.value = "1, 4"
+        app.screen.query_one("#sweep-max-tokens", Input).value = "64"
+        await pilot.click("#sweep-start")
+        await settle(app, pilot)
+        started = [c for c in ctrl.calls if c[0] == "start_sweep"]
+        assert len(started) == 1
+        sent: SweepSpec = started[0][1]
+        assert sent.levels == [1, 4] and sent.max_tokens == 64 and sent.mode == "sustained"
+        assert ctrl.busy == "sweep"
+        table = app.query_one(LevelTable)
+        assert table.row_count == 1 and table.get_row_at(0)[0] == "1"
+        assert app.query_one(StragglerList).row_count == 1
+        row = [str(c) for c in app.query_one(StragglerList).get_row_at(0)]
+        assert row[:4] == ["1", "7.7", "63", "9.8s"]
+        await pilot.press("s")  # while running: stop
+        await settle(app, pilot)
+        assert ("stop_sweep",) in ctrl.calls and ctrl.busy is None
+        assert "stopped" in screen_text(app)
+
+
+async def test_sweep_form_rejects_bad_levels_with_the_field_named():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await tick(pilot)
+        app.screen.query_one("#sweep-levels", Input).value = "1, eight"
+        await pilot.click("#sweep-start")
+        await tick(pilot)
+        assert isinstance(app.screen, SweepForm)
+        assert "levels: 'eight' is not a positive whole number" in screen_text(app)
+        assert not any(c[0] == "start_sweep" for c in ctrl.calls)
+
+
+def test_build_spec_validates_every_field():
+    base = spec()
+    assert build_spec(base, "2 4", "burst", "128", "random:256").prompts == "random:256"
+    for args, msg in (((" ", "sustained", "1", "seed"), "levels"), (("1", "sustained", "x", "seed"), "max tokens"),
+                      (("1", "sustained", "5", "lorem"), "prompts")):
+        with pytest.raises(ValueError, match=msg):
+            build_spec(base, *args)
+
+
+async def test_baseline_note_marker_and_recording_toggle():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert ("mark_baseline",) in ctrl.calls and app.model.baseline == "ep8-tuned"
+        await pilot.press("n")
+        await tick(pilot)
+        await pilot.press(*"eplb looks slow")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert ("add_note", "eplb looks slow") in ctrl.calls
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert ("add_marker",) in ctrl.calls and app.model.markers == 1
+        log = app.query_one(Log)
+        assert any("note: eplb looks slow" in line for line in log.lines)
+        assert any("baseline: ep8-tuned" in line for line in log.lines)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert "not recording" in screen_text(app)
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert "● REC" in screen_text(app)
+
+
+async def test_quit_asks_while_a_sweep_runs_and_shutdown_flushes():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await ctrl.start_sweep(spec([1, 8]))
+        await pilot.press("q")
+        await tick(pilot)
+        assert isinstance(app.screen, Confirm)
+        assert "A sweep is running" in screen_text(app)
+        await pilot.press("n")  # keep running
+        await tick(pilot)
+        assert app.is_running and not ctrl.shut_down
+        await pilot.press("q")
+        await tick(pilot)
+        await pilot.click("#confirm-yes")
+        await app.workers.wait_for_complete()
+        await tick(pilot)
+    assert ctrl.shut_down and ("stop_sweep",) in ctrl.calls
+    assert ctrl.calls.count(("shutdown",)) == 1
+
+
+async def test_quit_when_idle_exits_at_once():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await tick(pilot)
+        assert ctrl.shut_down
+    assert app.return_value == 0
+
+
+async def test_straggler_selection_opens_its_gap_window():
+    app, ctrl = make(StoryController())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.query_one(StragglerList).focus()
+        await pilot.press("enter")
+        await tick(pilot)
+        assert isinstance(app.screen, StragglerDetail)
+        text = screen_text(app)
+        assert "decode 7.7 tok/s (median 63), longest gap 9.8 s" in text
+        assert "[EPLBManager] rebalance start" in text and "rebalance end time=9.31 s" in text
+        assert "NCCL timeout" not in text
+
+
+async def test_log_filter_search_and_pause():
+    app, ctrl = make(StoryController())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        log = app.query_one(Log)
+        total = log.line_count
+        await pilot.press("f", "f")  # debug -> warning -> error
+        await tick(pilot)
+        assert log.line_count == 1 and "NCCL timeout" in log.lines[0]
+        await pilot.press("f")  # back to everything
+        await pilot.press("slash")
+        await tick(pilot)
+        await pilot.press(*"rebalance", "enter")
+        await tick(pilot)
+        assert log.line_count == 2
+        await pilot.press("slash")
+        await tick(pilot)
+        app.screen.query_one(Input).value = ""
+        await pilot.press("enter")
+        await pilot.press("p")
+        await tick(pilot)
+        assert log.line_count == total
+        ctrl.add_note("while paused")
+        await settle(app, pilot)
+        assert log.line_count == total and "PAUSED" in screen_text(app)
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert log.line_count == total + 1
+
+
+async def test_z_maximises_the_focused_panel_and_hidden_panels_do_no_work():
+    app, ctrl = make(StoryController())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.query_one("#panel-log").focus()
+        await pilot.press("z")
+        await tick(pilot)
+        assert app.screen.maximized is app.query_one("#panel-log")
+        ctrl.session.publish(__import__("tests.support.fakecontrol", fromlist=["gpu_sample"]).gpu_sample(0, 10.0))
+        drawn = app.pump(force_charts=True)
+        assert "gpus" not in drawn and "gpus" in app._dirty  # hidden: skipped but kept dirty
+        await pilot.press("z")
+        await tick(pilot)
+        assert app.screen.maximized is None
+        assert "gpus" in app.pump(force_charts=True)
+
+
+async def test_keys_are_remappable_from_the_config():
+    app, ctrl = make(config_keys={"sweep": "x", "kimitui.baseline": "B"})
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("B")
+        await tick(pilot)
+        assert ("mark_baseline",) in ctrl.calls
+        await pilot.press("x")
+        await tick(pilot)
+        assert isinstance(app.screen, SweepForm)
+
+
+async def test_every_action_is_in_the_command_palette():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for want in ("Swap to profile ep8-v2", "Start or stop a sweep", "Mark the running profile as baseline",
+                     "Add a note to the recording", "Drop a marker", "Toggle recording", "Show the keys",
+                     "Quit kimitui", "Log: search"):
+            assert want in titles
+        cmd = next(c for c in app.get_system_commands(app.screen) if c.title == "Drop a marker")
+        cmd.callback()
+        await settle(app, pilot)
+        assert ("add_marker",) in ctrl.calls
+
+
+class ReplayFake(FakeController):
+    """A replay: live-only actions are refused, replay controls exist."""
+
+    def __init__(self) -> None:
+        super().__init__(live=False)
+        self.playing = True
+        self.speeds: list[float] = []
+        self.seeks: list[float] = []
+        self.jumps: list[tuple[str, bool]] = []
+
+    def play_pause(self) -> bool:
+        self.playing = not self.playing
+        return self.playing
+
+    def set_speed(self, speed: float) -> None:
+        self.speeds.append(speed)
+
+    async def seek(self, t: float) -> None:
+        self.seeks.append(t)
+
+    async def jump(self, kind: str, forward: bool = True) -> float | None:
+        self.jumps.append((kind, forward))
+        return 1_764_498_067.0 if kind == "straggler" else None
+
+
+async def test_replay_shows_replay_controls_and_hides_live_only_keys():
+    ctrl = ReplayFake()
+    app, _ = make(ctrl)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        text = screen_text(app)
+        assert "▶ playing" in text and "replay" in text
+        await pilot.press("space", "plus", "j", "K", "right_square_bracket")
+        await settle(app, pilot)
+        assert ctrl.playing is False and ctrl.speeds == [2.0]
+        assert ctrl.jumps == [("straggler", True), ("marker", False)]
+        assert len(ctrl.seeks) == 1
+        await pilot.press("s", "1")  # live-only: hidden and inert in a replay
+        await tick(pilot)
+        assert not isinstance(app.screen, (SweepForm, SwapConfirm))
+        assert any("straggler at" in n.message for n in app._notifications)
+        assert "⏸ paused" in screen_text(app)

@@ -1,0 +1,53 @@
+"""The main screen with the fixed story (two sizes) and the swap dialog, as SVG snapshots.
+
+Update after an intended visual change with ``pytest tests/test_tui_snapshots.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from kimitui.tui.app import KimituiApp
+from tests.support.fakecontrol import StoryController
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """Clock columns render in local time: pin it so the SVGs match anywhere."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.delenv("TZ", raising=False)
+    time.tzset()
+
+
+def story_app() -> KimituiApp:
+    return KimituiApp(StoryController(), tick=None)
+
+
+async def _drawn(pilot) -> None:
+    app = pilot.app
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+    app.pump(force_charts=True)
+    await pilot.pause(0.05)
+    app.pump(force_charts=True)
+    app.clear_notifications()
+    await pilot.pause(0.05)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
+def test_main_screen(snap_compare, size):
+    assert snap_compare(story_app(), terminal_size=size, run_before=_drawn)
+
+
+def test_confounded_swap_dialog(snap_compare):
+    async def run_before(pilot) -> None:
+        await _drawn(pilot)
+        await pilot.press("2")
+        await pilot.pause(0.05)
+
+    assert snap_compare(story_app(), terminal_size=(120, 40), run_before=run_before)
