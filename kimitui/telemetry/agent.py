@@ -583,9 +583,13 @@ def run_nvml(args: argparse.Namespace, out: Output, control: Control | None) -> 
     except Exception as exc:  # no driver, no pynvml: say so in-band, then exit
         out.error("NVML init failed", f"{type(exc).__name__}: {exc}")
         return EXIT_INIT_FAILED
-    caps = backend.caps()
-    caps["interval"] = args.interval
-    xid = backend.setup_xid()
+    try:
+        caps = backend.caps()
+        caps["interval"] = args.interval
+        xid = backend.setup_xid()
+    except Exception as exc:  # a driver quirk while probing must not be a silent death
+        out.error("GPU probe failed", f"{type(exc).__name__}: {exc}")
+        return EXIT_INIT_FAILED
     out.send(caps)
     stop = threading.Event()
     if xid:
@@ -609,15 +613,21 @@ def run_nvml(args: argparse.Namespace, out: Output, control: Control | None) -> 
         now = time.monotonic()
         interval = control.interval if control is not None else args.interval
         slow = seq % max(1, round(args.slow_interval / interval)) == 0
-        out.send({"type": "tick", "seq": seq, "t": time.time(), "gpus": backend.sample(slow)})
+        try:
+            out.send({"type": "tick", "seq": seq, "t": time.time(), "gpus": backend.sample(slow)})
+            if now >= next_procs or (control is not None and control.procs_now.is_set()):
+                if control is not None:
+                    control.procs_now.clear()
+                next_procs = now + args.procs_interval
+                out.send({"type": "procs", "t": time.time(), "procs": backend.procs()})
+        except Exception as exc:  # keep streaming; say what broke (once per kind of failure)
+            key = (-1, "loop", f"{type(exc).__name__}: {exc}")
+            if key not in backend._reported:
+                backend._reported.add(key)
+                out.error("sampling failed", key[2])
         seq += 1
         if args.count and seq >= args.count:
             break
-        if now >= next_procs or (control is not None and control.procs_now.is_set()):
-            if control is not None:
-                control.procs_now.clear()
-            out.send({"type": "procs", "t": time.time(), "procs": backend.procs()})
-            next_procs = now + args.procs_interval
         next_tick += interval
         delay = next_tick - time.monotonic()
         if delay < 0:  # fell behind (suspended, slow host): don't burst to catch up
