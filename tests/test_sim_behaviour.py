@@ -13,7 +13,7 @@ from kimitui.sim.gpus import GpuModel
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import load_settings
 from kimitui.sim.startup import BootState
-from kimitui.sim.textgen import chat_prompt, natural_length
+from kimitui.sim.textgen import TokenStream, chat_prompt, natural_length
 from tests.support.simserver import start_sim
 
 
@@ -91,19 +91,18 @@ def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):
     assert "Capture cuda graph bs [1, 2, 4]" in "\n".join(sim.lines())
 
 
-def test_same_seed_same_answers_in_another_process():
+def test_answers_are_a_function_of_prompt_and_seed():
+    """What the server says is exactly what the seeded text model predicts, in any process."""
     prompts = ["Write a haiku about programming.", "Explain the theory of relativity in 3 sentences."]
-
-    def answers(seed: int) -> list[tuple[str, int]]:
-        with start_sim("ep8-tuned", time_scale=100.0, seed=seed) as sim:
-            out = [chat(sim.url, p, 3000) for p in prompts]
-        return [(o["choices"][0]["message"]["content"], o["usage"]["completion_tokens"]) for o in out]
-
-    first = answers(11)
-    assert answers(11) == first
-    assert first[0][1] != first[1][1]  # lengths follow the prompt
-    text, _ = chat_prompt([{"role": "user", "content": prompts[0]}])
-    assert first[0][1] == min(3000, natural_length(text, 11)) != natural_length(text, 12)
+    with start_sim("ep8-tuned", time_scale=100.0, seed=11) as sim:
+        out = [chat(sim.url, p, 3000) for p in prompts]
+    for prompt, o in zip(prompts, out):
+        text, _ = chat_prompt([{"role": "user", "content": prompt}])
+        n = min(3000, natural_length(text, 11))
+        assert o["usage"]["completion_tokens"] == n
+        assert o["choices"][0]["message"]["content"] == "".join(TokenStream(text, 11).piece(i) for i in range(n))
+        assert natural_length(text, 12) != n or TokenStream(text, 12).piece(0) != TokenStream(text, 11).piece(0)
+    assert out[0]["usage"]["completion_tokens"] != out[1]["usage"]["completion_tokens"]  # lengths follow the prompt
 
 
 def test_gpu_state_follows_load_power_cap_and_eplb_imbalance():

@@ -10,6 +10,8 @@ import httpx
 import openai
 import pytest
 
+from kimitui.sim.faults import FaultPlan
+from kimitui.sim.settings import load_settings
 from tests.support.simserver import start_sim
 
 
