@@ -139,10 +139,14 @@ async def test_stop_of_cooperative_process_is_quick(host: LocalHost) -> None:
     assert time.monotonic() - t0 < 1
 
 
-async def test_close_stops_running_streams(host: LocalHost) -> None:
-    s = await host.stream(["sleep", "30"])
-    await host.close()
+async def test_close_stops_running_streams_and_says_so() -> None:
+    events: list = []
+    host = LocalHost("sim", events.append, simulated=True)
+    async with host:
+        await host.wait_connected(timeout=1)
+        s = await host.stream(["sleep", "30"])
     assert not alive(s.pid)  # type: ignore[attr-defined]
+    assert [(e.host, e.state) for e in events] == [("sim", "connected"), ("sim", "closed")]
 
 
 async def test_write_file_is_atomic_with_mode(host: LocalHost, tmp_path) -> None:

@@ -231,6 +231,7 @@ async def test_ssh_config_alias_and_jump_host(ssh_server: SSHTestServer) -> None
         agent=False,
     )
     assert (await h.run(["echo", "via-config"])).stdout == "via-config\n"
+    assert h.peer_address == "127.0.0.1"  # what an HTTP client should use, not the alias
     await h.close()
     jump = ssh_server.make_host("bastion")
     h = ssh_server.make_host("gpu", jump=jump)

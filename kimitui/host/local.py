@@ -217,10 +217,18 @@ class LocalHost(Host):
         except OSError as exc:
             raise HostError(f"{self.name}: cannot read {path}: {exc.strerror or exc}") from exc
 
+    async def connect(self) -> None:
+        """Nothing to open; says ``connected`` so every host reports the same way."""
+        self.connection_event("connected", "local")
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Always connected (the same call as :meth:`SSHHost.wait_connected`)."""
+
     async def close(self) -> None:
         """Stop every stream still running."""
         streams = list(self._streams)
         await asyncio.gather(*(s.stop() for s in streams), return_exceptions=True)
+        self.connection_event("closed", "local")
 
 
 def _atomic_write(path: Path, data: bytes, mode: int) -> None:

@@ -268,6 +268,15 @@ class SSHHost(Host):
     def connected(self) -> bool:
         return self._conn is not None
 
+    @property
+    def peer_address(self) -> str:
+        """The IP the SSH link actually reached (``address`` may be a ~/.ssh/config alias)."""
+        if self._conn is not None:
+            peer = self._conn.get_extra_info("peername")
+            if peer:
+                return str(peer[0])
+        return self.address
+
     # ------------------------------------------------------------------ host keys
 
     def _known_hosts(self) -> asyncssh.SSHKnownHosts:
