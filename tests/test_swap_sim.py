@@ -51,10 +51,11 @@ async def _swap_story(host, env: SimEnv) -> None:
     assert second.ok, second.reason
     assert second.previous == "base" and second.serving == "eplb"
     order = _phases_in_order(env.events, "eplb")
-    assert order == ["stop", "start", "weights", "kv_cache", "cuda_graph", "uvicorn", "ready", "health", "warmup", "serving"]
+    assert order == ["stop", "start", "weights", "kv_cache", "cuda_graph", "uvicorn", "ready", "health", "warmup", "serving"], (
+        host.name, order)
     assert [PHASES.index(p) for p in order] == sorted(PHASES.index(p) for p in order)
     graph = [e for e in env.kinds("swap_progress") if e.profile == "eplb" and e.phase == "cuda_graph"]
-    assert graph[-1].fraction == 1.0 and " of " in graph[-1].message  # "capturing CUDA graphs: 52 of 52"
+    assert graph[-1].fraction == 1.0 and " of " in graph[-1].message, graph  # "capturing CUDA graphs: 52 of 52"
     assert all(e.host == host.name for e in env.events)
 
     switch = env.kinds("profile_switch")[-1]
@@ -62,7 +63,7 @@ async def _swap_story(host, env: SimEnv) -> None:
     assert switch.diff == {"enable_eplb": [False, True]}
     assert {"stop", "start", "weights", "cuda_graph", "health", "warmup", "total"} <= set(switch.phases)
     states = [(e.profile, e.state) for e in env.kinds("profile_state")]
-    assert states[-4:] == [("base", "stopping"), ("base", "stopped"), ("eplb", "starting"), ("eplb", "serving")]
+    assert states[-4:] == [("base", "stopping"), ("base", "stopped"), ("eplb", "starting"), ("eplb", "serving")], states
 
     # really serving the target: /server_info says EPLB is on, and only one server runs
     async with httpx.AsyncClient(trust_env=False) as http:

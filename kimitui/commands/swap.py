@@ -50,9 +50,9 @@ async def _run(args: argparse.Namespace) -> int:
 
     from kimitui.launcher.cliutil import HostChoiceError, SwapBar, open_host
     from kimitui.launcher.profiles import load
+    from kimitui.launcher.select import find_running
     from kimitui.launcher.swap import swap
     from kimitui.session import Session
-    from kimitui.launcher.select import launcher_for
     from kimitui.profiles import ProfileError
 
     console = Console(stderr=False, highlight=False)
@@ -71,9 +71,9 @@ async def _run(args: argparse.Namespace) -> int:
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return EXIT_USAGE
     async with host:
-        launcher = launcher_for(host, target)
-        running = await launcher.current()
-        _show_plan(console, host.name, running.profile if running else None, target, extra)
+        found = await find_running(host, unit=target.launcher.unit)
+        running = found[1] if found else None
+        _show_plan(console, host.name, running, target, extra)
         if not args.yes and not _confirm(console, f"swap {host.name} to {target.name}?"):
             return EXIT_NOT_SERVING
         session = Session(host=host.name)
@@ -90,7 +90,7 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             with SwapBar(console) as bar:
                 session.add_sink(bar)
-                outcome = await swap(host, target, session=session, timeout=args.timeout, launcher=launcher,
+                outcome = await swap(host, target, session=session, timeout=args.timeout,
                                      extra_dirs=extra, flag_check=args.check_flags)
         finally:
             path = await writer.aclose() if writer is not None else None
@@ -100,13 +100,26 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
 
 
-def _show_plan(console: "Console", host: str, running: str | None, target, extra: list[str]) -> None:
+def _show_plan(console: "Console", host: str, running, target, extra: list[str]) -> None:
+    """What changes: vs the running profile, and the confound guard vs the baseline."""
     from rich.markup import escape
 
     from kimitui.launcher import guard
+    from kimitui.launcher.profiles import load
+    from kimitui.profiles import diff_profiles
 
-    console.print(f"[bold]{escape(host)}[/]: {escape(running or 'nothing running')} -> [bold]{escape(target.name)}[/]")
-    base = guard.load_baseline(host, running, extra)
+    name = running.profile if running is not None else None
+    console.print(f"[bold]{escape(host)}[/]: {escape(name or 'nothing running')} -> [bold]{escape(target.name)}[/]")
+    current = None
+    if running is not None:
+        try:
+            current = load(running.profile_path or running.profile, extra)
+        except Exception:  # noqa: BLE001 - the plan is informative; the swap itself does not need it
+            current = None
+    base = guard.load_baseline(host, None, extra) or current
+    if current is not None and (base is None or base.name != current.name):
+        for line in diff_profiles(current, target).lines():
+            console.print(f"  {escape(line)}")
     if base is not None:
         report = guard.check(base, target)
         style = "yellow" if report.confounded else "dim"
@@ -129,5 +142,3 @@ def _show_outcome(console: "Console", host: str, outcome) -> None:
         console.print(f"[red]swap to {escape(outcome.target)} failed[/]: {escape(outcome.reason)}")
     for line in outcome.log_excerpt:
         console.print(f"  [dim]|[/] {escape(line)}")
-    for w in outcome.warnings:
-        console.print(f"[yellow]warning[/]: {escape(w)}")

@@ -69,4 +69,7 @@ class SwapBar:
         if task is None:
             task = self.progress.add_task(event.message, total=1.0, profile=event.profile)
             self.tasks[event.profile] = task
-        self.progress.update(task, completed=overall_fraction(event.phase, event.fraction), description=event.message)
+        if event.phase in PHASES:
+            self.progress.update(task, completed=overall_fraction(event.phase, event.fraction), description=event.message)
+        else:  # "failed": the bar stays where it stopped
+            self.progress.update(task, description=event.message)

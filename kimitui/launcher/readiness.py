@@ -82,12 +82,22 @@ class Readiness:
     fatal_kinds: list[str] = field(default_factory=list)
     fatal_lines: list[str] = field(default_factory=list)
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=30))
+    around_fatal: list[str] = field(default_factory=list)
+    """The log in order around the first fatal line: 3 lines before it, it, and up to 25 after."""
+    _after_left: int = 0
 
     def feed(self, raw: str) -> Step | None:
         """One raw line; returns a progress step when it moves progress forward."""
-        self.recent.append(raw)
         parsed = parse_line(raw)
-        if self._is_fatal(parsed):
+        fatal = self._is_fatal(parsed)
+        if fatal and not self.fatal_kinds:
+            self.around_fatal = [line for line in list(self.recent)[-3:] if line.strip()]
+            self._after_left = 26
+        self.recent.append(raw)
+        if self._after_left > 0 and raw.strip() and raw not in self.around_fatal:
+            self.around_fatal.append(raw)
+            self._after_left -= 1
+        if fatal:
             self.fatal_kinds.append(str(parsed.fields.get("error")))
             self.fatal_lines.append(raw)
             return None

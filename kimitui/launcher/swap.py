@@ -91,11 +91,14 @@ def server_url(host: Host, bind_host: str | None, port: int | None) -> str:
     return f"http://{addr}:{port or 30000}"
 
 
-def _excerpt(fatal_lines: list[str], recent: list[str], limit: int = 30) -> list[str]:
-    """The fatal lines first, then the last lines before the end (no duplicates), at most ``limit``."""
-    head = list(dict.fromkeys(fatal_lines))[:10]
-    rest = [line for line in recent if line not in head and line.strip()]
-    return head + rest[-(limit - len(head)):]
+def _excerpt(readiness: Readiness, limit: int = 30) -> list[str]:
+    """The log in order around the first fatal line, then any later fatal line; at most ``limit``."""
+    out = list(readiness.around_fatal)
+    for line in readiness.fatal_lines:
+        if line not in out:
+            out.append(line)
+    # a tqdm bar rewrites itself with \r: keep only its last state
+    return [line.rsplit("\r", 1)[-1] for line in out[:limit]]
 
 
 class _Phases:
@@ -213,7 +216,7 @@ class _Swap:
                 now = time.monotonic()
                 if fatal_deadline is not None and (now >= fatal_deadline or log.ended):
                     raise SwapFailed(
-                        _fatal_reason(name, readiness), _excerpt(readiness.fatal_lines, list(readiness.recent))
+                        _fatal_reason(name, readiness), _excerpt(readiness)
                     )
                 if now >= deadline:
                     raise SwapFailed(
@@ -228,7 +231,7 @@ class _Swap:
                         if readiness.fatal:
                             raise SwapFailed(
                                 _fatal_reason(name, readiness),
-                                _excerpt(readiness.fatal_lines, list(readiness.recent)),
+                                _excerpt(readiness),
                             )
                         raise SwapFailed(
                             f"{name}: the server process exited during start-up (last step: {_last_step(readiness)})",
@@ -365,7 +368,7 @@ async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, r
         what = _FATAL_WORDS.get(readiness.fatal, readiness.fatal)
         return SwapFailed(
             f"{name} printed ready but then failed ({exc}): {what}: {readiness.fatal_line().strip()}",
-            _excerpt(readiness.fatal_lines, tail),
+            _excerpt(readiness),
             record,
         )
     return SwapFailed(f"{name} printed ready but {exc}", tail[-15:], record)
@@ -587,6 +590,7 @@ async def _swap_locked(
         )
     except SwapFailed as exc:
         failed_record = exc.record
+        sw.progress(name, "failed", None, "failed" + (f"; rolling back to {prev_name}" if running and rollback else ""))
         sw.state(name, "failed", exc.reason)
         if failed_record is not None:
             with contextlib.suppress(LaunchError, HostError):
@@ -644,5 +648,6 @@ async def _roll_back(
         sw.state(prev, "failed", f"rollback failed: {exc.reason}")
         return "rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}", None
     phases.durations.update(rb_phases.durations)
+    sw.progress(prev, "serving", 1.0, f"{prev} serving again (rolled back)")
     sw.state(prev, "rolled_back", f"serving again after the failed swap to {target_name}")
     return "rolled_back", prev, reason, record
