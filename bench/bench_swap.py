@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import socket
 import statistics
 import sys
@@ -32,9 +33,15 @@ READY = "The server is fired up and ready to roll!"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the ephemeral range, so no client connection takes it before the server binds."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 class ReadyWatcher(threading.Thread):

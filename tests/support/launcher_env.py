@@ -7,8 +7,10 @@ test started is stopped afterwards (through the launcher, so only what it starte
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,18 @@ TIME_SCALE = 100.0
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range (32768+), so no client connection takes it
+    between this check and the server binding it."""
+    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def write_profile(directory: Path, name: str, extends: str, *, port: int, body: str = "", **sim: Any) -> Path:
