@@ -164,6 +164,14 @@ class Scheduler:
         self.stats.queue = len(self.waiting)
         self._wake.set()
 
+    def drop_all(self) -> None:
+        """The server is going away: every request's connection is cut (as when SGLang dies)."""
+        for req in [*self.running, *self.waiting]:
+            req.dropped = req.finished = True
+            req.finish_reason = "abort"
+            req._wake()
+        self.running, self.waiting = [], deque()
+
     @property
     def idle(self) -> bool:
         return not self.waiting and not self.running

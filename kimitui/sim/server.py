@@ -220,6 +220,9 @@ class SimServer(InfoRoutes, GenerationRoutes):
             self.ready = self.accepting = False
             if self._sched_task is not None:
                 self._sched_task.cancel()
+            if self.sched is not None:
+                self.sched.drop_all()
+                await asyncio.sleep(0)  # let the handlers see it and close their connections
             server.should_exit = True
             if self.exit_code:
                 server.force_exit = True
