@@ -39,15 +39,17 @@ async def sweep(url: str, model: str, **kw: Any) -> tuple[SweepResult, list[Leve
 
 
 async def test_c1_decode_matches_the_calibrated_profile(tmp_path: Path) -> None:
-    async with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=SCALE) as sim:
-        result, [c1, c8], results = await sweep(sim.url, "", levels=[1, 8], max_tokens=256, requests_per_level=8)
+    scale = 10.0  # x50 needs ~3k simulated forward passes a second, more than a busy shared core gives
+    async with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=scale) as sim:
+        result, [c1, c8], results = await sweep(sim.url, "", levels=[1, 8], max_tokens=128,
+                                                requests_per_level=None, duration_s=0.6)
     assert result.outcome == "completed"
-    assert all(r.ok and r.completion_tokens == 256 and r.tokens_from_usage for r in results)
+    assert all(r.ok and r.completion_tokens == 128 and r.tokens_from_usage for r in results)
     # the seeds: ~65 tok/s per request at C=1 on ep8-tuned (x the time scale here)
-    assert c1.decode_tok_s.p50 / SCALE == pytest.approx(65, rel=0.25)
+    assert c1.decode_tok_s.p50 / scale == pytest.approx(65, rel=0.25)
     # C=8 measured the same way (its aggregate is not compared: at x50 the simulator itself is CPU-bound
     # on a shared 2-core box, so its scaling says more about the box than about the client)
-    assert c8.requests == 8 and c8.ok == 8 and c8.output_tokens == 8 * 256
+    assert c8.requests >= 8 and c8.ok == c8.requests and c8.output_tokens == c8.requests * 128
     assert c8.decode_tok_s.p50 < 1.1 * c1.decode_tok_s.p50
 
 
