@@ -1,0 +1,486 @@
+"""The live controller: everything the cockpit shows, started and wired.
+
+``LiveController`` owns one Session and starts, for one host:
+
+* the recorder (a Session sink, so nothing is ever dropped from the file);
+* the GPU agent stream (fake NVML on the simulated host, pynvml elsewhere);
+* a log follower and a metrics poller for whatever server runs, retargeted
+  whenever a swap starts a new server (it reacts to ``ProfileState`` events);
+* swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.bench.runner``).
+
+On the simulated host with nothing running it launches the known-good
+profile, so a newcomer sees a server start.  Nothing here imports Textual, and
+nothing raises into the UI: failures become ``ErrorEvent``s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from kimitui.control import NotAvailable, SwapPlan
+from kimitui.events import Baseline, ErrorEvent, Event, Marker, Note, ProfileState, SweepSpec
+from kimitui.session import Session
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROFILE = "ep8-tuned"
+"""The field notes' known-good profile: what the simulated host starts with."""
+
+DEFAULT_LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]
+
+
+def _state_file(name: str) -> Path:
+    return Path(platformdirs.user_state_dir("kimitui")) / name
+
+
+class LiveController:
+    """Controller of a live host (see ``kimitui.control.Controller``)."""
+
+    live = True
+
+    def __init__(
+        self,
+        config_path: str | None = None,
+        host: str | None = None,
+        profile_dirs: list[str] | None = None,
+        record_path: str | None = None,
+        record: bool = True,
+        default_profile: str = DEFAULT_PROFILE,
+        autostart: bool = True,
+        sim_time_scale: float | None = None,
+    ) -> None:
+        from kimitui.config import load_config
+
+        self.config = load_config(config_path)
+        self.profile_dirs = list(profile_dirs or [])
+        self.default_profile = default_profile
+        self.autostart = autostart
+        self.sim_time_scale = sim_time_scale
+        self._host_choice = host
+        self.host_name = self._resolve_host_name(host)
+        self.session = Session(host=self.host_name)
+        self._record_wanted = record
+        self._record_path = record_path
+        self._recorder: Any = None
+        self._host: Any = None
+        self._launcher: Any = None
+        self._record: Any = None  # the RunRecord of what serves
+        self._running_profile: str | None = None
+        self._gpu: Any = None
+        self._logs: Any = None
+        self._metrics: Any = None
+        self._sweep: Any = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._busy: str | None = None
+        self._retarget_lock = asyncio.Lock()
+        self._closed = False
+        self._started_here = False
+        self._following: str | None = None
+        """Did this session start the server?  On the simulated host it is stopped on quit."""
+
+    # ------------------------------------------------------------------ set-up
+    def _resolve_host_name(self, host: str | None) -> str:
+        if host:
+            return host
+        default = getattr(self.config, "default_host", None)
+        if default:
+            return default
+        hosts = getattr(self.config, "hosts", {}) or {}
+        if len(hosts) == 1:
+            return next(iter(hosts))
+        return "sim"
+
+    @property
+    def simulated(self) -> bool:
+        from kimitui.launcher.select import is_simulated_host
+
+        return self._host is not None and is_simulated_host(self._host)
+
+    async def start(self) -> None:
+        from kimitui.host import make_host
+
+        loop = asyncio.get_running_loop()
+        self.session.bind_loop(loop)
+        self.session.add_sink(self._watch)
+        if self._record_wanted:
+            self._open_recorder(None)
+        try:
+            self._host = make_host(self.config, self._host_choice, on_event=self.session.publish)
+            self.host_name = self._host.name
+            await self._host.connect()
+        except Exception as exc:  # unreachable host, bad key: shown, not raised
+            self._error("host", f"cannot connect to {self.host_name}: {exc}")
+            self._host = None
+            return
+        self._spawn(self._start_sources())
+
+    async def _start_sources(self) -> None:
+        from kimitui.launcher.guard import baseline_name
+        from kimitui.launcher.select import find_running
+        from kimitui.telemetry.gpu import GpuStream
+
+        backend = "fake" if self.simulated else "pynvml"
+        python = getattr(getattr(self.config, "hosts", {}).get(self.host_name, None), "python", None) or "python3"
+        self._gpu = GpuStream(self._host, self.session, backend=backend, python=python)
+        await self._gpu.start()
+        found = None
+        try:
+            found = await find_running(self._host, simulated=self.simulated)
+        except Exception as exc:
+            self._error("launcher", f"cannot tell what runs on {self.host_name}: {exc}")
+        if found is not None:
+            self._launcher, self._record = found
+            self._running_profile = self._record.profile
+            self.session.publish(
+                ProfileState(host=self.host_name, profile=self._record.profile, state="serving", detail="found running")
+            )
+            await self._follow(self._record)
+        base = baseline_name(self.host_name, self._running_profile)
+        if base:
+            self.session.publish(Baseline(host=self.host_name, profile=base))
+        if found is None and self.simulated and self.autostart:
+            await self.swap(self.default_profile)
+
+    def _open_recorder(self, profile: str | None) -> None:
+        from kimitui.recording import RecordingWriter, default_recording_path
+
+        path = self._record_path or str(default_recording_path(self.host_name, profile))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._recorder = RecordingWriter(path, hosts=[self.host_name], meta={"mode": "live"})
+        self._recorder.start()
+        self._remove_recorder_sink = self.session.add_sink(self._recorder)
+
+    def _close_recorder(self) -> None:
+        if self._recorder is not None:
+            self._remove_recorder_sink()
+            try:
+                self._recorder.close()
+            except Exception as exc:
+                self._error("recording", f"closing the recording failed: {exc}")
+            self._record_path = None
+            self._recorder = None
+
+    # ------------------------------------------------------------------ following the server
+    def _watch(self, event: Event) -> None:
+        """Sink: when a swap starts a server, follow its log and metrics."""
+        if isinstance(event, ProfileState) and event.host == self.host_name:
+            if event.state in ("starting", "serving", "rolled_back") and event.profile:
+                self._running_profile = event.profile
+                if event.detail != "found running":
+                    self._spawn(self._refollow())
+
+    async def _refollow(self) -> None:
+        """Follow whatever kimitui started on the host now (a swap's new server, or the rolled-back one)."""
+        from kimitui.launcher.select import find_running
+
+        async with self._retarget_lock:
+            found = await find_running(self._host, simulated=self.simulated)
+            if found is None:
+                return
+            self._launcher, self._record = found
+            await self._follow(self._record)
+
+    async def _follow(self, record: Any) -> None:
+        from kimitui.launcher.profiles import load
+        from kimitui.launcher.swap import server_url
+        from kimitui.telemetry.logs import LogFollower
+
+        if self._logs is not None and self._following == record.run_id:
+            return  # already following this very start: restarting would duplicate lines
+        await self._stop_following()
+        self._following = record.run_id
+        self._logs = LogFollower(
+            self._host,
+            self.session,
+            unit=record.unit if record.launcher == "systemd" else None,
+            path=record.log_path if record.launcher == "process" else None,
+            from_cursor=record.journal_cursor,
+        )
+        await self._logs.start()
+        expected: dict[str, Any] | None = None
+        bind_host = None
+        try:
+            profile = load(record.profile_path or record.profile, self.profile_dirs)
+            expected = profile.knobs()
+            bind_host = profile.host
+        except Exception as exc:
+            self._error("profile", f"cannot load profile {record.profile}: {exc}")
+        url = server_url(self._host, bind_host, record.port)
+        self._spawn(self._poll_metrics_when_healthy(record.run_id, url, expected))
+
+    async def _poll_metrics_when_healthy(self, run_id: str, url: str, expected: dict[str, Any] | None) -> None:
+        """Start the metrics poller once the server answers /health: while it loads,
+        /metrics is absent and the poller would rightly give up on it."""
+        from kimitui.launcher.health import NotHealthy, client, wait_healthy
+        from kimitui.telemetry.metrics import MetricsPoller
+
+        async with client(url) as http:
+            while self._following == run_id:
+                try:
+                    await wait_healthy(http, url, time.monotonic() + 30.0, interval=0.5)
+                    break
+                except NotHealthy:
+                    continue
+        if self._following != run_id or self._metrics is not None:
+            return
+        self._metrics = MetricsPoller(self.session, url, host=self.host_name, expected_args=expected)
+        await self._metrics.start()
+
+    async def _stop_following(self) -> None:
+        for part in (self._logs, self._metrics):
+            if part is not None:
+                try:
+                    await part.stop()
+                except Exception as exc:
+                    log.debug("stopping %r: %s", part, exc)
+        self._logs = self._metrics = None
+        self._following = None
+
+    # ------------------------------------------------------------------ profiles
+    def profile_names(self) -> list[str]:
+        from kimitui.profiles import scan_profiles
+
+        good, _errors = scan_profiles(self.profile_dirs)
+        return [p.name for p in good]
+
+    def plan_swap(self, profile: str) -> SwapPlan:
+        from kimitui.launcher.guard import check, load_baseline
+        from kimitui.profiles import diff_profiles, lint_profile, load_profile
+
+        target = load_profile(profile, self.profile_dirs)
+        running = None
+        if self._running_profile:
+            try:
+                running = load_profile(self._running_profile, self.profile_dirs)
+            except Exception:
+                running = None
+        issues = lint_profile(target)
+        errors = [f"{i.field}: {i.message}" for i in issues if i.severity == "error"]
+        warnings = [f"{i.field}: {i.message}" for i in issues if i.severity == "warning"]
+        changes: dict[str, tuple[Any, Any]] = {}
+        confounded = False
+        if running is not None:
+            d = diff_profiles(running, target)
+            changes, confounded = dict(d.changes), d.confounded
+            if d.warning():
+                warnings.insert(0, d.warning())
+        variants: list[str] = []
+        baseline = load_baseline(self.host_name, self._running_profile, self.profile_dirs)
+        if baseline is not None:
+            report = check(baseline, target)
+            if report.confounded:
+                if report.message and report.message not in warnings:
+                    warnings.insert(0, report.message)
+                variants = [v.name for v in report.variants]
+                confounded = True
+        return SwapPlan(
+            target=target.name,
+            running=self._running_profile,
+            baseline=baseline.name if baseline is not None else None,
+            changes=changes,
+            confounded=confounded,
+            warnings=warnings,
+            errors=errors,
+            variants=variants,
+        )
+
+    async def swap(self, profile: str) -> None:
+        if self._busy == "sweep":
+            raise NotAvailable("a sweep is running: stop it before swapping profiles")
+        if self._busy == "swap":
+            raise NotAvailable("a swap is already running")
+        if self._host is None:
+            raise NotAvailable(f"host {self.host_name} is not connected")
+        self._busy = "swap"
+        self._spawn(self._swap(profile))
+
+    async def _swap(self, profile: str) -> None:
+        from kimitui.launcher.swap import swap
+
+        try:
+            target: Any = profile
+            if self.simulated and self.sim_time_scale is not None:
+                target = self._scaled(profile)
+            outcome = await swap(self._host, target, session=self.session, extra_dirs=self.profile_dirs)
+            self._started_here = self._started_here or outcome.ok
+            if outcome.record is not None:
+                self._running_profile = outcome.serving
+                await self._refollow()
+            if not outcome.ok:
+                self._error("swap", f"swap to {profile}: {outcome.outcome}: {outcome.reason}")
+        except Exception as exc:
+            self._error("swap", f"swap to {profile} failed: {exc}")
+        finally:
+            self._busy = None
+
+    def _scaled(self, profile: str) -> Any:
+        from kimitui.profiles import load_profile
+
+        p = load_profile(profile, self.profile_dirs)
+        return p.model_copy(update={"sim": p.sim.model_copy(update={"time_scale": self.sim_time_scale})})
+
+    def mark_baseline(self) -> str | None:
+        from kimitui.launcher.guard import mark_baseline
+
+        if not self._running_profile:
+            raise NotAvailable("no profile is running to mark as baseline")
+        event = mark_baseline(self.host_name, self._running_profile)
+        self.session.publish(event)
+        return self._running_profile
+
+    # ------------------------------------------------------------------ sweeps
+    def default_sweep_spec(self) -> SweepSpec:
+        url, model = self._server_url_and_model()
+        saved: dict[str, Any] = {}
+        try:
+            saved = json.loads(_state_file("sweep-defaults.json").read_text())
+        except (OSError, ValueError):
+            saved = {}
+        base = {
+            "levels": DEFAULT_LEVELS,
+            "mode": "sustained",
+            "max_tokens": 512,
+            "ignore_eos": True,
+            "prompts": "seed",
+        }
+        base.update({k: v for k, v in saved.items() if k in SweepSpec.model_fields and k not in ("url", "model")})
+        try:
+            return SweepSpec(url=url, model=model, **base)
+        except Exception:
+            return SweepSpec(url=url, model=model, levels=DEFAULT_LEVELS)
+
+    def _server_url_and_model(self) -> tuple[str, str]:
+        from kimitui.launcher.swap import server_url
+
+        bind_host, port, model = None, 30001, "default"
+        if self._running_profile:
+            try:
+                from kimitui.profiles import load_profile
+
+                p = load_profile(self._running_profile, self.profile_dirs)
+                bind_host, port, model = p.host, p.port, p.effective_served_model_name()
+            except Exception:
+                pass
+        if self._record is not None and self._record.port:
+            port = self._record.port
+        if self._host is None:
+            return f"http://127.0.0.1:{port}", model
+        return server_url(self._host, bind_host, port), model
+
+    async def start_sweep(self, spec: SweepSpec) -> None:
+        from kimitui.bench.runner import SweepRunner
+        from kimitui.launcher.guard import sweep_notice
+
+        if self._busy is not None:
+            raise NotAvailable(f"a {self._busy} is running")
+        try:
+            path = _state_file("sweep-defaults.json")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(spec.model_dump(exclude={"url", "model"})))
+        except OSError as exc:
+            log.debug("cannot remember sweep defaults: %s", exc)
+        if self._running_profile:
+            try:
+                from kimitui.profiles import load_profile
+
+                report = sweep_notice(self.host_name, load_profile(self._running_profile, self.profile_dirs))
+                if report is not None and report.changes:
+                    self.session.publish(
+                        ErrorEvent(host=self.host_name, source="guard", message=" ".join(report.lines()[:1]),
+                                   detail="\n".join(report.lines()))
+                    )
+            except Exception as exc:
+                log.debug("guard: %s", exc)
+        self._sweep = SweepRunner(self.session, spec, profile=self._running_profile)
+        self._busy = "sweep"
+        await self._sweep.start()
+        self._spawn(self._await_sweep())
+
+    async def _await_sweep(self) -> None:
+        try:
+            await self._sweep.wait()
+        except Exception as exc:
+            self._error("sweep", f"sweep failed: {exc}")
+        finally:
+            self._busy = None
+
+    async def stop_sweep(self) -> None:
+        if self._sweep is None or not self._sweep.running:
+            raise NotAvailable("no sweep is running")
+        await self._sweep.abort()
+
+    @property
+    def busy(self) -> str | None:
+        return self._busy
+
+    # ------------------------------------------------------------------ the recording
+    def add_note(self, text: str) -> None:
+        self.session.publish(Note(host=self.host_name, text=text))
+
+    def add_marker(self, label: str = "") -> None:
+        self.session.publish(Marker(host=self.host_name, label=label))
+
+    def toggle_recording(self) -> bool:
+        if self._recorder is not None:
+            self._close_recorder()
+            return False
+        self._open_recorder(self._running_profile)
+        return True
+
+    @property
+    def recording_path(self) -> str | None:
+        return str(self._recorder.path) if self._recorder is not None else None
+
+    # ------------------------------------------------------------------ shutdown
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._error("cockpit", f"background task failed: {task.exception()}")
+
+    def _error(self, source: str, message: str) -> None:
+        log.warning("%s: %s", source, message)
+        self.session.publish(ErrorEvent(host=self.host_name, source=source, message=message))
+
+    async def shutdown(self) -> None:
+        """Stop sources (not the server: it keeps serving), then close the recording."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sweep is not None and self._sweep.running:
+            try:
+                await self._sweep.abort()
+            except Exception as exc:
+                log.debug("abort sweep: %s", exc)
+        for task in list(self._tasks):
+            task.cancel()
+        await self._stop_following()
+        if self.simulated and self._started_here and self._launcher is not None and self._record is not None:
+            # The embedded simulated host is this cockpit's own: leave no server behind.
+            # On a real host the server keeps serving after the cockpit quits.
+            try:
+                await self._launcher.stop(self._record, grace_s=5.0)
+            except Exception as exc:
+                log.debug("stopping the simulated server: %s", exc)
+        if self._gpu is not None:
+            try:
+                await self._gpu.stop()
+            except Exception as exc:
+                log.debug("gpu stop: %s", exc)
+        if self._host is not None:
+            try:
+                await self._host.close()
+            except Exception as exc:
+                log.debug("host close: %s", exc)
+        self._close_recorder()

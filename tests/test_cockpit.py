@@ -1,0 +1,125 @@
+"""The live controller on the embedded simulated host: real launcher, sim server,
+GPU agent (fake NVML), log follower, metrics poller, sweep worker and recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from kimitui.cockpit import LiveController
+from kimitui.control import NotAvailable
+from kimitui.recording import read_recording
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every kimitui directory (tmp, state, data, config, cwd) inside tmp_path; ep8-tuned on a free port."""
+    for var, sub in [("TMPDIR", "tmp"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CONFIG_HOME", "config")]:
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.delenv("KIMITUI_SIM_STATE", raising=False)
+    monkeypatch.delenv("KIMITUI_CONFIG", raising=False)
+    monkeypatch.delenv("KIMITUI_PROFILES", raising=False)
+    cwd = tmp_path / "cwd"
+    (cwd / "profiles").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    port = _free_port()
+    # A local profile refining the shipped one of the same name: another port, a fast clock.
+    (cwd / "profiles" / "ep8-tuned.toml").write_text(
+        f'extends = "ep8-tuned"\nport = {port}\n[sim]\ntime_scale = 40.0\n'
+    )
+    (cwd / "profiles" / "ep8-v2.toml").write_text(
+        f'extends = "ep8-v2"\nport = {port}\n[sim]\ntime_scale = 40.0\n'
+    )
+    return tmp_path
+
+
+async def _until(sub, pred, timeout: float, seen: list):
+    """The first event (already seen or still to come) that satisfies ``pred``; keeps every event in ``seen``."""
+    for ev in seen:
+        if pred(ev):
+            return ev
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = sub.drain()
+        seen.extend(batch)
+        for ev in batch:
+            if pred(ev):
+                return ev
+        await asyncio.sleep(0.05)
+    errors = [e.message for e in seen if e.kind == "error"]
+    raise AssertionError(f"timed out; saw kinds {sorted({e.kind for e in seen})}; errors {errors}")
+
+
+async def test_newcomer_session_starts_known_good_profile_streams_everything_and_records(sim_home: Path):
+    rec = sim_home / "session.jsonl"
+    c = LiveController(record_path=str(rec))
+    sub = c.session.subscribe("test", maxsize=100_000)
+    seen: list = []
+    await c.start()
+    try:
+        switch = await _until(sub, lambda e: e.kind == "profile_switch", 60, seen)
+        assert switch.to_profile == "ep8-tuned" and switch.outcome == "ok", switch
+        # The startup showed progress, in order, and the log reached the session.
+        phases = [e.phase for e in seen if e.kind == "swap_progress"]
+        assert phases.index("weights") < phases.index("cuda_graph") < phases.index("ready")
+        await _until(sub, lambda e: e.kind == "log_line" and "fired up and ready to roll" in e.raw, 20, seen)
+        sample = await _until(sub, lambda e: e.kind == "gpu_sample" and (e.gpus[0].mem_used_mib or 0) > 50_000, 20, seen)
+        assert len(sample.gpus) == 8
+        await _until(sub, lambda e: e.kind == "server_stats" and e.source == "metrics", 20, seen)
+
+        assert c.mark_baseline() == "ep8-tuned"
+        plan = c.plan_swap("ep8-v2")
+        assert plan.confounded and "confounded" in " ".join(plan.warnings)
+        assert set(plan.changes) >= {"enable_eplb", "num_continuous_decode_steps"}
+        assert any("ep8-eplb" == v or "eplb" in v for v in plan.variants)
+
+        spec = c.default_sweep_spec().model_copy(update={"levels": [1, 4], "max_tokens": 64, "mode": "burst", "stop_on_oversaturation": False})
+        await c.start_sweep(spec)
+        assert c.busy == "sweep"
+        with pytest.raises(NotAvailable):
+            await c.swap("ep8-v2")
+        result = await _until(sub, lambda e: e.kind == "sweep_result", 60, seen)
+        await asyncio.sleep(0.1)
+        seen.extend(sub.drain())
+        assert result.outcome == "completed", result.reason
+        levels = [e for e in seen if e.kind == "level_result"]
+        assert [lv.concurrency for lv in levels] == [1, 4]
+        assert all(lv.ok == lv.concurrency and lv.failed == 0 for lv in levels)
+        assert levels[1].agg_tok_s > levels[0].agg_tok_s  # batching pays off
+        c.add_note("baseline done")
+        c.add_marker("m1")
+        await asyncio.sleep(0.2)
+    finally:
+        await c.shutdown()
+    recording = read_recording(rec)
+    kinds = {e.kind for e in recording.events}
+    assert {"gpu_sample", "log_line", "profile_switch", "level_result", "note", "marker", "baseline"} <= kinds
+    assert recording.skipped == []
+
+
+async def test_unreachable_host_is_an_error_event_not_an_exception(sim_home: Path):
+    cfg = sim_home / "config.toml"
+    cfg.write_text('[hosts.ct200]\naddress = "127.0.0.1"\nport = 1\nuser = "nobody"\nconnect_timeout_s = 2\n')
+    c = LiveController(config_path=str(cfg), host="ct200", record=False)
+    sub = c.session.subscribe("t")
+    await c.start()
+    try:
+        seen: list = []
+        err = await _until(sub, lambda e: e.kind == "error", 20, seen)
+        assert "ct200" in err.message
+        with pytest.raises(NotAvailable):
+            await c.swap("ep8-tuned")
+    finally:
+        await c.shutdown()
