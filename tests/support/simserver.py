@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,9 +34,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range (32768+), so no client connection
+    takes it between this check and the server binding it."""
+    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 class SimServerProcess:
@@ -76,13 +86,11 @@ class SimServerProcess:
         self.env = {**os.environ, "KIMITUI_SIM_STATE": str(self.state_path), "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
+        self._respawns = 0
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> SimServerProcess:
-        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            self.argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env, cwd=REPO_ROOT, start_new_session=True
-        )
+        self._spawn()
         try:
             self._read_model_name()
             if self.wait_ready:
@@ -91,6 +99,24 @@ class SimServerProcess:
             self.stop()
             raise
         return self
+
+    def _spawn(self) -> None:
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env, cwd=REPO_ROOT, start_new_session=True
+        )
+
+    def _respawn_on_port_race(self) -> bool:
+        """Another process took our port before the server bound it: try a new one (at most twice)."""
+        if self._respawns >= 2 or "error while attempting to bind" not in self.output():
+            return False
+        self._respawns += 1
+        self._log_file.close()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv[self.argv.index("--port") + 1] = str(self.port)
+        self._spawn()
+        return True
 
     def _read_model_name(self) -> None:
         from kimitui.sim.settings import load_settings
@@ -105,6 +131,8 @@ class SimServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
+                if self._respawn_on_port_race():
+                    continue
                 raise RuntimeError(f"sim server exited with {self.proc.returncode} before ready:\n{self.tail()}")
             if self.health() == 200:
                 return
