@@ -270,3 +270,18 @@ def test_report_command_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "no sweep 'nope'; it has s1 (ep8-tuned)" in capsys.readouterr().err
     assert main(["report", str(a), "--sweep", "ep8-tuned", "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"]) == 1
+
+
+def test_report_two_sweeps_of_one_recording(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = tuned().events + [
+        e.model_copy(update={"t": e.t + 10_000}) for e in
+        synthetic_sweep(seed=2, requests_per_level=20, levels=[1, 8, 32, 64], peak_scale=0.56, profile="ep8-eplb",
+                        knobs=EPLB, sweep_id="s2")]
+    path = write_recording(tmp_path / "session.jsonl", one)
+    assert main(["report", str(path), "--sweep", "ep8-tuned", "--vs-sweep", "ep8-eplb", "--fail-on-regression",
+                 "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["comparison"]["a"]["sweep_id"] == "s1" and data["comparison"]["b"]["sweep_id"] == "s2"
+    assert data["comparison"]["knob_diff"] == {"enable_eplb": [False, True]}
+    assert main(["report", str(path), "--vs-sweep", "ep8-eplb"]) == 2
+    assert "name the first with --sweep" in capsys.readouterr().err

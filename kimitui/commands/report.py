@@ -1,5 +1,8 @@
 """``kimitui report FILE [--vs FILE2] [--format md|json|csv] [--fail-on-regression]``.
 
+``--sweep A --vs-sweep B`` without ``--vs`` compares two sweeps of one recording
+(the cockpit records both sides of a swap in one file).
+
 Exit codes: 0 done; 1 ``--fail-on-regression`` and the verdict is a regression;
 2 a file is not a readable recording, has no sweep, or (with
 ``--fail-on-regression``) the runs are not comparable.
@@ -26,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--vs", metavar="FILE2", help="compare against this recording (the candidate, B)")
     p.add_argument("--format", choices=sorted(RENDERERS), default="md", help="output format (default md)")
     p.add_argument("--sweep", metavar="ID|PROFILE", help="report/compare only this sweep of FILE (default: every sweep; compare the last with results)")
-    p.add_argument("--vs-sweep", metavar="ID|PROFILE", help="which sweep of FILE2 (default: the last with results)")
+    p.add_argument("--vs-sweep", metavar="ID|PROFILE",
+                   help="which sweep of FILE2 (default: the last with results); without --vs, a second sweep "
+                        "of FILE to compare with --sweep")
     p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
                    help=f"smallest change that counts, beyond noise (default {DEFAULT_MIN_EFFECT})")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0; results are deterministic)")
@@ -39,16 +44,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     try:
         summaries = [summarize(args.file)]
-        if args.vs:
-            summaries.append(summarize(args.vs))
-        chosen = [pick_sweep(s, sel) if sel else None for s, sel in zip(summaries, (args.sweep, args.vs_sweep))]
-        for s, run_ in zip(summaries, chosen):
-            if run_ is not None:  # --sweep / --vs-sweep: report only that sweep
-                s.sweeps = [run_]
         comparison = None
-        if args.vs:
-            comparison = compare(chosen[0] or pick_sweep(summaries[0]), chosen[1] or pick_sweep(summaries[1]),
-                                 min_effect=args.min_effect, seed=args.seed)
+        if args.vs is None and args.vs_sweep:  # two sweeps of one recording (e.g. before and after a swap)
+            if not args.sweep:
+                raise ValueError("--vs-sweep without --vs compares two sweeps of FILE: name the first with --sweep")
+            a, b = pick_sweep(summaries[0], args.sweep), pick_sweep(summaries[0], args.vs_sweep)
+            summaries[0].sweeps = [a, b]
+            comparison = compare(a, b, min_effect=args.min_effect, seed=args.seed)
+        else:
+            if args.vs:
+                summaries.append(summarize(args.vs))
+            chosen = [pick_sweep(s, sel) if sel else None for s, sel in zip(summaries, (args.sweep, args.vs_sweep))]
+            for s, run_ in zip(summaries, chosen):
+                if run_ is not None:  # --sweep / --vs-sweep: report only that sweep
+                    s.sweeps = [run_]
+            if args.vs:
+                comparison = compare(chosen[0] or pick_sweep(summaries[0]), chosen[1] or pick_sweep(summaries[1]),
+                                     min_effect=args.min_effect, seed=args.seed)
     except (RecordingError, ValueError) as exc:
         print(f"kimitui report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
