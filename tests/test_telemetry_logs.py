@@ -194,7 +194,7 @@ async def test_file_follower_over_ssh_loses_and_duplicates_nothing_across_a_reco
     assert raws(seen) == written
     assert [e.cursor for e in seen.of("log_line")] == [str(i) for i in range(2, len(written) + 2)]
     assert follower.starts >= 2
-    assert await wait_gone(str(log)) == [] and processes_with("kimitui-tail") == []
+    assert await wait_gone(str(log)) == []  # no tail left on the host (the path is unique to this test)
 
 
 async def test_journal_follower_over_ssh_loses_and_duplicates_nothing_across_a_reconnect(
@@ -231,11 +231,12 @@ async def test_closing_stdin_like_a_dropped_link_ends_tail_on_the_host(tmp_path:
 async def test_journalctl_failing_ends_the_stream_and_is_reported(fake_journal: Path) -> None:
     session = Session()
     seen = Collector(session)
-    follower = LogFollower(LocalHost("sim"), session, unit="sglang.service", from_cursor="not-a-cursor")
+    bad = f"not-a-cursor-{fake_journal.parent.name}"  # unique: tells our processes from anyone else's
+    follower = LogFollower(LocalHost("sim"), session, unit="sglang.service", from_cursor=bad)
     await follower.start()
     try:
         await seen.wait_for(lambda ev: any("Failed to seek to cursor" in getattr(e, "detail", "") for e in ev))
     finally:
         await follower.stop()
     assert any(e.message.startswith("log stream interrupted") for e in seen.of("error"))
-    assert await wait_gone("kimitui-journal") == []
+    assert await wait_gone(bad) == []

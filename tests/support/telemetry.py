@@ -21,7 +21,7 @@ class Collector:
     def of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
 
-    async def wait_for(self, pred: Callable[[list[Event]], bool], timeout: float = 20.0) -> None:
+    async def wait_for(self, pred: Callable[[list[Event]], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not pred(self.events):
             if time.monotonic() > deadline:
