@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +82,8 @@ class LiveController:
         self._closed = False
         self._started_here = False
         self._following: str | None = None
+        self._serving = False
+        self._metrics_args: tuple[str, str, dict[str, Any] | None] | None = None
         """Did this session start the server?  On the simulated host it is stopped on quit."""
 
     # ------------------------------------------------------------------ set-up
@@ -141,7 +142,8 @@ class LiveController:
             self.session.publish(
                 ProfileState(host=self.host_name, profile=self._record.profile, state="serving", detail="found running")
             )
-            await self._follow(self._record)
+            self._serving = True
+            await self._follow(self._record, serving=True)
         base = baseline_name(self.host_name, self._running_profile)
         if base:
             self.session.publish(Baseline(host=self.host_name, profile=base))
@@ -173,8 +175,15 @@ class LiveController:
         if isinstance(event, ProfileState) and event.host == self.host_name:
             if event.state in ("starting", "serving", "rolled_back") and event.profile:
                 self._running_profile = event.profile
+                self._serving = event.state != "starting"
                 if event.detail != "found running":
-                    self._spawn(self._refollow())
+                    self._spawn(self._refollow_and_poll() if self._serving else self._refollow())
+            elif event.state in ("failed", "stopped", "stopping"):
+                self._serving = False
+
+    async def _refollow_and_poll(self) -> None:
+        await self._refollow()
+        await self._start_metrics()
 
     async def _refollow(self) -> None:
         """Follow whatever kimitui started on the host now (a swap's new server, or the rolled-back one)."""
@@ -185,9 +194,9 @@ class LiveController:
             if found is None:
                 return
             self._launcher, self._record = found
-            await self._follow(self._record)
+            await self._follow(self._record, serving=self._serving)
 
-    async def _follow(self, record: Any) -> None:
+    async def _follow(self, record: Any, serving: bool = False) -> None:
         from kimitui.launcher.profiles import load
         from kimitui.launcher.swap import server_url
         from kimitui.telemetry.logs import LogFollower
@@ -212,23 +221,21 @@ class LiveController:
             bind_host = profile.host
         except Exception as exc:
             self._error("profile", f"cannot load profile {record.profile}: {exc}")
-        url = server_url(self._host, bind_host, record.port)
-        self._spawn(self._poll_metrics_when_healthy(record.run_id, url, expected))
+        self._metrics_args = (record.run_id, server_url(self._host, bind_host, record.port), expected)
+        if serving:
+            await self._start_metrics()
 
-    async def _poll_metrics_when_healthy(self, run_id: str, url: str, expected: dict[str, Any] | None) -> None:
-        """Start the metrics poller once the server answers /health: while it loads,
-        /metrics is absent and the poller would rightly give up on it."""
-        from kimitui.launcher.health import NotHealthy, client, wait_healthy
+    async def _start_metrics(self) -> None:
+        """Poll /metrics, /server_info and /health of the followed server.
+
+        Started only once it serves: while it loads, /metrics is absent and the
+        poller would rightly stop asking for it."""
         from kimitui.telemetry.metrics import MetricsPoller
 
-        async with client(url) as http:
-            while self._following == run_id:
-                try:
-                    await wait_healthy(http, url, time.monotonic() + 30.0, interval=0.5)
-                    break
-                except NotHealthy:
-                    continue
-        if self._following != run_id or self._metrics is not None:
+        if self._metrics is not None or self._metrics_args is None:
+            return
+        run_id, url, expected = self._metrics_args
+        if run_id != self._following:
             return
         self._metrics = MetricsPoller(self.session, url, host=self.host_name, expected_args=expected)
         await self._metrics.start()
