@@ -12,11 +12,9 @@ log lines) only the last ``history_s`` seconds (the charts' and the log
 pane's span, at most ``max_log_lines`` log lines); of snapshots (sweep
 progress, GPU processes, client health...) only the latest within that span;
 of request results those of the level running at ``t`` and of that span (the
-levels before are summed up by their level results).  Sweeps, profile switches, notes, markers and errors are always
-delivered in full, so tables, the curve and the straggler list are complete.
-
-:class:`ReplayController` wraps a Replayer in the UI's
-:class:`~kimitui.control.Controller` protocol (``live = False``).
+levels before are summed up by their level results).  Sweeps, profile
+switches, notes, markers and errors are always delivered in full, so tables,
+the curve and the straggler list are complete.
 """
 
 from __future__ import annotations
@@ -25,19 +23,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from kimitui.control import NotAvailable, SwapPlan
-from kimitui.events import (
-    ErrorEvent,
-    Event,
-    GpuEvent,
-    LevelResult,
-    LogLine,
-    ProfileSwitch,
-    ReplayState,
-    RequestResult,
-    SweepSpec,
-    SweepStarted,
-)
+from kimitui.events import ErrorEvent, Event, GpuEvent, LevelResult, LogLine, ReplayState, RequestResult
 from kimitui.recording import PathLike, Recording, RecordingIndex
 from kimitui.session import Session
 
@@ -363,113 +349,6 @@ class Replayer:
 
 
 def _maybe_error_line(idx: RecordingIndex, i: int) -> bool:
-    item = idx._items[i]  # noqa: SLF001 - a cheap byte test before parsing thousands of log lines
-    if isinstance(item, bytes):
-        return b'"severity":"error"' in item or b'"severity":"critical"' in item
-    return True
-
-
-class ReplayController:
-    """The cockpit's Controller for a recording: replay controls; live actions raise NotAvailable."""
-
-    live = False
-
-    def __init__(self, path: PathLike | Recording | RecordingIndex, *, speed: float | None = 1.0,
-                 start_paused: bool = False, session: Session | None = None) -> None:
-        index = RecordingIndex.load(path)
-        hosts = index.header.hosts
-        self.host_name = hosts[0] if len(hosts) == 1 else (",".join(hosts) or "replay")
-        self.session = session or Session(host=self.host_name)
-        self.replayer = Replayer(self.session, index, speed, start_paused=start_paused)
-        self._path = str(index.path) if index.path is not None else None
-
-    # -- lifecycle --------------------------------------------------------------
-    async def start(self) -> None:
-        await self.replayer.start()
-
-    async def shutdown(self) -> None:
-        await self.replayer.stop()
-
-    # -- replay controls --------------------------------------------------------
-    def play_pause(self) -> bool:
-        return self.replayer.play_pause()
-
-    def set_speed(self, speed: float) -> None:
-        self.replayer.set_speed(speed)
-
-    async def seek(self, t: float) -> None:
-        await self.replayer.seek(t)
-
-    async def jump(self, kind: str, forward: bool = True) -> float | None:
-        return await self.replayer.jump(kind, forward)
-
-    @property
-    def position(self) -> float:
-        return self.replayer.position
-
-    @property
-    def speed(self) -> float | None:
-        return self.replayer.speed
-
-    @property
-    def playing(self) -> bool:
-        return self.replayer.playing
-
-    def now(self) -> float:
-        """The replay's clock (use instead of ``time.time()`` for ages like "5 s ago")."""
-        return self.replayer.position
-
-    # -- profiles and sweeps (what the recording shows; nothing can be changed) --
-    def profile_names(self) -> list[str]:
-        idx = self.replayer.index
-        names: list[str] = []
-        for i, k in enumerate(idx.kinds):
-            if k in ("profile_switch", "sweep_started"):
-                ev = idx.event(i)
-                name = ev.to_profile if isinstance(ev, ProfileSwitch) else getattr(ev, "profile", None)
-                if name and name not in names:
-                    names.append(name)
-        return names
-
-    def plan_swap(self, profile: str) -> SwapPlan:
-        raise NotAvailable("replay: profiles cannot be swapped in a recording")
-
-    async def swap(self, profile: str) -> None:
-        raise NotAvailable("replay: profiles cannot be swapped in a recording")
-
-    def mark_baseline(self) -> str | None:
-        raise NotAvailable("replay: the baseline is marked in a live session")
-
-    def default_sweep_spec(self) -> SweepSpec:
-        idx = self.replayer.index
-        for i in range(len(idx) - 1, -1, -1):
-            if idx.kinds[i] == "sweep_started":
-                ev = idx.event(i)
-                if isinstance(ev, SweepStarted):
-                    return ev.spec
-        return SweepSpec(url="", model="", levels=[1, 8, 32, 64, 96, 128, 192, 256])
-
-    async def start_sweep(self, spec: SweepSpec) -> None:
-        raise NotAvailable("replay: sweeps run in a live session (kimitui sweep --like FILE repeats this one)")
-
-    async def stop_sweep(self) -> None:
-        raise NotAvailable("replay: no sweep is running")
-
-    @property
-    def busy(self) -> str | None:
-        return None
-
-    def add_note(self, text: str) -> None:
-        raise NotAvailable("replay: notes are added in a live session")
-
-    def add_marker(self, label: str = "") -> None:
-        raise NotAvailable("replay: markers are added in a live session")
-
-    def toggle_recording(self) -> bool:
-        raise NotAvailable("replay: nothing is being recorded")
-
-    @property
-    def recording_path(self) -> str | None:
-        """The file being replayed."""
-        return self._path
-
+    """A cheap byte test before parsing thousands of log lines."""
+    raw = idx.raw(i)
+    return raw is None or b'"severity":"error"' in raw or b'"severity":"critical"' in raw
