@@ -247,3 +247,16 @@ def test_non_finite_floats_do_not_lose_the_event(tmp_path: Path) -> None:
         lv, sp = got[0], got[1]
         assert math.isnan(lv.wall_s) and lv.agg_tok_s is None  # type: ignore[attr-defined]  # optional: "not available"
         assert math.isnan(sp.in_flight[0].elapsed_s)  # type: ignore[attr-defined]
+
+
+def test_a_value_json_cannot_hold_is_written_as_its_repr(tmp_path: Path) -> None:
+    class Odd:
+        def __repr__(self) -> str:
+            return "<odd>"
+
+    w = RecordingWriter(tmp_path / "odd.jsonl", hosts=["sim"]).start()
+    w(LogLine(t=1.0, raw="x", fields={"v": Odd()}))
+    w(Note(t=2.0, text="still recorded"))
+    rec = read_recording(w.close())
+    assert w.events_repr == 1
+    assert rec.events[0].fields == {"v": "<odd>"} and rec.events[1].text == "still recorded"  # type: ignore[attr-defined]

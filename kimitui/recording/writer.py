@@ -53,6 +53,8 @@ class RecordingWriter:
         self.paused = False
         """While True, events are not recorded (the operator's record toggle)."""
         self.events_written = 0
+        self.events_repr = 0
+        """Events with a value JSON cannot hold, written with that value's repr instead."""
         self.error: str | None = None
         """The last write error (disk full...); the buffer is kept and retried."""
         self._buf: list[Event] = []
@@ -96,7 +98,10 @@ class RecordingWriter:
         while not self._stop.is_set():
             self._kick.wait(self.flush_interval)
             self._kick.clear()
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # the flusher must outlive any one bad batch
+                log.exception("recording flush failed")
 
     def flush(self) -> int:
         """Write buffered events as whole lines; returns how many were written."""
@@ -106,7 +111,7 @@ class RecordingWriter:
             self._last_flush = time.monotonic()
             if not buf or self._file.closed:
                 return 0
-            data = "".join(dump_event(ev) + "\n" for ev in buf).encode()
+            data = "".join(self._line(ev) for ev in buf).encode()
             try:
                 self._file.write(data)
                 self._file.flush()
@@ -119,6 +124,14 @@ class RecordingWriter:
             self.error = None
             self.events_written += len(buf)
             return len(buf)
+
+    def _line(self, event: Event) -> str:
+        """One event as a line; a value JSON cannot hold (bytes, a set...) is written as its repr."""
+        try:
+            return dump_event(event) + "\n"
+        except Exception:
+            self.events_repr += 1
+            return event.model_dump_json(fallback=repr) + "\n"
 
     # -- closing ---------------------------------------------------------------
     @property
