@@ -107,4 +107,4 @@ def test_stall_holds_one_request_for_seconds_mid_stream():
         gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
         assert len(stamps) == 120
         assert gaps[-1] * sim.time_scale > 8.0  # the 10 s stall (time-scale 1)
-        assert gaps[len(gaps) // 2] * sim.time_scale < 0.1  # the rest decodes normally
+        assert gaps[len(gaps) // 2] * sim.time_scale < 0.25  # the rest decodes normally (~16 ms steps)

@@ -67,7 +67,7 @@ def test_stream_timing_follows_the_model(sim):
     assert len(stamps) == 200
     decode_s = (stamps[-1] - stamps[0]) * sim.time_scale  # back to time-scale 1
     tok_s = 199 / decode_s
-    assert 30 < tok_s < 80, tok_s  # model: ~67 tok/s; loose for a busy CI box
+    assert 20 < tok_s < 80, tok_s  # model: ~66 tok/s; loose for a busy shared box
     assert (stamps[100] - stamps[0]) > 0.3 * (stamps[-1] - stamps[0])  # spread out, not all at the end
 
 
@@ -205,18 +205,23 @@ def test_client_disconnect_frees_the_slot(sim):
 
 def test_decode_lines_every_40_iterations_with_true_figures(sim, oai):
     import concurrent.futures
+    import re
 
     def go(i: int) -> int:
-        r = oai.chat.completions.create(model=sim.model, messages=msgs(f"c{i}"), max_tokens=120, extra_body={"ignore_eos": True})
+        r = oai.chat.completions.create(model=sim.model, messages=msgs(f"c{i}"), max_tokens=400, extra_body={"ignore_eos": True})
         return r.usage.completion_tokens
 
     before = len(sim.lines())
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        assert list(pool.map(go, range(4))) == [120] * 4
+        assert list(pool.map(go, range(4))) == [400] * 4
     new = sim.lines()[before:]
     decode = [line for line in new if "Decode batch," in line]
-    assert 2 <= len(decode) <= 4  # ~119 decode iterations / 40
-    assert any("#running-req: 4," in line for line in decode)
+    # 4 x 399 decode steps: between 10 lines (all 4 in one batch) and 40 (one after another)
+    assert 9 <= len(decode) <= 40
+    figures = [tuple(int(x) for x in re.search(r"#running-req: (\d+), #token: (\d+)", line).groups()) for line in decode]
+    assert all(1 <= running <= 4 for running, _ in figures)
+    assert any(running >= 2 for running, _ in figures)  # continuous batching: they share decode steps
+    assert all(running * 5 <= tokens <= running * (20 + 400) for running, tokens in figures)  # KV = prompt + output so far
     assert all("cuda graph: True" in line for line in decode)
     assert any("Prefill batch, #new-seq:" in line for line in new)
     assert sum('"POST /v1/chat/completions HTTP/1.1" 200' in line for line in new) == 4
