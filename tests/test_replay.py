@@ -215,6 +215,7 @@ async def test_replay_tolerates_truncated_and_malformed_lines(tmp_path: Path) ->
     expected = read_recording(path).events
     assert got.events == expected == [e for i, e in enumerate(events[:-1]) if i != 2]
     assert sorted(s.line_no for s in rep.index.skipped) == [4, 11]
+    assert sorted(s.line_no for s in ReplayController(path).skipped) == [11]  # line 4 is found when played
 
 
 # --------------------------------------------------------------------------- the command and the cockpit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kimitui.control import NotAvailable, SwapPlan
 from kimitui.events import ProfileSwitch, SweepSpec, SweepStarted
-from kimitui.recording import PathLike, Recording, RecordingIndex
+from kimitui.recording import PathLike, Recording, RecordingIndex, SkippedLine
 from kimitui.replay.replayer import Replayer
 from kimitui.session import Session
 
@@ -54,6 +54,11 @@ class ReplayController:
     @property
     def playing(self) -> bool:
         return self.replayer.playing
+
+    @property
+    def skipped(self) -> list[SkippedLine]:
+        """Lines of the recording that could not be read (line number and reason), for a notice."""
+        return list(self.replayer.index.skipped)
 
     def now(self) -> float:
         """The replay's clock (use instead of ``time.time()`` for ages like "5 s ago")."""
