@@ -57,7 +57,8 @@ class ReplayController:
 
     @property
     def skipped(self) -> list[SkippedLine]:
-        """Lines of the recording that could not be read (line number and reason), for a notice."""
+        """Lines of the recording that could not be read (line number and reason), for a notice;
+        a malformed line in the middle joins the list when playback reaches it."""
         return list(self.replayer.index.skipped)
 
     def now(self) -> float:
