@@ -216,7 +216,7 @@ class SweepSpec(BaseModel):
     level_time_limit_s: float | None = None
     """Stop dispatching (and cancel what is in flight) once a level has run this long."""
     stop_on_oversaturation: bool = True
-    """Stop when TTFT p50 grows >= 1.5x from the previous level while throughput grows < 5 %."""
+    """Stop when TTFT p50 grows >= 1.5x (and >= 0.25 s) from the previous level while throughput grows < 5 %."""
     straggler_ratio: float = 0.5
     """A request decoding below ``straggler_ratio`` x the level's median decode tok/s is a straggler."""
     straggler_gap_s: float = 2.0

@@ -110,6 +110,7 @@ def test_oversaturation_needs_ttft_growth_with_flat_throughput() -> None:
     assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.5, 1020)).startswith("over-saturated: TTFT p50 0.20->0.50 s")
     assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.5, 1500)) is None  # throughput still grows
     assert oversaturation(_lv(64, 0.2, 1000), _lv(128, 0.25, 1000)) is None  # TTFT barely moved
+    assert oversaturation(_lv(1, 0.002, 60), _lv(2, 0.005, 60)) is None  # 2.5x of milliseconds is jitter
     assert oversaturation(None, _lv(128, 0.5, 1000)) is None
 
 

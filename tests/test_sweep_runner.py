@@ -50,7 +50,7 @@ def of(events: list[Event], cls: type) -> list[Any]:
 
 async def test_sustained_sweep_publishes_everything_in_order(minimal_server) -> None:
     s = spec(minimal_server.url, levels=[1, 3], requests_per_level=6, warmup_requests=2, max_tokens=30,
-             extra_body={"ttft_ms": 20, "tick_ms": 4})
+             extra_body={"ttft_ms": 50, "tick_ms": 4})
     result, events, runner = await run(s, profile="ep8-tuned")
     assert isinstance(events[0], SweepStarted) and events[0].spec == s and events[0].profile == "ep8-tuned"
     assert events[-1] == result and result.outcome == "completed" and result.levels == [1, 3]
@@ -63,7 +63,7 @@ async def test_sustained_sweep_publishes_everything_in_order(minimal_server) -> 
     for lv in levels:
         assert lv.requests == 6 and lv.ok == 6 and lv.output_tokens == 6 * 30 and lv.mode == "sustained"
         assert lv.decode_tok_s.p50 == pytest.approx(250, rel=0.15)
-        assert lv.ttft.p50 == pytest.approx(0.02, abs=0.015)
+        assert 0.045 <= lv.ttft.p50 <= 0.1  # the server's 50 ms (it shares this busy process's GIL)
         assert lv.steady_tok_s is not None and lv.steady_window_s > 0
     # warm-up obeyed the cap: the server never saw more than C=3 streams at once
     assert minimal_server.state.max_in_flight == 3

@@ -38,6 +38,8 @@ from kimitui.events import LevelResult, Percentiles, RequestResult, Straggler, S
 
 OVERSAT_TTFT_GROWTH = 1.5
 OVERSAT_TPUT_GROWTH = 1.05
+OVERSAT_MIN_TTFT_RISE_S = 0.25
+"""...and by at least this much: a 1 ms TTFT doubling to 2 ms is jitter, not queueing."""
 GAP_MEDIAN_FACTOR = 10.0
 STEADY_MERGE_GAP_S = 0.1
 
@@ -207,7 +209,8 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
 
 
 def oversaturation(prev: LevelResult | None, cur: LevelResult) -> str | None:
-    """Why ``cur`` shows over-saturation against ``prev`` (TTFT up >= 1.5x, throughput up < 5 %)."""
+    """Why ``cur`` shows over-saturation against ``prev``: TTFT p50 up >= 1.5x and by >= 0.25 s while
+    throughput grew < 5 % (requests are queueing, not being served faster)."""
     if prev is None or cur.concurrency <= prev.concurrency:
         return None
     t0, t1 = prev.ttft.p50, cur.ttft.p50
@@ -215,7 +218,7 @@ def oversaturation(prev: LevelResult | None, cur: LevelResult) -> str | None:
     r1 = cur.steady_tok_s or cur.agg_tok_s
     if not (t0 and t1 and r0 and r1):
         return None
-    if t1 >= OVERSAT_TTFT_GROWTH * t0 and r1 < OVERSAT_TPUT_GROWTH * r0:
+    if t1 >= OVERSAT_TTFT_GROWTH * t0 and t1 - t0 >= OVERSAT_MIN_TTFT_RISE_S and r1 < OVERSAT_TPUT_GROWTH * r0:
         return (f"over-saturated: TTFT p50 {t0:.2f}->{t1:.2f} s while throughput "
                 f"{r0:.0f}->{r1:.0f} tok/s (C={prev.concurrency}->{cur.concurrency})")
     return None
