@@ -212,6 +212,27 @@ async def test_hung_server_is_noticed_by_keepalive(ssh_server: SSHTestServer) ->
     await h.close()
 
 
+async def test_stop_on_a_hung_link_gives_up_in_bounded_time(ssh_server: SSHTestServer) -> None:
+    h = ssh_server.make_host("gpu", keepalive_s=30)  # keepalive will not save us here
+    s = await h.stream(["bash", "-c", "echo up; exec sleep 30"])
+    assert await anext(aiter(s)) == "up"
+    ssh_server.freeze()
+    t0 = time.monotonic()
+    await s.stop(grace_s=0.2)
+    assert time.monotonic() - t0 < 5
+    assert s.exit_code is None and s.stopped and not s.lost
+    await asyncio.wait_for(h.close(), 5)
+
+
+async def test_login_shell_noise_does_not_reach_the_output(ssh_server: SSHTestServer, host: SSHHost) -> None:
+    ssh_server.login_noise = "echo 'Welcome to gpu-host!'; echo 'motd' >&2"
+    assert (await host.run(["echo", "clean"])).stdout == "clean\n"
+    s = await host.stream(["bash", "-c", "echo $$; exec sleep 30"])
+    first = await anext(aiter(s))
+    assert s.pid == int(first)  # the wrapper's pid is the command's pid (exec)
+    await s.stop()
+
+
 async def test_wait_connected_times_out_while_server_down(ssh_server: SSHTestServer) -> None:
     h = ssh_server.make_host("gpu")
     await ssh_server.stop()

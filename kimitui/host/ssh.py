@@ -12,7 +12,7 @@ What it adds to the plain library, and why:
   ``ConnectionState`` events (lost, reconnecting, connected, failed).  A
   changed host key or refused credentials stop the retries: those need a human.
 * **Remote processes do not outlive their stream**: every command is started
-  through ``sh -c 'echo $$; exec "$@"'``, so the client learns the remote pid
+  through ``sh -c 'echo "kimitui-pid $$"; exec "$@"'``, so the client learns the remote pid
   and ``stop()`` can ``kill`` it even on an sshd that ignores channel signals.
 * **Commands are argument lists**, joined with ``shlex.join``; nothing is ever
   pasted into the remote shell unquoted.
@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import random
 import shlex
+import time
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -50,8 +51,9 @@ from kimitui.host.lines import LineSplitter, StderrTail, decode
 DEFAULT_PORT = 22
 READ_CHUNK = 65536
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
-_PID_SCRIPT = 'echo "$$"; exec "$@"'
-_PID_SCRIPT_MERGED = 'echo "$$"; exec "$@" 2>&1'
+_PID_MARK = b"kimitui-pid "
+_PID_SCRIPT = 'echo "kimitui-pid $$"; exec "$@"'
+_PID_SCRIPT_MERGED = 'echo "kimitui-pid $$"; exec "$@" 2>&1'
 _LINK_ERRORS = (asyncssh.Error, ConnectionError, OSError, EOFError)
 
 # $1 = path, $2 = octal mode; data on stdin.  A temp file beside the target,
@@ -98,11 +100,17 @@ def _exit_code(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
 
 
 async def _read_pid(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
-    line = await proc.stdout.readline()
-    try:
-        return int(line.strip())
-    except ValueError:
-        return None
+    """The pid line our wrapper prints first; anything before it is login-shell noise (rc files)."""
+    for _ in range(1000):
+        line = await proc.stdout.readline()
+        if not line:
+            return None
+        if line.startswith(_PID_MARK):
+            try:
+                return int(line[len(_PID_MARK):].strip())
+            except ValueError:
+                return None
+    return None
 
 
 class _Client(asyncssh.SSHClient):
@@ -133,6 +141,9 @@ class SSHStream(Stream):
         """The remote process id (None if the remote shell did not report it)."""
         self.lost = False
         """True when the stream ended because the SSH link dropped."""
+        self.stopped = False
+        """True once :meth:`stop` ended it."""
+        self._gave_up = False
         self.error = ""
         self.stderr_tail = StderrTail()
         self._stop_lock = asyncio.Lock()
@@ -172,12 +183,16 @@ class SSHStream(Stream):
                 self.proc.stdin.write_eof()
 
     async def wait(self) -> int | None:
-        with contextlib.suppress(*_LINK_ERRORS):
-            await asyncio.shield(self._closed)
+        if not self._gave_up:
+            with contextlib.suppress(*_LINK_ERRORS):
+                await asyncio.shield(self._closed)
         if self._stderr_task is not None:
-            await self._stderr_task
+            if self._gave_up:
+                self._stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stderr_task
         self.exit_code = _exit_code(self.proc)
-        if self.proc.exit_status is None and self.proc.exit_signal is None:
+        if self.proc.exit_status is None and self.proc.exit_signal is None and not self.stopped:
             self.lost = True
         return self.exit_code
 
@@ -185,6 +200,7 @@ class SSHStream(Stream):
         """TERM the remote process, KILL it after ``grace_s``, close the channel; idempotent."""
         async with self._stop_lock:
             if not self._closed.done():
+                self.stopped = True
                 with contextlib.suppress(*_LINK_ERRORS):
                     self.proc.send_signal("TERM")  # honoured by OpenSSH >= 7.9
                 await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
@@ -195,7 +211,8 @@ class SSHStream(Stream):
                 self.proc.close()
                 with contextlib.suppress(asyncio.TimeoutError, *_LINK_ERRORS):
                     await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
-            if not self._closed.done():
+            if not self._closed.done():  # a hung link: stop waiting for it
+                self._gave_up = True
                 self._closed.cancel()
             await self.wait()
 
@@ -471,13 +488,28 @@ class SSHHost(Host):
 
     # ------------------------------------------------------------------ commands
 
-    async def _start(self, argv: tuple[str, ...], env: dict[str, str] | None, merge: bool) -> tuple[asyncssh.SSHClientProcess[bytes], int | None]:
+    async def _start(
+        self, argv: tuple[str, ...], env: dict[str, str] | None, merge: bool, timeout: float | None
+    ) -> tuple[asyncssh.SSHClientProcess[bytes], int | None]:
+        """Open a channel and learn the remote pid, within ``timeout`` (a hung link never hangs us)."""
+        command = remote_command(argv, env, merge_stderr=merge)
         conn = await self._ensure_conn()
+        proc: asyncssh.SSHClientProcess[bytes] | None = None
+
+        async def start() -> int | None:
+            nonlocal proc
+            proc = await conn.create_process(command, encoding=None)
+            return await _read_pid(proc)
+
         try:
-            proc = await conn.create_process(remote_command(argv, env, merge_stderr=merge), encoding=None)
-            pid = await _read_pid(proc)
+            pid = await asyncio.wait_for(start(), timeout)
+        except asyncio.TimeoutError:
+            if proc is not None:
+                proc.close()
+            raise HostUnavailable(f"{self.name}: {self.target} did not start {argv[0]!r} within {timeout:g} s") from None
         except _LINK_ERRORS as exc:
             raise HostUnavailable(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
+        assert proc is not None
         return proc, pid
 
     async def _kill_remote(self, pid: int | None, sig: str, timeout: float) -> None:
@@ -497,12 +529,19 @@ class SSHHost(Host):
         check: bool = False,
     ) -> CommandResult:
         argv = tuple(argv)
-        proc, pid = await self._start(argv, env, merge=False)
+        started = time.monotonic()
+        try:
+            proc, pid = await self._start(argv, env, merge=False, timeout=timeout)
+        except HostUnavailable:
+            if timeout is not None and time.monotonic() - started >= timeout:
+                raise CommandTimeout(f"{self.name}: {argv[0]!r} did not even start within its {timeout:g} s timeout") from None
+            raise
+        left = None if timeout is None else max(0.001, timeout - (time.monotonic() - started))
         try:
             if input is not None:
                 proc.stdin.write(input.encode() if isinstance(input, str) else input)
             proc.stdin.write_eof()
-            out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout)
+            out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), left)
             await asyncio.wait_for(proc.wait_closed(), 5.0)
         except asyncio.TimeoutError:
             await self._kill_remote(pid, "KILL", timeout=2.0)
@@ -533,7 +572,7 @@ class SSHHost(Host):
         merge_stderr: bool = False,
     ) -> SSHStream:
         argv = tuple(argv)
-        proc, pid = await self._start(argv, env, merge=merge_stderr)
+        proc, pid = await self._start(argv, env, merge=merge_stderr, timeout=self.connect_timeout_s)
         stream = SSHStream(self, proc, argv, pid, merge_stderr)
         self._streams.add(stream)
         return stream

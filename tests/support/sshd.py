@@ -66,6 +66,8 @@ class SSHTestServer:
         """Pids of the commands running now (each leads its own process group)."""
         self.commands: list[str] = []
         """Every command string the server was asked to run, in order."""
+        self.login_noise = ""
+        """Shell code run before each command, like a chatty ~/.bashrc (e.g. ``echo Welcome``)."""
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._sessions: set[asyncio.Task[Any]] = set()
 
@@ -196,7 +198,7 @@ class SSHTestServer:
         local = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
-            command,
+            f"{self.login_noise}\n{command}" if self.login_noise else command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
