@@ -92,7 +92,9 @@ async def _fault_story(host, env: SimEnv) -> None:
     expected = {"crash_load": "scheduler exception", "oom_start": "out of memory", "hang": "watchdog"}
     for fault, words in expected.items():
         # watchdog 20 s: a hang is noticed after 0.2 s of wall time at time-scale 100
-        bad = env.profile(f"bad-{fault.replace('_', '-')}", "ep8-eplb", body="watchdog_timeout = 20.0", fault=fault)
+        # fault_after_s 0: a hang starts right at "ready", so the warm-up request is the one that hangs
+        bad = env.profile(f"bad-{fault.replace('_', '-')}", "ep8-eplb", body="watchdog_timeout = 20.0", fault=fault,
+                          fault_after_s=0.0)
         out = await swap(host, str(bad), session=env.session, launcher=launcher, timeout=60)
         assert out.outcome == "rolled_back", (host.name, fault, out.reason)
         assert not out.ok and out.serving == "good" and out.previous == "good"

@@ -67,7 +67,13 @@ async def warmup(http: httpx.AsyncClient, base_url: str, model: str, *, timeout:
         raise NotHealthy(f"warm-up request answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
         data = resp.json()
-        data["choices"][0]["message"]
+        choice = data["choices"][0]
+        choice["message"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise NotHealthy(f"warm-up answer is not a chat completion: {resp.text[:200]}") from exc
+    # a dying SGLang answers open requests with finish_reason "abort" and no tokens
+    tokens = (data.get("usage") or {}).get("completion_tokens")
+    if choice.get("finish_reason") == "abort" or tokens == 0:
+        raise NotHealthy(f"warm-up request was aborted by the server (finish_reason={choice.get('finish_reason')!r}, "
+                         f"completion_tokens={tokens})")
     return time.monotonic() - t0

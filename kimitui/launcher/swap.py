@@ -189,6 +189,8 @@ class _Swap:
                     self.progress(name, "warmup")
                     model = model or await served_model(http, url)
                     await warmup(http, url, model, timeout=max(5.0, deadline - time.monotonic()))
+            if not await _alive_or_unknown(launcher, record):
+                raise NotHealthy("the server process exited right after answering")
         except NotHealthy as exc:
             raise await _explain_not_healthy(name, exc, launcher, record) from exc
         except SwapFailed as exc:
