@@ -154,8 +154,8 @@ class SimServer(InfoRoutes, GenerationRoutes):
         """SGLang's warm-up: GET /model_info, then an 8-token /generate, over real HTTP."""
         import httpx
 
-        host = "127.0.0.1" if self.s.host in ("0.0.0.0", "::", "") else self.s.host
-        url = f"http://{host}:{self.port}"
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.s.host, self.s.host)
+        url = f"http://{_netloc(host)}:{self.port}"
         async with httpx.AsyncClient(timeout=None, trust_env=False) as client:
             await client.get(f"{url}/model_info")
             body = {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
@@ -168,7 +168,7 @@ class SimServer(InfoRoutes, GenerationRoutes):
         self._uv("Started server process [%d]", os.getpid())
         self._uv("Waiting for application startup.")
         self._uv("Application startup complete.")
-        self._uv("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", self.s.host, self.port)
+        self._uv("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", _netloc(self.s.host), self.port)
         self.accepting = True
         await self.clock.sleep(self.model.startup_plan()["warmup"])
         await self._warmup()
@@ -233,6 +233,10 @@ class SimServer(InfoRoutes, GenerationRoutes):
                 await gpu_task
             write_idle()
         return self.exit_code
+
+
+def _netloc(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def bind(host: str, port: int) -> socket.socket:
