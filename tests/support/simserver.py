@@ -15,6 +15,7 @@ port with its own ``KIMITUI_SIM_STATE`` file, captures stdout+stderr into
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import random
 import shutil
@@ -31,6 +32,14 @@ from pathlib import Path
 from types import TracebackType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_RUNNING: set[SimServerProcess] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """A test that forgot to stop its server (or an interrupted run) must not leave it running."""
+    for server in list(_RUNNING):
+        server.stop(grace_s=2.0)
 
 
 def free_port() -> int:
@@ -105,6 +114,7 @@ class SimServerProcess:
         self.proc = subprocess.Popen(
             self.argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env, cwd=REPO_ROOT, start_new_session=True
         )
+        _RUNNING.add(self)
 
     def _respawn_on_port_race(self) -> bool:
         """Another process took our port before the server bound it: try a new one (at most twice)."""
@@ -165,6 +175,7 @@ class SimServerProcess:
                 self.proc.wait(timeout=5)
         if self.proc is not None:
             self.returncode = self.proc.returncode
+        _RUNNING.discard(self)
         if getattr(self, "_log_file", None) is not None:
             self._log_file.close()
         return self.returncode
