@@ -281,7 +281,7 @@ VERDICT_WORDS = {"improved": "improved", "regressed": "**regressed**", "no_chang
 def comparison_md(cmp: Comparison) -> list[str]:
     headline = {"regressed": "Regression", "improved": "Improvement", "no_change": "No change beyond noise",
                 "not_comparable": "Not comparable"}[cmp.verdict]
-    out = [f"## Verdict: {headline}", ""]
+    out = [f"## Verdict: {headline}", "", f"**{cmp.headline()}**", ""]
     out.append(f"A (reference): {cmp.a.label} from `{cmp.a.source}`  ")
     out.append(f"B (candidate): {cmp.b.label} from `{cmp.b.source}`")
     out.append("")
