@@ -43,6 +43,7 @@ from kimitui.tui.widgets.spread_chart import SpreadChart
 from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve
 
+CHARTS = frozenset({"curve", "spread"})
 LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 
@@ -112,7 +113,6 @@ class KimituiApp(App[int]):
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
         self._tick = tick
         self._chart_period = chart_period
-        self._last_chart = 0.0
         self._dirty: set[str] = set()
         self._sub: Subscription | None = None
         self._recording_on = bool(self._safe(lambda: controller.recording_path))
@@ -150,6 +150,7 @@ class KimituiApp(App[int]):
         self._update_recording()
         if self._tick is not None:
             self.set_interval(self._tick, self.pump, name="ui-pump")
+            self.set_interval(self._chart_period, self.draw_charts, name="ui-charts")
         self.run_worker(self._start_controller(), group="start", exit_on_error=False)
 
     async def _start_controller(self) -> None:
@@ -158,28 +159,35 @@ class KimituiApp(App[int]):
 
     # ------------------------------------------------------------------ rendering
     def pump(self, force_charts: bool = False) -> set[str]:
-        """Drain events, fold them, redraw what changed and is visible; returns the panels redrawn."""
+        """Drain events, fold them, redraw what changed and is visible; returns the panels redrawn.
+
+        Charts are left to :meth:`draw_charts` (their own, slower timer) unless ``force_charts``,
+        so one tick stays short and a key press never waits behind a chart.
+        """
         if self._sub is not None:
             events = self._sub.drain(limit=50_000)
             if events:
                 self._dirty |= self.model.apply(events)
         for notice in self.model.take_notices():
             self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)  # type: ignore[arg-type]
+        drawn = self._draw({n for n in self._dirty if n not in CHARTS})
+        if force_charts:
+            drawn |= self.draw_charts()
+        return drawn
+
+    def draw_charts(self) -> set[str]:
+        """Redraw the charts that changed (1-2 Hz)."""
+        return self._draw(self._dirty & CHARTS)
+
+    def _draw(self, names: set[str]) -> set[str]:
         drawn: set[str] = set()
-        if not self._dirty:
+        if not names:
             return drawn
-        now = time.monotonic()
-        charts_due = force_charts or now - self._last_chart >= self._chart_period
         with self.batch_update():
-            for name in list(self._dirty):
-                if name in ("curve", "spread") and not charts_due:
-                    continue
-                if not self._redraw(name):
-                    continue
-                self._dirty.discard(name)
-                drawn.add(name)
-        if drawn & {"curve", "spread"}:
-            self._last_chart = now
+            for name in names:
+                if self._redraw(name):
+                    self._dirty.discard(name)
+                    drawn.add(name)
         self.renders += len(drawn)
         return drawn
 

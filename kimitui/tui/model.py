@@ -386,6 +386,9 @@ class SpreadPoint:
     slow: bool
 
 
+SPREAD_DONE_MAX = 1024
+"""Finished requests drawn in the spread (the most recent); more only blurs the cloud and costs CPU."""
+
 SLOW_FRACTION = 0.5
 """Below this fraction of the level's median tok/s a request is drawn red while it runs."""
 
@@ -396,7 +399,7 @@ def spread_points(sweep: SweepView | None) -> list[SpreadPoint]:
         return []
     marked = {s.request_id for s in sweep.stragglers if s.concurrency == sweep.concurrency}
     pts: list[SpreadPoint] = []
-    for r in sweep.results:
+    for r in list(sweep.results)[-SPREAD_DONE_MAX:]:
         rate = r.decode_tok_s if r.decode_tok_s is not None else r.e2e_tok_s
         if r.ok and rate is not None:
             pts.append(SpreadPoint(r.request_id, r.e2e_s or 0.0, rate, True, r.request_id in marked))

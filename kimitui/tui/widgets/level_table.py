@@ -34,31 +34,46 @@ class LevelTable(DataTable):
         super().__init__(cursor_type="none", zebra_stripes=True, **kwargs)
         self.model = model
         self.can_focus = False
+        self._last: list[tuple[str, tuple[str, ...]]] = []
 
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
         self.redraw()
 
     def redraw(self) -> None:
-        self.clear()
-        sw = self.model.sweep
-        if sw is None:
+        """Rebuild only when the rows changed; the moving live row is updated in place."""
+        rows = self._rows()
+        old = self._last
+        if rows == old:
             return
-        finished = set()
+        if old and len(rows) == len(old) and rows[:-1] == old[:-1] and rows[-1][0] == "live" == old[-1][0]:
+            for col, (a, b) in enumerate(zip(old[-1][1], rows[-1][1])):
+                if a != b:
+                    self.update_cell_at((len(rows) - 1, col), b)
+        else:
+            self.clear()
+            for key, cells in rows:
+                self.add_row(*cells, key=key)
+        self._last = rows
+
+    def _rows(self) -> list[tuple[str, tuple[str, ...]]]:
+        sw = self.model.sweep
+        rows: list[tuple[str, tuple[str, ...]]] = []
+        if sw is None:
+            return rows
         for lv in sorted(sw.levels, key=lambda lv: (lv.concurrency, lv.repeat)):
-            finished.add(lv.concurrency)
             fail = f"{lv.failed}" if not lv.failures else f"{lv.failed} " + ",".join(
                 f"{k}:{v}" for k, v in sorted(lv.failures.items()))
-            self.add_row(
+            rows.append((f"{lv.concurrency}:{lv.repeat}", (
                 str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""),
                 _rate(lv.agg_tok_s), _rate(lv.steady_tok_s),
                 pair(lv.ttft.p50, lv.ttft.p99, _ms) + "ms", pair(lv.tpot.p50, lv.tpot.p99, _ms) + "ms",
                 pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, lambda v: num(v, ".1f")),
                 fail, str(len(lv.stragglers)) if lv.stragglers else "",
-                key=f"{lv.concurrency}:{lv.repeat}",
-            )
+            )))
         live = sw.live_point
         if live is not None and sw.concurrency is not None and sw.outcome is None:
             prog = sw.progress
-            self.add_row(f"{live[0]}…", _rate(live[1]), "", "", "", "",
-                         str(prog.failed) if prog else "", "running", key="live")
+            rows.append(("live", (f"{live[0]}…", _rate(live[1]), "", "", "", "",
+                                  str(prog.failed) if prog else "", "running")))
+        return rows

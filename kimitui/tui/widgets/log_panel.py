@@ -122,7 +122,7 @@ class LogPanel(Vertical):
     def toggle_pause(self) -> bool:
         self.paused = not self.paused
         if not self.paused:
-            self.rebuild()
+            self.flush()  # what arrived meanwhile waited, bounded, in the model's pending ring
         self._status()
         return self.paused
 

@@ -1,0 +1,248 @@
+"""Cockpit cost under a firehose: process CPU and key-press-to-screen latency.
+
+The firehose (issue 7): 8 GPUs at 10 Hz, 500 log lines/s, a 256-stream sweep
+(progress snapshots with 256 in-flight requests at 5 Hz, 30 request results/s,
+a level result every 10 s).  Events are built before the measured window, so
+the figure is the TUI's cost (drain, fold, render, terminal output), not the
+cost of making events.
+
+Key latency: while the firehose runs, the bench presses ``p`` (pause/resume
+the log, which changes the log's status line) every 0.15-0.35 s and measures
+from the key event to the first frame written after the app handled it.
+
+Modes:
+  python bench/bench_tui.py               # real terminal: runs the app inside tmux (160x50)
+  python bench/bench_tui.py --headless    # in-process, no terminal output (a lower bound)
+Goal: CPU <= 25 % of one core, key latency p99 <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kimitui.events import (  # noqa: E402
+    Event,
+    GpuReading,
+    GpuSample,
+    InFlight,
+    LevelResult,
+    LogLine,
+    Percentiles,
+    RequestResult,
+    ServerStats,
+    Straggler,
+    SweepProgress,
+    SweepStarted,
+)
+from kimitui.tui.app import KimituiApp  # noqa: E402
+from tests.support.fakecontrol import FakeController, caps, spec  # noqa: E402
+
+TICK = 0.1
+
+
+def firehose(seconds: float, t0: float, seed: int = 1) -> list[list[Event]]:
+    """One list of events per 100 ms tick."""
+    rnd = random.Random(seed)
+    ticks: list[list[Event]] = []
+    tokens = 0
+    for k in range(int(seconds / TICK)):
+        t = t0 + k * TICK
+        batch: list[Event] = [GpuSample(t=t, seq=k, gpus=[GpuReading(
+            index=i, util_pct=rnd.uniform(80, 99), mem_used_mib=87_000, mem_total_mib=97_887,
+            power_w=rnd.uniform(400, 590), power_limit_w=600, temp_c=rnd.uniform(60, 80), sm_clock_mhz=2400,
+            pcie_tx_kbps=rnd.uniform(1e3, 5e4), pcie_rx_kbps=rnd.uniform(1e3, 5e4), throttle_reasons=[])
+            for i in range(8)])]
+        for j in range(50):
+            sev = "error" if rnd.random() < 0.005 else ("warning" if rnd.random() < 0.02 else "info")
+            batch.append(LogLine(t=t, raw=f"[TP{j % 8}] Decode batch. #running-req: 256, #token: {k * 50 + j}, "
+                                          f"gen throughput (token/s): {rnd.uniform(1400, 1600):.2f}",
+                                 line_kind="decode", severity=sev))
+        for j in range(3):
+            batch.append(RequestResult(t=t, sweep_id="fh", request_id=f"r{k}-{j}", concurrency=256, ok=True,
+                                       intended_send=t - 80, sent=t - 80, ttft_s=0.3, e2e_s=rnd.uniform(70, 90),
+                                       completion_tokens=512, decode_tok_s=rnd.uniform(4, 8)))
+        if k % 2 == 0:
+            tokens += 1500
+            batch.append(SweepProgress(t=t, sweep_id="fh", concurrency=256, done=k * 3, level_tokens=tokens,
+                                       level_elapsed_s=k * TICK + 0.1, in_flight=[
+                                           InFlight(request_id=f"f{i}", elapsed_s=(k * TICK + i * 0.3) % 85,
+                                                    tokens=i * 2, tok_s=rnd.uniform(3, 8)) for i in range(256)]))
+        if k % 10 == 0:
+            batch.append(ServerStats(t=t, source="log", running_reqs=256, queued_reqs=rnd.randint(0, 9),
+                                     token_usage=0.8, gen_throughput=rnd.uniform(1400, 1600), cuda_graph=True))
+        if k % 100 == 50:
+            c = 2 ** (k // 100 + 3)
+            batch.append(LevelResult(t=t, sweep_id="fh", concurrency=c, requests=c, ok=c, agg_tok_s=c * 6.0,
+                                     steady_tok_s=c * 6.2, ttft=Percentiles(p50=0.1, p99=0.3),
+                                     tpot=Percentiles(p50=0.1, p99=0.2), decode_tok_s=Percentiles(p50=6, p99=8),
+                                     stragglers=[Straggler(request_id=f"s{k}", concurrency=c, decode_tok_s=1.0,
+                                                           max_gap_s=5.0, gap_start=t - 6, gap_end=t - 1)]))
+        ticks.append(batch)
+    return ticks
+
+
+class FirehoseController(FakeController):
+    """Publishes the pre-built firehose in real time from ``start()`` on."""
+
+    def __init__(self, ticks: list[list[Event]]) -> None:
+        super().__init__(initial=[caps(), SweepStarted(sweep_id="fh", spec=spec([8, 16, 32, 64, 128, 256]),
+                                                       profile="ep8-tuned")])
+        self.ticks = ticks
+        self.published = 0
+
+    async def start(self) -> None:
+        await super().start()
+        asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        start = time.monotonic()
+        for k, batch in enumerate(self.ticks):
+            delay = start + k * TICK - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.session.publish_many(batch)
+            self.published += len(batch)
+
+
+async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, warmup: float) -> dict[str, float]:
+    """Run inside the app: warm up, then measure CPU and key latency over ``seconds``."""
+    frames: list[float] = []
+    original = app._display
+
+    def display(screen, renderable):  # type: ignore[no-untyped-def]
+        original(screen, renderable)
+        if renderable is not None:
+            frames.append(time.perf_counter())
+
+    app._display = display  # type: ignore[method-assign]
+    while not app.started:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(warmup)
+    from kimitui.tui.widgets.log_panel import LogPanel
+
+    panel = app.query_one(LogPanel)
+    handled: list[float] = []
+    toggle = panel.toggle_pause
+
+    def timed_toggle() -> bool:
+        result = toggle()
+        handled.append(time.perf_counter())
+        return result
+
+    panel.toggle_pause = timed_toggle  # type: ignore[method-assign]
+    pressed: list[float] = []
+    rnd = random.Random(7)
+    renders0, pub0 = app.renders, ctrl.published
+    c0, w0 = time.process_time(), time.monotonic()
+    while time.monotonic() - w0 < seconds:
+        await asyncio.sleep(rnd.uniform(0.15, 0.35))  # an operator's pace; no busy polling
+        pressed.append(time.perf_counter())
+        app.simulate_key("p")
+    cpu = time.process_time() - c0
+    wall = time.monotonic() - w0
+    published = ctrl.published - pub0
+    renders = app.renders - renders0
+    await asyncio.sleep(0.5)
+    latencies, handling = [], []
+    for p, h in zip(pressed, handled):
+        frame = next((f for f in frames if f >= h), None)
+        handling.append((h - p) * 1000)
+        if frame is not None:
+            latencies.append((frame - p) * 1000)
+    lat = sorted(latencies)
+    return {
+        "cpu_pct": 100 * cpu / wall,
+        "wall_s": wall,
+        "events_per_s": published / wall,
+        "panel_redraws_per_s": renders / wall,
+        "key_presses": len(lat),
+        "key_p50_ms": statistics.median(lat),
+        "key_p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "key_max_ms": lat[-1],
+        "dropped": app.model.dropped,
+        "handle_p50_ms": statistics.median(handling),
+        "handle_p99_ms": sorted(handling)[min(len(handling) - 1, int(0.99 * len(handling)))],
+    }
+
+
+async def headless(seconds: float, warmup: float) -> dict[str, float]:
+    ticks = firehose(seconds + warmup + 3, time.time())
+    ctrl = FirehoseController(ticks)
+    app = KimituiApp(ctrl)
+    async with app.run_test(size=(160, 50)):
+        return await measure(app, ctrl, seconds, warmup)
+
+
+def child(out: str, seconds: float, warmup: float) -> None:
+    """Run the app on this terminal (tmux) with the firehose and write the figures to ``out``."""
+    ticks = firehose(seconds + warmup + 3, time.time())
+    ctrl = FirehoseController(ticks)
+    app = KimituiApp(ctrl)
+    result: dict[str, float] = {}
+
+    async def drive() -> None:
+        result.update(await measure(app, ctrl, seconds, warmup))
+        app.exit(0)
+
+    app.call_later(lambda: app.run_worker(drive(), exit_on_error=True))
+    app.run()
+    Path(out).write_text(json.dumps(result))
+
+
+def in_tmux(seconds: float, warmup: float) -> dict[str, float]:
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is not installed; use --headless")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        sock = f"kimitui-bench-{os.getpid()}"
+        cmd = f"exec {sys.executable} {Path(__file__).resolve()} --child {out} --seconds {seconds} --warmup {warmup}"
+        subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "bench", "-x", "160", "-y", "50",
+                        f"cd {Path(__file__).resolve().parents[1]} && COLORTERM=truecolor {cmd}"], check=True)
+        try:
+            deadline = time.monotonic() + seconds + warmup + 60
+            while not os.path.exists(out) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        if not os.path.exists(out):
+            raise SystemExit("the cockpit in tmux produced no result")
+        return json.loads(Path(out).read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headless", action="store_true", help="in-process, no terminal (lower bound)")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.seconds, args.warmup)
+        return
+    mode = "headless" if args.headless else "tmux 160x50"
+    r = asyncio.run(headless(args.seconds, args.warmup)) if args.headless else in_tmux(args.seconds, args.warmup)
+    print(f"kimitui cockpit under a firehose ({mode}, {r['wall_s']:.1f} s, {r['events_per_s']:.0f} events/s: "
+          f"8 GPUs @10 Hz, 500 log lines/s, 256-stream sweep)")
+    print(f"  TUI process CPU: {r['cpu_pct']:.1f} % of one core   (goal <= 25 %)")
+    print(f"  key -> screen:   p50 {r['key_p50_ms']:.1f} ms  p99 {r['key_p99_ms']:.1f} ms  max {r['key_max_ms']:.1f} ms"
+          f"  over {r['key_presses']} presses   (goal p99 <= 100 ms)")
+    print(f"  of which key -> handled: p50 {r['handle_p50_ms']:.1f} ms  p99 {r['handle_p99_ms']:.1f} ms")
+    print(f"  panel redraws:   {r['panel_redraws_per_s']:.1f}/s   events dropped by the UI queue: {r['dropped']}")
+    print(f"  load average:    {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
