@@ -76,6 +76,7 @@ def test_speculative_profile_sends_multi_token_chunks(tmp_path):
     assert max(per_chunk) > 1 and len(per_chunk) < 150  # several tokens per verify step
     assert info["speculative_algorithm"] == "EAGLE" and info["internal_states"][0]["avg_spec_accept_length"] > 1.5
     assert any("accept len: " in line and "accept rate: " in line for line in lines if "Decode batch" in line)
+    assert sum("Capture draft cuda graph end." in line for line in lines) == 8
 
 
 def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):

@@ -157,9 +157,8 @@ class PerfModel:
     def startup_plan(self) -> dict[str, float]:
         """Simulated seconds of each start-up phase (time-scale 1): about 45 s in all."""
         total = self.s.startup_s
-        plan = {"dist": 3.6, "weights": 24.0, "kv": 1.6, "graph": 0.0 if self.s.disable_cuda_graph else 12.5, "warmup": 2.2}
-        if self.s.speculative:
-            plan["graph"] += 5.0
+        graph = 0.0 if self.s.disable_cuda_graph else 12.5
+        plan = {"dist": 3.6, "weights": 24.0, "kv": 1.6, "graph": graph, "draft_graph": 0.4 * graph if self.s.speculative else 0.0, "warmup": 2.2}
         if total is not None:
             k = total / max(1e-9, sum(plan.values()))
             plan = {key: v * k for key, v in plan.items()}

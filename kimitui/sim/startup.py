@@ -128,6 +128,14 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
         log.raw("\r" + tqdm_bar(last, len(sizes), len(sizes), time.monotonic() - t0) + "\n")
         avail -= graph_gb
         log.all_ranks(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={graph_gb:.2f} GB. avail mem={avail:.2f} GB.")
+        if settings.speculative:  # the EAGLE/MTP draft model captures its own graphs
+            draft_gb = 0.4
+            log.all_ranks(f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
+            t0 = time.monotonic()
+            await clock.sleep(plan["draft_graph"])
+            boot.mem_used_gb += draft_gb
+            avail -= draft_gb
+            log.all_ranks(f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={draft_gb:.2f} GB. avail mem={avail:.2f} GB.")
     log.line(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={settings.chunked_prefill_size}, "
         f"max_prefill_tokens={settings.max_prefill_tokens}, max_running_requests={model.max_running_requests}, "
