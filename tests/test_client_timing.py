@@ -33,7 +33,7 @@ async def test_ttft_decode_e2e_match_the_servers_pacing(minimal_server) -> None:
     assert r.ttfb_s is not None and r.ttfb_s < 0.1
     assert 0.195 <= r.ttft_s <= 0.26
     assert r.completion_tokens == 40 and r.tokens_from_usage and r.chunks == 40
-    assert 90 <= r.decode_tok_s <= 101  # 39 tokens over 39 ticks of 10 ms
+    assert 90 <= r.decode_tok_s <= 108  # 39 tokens over 39 ticks of 10 ms (a late first chunk shortens it)
     assert 0.58 <= r.e2e_s <= 0.70
     assert r.e2e_tok_s == pytest.approx(40 / r.e2e_s)
     assert 0.0095 <= r.itl_p50_s <= 0.0115
