@@ -169,17 +169,33 @@ def test_agent_exits_when_stdout_breaks(tmp_path: Path) -> None:
 
 
 def test_agent_exits_after_missed_heartbeats_and_stays_alive_while_pinged(tmp_path: Path) -> None:
+    import threading
+
     proc = start_agent(*FAST, "--heartbeat", "1.5", scenario="pcie_delay=0.001", state=tmp_path / "s.json")
+    pinging = threading.Event()
+    pinging.set()
+
+    def ping() -> None:  # like GpuStream: from the start, every 0.2 s
+        while pinging.is_set():
+            try:
+                proc.stdin.write("ping\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                return
+            time.sleep(0.2)
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
     try:
         frames(proc, until="tick")
-        for _ in range(12):  # 2.4 s of pings, longer than the heartbeat: still alive
-            proc.stdin.write("ping\n")
-            proc.stdin.flush()
-            time.sleep(0.2)
+        time.sleep(2.4)  # longer than the heartbeat
         assert proc.poll() is None
+        pinging.clear()
+        pinger.join()
         code = _wait_exit(proc, timeout=8)  # pings stop; nobody reads its stdout: it leaves by itself
         assert code == 3
     finally:
+        pinging.clear()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

@@ -27,8 +27,10 @@ def write_busy_state(path: Path, *, pid: int | None = None, lost: set[int] = fro
         )
         for i in range(gpustate.NUM_GPUS)
     ]
-    gpustate.write_state(gpustate.SimGpuState(written_at=time.time(), pid=pid, profile="t", phase="serving", gpus=gpus),
-                         path)
+    # The simulator rewrites this file a few times a second; a test writes it once, so it dates it
+    # ahead to stay "fresh" (gpustate treats a file older than STALE_S as a dead simulator).
+    gpustate.write_state(gpustate.SimGpuState(written_at=time.time() + 3600, pid=pid, profile="t", phase="serving",
+                                              gpus=gpus), path)
 
 
 def start_agent(*args: str, scenario: str = "", state: Path | None = None, stdin: bool = True) -> subprocess.Popen[str]:
