@@ -115,7 +115,6 @@ class KimituiApp(App[int]):
         self._chart_period = chart_period
         self._dirty: set[str] = set()
         self._sub: Subscription | None = None
-        self._recording_on = bool(self._safe(lambda: controller.recording_path))
         self._shutdown_done = False
         self.started = False
         self.renders = 0
@@ -164,6 +163,7 @@ class KimituiApp(App[int]):
         Charts are left to :meth:`draw_charts` (their own, slower timer) unless ``force_charts``,
         so one tick stays short and a key press never waits behind a chart.
         """
+        self._update_recording()
         if self._sub is not None:
             events = self._sub.drain(limit=50_000)
             if events:
@@ -242,9 +242,13 @@ class KimituiApp(App[int]):
         return f"{sw.profile}: C={sw.concurrency} ({done}/{len(sw.spec.levels)} levels done)"
 
     def _update_recording(self) -> None:
+        """The header's recording status; polled each tick (the recorder opens once the controller starts)."""
         path = self._safe(lambda: self.controller.recording_path)
-        self.query_one(HeaderBar).recording = RecordingStatus(path, self._recording_on, self.controller.live)
-        self._dirty.add("header")
+        status = RecordingStatus(path, path is not None, self.controller.live)
+        header = self.query_one(HeaderBar)
+        if header.recording != status:
+            header.recording = status
+            self._dirty.add("header")
 
     # ------------------------------------------------------------------ controller calls
     def _safe(self, fn: Callable[[], Any]) -> Any:
@@ -345,7 +349,6 @@ class KimituiApp(App[int]):
         on = await self._call("recording", self.controller.toggle_recording)
         if on is _FAILED:
             return
-        self._recording_on = bool(on)
         self._update_recording()
         path = self._safe(lambda: self.controller.recording_path)
         self.notify(f"recording {'on: ' + str(path) if on else 'off'}")

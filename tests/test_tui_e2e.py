@@ -1,0 +1,110 @@
+"""End to end: the cockpit on the embedded simulated host with the LIVE controller.
+
+Real launcher, simulated SGLang server, GPU agent on fake NVML, log follower,
+metrics poller, sweep worker and recorder; the test only presses keys and reads
+the screen.  ep8-eplb at a 40x clock: its EPLB rebalance stalls a C=1 request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from kimitui.cockpit import LiveController
+from kimitui.recording import read_recording
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.screens.sweep_form import SweepForm
+from kimitui.tui.widgets.level_table import LevelTable
+from kimitui.tui.widgets.straggler_list import StragglerList
+from tests.support.tuiscreen import screen_text, tick
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """All kimitui directories inside tmp_path; ep8-eplb on a free port with a 40x clock."""
+    for var, sub in [("TMPDIR", "tmp"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CONFIG_HOME", "config")]:
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    for var in ("KIMITUI_SIM_STATE", "KIMITUI_CONFIG", "KIMITUI_PROFILES"):
+        monkeypatch.delenv(var, raising=False)
+    cwd = tmp_path / "cwd"
+    (cwd / "profiles").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    (cwd / "profiles" / "ep8-eplb.toml").write_text(
+        f'extends = "ep8-eplb"\nport = {_free_port()}\n[sim]\ntime_scale = 40.0\n')
+    # The sweep form's remembered defaults: a short level, a gap threshold that fits a 40x clock.
+    state = tmp_path / "state" / "kimitui"
+    state.mkdir(parents=True)
+    (state / "sweep-defaults.json").write_text(json.dumps(
+        {"requests_per_level": 4, "straggler_gap_s": 0.005, "stop_on_oversaturation": False}))
+    return tmp_path
+
+
+async def _wait(app: KimituiApp, pilot, pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.pump(force_charts=True)
+        if pred():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; log tail: "
+                         f"{[e.text for e in list(app.model.logs)[-8:]]}")
+
+
+async def test_live_cockpit_sweeps_and_shows_levels_and_a_straggler(sim_home: Path):
+    rec = sim_home / "session.jsonl"
+    ctrl = LiveController(record_path=str(rec), default_profile="ep8-eplb")
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _wait(app, pilot, lambda: app.model.profile_state == "serving" and app.model.profile == "ep8-eplb",
+                    90, "ep8-eplb to serve")
+        await _wait(app, pilot, lambda: len(app.model.gpus) == 8 and app.model.server, 30, "GPUs and server stats")
+        text = screen_text(app)
+        assert "ep8-eplb" in text and "serving" in text and str(rec) in text
+        assert "fired up and ready to roll" in "\n".join(e.text for e in app.model.logs)
+
+        await pilot.press("s")
+        await tick(pilot)
+        assert isinstance(app.screen, SweepForm)
+        app.screen.query_one("#sweep-levels", Input).value = "1"
+        app.screen.query_one("#sweep-max-tokens", Input).value = "512"
+        await pilot.click("#sweep-start")
+        await _wait(app, pilot, lambda: app.model.sweep is not None and app.model.sweep.outcome is not None,
+                    90, "the sweep to finish")
+        assert app.model.sweep.outcome.outcome == "completed", app.model.sweep.outcome.reason
+        await tick(pilot)
+
+        table = app.query_one(LevelTable)
+        assert table.row_count == 1 and str(table.get_row_at(0)[0]) == "1"
+        stragglers = app.query_one(StragglerList)
+        assert stragglers.row_count >= 1, "the EPLB rebalance must leave a straggler at C=1"
+        text = screen_text(app)
+        assert "Levels & stragglers" in text and "completed" in text
+
+        stragglers.focus()
+        await pilot.press("enter")
+        await tick(pilot)
+        assert isinstance(app.screen, StragglerDetail)
+        assert "Straggler" in screen_text(app) and "GPUs" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.press("q")
+        await tick(pilot)
+    recording = read_recording(rec)
+    kinds = {e.kind for e in recording.events}
+    assert {"gpu_sample", "log_line", "level_result", "sweep_result"} <= kinds
