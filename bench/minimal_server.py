@@ -11,7 +11,9 @@ Two jobs:
   request, so a test knows to the millisecond what the client should measure:
   ``ttft_ms``, ``tick_ms``, ``tokens_per_chunk``, ``stall_after``+``stall_ms``
   (optionally only for the server's ``stall_nth`` request, counted from 1),
-  ``no_usage`` (ignore ``stream_options``), and faults ``status`` (HTTP error), ``drop_after`` (connection aborted
+  ``busy_ms`` (TTFT and each tick = busy_ms x open streams: a saturated server
+  whose total token rate stays flat while queueing grows), ``no_usage`` (ignore
+  ``stream_options``), and faults ``status`` (HTTP error), ``drop_after`` (connection aborted
   mid-stream), ``error_after`` (error object in the stream), ``malformed_after``.
 
 SSE framing follows SGLang (``reference/sglang.md`` §3): a role chunk, content
@@ -54,7 +56,7 @@ class Stream:
 
     __slots__ = ("proto", "rid", "total", "sent", "per_chunk", "usage_each", "include_usage", "prompt_tokens",
                  "tick_s", "next_due", "stall_after", "stall_s", "drop_after", "error_after",
-                 "malformed_after", "shared", "handle")
+                 "malformed_after", "shared", "handle", "busy_s")
 
     def __init__(self, proto: "Proto", body: dict[str, Any], default_tick_s: float, nth: int = 0) -> None:
         self.proto = proto
@@ -69,11 +71,15 @@ class Stream:
         msgs = body.get("messages") or []
         self.prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in msgs if isinstance(m, dict))
         custom = any(k in body for k in ("ttft_ms", "tick_ms", "stall_after", "drop_after", "error_after",
-                                         "malformed_after"))
+                                         "malformed_after", "busy_ms"))
         self.tick_s = float(body.get("tick_ms", default_tick_s * 1000)) / 1000
+        ttft_s = float(body.get("ttft_ms", 0)) / 1000
+        self.busy_s = float(body.get("busy_ms", 0)) / 1000
+        if self.busy_s:  # a saturated server: TTFT grows with the streams already open
+            ttft_s = self.busy_s * (proto.server.in_flight + 1)
         self.shared = not custom and self.tick_s > 0
         now = time.perf_counter()
-        self.next_due = now + float(body.get("ttft_ms", 0)) / 1000
+        self.next_due = now + ttft_s
         stalls = body.get("stall_nth") in (None, nth)  # stall only the server's N-th request, if asked
         self.stall_after = body.get("stall_after") if stalls else None
         self.stall_s = float(body.get("stall_ms", 0)) / 1000 if stalls else 0.0
@@ -325,7 +331,8 @@ class Proto(asyncio.Protocol):
             self.transport.write(data)  # type: ignore[union-attr]
             if stream.done:
                 return self.response_done()
-            stream.next_due += stream.tick_s + (stream.stall_s if stream.stall_due() else 0.0)
+            tick = stream.busy_s * max(1, self.server.in_flight) if stream.busy_s else stream.tick_s
+            stream.next_due += tick + (stream.stall_s if stream.stall_due() else 0.0)
             loop.call_at(loop.time() + max(0.0, stream.next_due - time.perf_counter()), fire)
 
         if stream.stall_due():  # a stall_after of 0 delays the first chunk
@@ -334,7 +341,7 @@ class Proto(asyncio.Protocol):
 
 
 def _has_timing(body: dict[str, Any]) -> bool:
-    return any(k in body for k in ("ttft_ms", "tick_ms", "stall_after"))
+    return any(k in body for k in ("ttft_ms", "tick_ms", "stall_after", "busy_ms"))
 
 
 async def serve(host: str = "127.0.0.1", port: int = 0, tick_ms: float = 0.0) -> tuple[asyncio.AbstractServer, int, Server]:

@@ -217,3 +217,20 @@ async def test_abort_wakes_a_rate_sweep_waiting_for_its_next_arrival(minimal_ser
         await asyncio.sleep(0.05)
     result = await asyncio.wait_for(runner.abort(), 5)
     assert result.outcome == "aborted"
+
+
+async def test_oversaturation_stops_the_sweep(minimal_server) -> None:
+    """TTFT climbs with C while the server's token rate stays flat: the sweep stops climbing."""
+    from kimitui.bench.sweep import SweepEngine
+
+    # busy_ms: each stream gets a token every 80 ms x open streams (12.5 tok/s in all), TTFT 80 ms x its place
+    s = spec(minimal_server.url, mode="burst", levels=[1, 8, 16], requests_per_level=None, max_tokens=4,
+             extra_body={"busy_ms": 80})
+    events: list[Event] = []
+    result = await SweepEngine(s, events.append).run()
+    levels = of(events, LevelResult)
+    assert [lv.concurrency for lv in levels] == [1, 8]
+    assert levels[1].ttft.p50 > 3 * levels[0].ttft.p50
+    assert levels[1].agg_tok_s == pytest.approx(levels[0].agg_tok_s, rel=0.15)
+    assert result.outcome == "stopped" and result.reason.startswith("over-saturated: TTFT p50")
+    assert levels[-1].stopped == result.reason
