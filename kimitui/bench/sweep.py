@@ -376,7 +376,6 @@ class SweepEngine:
         """Turn finished traces into RequestResult events (idempotent; also run at each level's end)."""
         while self._unfinished:
             trace = self._unfinished.popleft()
-            self.health.dispatched(trace.sent_ns - trace.intended_ns)
             result = to_result(trace, self.sweep_id, self.clock, host=self.host)
             self._results.append(result)
             if not trace.warmup:
@@ -392,6 +391,8 @@ class SweepEngine:
                     self._stop_dispatch = True
 
     def _announce(self, trace: RequestTrace) -> None:
+        """Runs just after the request's send (scheduled before it, run after the task first yields)."""
+        self.health.dispatched(trace.sent_ns - trace.intended_ns)
         self.emit(RequestStarted(host=self.host, t=self.clock.wall(trace.sent_ns), sweep_id=self.sweep_id,
                                  request_id=trace.request_id, concurrency=trace.concurrency, warmup=trace.warmup))
 
