@@ -228,15 +228,18 @@ async def test_closing_stdin_like_a_dropped_link_ends_tail_on_the_host(tmp_path:
     assert await wait_gone(str(log), timeout=5) == []
 
 
-async def test_journalctl_failing_ends_the_stream_and_is_reported(fake_journal: Path) -> None:
+async def test_a_cursor_the_journal_lost_is_reported_and_following_goes_on(fake_journal: Path) -> None:
     session = Session()
     seen = Collector(session)
     bad = f"not-a-cursor-{fake_journal.parent.name}"  # unique: tells our processes from anyone else's
+    append_entry(fake_journal, "sglang.service", "newest")
     follower = LogFollower(LocalHost("sim"), session, unit="sglang.service", from_cursor=bad)
     await follower.start()
     try:
         await seen.wait_for(lambda ev: any("Failed to seek to cursor" in getattr(e, "detail", "") for e in ev))
+        await seen.wait_for(lambda ev: any(e.kind == "log_line" for e in ev))  # carries on from the newest
     finally:
         await follower.stop()
     assert any(e.message.startswith("log stream interrupted") for e in seen.of("error"))
+    assert any(e.message.startswith("journal cursor not found") for e in seen.of("error"))
     assert await wait_gone(bad) == []

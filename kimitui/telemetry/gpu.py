@@ -163,8 +163,9 @@ class GpuStream:
             backoff = min(backoff * 2, self.max_backoff_s)
 
     async def _wait_for_host(self, delay: float) -> None:
+        """Back off while the host is up (the agent itself failed); wait for it while it is not."""
         wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None:
+        if wait_connected is not None and not getattr(self.host, "connected", True):
             while not self._stopping:
                 try:
                     await wait_connected(timeout=self.reconnect_timeout_s)

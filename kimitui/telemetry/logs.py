@@ -170,8 +170,9 @@ class LogFollower:
             backoff = min(backoff * 2, self.max_backoff_s)
 
     async def _wait_for_host(self, delay: float) -> None:
+        """Back off while the host is up (the command itself failed); wait for it while it is not."""
         wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is None:
+        if wait_connected is None or getattr(self.host, "connected", True):
             await asyncio.sleep(delay)
             return
         while not self._stopping:
@@ -207,8 +208,14 @@ class LogFollower:
                 await stream.stop(grace_s=1.0)
             self._stream = None
         tail = getattr(stream, "stderr_tail", None)
-        if tail is not None and tail.text().strip() and not self._stopping:
-            self._error("log follower said", tail.text()[-500:])
+        said = tail.text().strip() if tail is not None else ""
+        if said and not self._stopping:
+            self._error("log follower said", said[-500:])
+            if self.unit is not None and self.cursor and "cursor" in said.lower():
+                # the journal no longer has that entry (rotated, vacuumed, another machine's cursor)
+                self._error("journal cursor not found; continuing from the newest entries",
+                            f"entries after {self.cursor} that were rotated away are lost")
+                self.cursor = None
 
     # -- lines -> events -------------------------------------------------------------
     def _publish_line(self, raw: str, cursor: str, t: float | None) -> None:
