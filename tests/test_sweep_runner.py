@@ -234,3 +234,27 @@ async def test_oversaturation_stops_the_sweep(minimal_server) -> None:
     assert levels[1].agg_tok_s == pytest.approx(levels[0].agg_tok_s, rel=0.15)
     assert result.outcome == "stopped" and result.reason.startswith("over-saturated: TTFT p50")
     assert levels[-1].stopped == result.reason
+
+
+def test_worker_can_write_its_events_to_a_file(minimal_server, tmp_path) -> None:  # noqa: ANN001
+    """``python -m kimitui.bench.worker > events.jsonl``: a regular file, not a pipe (used by bench/)."""
+    import json
+    import subprocess
+    import sys
+
+    from kimitui.events import parse_event
+
+    out = tmp_path / "events.jsonl"
+    config = {"spec": spec(minimal_server.url, levels=[2], requests_per_level=3).model_dump(mode="json"),
+              "sweep_id": "file-test"}
+    with open(out, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "kimitui.bench.worker"], stdin=subprocess.PIPE, stdout=f)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(config).encode() + b"\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+        proc.stdin.close()
+    events = [parse_event(line) for line in out.read_bytes().splitlines()]
+    assert events[0].kind == "sweep_started" and events[-1].kind == "sweep_result"
+    assert events[-1].outcome == "completed" and events[-1].sweep_id == "file-test"
+    assert sum(e.kind == "request_result" for e in events) == 3

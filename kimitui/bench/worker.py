@@ -74,7 +74,7 @@ class _EventOut:
 
     A pipe (the normal case: :class:`~kimitui.bench.runner.SweepRunner`) gets a
     non-blocking pipe transport that buffers if the reader is slow; a regular
-    file (``> events.jsonl``) gets a buffered file flushed a few times a second.
+    file (``> events.jsonl``) or a terminal gets a buffered file flushed a few times a second.
     """
 
     def __init__(self, transport: asyncio.WriteTransport | None, file: Any = None) -> None:
@@ -86,7 +86,7 @@ class _EventOut:
     async def open(cls, loop: asyncio.AbstractEventLoop) -> "_EventOut":
         fd = os.dup(sys.stdout.fileno())
         mode = os.fstat(fd).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(fd, "wb"))
             return cls(transport)  # type: ignore[arg-type]
         out = cls(None, os.fdopen(fd, "wb", buffering=1 << 16))
