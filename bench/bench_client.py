@@ -216,8 +216,12 @@ def main() -> None:
             lv = next(e for e in events if e["kind"] == "level_result")
             delays = sorted((e["sent"] - e["intended_send"]) * 1000 for e in events
                             if e["kind"] == "request_result" and not e["warmup"])
+            sends = sorted(e["sent"] for e in events if e["kind"] == "request_result" and not e["warmup"])
+            gaps = sorted((b - a) * 1e6 for a, b in zip(sends, sends[1:]))
             print(f"C=256 burst start, {label}: dispatch delay p50 {delays[len(delays) // 2]:.2f} ms, "
-                  f"p99 {lv['dispatch_delay_p99_ms']:.2f} ms, max {delays[-1]:.2f} ms", flush=True)
+                  f"p99 {lv['dispatch_delay_p99_ms']:.2f} ms, max {delays[-1]:.2f} ms; median gap between "
+                  f"sends {gaps[len(gaps) // 2]:.0f} us (x255 = {gaps[len(gaps) // 2] * 255 / 1000:.1f} ms "
+                  f"without preemption)", flush=True)
         if not args.skip_1024:
             before = get_json(url + "/stats")["max_in_flight"]
             k, events = run_kimitui(url, kimitui_spec(url, 1024, 1024, 64, stall_timeout_s=60.0), tmp / "k1024.jsonl")
