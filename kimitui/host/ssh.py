@@ -51,6 +51,7 @@ from kimitui.host.lines import LineSplitter, StderrTail, decode
 DEFAULT_PORT = 22
 READ_CHUNK = 65536
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
+GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 _PID_MARK = b"kimitui-pid "
 _PID_SCRIPT = 'echo "kimitui-pid $$"; exec "$@"'
 _PID_SCRIPT_MERGED = 'echo "kimitui-pid $$"; exec "$@" 2>&1'
@@ -243,7 +244,7 @@ class SSHHost(Host):
     ) -> None:
         """``client_keys=None`` and ``agent=True`` use the usual keys and ``$SSH_AUTH_SOCK``;
         ``ssh_config=()`` reads ``~/.ssh/config``, ``None`` reads nothing;
-        ``known_hosts=None`` means ``~/.ssh/known_hosts``; ``jump`` is another SSHHost or
+        ``known_hosts=None`` means ``~/.ssh/known_hosts`` and ``/etc/ssh/ssh_known_hosts``; ``jump`` is another SSHHost or
         ``"user@host:port"``."""
         super().__init__(name, on_event)
         self.address = address
@@ -251,7 +252,7 @@ class SSHHost(Host):
         self.port = port
         self.client_keys = list(client_keys) if client_keys is not None else None
         self.agent = agent
-        files = [known_hosts] if isinstance(known_hosts, str) else list(known_hosts or [USER_KNOWN_HOSTS])
+        files = [known_hosts] if isinstance(known_hosts, str) else list(known_hosts or [USER_KNOWN_HOSTS, GLOBAL_KNOWN_HOSTS])
         self.known_hosts_files = [Path(f).expanduser() for f in files]
         self.trust_on_first_use = trust_on_first_use
         self.tofu_known_hosts = Path(tofu_known_hosts).expanduser() if tofu_known_hosts else default_tofu_known_hosts()
