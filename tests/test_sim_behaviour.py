@@ -130,3 +130,15 @@ def test_gpu_state_follows_load_power_cap_and_eplb_imbalance():
     stats.in_rebalance = True
     moving = eplb.state(boot, stats)
     assert all(g.pcie_rx_kbps > 5e6 and g.util_pct < 20 for g in moving.gpus)
+
+
+def test_a_full_kv_pool_retracts_requests_and_still_finishes_them(tmp_path):
+    profile = write_profile(tmp_path, "smallkv", 'extends = "ep8-tuned"\nmem_fraction_static = 0.72')  # ~7.6k KV tokens
+    with start_sim(profile, time_scale=30.0) as sim:  # slow enough that the 16 requests overlap
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            done = list(pool.map(lambda i: chat(sim.url, f"long {i}", 1024, ignore_eos=True), range(16)))
+        lines = sim.lines()
+    assert all(d["usage"]["completion_tokens"] == 1024 for d in done)  # retracted requests resume, nothing lost
+    assert any("KV cache pool is full. Retract requests. #retracted_reqs: " in line for line in lines)
+    usage = [float(line.split("token usage: ")[1].split(",")[0]) for line in lines if "Decode batch" in line]
+    assert usage and max(usage) <= 1.0

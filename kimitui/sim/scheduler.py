@@ -27,6 +27,12 @@ from kimitui.sim.settings import ServerSettings
 from kimitui.sim.textgen import TokenStream
 
 
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLang's defaults: the share of max_new_tokens reserved per request
+MIN_NEW_TOKEN_RATIO = 0.1
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+CLIP_MAX_NEW_TOKENS_ESTIMATION = 4096
+
+
 class SimClock:
     """Simulated time: wall time since start, times the time-scale."""
 
@@ -155,6 +161,7 @@ class Scheduler:
         self._log_t = time.monotonic()
         self._log_verifies = 0
         self._log_drafts = 0
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.hang_at: float | None = None
         """Sim time from which the loop hangs (fault ``hang``)."""
 
@@ -192,10 +199,11 @@ class Scheduler:
                 return
             work = self._plan_prefill()
             if work:
-                duration = self.model.prefill_s(sum(r.prompt_tokens for r in work))
+                duration = self.model.prefill_s(sum(r.kv_tokens for r in work))
                 deadline = await self._pass(deadline, duration)
                 self._finish_prefill(work, duration)
             else:
+                self._retract_if_full()
                 batch = [r for r in self.running if r.stalled_until <= self.clock.now()]
                 if not batch:
                     await self._wait_stalled()
@@ -238,23 +246,52 @@ class Scheduler:
     def _plan_prefill(self) -> list[Req]:
         batch: list[Req] = []
         budget = self.s.chunked_prefill_size
-        kv = sum(r.kv_tokens for r in self.running)
+        # Like SGLang: admit while the pool holds what is in use plus an estimate of what the
+        # running requests will still write (remaining max_new_tokens x new_token_ratio).
+        reserved = sum(self._reservation(r) for r in self.running)
         while self.waiting and len(self.running) + len(batch) < self.max_running:
             req = self.waiting[0]
-            if batch and req.prompt_tokens > budget:
+            if batch and req.kv_tokens > budget:
                 break
-            if kv + req.prompt_tokens + req.target > self.max_total and (self.running or batch):
+            if reserved + self._reservation(req) > self.max_total and (self.running or batch):
                 break  # would not fit in the KV pool: wait for others to finish
             self.waiting.popleft()
             batch.append(req)
-            budget -= req.prompt_tokens
-            kv += req.prompt_tokens
+            budget -= req.kv_tokens
+            reserved += self._reservation(req)
             if budget <= 0:
                 break
         return batch
 
+    def _reservation(self, req: Req) -> int:
+        remaining = min(req.max_new_tokens - req.generated, CLIP_MAX_NEW_TOKENS_ESTIMATION)
+        return req.kv_tokens + int(remaining * self.new_token_ratio)
+
+    def _retract_if_full(self) -> None:
+        """KV pool full: send the latest-admitted requests back to the queue (they re-prefill later)."""
+        kv = sum(r.kv_tokens for r in self.running)
+        if kv + len(self.running) <= self.max_total:
+            self._decay_ratio()
+            return
+        retracted: list[Req] = []
+        while self.running and kv + len(self.running) > self.max_total * 0.9 and len(self.running) > 1:
+            req = self.running.pop()
+            kv -= req.kv_tokens
+            retracted.append(req)
+        self.waiting.extendleft(retracted)  # reversed back: the oldest retracted goes first
+        old = self.new_token_ratio
+        self.new_token_ratio = min(1.0, old + 0.1)
+        self.log.line(
+            f"KV cache pool is full. Retract requests. #retracted_reqs: {len(retracted)}, "
+            f"#new_tokens_gained: {sum(r.kv_tokens for r in retracted)}, #new_token_ratio: {old:.4f} -> {self.new_token_ratio:.4f}",
+            rank=0,
+        )
+
+    def _decay_ratio(self) -> None:
+        self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
+
     def _finish_prefill(self, batch: list[Req], sim_s: float) -> None:
-        new_tokens = sum(r.prompt_tokens for r in batch)
+        new_tokens = sum(r.kv_tokens for r in batch)  # a retracted request recomputes its output too
         self.running.extend(batch)
         kv = sum(r.kv_tokens for r in self.running)
         self.stats.prefill_tokens_total += new_tokens
@@ -266,7 +303,7 @@ class Scheduler:
                 token_usage=kv / self.max_total,
                 running=len(self.running) - len(batch),
                 queue=len(self.waiting),
-                pending_token=sum(r.prompt_tokens for r in self.waiting),
+                pending_token=sum(r.kv_tokens for r in self.waiting),
                 cuda_graph=False,
                 input_throughput=new_tokens / max(1e-9, self.clock.real(sim_s)),
             ),
