@@ -204,11 +204,12 @@ class SSHStream(Stream):
                 self.stopped = True
                 with contextlib.suppress(*_LINK_ERRORS):
                     self.proc.send_signal("TERM")  # honoured by OpenSSH >= 7.9
-                await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
+                link_ok = await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
                 try:
                     await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
                 except asyncio.TimeoutError:
-                    await self.host._kill_remote(self.pid, "KILL", timeout=grace_s)
+                    if link_ok:  # a link that could not run `kill` will not run it now
+                        await self.host._kill_remote(self.pid, "KILL", timeout=grace_s)
                 self.proc.close()
                 with contextlib.suppress(asyncio.TimeoutError, *_LINK_ERRORS):
                     await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
@@ -513,12 +514,15 @@ class SSHHost(Host):
         assert proc is not None
         return proc, pid
 
-    async def _kill_remote(self, pid: int | None, sig: str, timeout: float) -> None:
-        """Best effort ``kill -SIG pid`` on its own channel (the link may be gone)."""
+    async def _kill_remote(self, pid: int | None, sig: str, timeout: float) -> bool:
+        """Best effort ``kill -SIG pid`` on its own channel; False if the link could not run it."""
         if pid is None or self._conn is None:
-            return
-        with contextlib.suppress(HostError, asyncio.TimeoutError, *_LINK_ERRORS):
+            return False
+        try:
             await self.run(["kill", f"-{sig}", str(pid)], timeout=max(timeout, 1.0))
+        except (HostError, asyncio.TimeoutError, *_LINK_ERRORS):
+            return False
+        return True
 
     async def run(
         self,
