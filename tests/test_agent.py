@@ -259,3 +259,15 @@ def test_nvidia_smi_backend_streams_blocks(tmp_path: Path) -> None:
     assert [t["seq"] for t in ticks] == [0, 1, 2]
     assert [g["index"] for g in ticks[0]["gpus"]] == [0, 1]
     assert "power_w" not in ticks[0]["gpus"][1]
+
+
+def test_slow_pcie_calls_never_hold_up_the_ticks(tmp_path: Path) -> None:
+    """Each PCIe call blocks (20 ms on hardware; 200 ms here): 16 serial calls per tick would be 3.2 s."""
+    state = tmp_path / "gpus.json"
+    write_busy_state(state)
+    got = run_agent("--interval", "0.05", "--pcie-interval", "0.5", "--count", "20", state=state,
+                    scenario="pcie_delay=0.2")
+    ticks = by_type(got, "tick")
+    assert len(ticks) == 20
+    assert ticks[-1]["t"] - ticks[0]["t"] < 5.0  # ~1 s: PCIe is sampled on worker threads
+    assert ticks[-1]["gpus"][7]["pcie_rx_kbps"] == 16000.0  # and its values still arrive
