@@ -106,3 +106,12 @@ def test_a_broken_event_is_logged_not_raised():
     m.sweep = object()  # type: ignore[assignment]  # a corrupt state must not take the screen down
     dirty = m.apply([bad])
     assert "log" in dirty and "could not show sweep_progress" in m.logs[-1].text
+
+
+def test_access_lines_can_be_hidden_and_one_kind_shown_alone():
+    m = CockpitModel()
+    m.apply([LogLine(t=T0, raw='127.0.0.1 - "GET /metrics HTTP/1.1" 200', line_kind="access"),
+             LogLine(t=T0, raw="Decode batch", line_kind="decode")])
+    assert [e.kind for e in m.filtered_logs(kind="-access")] == ["decode"]
+    assert [e.kind for e in m.filtered_logs(kind="access")] == ["access"]
+    assert len(m.filtered_logs()) == 2

@@ -146,6 +146,8 @@ class KimituiApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
         self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
+        self.query_one("#panel-curve", Panel).border_subtitle = self._sweep_status()
+        self.query_one("#panel-spread", Panel).border_subtitle = "no sweep yet"
         self._update_recording()
         if self._tick is not None:
             self.set_interval(self._tick, self.pump, name="ui-pump")
@@ -382,7 +384,8 @@ class KimituiApp(App[int]):
 
     def action_log_kind(self) -> None:
         kind = self.query_one(LogPanel).cycle_kind()
-        self.notify(f"log: {'all kinds' if kind is None else 'kind ' + kind}")
+        shown = "all kinds" if kind is None else (f"all but {kind[1:]}" if kind.startswith("-") else f"only {kind}")
+        self.notify(f"log: {shown}")
 
     def action_log_search(self) -> None:
         panel = self.query_one(LogPanel)

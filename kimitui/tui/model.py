@@ -364,12 +364,14 @@ class CockpitModel:
 
     def filtered_logs(self, min_severity: str = "debug", kind: str | None = None,
                       search: str = "", entries: Iterable[LogEntry] | None = None) -> list[LogEntry]:
-        """Log entries at or above a severity, of one kind, containing a text (case-insensitive)."""
+        """Log entries at or above a severity, of one kind (``-kind``: all but it), containing a text."""
         floor = SEVERITY_RANK.get(min_severity, 0)
         needle = search.lower()
+        hide = kind[1:] if kind and kind.startswith("-") else None
+        only = kind if kind and not hide else None
         return [e for e in (self.logs if entries is None else entries)
                 if SEVERITY_RANK.get(e.severity, 1) >= floor
-                and (kind is None or e.kind == kind)
+                and (only is None or e.kind == only) and (hide is None or e.kind != hide)
                 and (not needle or needle in e.text.lower())]
 
     def log_kinds(self) -> list[str]:

@@ -19,7 +19,7 @@ def spark(values: Sequence[float], width: int, top: float = 100.0) -> str:
         return ""
     tail = list(values)[-width:]
     top = top or 1.0
-    chars = [BLOCKS[max(0, min(8, round(v / top * 8)))] for v in tail]
+    chars = [BLOCKS[max(1, min(8, round(v / top * 8)))] for v in tail]  # a floor: zero is a value, not a gap
     return " " * (width - len(chars)) + "".join(chars)
 
 

@@ -52,7 +52,8 @@ class SweepForm(ModalScreen[SweepSpec | None]):
     SweepForm { align: center middle; }
     SweepForm > Vertical { width: 76; max-width: 95%; height: auto; border: thick $accent;
         background: $surface; padding: 1 2; }
-    SweepForm Label { margin-top: 1; }
+    SweepForm Label { margin-top: 1; color: $text-muted; }
+    SweepForm Input, SweepForm Select { margin: 0 0; }
     SweepForm #sweep-error { color: $error; text-style: bold; height: auto; }
     SweepForm Horizontal { height: auto; margin-top: 1; }
     SweepForm Button { margin-right: 1; }
@@ -67,13 +68,13 @@ class SweepForm(ModalScreen[SweepSpec | None]):
         with Vertical():
             yield Static(f"Start a sweep against {d.url} ({d.model})", classes="title")
             yield Label("levels (concurrency)")
-            yield Input(", ".join(str(c) for c in d.levels), id="sweep-levels")
+            yield Input(", ".join(str(c) for c in d.levels), id="sweep-levels", compact=True)
             yield Label("mode")
-            yield Select([(m, m) for m in MODES], value=d.mode, allow_blank=False, id="sweep-mode")
+            yield Select([(m, m) for m in MODES], value=d.mode, allow_blank=False, id="sweep-mode", compact=True)
             yield Label("max tokens")
-            yield Input(str(d.max_tokens), id="sweep-max-tokens", type="integer")
+            yield Input(str(d.max_tokens), id="sweep-max-tokens", type="integer", compact=True)
             yield Label("prompts (seed or random:N)")
-            yield Input(d.prompts, id="sweep-prompts")
+            yield Input(d.prompts, id="sweep-prompts", compact=True)
             yield Static("", id="sweep-error")
             with Horizontal():
                 yield Button("Start", id="sweep-start", variant="primary")

@@ -21,6 +21,7 @@ from kimitui.tui.render import clock
 SEVERITY_LETTER = {"debug": "D", "info": "I", "warning": "W", "error": "E", "critical": "C"}
 SEVERITY_CYCLE = ("debug", "warning", "error")
 MAX_LINES = 5_000
+HIDE_ACCESS = "-access"
 
 
 def format_entry(e: LogEntry) -> str:
@@ -59,7 +60,8 @@ class LogPanel(Vertical):
         super().__init__(**kwargs)
         self.model = model
         self.min_severity = "debug"
-        self.kind: str | None = None
+        self.kind: str | None = HIDE_ACCESS
+        """A kind to show alone, ``-kind`` to hide one, None for all; the pollers' access lines start hidden."""
         self.search = ""
         self.paused = False
         self._highlighter = SeverityHighlighter()
@@ -87,7 +89,9 @@ class LogPanel(Vertical):
         lines = [format_entry(e) for e in self.model.filtered_logs(
             self.min_severity, self.kind, self.search, pending)]
         if lines:
-            self.log_widget.write_lines(lines)
+            log = self.log_widget
+            reading = log.has_focus and not log.is_vertical_scroll_end  # the operator scrolled up to read
+            log.write_lines(lines, scroll_end=not reading)
         return len(lines)
 
     def rebuild(self) -> None:
@@ -97,7 +101,7 @@ class LogPanel(Vertical):
         log.clear()
         self._highlighter.search = self.search
         lines = [format_entry(e) for e in self.model.filtered_logs(self.min_severity, self.kind, self.search)]
-        log.write_lines(lines[-MAX_LINES:])
+        log.write_lines(lines[-MAX_LINES:], scroll_end=True)
         log.refresh()
         self._status()
 
@@ -109,7 +113,7 @@ class LogPanel(Vertical):
         return self.min_severity
 
     def cycle_kind(self) -> str | None:
-        kinds: list[str | None] = [None, *self.model.log_kinds()]
+        kinds: list[str | None] = [HIDE_ACCESS, None, *self.model.log_kinds()]
         i = kinds.index(self.kind) if self.kind in kinds else 0
         self.kind = kinds[(i + 1) % len(kinds)]
         self.rebuild()
@@ -128,7 +132,8 @@ class LogPanel(Vertical):
 
     def _status(self) -> None:
         parts = [f"severity ≥ {self.min_severity}" if self.min_severity != "debug" else "all severities",
-                 f"kind {self.kind}" if self.kind else "all kinds"]
+                 "all kinds" if self.kind is None else
+                 (f"{self.kind[1:]} hidden" if self.kind.startswith("-") else f"only {self.kind}")]
         if self.search:
             parts.append(f"search “{self.search}”")
         if self.paused:
