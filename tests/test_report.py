@@ -285,3 +285,25 @@ def test_report_two_sweeps_of_one_recording(tmp_path: Path, capsys: pytest.Captu
     assert data["comparison"]["knob_diff"] == {"enable_eplb": [False, True]}
     assert main(["report", str(path), "--vs-sweep", "ep8-eplb"]) == 2
     assert "name the first with --sweep" in capsys.readouterr().err
+
+
+def test_bootstrap_statistics_match_their_definitions() -> None:
+    import random
+    import statistics
+
+    from kimitui.events import RequestResult as RR
+    from kimitui.report.stats import request_statistic, resample_indices
+
+    rng = random.Random(3)
+    reqs = [RR(sweep_id="s", request_id=str(i), concurrency=1, ok=True, intended_send=0, sent=0,
+               decode_tok_s=rng.uniform(5, 80), completion_tokens=rng.randint(10, 500), e2e_s=rng.uniform(1, 60))
+            for i in range(12)]
+    n, med = request_statistic("decode_tok_s_p50", reqs)  # type: ignore[misc]
+    m, thr = request_statistic("agg_tok_s", reqs)  # type: ignore[misc]
+    assert n == m == 12
+    for _ in range(30):
+        idx = resample_indices(rng, n)
+        assert all(0 <= i < n for i in idx)
+        by_rate = sorted(reqs, key=lambda r: r.decode_tok_s)  # the statistic indexes sorted values
+        assert med(list(idx)) == statistics.median(by_rate[i].decode_tok_s for i in idx)
+        assert thr(idx) == pytest.approx(sum(reqs[i].completion_tokens for i in idx) / sum(reqs[i].e2e_s for i in idx))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import accumulate
 from pathlib import Path
 
@@ -158,3 +158,12 @@ class RecordingIndex:
             ev = self.event(i)
             if ev is not None:
                 yield ev
+
+    def events_of(self, kinds: Iterable[str]) -> Iterator[Event]:
+        """Only events of these kinds, in order; the others are never parsed (a report skips telemetry)."""
+        wanted = frozenset(kinds)
+        for i, kind in enumerate(self.kinds):
+            if kind in wanted:
+                ev = self.event(i)
+                if ev is not None:
+                    yield ev

@@ -201,11 +201,11 @@ def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool
         se = stats.log_se_of_repeats([getattr(r, fig.name) for r in row.repeats])
         if se is not None:
             return se, "repeats"
-    how = stats.request_stat(fig.name)
+    how = stats.request_statistic(fig.name, row.requests)
     if how is None:
         return None, "unknown"
-    attr, stat = how
-    se = stats.log_se_bootstrap(stats.samples_for(row.requests, attr), stat, seed=seed, key=key)
+    n, stat = how
+    se = stats.log_se_bootstrap(n, stat, seed=seed, key=key)
     return se, ("bootstrap" if se is not None else "unknown")
 
 

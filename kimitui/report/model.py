@@ -24,7 +24,7 @@ from kimitui.events import (
     SweepSpec,
     SweepStarted,
 )
-from kimitui.recording import Recording, RecordingHeader, SkippedLine, load_recording
+from kimitui.recording import Recording, RecordingHeader, RecordingIndex, SkippedLine
 
 VOLATILE_KNOBS = frozenset({
     "host", "port", "nccl_port", "dist_init_addr", "api_key", "admin_api_key", "file_storage_path",
@@ -162,15 +162,28 @@ class RecordingSummary:
     skipped: list[SkippedLine] = field(default_factory=list)
 
 
+REPORT_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_result", "request_result",
+                          "sweep_result", "note", "marker"})
+"""What a report reads; GPU samples, logs and progress snapshots are never parsed (an hour's file in well under a second)."""
+
+
 def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
-    """Group a recording's events into sweeps (knobs, workload, levels, requests)."""
-    rec = load_recording(source)
-    name = str(rec.path) if rec.path is not None else (str(source) if not isinstance(source, Recording) else "recording")
-    return RecordingSummary(source=name, header=rec.header, sweeps=sweeps_of(rec.events, name),
-                            notes=[e for e in rec.events if isinstance(e, Note)],
-                            markers=[e for e in rec.events if isinstance(e, Marker)],
-                            switches=[e for e in rec.events if isinstance(e, ProfileSwitch)],
-                            skipped=list(rec.skipped))
+    """Group a recording's events into sweeps (knobs, workload, levels, requests).
+
+    ``skipped`` lists the unreadable lines among those a report reads (and a cut last line).
+    """
+    if isinstance(source, Recording):
+        header, events, skipped = source.header, source.events, list(source.skipped)
+        name = str(source.path) if source.path is not None else "recording"
+    else:
+        index = RecordingIndex.open(source)
+        events = list(index.events_of(REPORT_KINDS))
+        header, skipped, name = index.header, sorted(index.skipped, key=lambda s: s.line_no), str(index.path)
+    return RecordingSummary(source=name, header=header, sweeps=sweeps_of(events, name),
+                            notes=[e for e in events if isinstance(e, Note)],
+                            markers=[e for e in events if isinstance(e, Marker)],
+                            switches=[e for e in events if isinstance(e, ProfileSwitch)],
+                            skipped=skipped)
 
 
 def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:

@@ -21,10 +21,6 @@ Z95 = 1.96
 BOOTSTRAP_RESAMPLES = 300
 
 
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 def log_se_of_repeats(values: Sequence[float | None]) -> float | None:
     """Standard error of log(mean) from per-repeat values; None with fewer than two usable."""
     vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
@@ -34,16 +30,24 @@ def log_se_of_repeats(values: Sequence[float | None]) -> float | None:
     return statistics.stdev(logs) / math.sqrt(len(logs))
 
 
-def log_se_bootstrap(samples: Sequence[object], stat: Callable[[Sequence[object]], float | None],
-                     *, seed: int, key: str, resamples: int = BOOTSTRAP_RESAMPLES) -> float | None:
-    """Bootstrap standard error of log(stat(samples)); None with fewer than three samples."""
-    if len(samples) < 3:
+Statistic = Callable[[list[int]], "float | None"]
+"""A figure computed from one resample, given as indices into the level's requests."""
+
+
+def resample_indices(rng: random.Random, n: int) -> list[int]:
+    """``n`` indices drawn uniformly with replacement (from random bytes: ~5x faster than ``choices``)."""
+    return [i % n for i in memoryview(rng.randbytes(4 * n)).cast("I")]
+
+
+def log_se_bootstrap(n: int, stat: Statistic, *, seed: int, key: str,
+                     resamples: int = BOOTSTRAP_RESAMPLES) -> float | None:
+    """Bootstrap standard error of log(stat) over ``n`` samples; None with fewer than three."""
+    if n < 3:
         return None
     rng = random.Random(seed ^ zlib.crc32(key.encode()))
     logs: list[float] = []
-    n = len(samples)
     for _ in range(resamples):
-        value = stat(rng.choices(samples, k=n))
+        value = stat(resample_indices(rng, n))
         if value is not None and value > 0 and math.isfinite(value):
             logs.append(math.log(value))
     if len(logs) < resamples // 2:
@@ -51,39 +55,39 @@ def log_se_bootstrap(samples: Sequence[object], stat: Callable[[Sequence[object]
     return statistics.pstdev(logs)
 
 
-def _values(requests: Sequence[RequestResult], attr: str) -> list[float]:
-    return [v for r in requests if r.ok and (v := getattr(r, attr)) is not None and math.isfinite(v)]
-
-
 REQUEST_ATTR = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "itl_p50_s"}
 """LevelResult percentile name -> the RequestResult field it summarises."""
 
 
-def request_stat(figure: str) -> tuple[str, Callable[[Sequence[object]], float | None]] | None:
-    """What to bootstrap for a figure: ``(attr, statistic over values)``; None if requests cannot say."""
+def request_statistic(figure: str, requests: Sequence[RequestResult]) -> tuple[int, Statistic] | None:
+    """(sample count, statistic over a resample) to bootstrap for a figure; None if requests cannot say."""
+    ok = [r for r in requests if r.ok]
     if figure in ("agg_tok_s", "steady_tok_s"):
-        # a level's throughput varies as its requests' own rate does: ratio of sums over requests
-        return "throughput", _throughput
+        # a level's throughput varies as its requests' own rates do: ratio of sums over requests
+        pairs = [(r.completion_tokens, r.e2e_s) for r in ok
+                 if r.e2e_s is not None and r.e2e_s > 0 and r.completion_tokens > 0]
+        tokens = [float(p[0]) for p in pairs]
+        secs = [p[1] for p in pairs]
+
+        def throughput(idx: list[int]) -> float | None:
+            total = sum(map(secs.__getitem__, idx))
+            return sum(map(tokens.__getitem__, idx)) / total if total > 0 else None
+
+        return len(pairs), throughput
     attr, _, q = figure.rpartition("_")
     attr = REQUEST_ATTR.get(attr, attr)
+    vals = sorted(v for r in ok if (v := getattr(r, attr, None)) is not None and math.isfinite(v))
+    n = len(vals)
     if q == "p50":
-        return attr, lambda vals: statistics.median(vals) if vals else None  # type: ignore[arg-type]
+        def med(idx: list[int]) -> float:  # vals is sorted, so sorted indices give sorted values
+            idx.sort()
+            mid = n // 2
+            return vals[idx[mid]] if n % 2 else (vals[idx[mid - 1]] + vals[idx[mid]]) / 2
+
+        return n, med
     if q == "mean":
-        return attr, lambda vals: statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+        return n, lambda idx: sum(map(vals.__getitem__, idx)) / n
     return None
-
-
-def _throughput(pairs: Sequence[object]) -> float | None:
-    tokens = sum(p[0] for p in pairs)  # type: ignore[index]
-    secs = sum(p[1] for p in pairs)  # type: ignore[index]
-    return tokens / secs if secs > 0 else None
-
-
-def samples_for(requests: Sequence[RequestResult], attr: str) -> list[object]:
-    if attr == "throughput":
-        return [(r.completion_tokens, r.e2e_s) for r in requests
-                if r.ok and r.e2e_s is not None and r.e2e_s > 0 and r.completion_tokens > 0]
-    return list(_values(requests, attr))
 
 
 def ratio_interval(a: float, b: float, se_a: float | None, se_b: float | None,
