@@ -227,11 +227,13 @@ def main() -> None:
         rec = read_recording(final)
         print(f"full read_recording (every event validated): {time.perf_counter() - t:.2f} s, "
               f"{len(rec.events)} events, {len(rec.skipped)} skipped")
-        t = time.perf_counter()
-        summary = summarize(rec)
+        del rec
+        t, c = time.perf_counter(), time.process_time()
+        summary = summarize(final)
         cmp = compare(summary.sweeps[0], summary.sweeps[0])
-        print(f"report: summarize + compare (seeded bootstrap, {sum(len(r.requests) for r in summary.sweeps[0].levels.values())} "
-              f"requests, {len(cmp.levels)} levels): {time.perf_counter() - t:.2f} s")
+        n_req = sum(len(r.requests) for r in summary.sweeps[0].levels.values())
+        print(f"report (kimitui report A --vs A): summarize + compare, seeded bootstrap over {n_req} requests in "
+              f"{len(cmp.levels)} levels: {time.perf_counter() - t:.2f} s wall, {time.process_time() - c:.2f} s CPU")
 
 
 if __name__ == "__main__":
