@@ -44,6 +44,15 @@ async def run(s: SweepSpec, **kw: Any) -> tuple[SweepResult, list[Event], SweepR
     return result, events, runner
 
 
+async def run_here(s: SweepSpec) -> tuple[SweepResult, list[Event]]:
+    """The same engine in this process: for what does not need the process plumbing (faster)."""
+    from kimitui.bench.sweep import SweepEngine
+
+    events: list[Event] = []
+    result = await SweepEngine(s, events.append, host="testhost").run()
+    return result, events
+
+
 def of(events: list[Event], cls: type) -> list[Any]:
     return [e for e in events if isinstance(e, cls)]
 
@@ -82,7 +91,7 @@ async def test_sustained_sweep_publishes_everything_in_order(minimal_server) -> 
 
 async def test_burst_sends_all_at_once_and_flushes_cache(minimal_server) -> None:
     s = spec(minimal_server.url, mode="burst", levels=[4, 8], requests_per_level=None, flush_cache=True)
-    result, events, _ = await run(s)
+    result, events = await run_here(s)
     assert result.outcome == "completed"
     assert minimal_server.state.flushes == 2
     for c in (4, 8):
@@ -94,7 +103,7 @@ async def test_burst_sends_all_at_once_and_flushes_cache(minimal_server) -> None
 async def test_rate_mode_is_poisson_under_the_cap(minimal_server) -> None:
     s = spec(minimal_server.url, mode="rate", rate_rps=60.0, levels=[2], requests_per_level=12,
              extra_body={"tick_ms": 5})
-    result, events, _ = await run(s)
+    result, events = await run_here(s)
     rs = sorted(of(events, RequestResult), key=lambda r: r.intended_send)
     assert result.outcome == "completed" and len(rs) == 12 and all(r.ok for r in rs)
     gaps = [b.intended_send - a.intended_send for a, b in zip(rs, rs[1:])]
@@ -112,7 +121,7 @@ async def test_seed_c1_straggler_burst_vs_sustained(minimal_server) -> None:
     # sustained C=1, five requests, the second stalls for 1 s
     s1 = spec(minimal_server.url, levels=[1], requests_per_level=5, max_tokens=40, extra_body=knobs,
               straggler_gap_s=0.3)
-    _, events, _ = await run(s1)
+    _, events = await run_here(s1)
     [lv] = of(events, LevelResult)
     [st] = lv.stragglers
     slow = next(r for r in of(events, RequestResult) if r.request_id == st.request_id)
@@ -128,7 +137,7 @@ async def test_seed_c1_straggler_burst_vs_sustained(minimal_server) -> None:
     minimal_server.state.requests = 0
     s2 = spec(minimal_server.url, mode="burst", levels=[4], requests_per_level=None, max_tokens=40,
               extra_body=knobs, straggler_gap_s=0.3)
-    _, events, _ = await run(s2)
+    _, events = await run_here(s2)
     [lv] = of(events, LevelResult)
     assert len(lv.stragglers) == 1
     assert lv.wall_s > 0.6
@@ -159,7 +168,7 @@ async def test_abort_keeps_partial_results(minimal_server) -> None:
 async def test_error_rate_stops_the_sweep_and_keeps_what_ran(minimal_server) -> None:
     s = spec(minimal_server.url, levels=[2, 4], requests_per_level=40, extra_body={"status": 500},
              max_error_rate=0.5)
-    result, events, _ = await run(s)
+    result, events = await run_here(s)
     assert result.outcome == "stopped" and "error rate" in result.reason
     [lv] = of(events, LevelResult)
     assert lv.failures == {"http_status": lv.requests} and 10 <= lv.requests < 40  # dispatch stopped early
@@ -169,7 +178,7 @@ async def test_error_rate_stops_the_sweep_and_keeps_what_ran(minimal_server) -> 
 async def test_level_time_limit_cancels_in_flight_and_stops(minimal_server) -> None:
     s = spec(minimal_server.url, levels=[2, 4], requests_per_level=10, max_tokens=100,
              extra_body={"tick_ms": 10}, level_time_limit_s=0.5)
-    result, events, _ = await run(s)
+    result, events = await run_here(s)
     assert result.outcome == "stopped" and "level time limit" in result.reason
     [lv] = of(events, LevelResult)
     assert lv.failures == {"cancelled": 2} and lv.wall_s < 1.0
@@ -192,7 +201,7 @@ async def test_dead_load_process_is_a_failed_result(minimal_server) -> None:
 
 async def test_client_health_is_reported(minimal_server) -> None:
     s = spec(minimal_server.url, levels=[4], duration_s=1.3, requests_per_level=None, max_tokens=20)
-    _, events, _ = await run(s)
+    _, events = await run_here(s)
     health = of(events, ClientHealth)
     assert health and health[0].cpu_pct is not None and health[0].loop_lag_ms is not None
     assert any(h.dispatch_delay_p99_ms is not None for h in health)
