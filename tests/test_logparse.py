@@ -63,7 +63,7 @@ def test_decode_line_becomes_server_stats() -> None:
     assert to_stats(parse_line("hello"), host="h") is None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.text())
 def test_no_input_raises(text: str) -> None:
     parsed = parse_line(text)
@@ -79,7 +79,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.lists(_PIECES, max_size=14).map("".join))
 def test_no_near_miss_raises(text: str) -> None:
     assert "parse_error" not in parse_line(text).fields
@@ -111,7 +111,7 @@ def test_a_log_line_glued_onto_a_tqdm_bar_is_split_off() -> None:
         "no cr [2026-01-01 00:00:00]"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     running=st.integers(0, 10**6), tokens=st.integers(0, 10**8), usage=st.floats(0, 1),
     graph=st.booleans(), thr=st.floats(0, 10**6), queue=st.integers(0, 10**6),

@@ -77,6 +77,7 @@ class GpuStream:
         ping_every_s: float = 1.0,
         agent_args: tuple[str, ...] = (),
         reconnect_timeout_s: float = 30.0,
+        min_backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
     ) -> None:
         self.host = host
@@ -88,6 +89,7 @@ class GpuStream:
         self.ping_every_s = ping_every_s
         self.agent_args = agent_args
         self.reconnect_timeout_s = reconnect_timeout_s
+        self.min_backoff_s = min_backoff_s
         self.max_backoff_s = max_backoff_s
         self.uuids: dict[int, str] = {}
         self.caps: GpuCaps | None = None
@@ -144,7 +146,7 @@ class GpuStream:
         return args
 
     async def _run(self) -> None:
-        backoff = 1.0
+        backoff = self.min_backoff_s
         backend = self.backend
         while not self._stopping:
             started = time.monotonic()
@@ -158,7 +160,7 @@ class GpuStream:
                 self._error("pynvml is not importable on the host; falling back to nvidia-smi")
                 continue
             if time.monotonic() - started > 10.0:
-                backoff = 1.0  # it ran fine for a while: restart promptly
+                backoff = self.min_backoff_s  # it ran fine for a while: restart promptly
             await self._wait_for_host(backoff)
             backoff = min(backoff * 2, self.max_backoff_s)
 
