@@ -361,3 +361,31 @@ async def test_replay_shows_replay_controls_and_hides_live_only_keys():
         assert not isinstance(app.screen, (SweepForm, SwapConfirm))
         assert any("straggler at" in n.message for n in app._notifications)
         assert "⏸ paused" in screen_text(app)
+
+
+async def test_compare_view_overlays_baseline_and_last_sweep_with_a_verdict():
+    from kimitui.tui.screens.compare import CompareScreen
+
+    app, ctrl = make(StoryController())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("c")
+        await tick(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        await app.screen.workers.wait_for_complete()
+        await tick(pilot)
+        text = screen_text(app)
+        assert "A ep8-tuned (s1)  vs  B ep8-eplb (s2)" in text
+        assert "regression" in text and "peak -58 %" in text
+        assert "one knob changed: enable_eplb" in text
+
+
+async def test_compare_view_explains_when_there_is_one_sweep():
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await ctrl.start_sweep(spec([1]))
+        await settle(app, pilot)
+        await pilot.press("c")
+        await tick(pilot)
+        assert "Compare needs two sweeps" in screen_text(app)

@@ -50,6 +50,10 @@ HISTORY = 120
 
 SEVERITY_RANK = {"debug": 0, "info": 1, "warning": 2, "error": 3, "critical": 4}
 
+COMPARE_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_result", "request_result",
+                           "sweep_result"})
+"""What ``kimitui.report`` needs to rebuild and compare sweeps (the compare view)."""
+
 PANELS = ("header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers")
 
 
@@ -159,6 +163,8 @@ class CockpitModel:
         self.dropped = 0
         self.last_t: float | None = None
         self.history = EventHistory()
+        self.sweep_events: deque[Event] = deque(maxlen=50_000)
+        """Bounded: the sweeps this session saw, for the compare view."""
         self.notices: list[Notice] = []
 
     # ------------------------------------------------------------------ folding
@@ -186,6 +192,8 @@ class CockpitModel:
         if self.last_t is None or ev.t > self.last_t:
             self.last_t = ev.t
         self.history.add(ev)
+        if ev.kind in COMPARE_KINDS:
+            self.sweep_events.append(ev)
         if isinstance(ev, GpuSample):
             for r in ev.gpus:
                 row = self.gpus.setdefault(r.index, GpuRow(r.index))

@@ -1,0 +1,148 @@
+"""Two sweeps of this session overlaid, with the verdict from ``kimitui.report.compare``.
+
+A (the reference) defaults to the baseline profile's last sweep, else the sweep
+before the last; B is the last sweep.  ``[``/``]`` pick another A.  The
+comparison (bootstrap noise) runs in a thread so the cockpit keeps drawing.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+from textual_plot import HiResMode, PlotWidget
+from textual_plot.plot_widget import LegendLocation
+
+from kimitui.report.compare import Comparison, compare
+from kimitui.report.model import SweepRun, sweeps_of
+from kimitui.tui.model import CockpitModel
+from kimitui.tui.widgets.sweep_curve import ConcurrencyAxis
+
+VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no_change": "bold",
+                 "not_comparable": "bold yellow"}
+
+
+def default_pair(runs: list[SweepRun], baseline: str | None) -> tuple[int, int] | None:
+    """Indexes (A, B): B the last run, A the baseline's last other run, else the one before B."""
+    if len(runs) < 2:
+        return None
+    b = len(runs) - 1
+    for i in range(b - 1, -1, -1):
+        if baseline is not None and runs[i].profile == baseline:
+            return i, b
+    return b - 1, b
+
+
+def level_table(cmp: Comparison) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("C", "A agg", "B agg", "change", "verdict", "strag A/B", "fail A/B"):
+        table.add_column(col, justify="right" if col not in ("verdict",) else "left")
+    for lv in cmp.levels:
+        agg = next((f for f in lv.figures if f.figure == "agg_tok_s"), None)
+        if agg is None:
+            continue
+        table.add_row(str(lv.concurrency), f"{agg.a:.1f}" if agg.a is not None else "-",
+                      f"{agg.b:.1f}" if agg.b is not None else "-",
+                      f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-",
+                      Text(agg.verdict.replace("_", " "), VERDICT_STYLE.get(agg.verdict, "")),
+                      f"{lv.stragglers[0]}/{lv.stragglers[1]}", f"{lv.failed[0]}/{lv.failed[1]}")
+    return table
+
+
+class CompareScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,c", "dismiss(None)", "Close"),
+                Binding("left_square_bracket", "other_a(-1)", "earlier A"),
+                Binding("right_square_bracket", "other_a(1)", "later A")]
+
+    DEFAULT_CSS = """
+    CompareScreen { align: center middle; }
+    CompareScreen > Vertical { width: 95%; height: 92%; border: thick $accent; background: $surface; padding: 0 1; }
+    CompareScreen #compare-head { height: auto; }
+    CompareScreen #compare-body { height: auto; max-height: 50%; }
+    CompareScreen PlotWidget { height: 1fr; min-height: 8; }
+    """
+
+    def __init__(self, model: CockpitModel) -> None:
+        super().__init__()
+        self.runs = [r for r in sweeps_of(list(model.sweep_events), "this session") if r.levels]
+        self.pair = default_pair(self.runs, model.baseline)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(id="compare-head")
+            yield Static(id="compare-body")
+            plot = PlotWidget(allow_pan_and_zoom=False, id="compare-plot")
+            plot.can_focus = False
+            yield plot
+
+    def on_mount(self) -> None:
+        plot = self.query_one(PlotWidget)
+        plot.set_x_formatter(ConcurrencyAxis())
+        plot.set_xlabel("concurrency")
+        plot.set_ylabel("tok/s")
+        self._show()
+
+    def action_other_a(self, step: int) -> None:
+        if self.pair is None:
+            return
+        a, b = self.pair
+        choices = [i for i in range(len(self.runs)) if i != b]
+        self.pair = (choices[(choices.index(a) + step) % len(choices)], b)
+        self._show()
+
+    def _show(self) -> None:
+        head = self.query_one("#compare-head", Static)
+        if self.pair is None:
+            head.update(Text("Compare needs two sweeps with results in this session "
+                             f"({len(self.runs)} so far). Run another profile's sweep, then press c.", "yellow"))
+            return
+        a, b = (self.runs[i] for i in self.pair)
+        head.update(Text(f"A {a.label}  vs  B {b.label}   comparing… ([ ] picks another A)", "bold"))
+        self._plot(a, b)
+        self._compare(a, b)
+
+    def _plot(self, a: SweepRun, b: SweepRun) -> None:
+        plot = self.query_one(PlotWidget)
+        plot.clear()
+        ymax, levels = 10.0, []
+        for run, style in ((a, "grey70"), (b, "bold green")):
+            pts = [(row.concurrency, row.agg_tok_s) for row in run.ordered_levels if row.agg_tok_s is not None]
+            if pts:
+                levels += [c for c, _ in pts]
+                ymax = max(ymax, *(y for _, y in pts))
+                plot.plot([math.log2(c) for c, _ in pts], [y for _, y in pts], line_style=style,
+                          hires_mode=HiResMode.BRAILLE, label=run.label)
+        if levels:
+            plot.set_xlimits(math.log2(min(levels)) - 0.3, math.log2(max(levels)) + 0.3)
+        plot.set_ylimits(0, ymax * 1.1)
+        plot.show_legend(LegendLocation.BOTTOMRIGHT)
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def _compare(self, a: SweepRun, b: SweepRun) -> None:
+        try:
+            result = compare(a, b)
+        except Exception as exc:  # a report bug must not take the cockpit down
+            self.app.call_from_thread(self._show_failure, str(exc))
+            return
+        self.app.call_from_thread(self._show_result, result)
+
+    def _show_failure(self, message: str) -> None:
+        self.query_one("#compare-head", Static).update(Text(f"compare failed: {message}", "bold red"))
+
+    def _show_result(self, cmp: Comparison) -> None:
+        head = Text(cmp.headline(), VERDICT_STYLE.get(cmp.verdict, "bold"))
+        head.append(f"\nA {cmp.a.label}  vs  B {cmp.b.label}   ([ ] picks another A, esc closes)", "dim")
+        self.query_one("#compare-head", Static).update(head)
+        body = Text("\n".join(cmp.summary_lines()[1:]) + "\n")
+        table = level_table(cmp)
+        grid = Table.grid()
+        grid.add_row(body)
+        grid.add_row(table)
+        self.query_one("#compare-body", Static).update(grid)
