@@ -86,7 +86,7 @@ async def test_agent_killed_is_restarted_and_the_gap_is_marked(sim_gpus: Path) -
     assert len(seen.of("gpu_caps")) == 3
     gap_events = seen.of("gpu_event")
     second = float(gap_events[1].detail.split(" a ")[1].split(" s ")[0])
-    assert 0 < second <= gap_events[1].t - killed_at + 0.05  # measured from the second kill, not the first
+    assert 0 < second <= gap_events[1].t - killed_at + 0.5  # from the last sample before the second kill
     errors = [e for e in seen.of("error") if isinstance(e, ErrorEvent)]
     assert any(e.source == "gpu" and "interrupted" in e.message for e in errors)
     assert await wait_gone(tag) == []

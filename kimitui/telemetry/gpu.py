@@ -153,8 +153,8 @@ class GpuStream:
             outcome = await self._run_once(backend)
             if self._stopping:
                 return
-            if self._gap_since is None:
-                self._gap_since = time.time()
+            if self._gap_since is None:  # the gap in the data began with the last sample received
+                self._gap_since = self.last_sample_t or time.time()
             if outcome == "no_pynvml" and backend == "pynvml":
                 backend = "nvidia-smi"
                 self._error("pynvml is not importable on the host; falling back to nvidia-smi")
