@@ -145,3 +145,29 @@ def test_a_unit_with_an_injected_line_is_refused_before_it_is_written() -> None:
     ):
         with pytest.raises(LaunchError):
             check_unit_text(bad)
+
+
+async def test_a_swap_that_fails_before_writing_its_unit_leaves_the_running_unit_alone(
+    sim_env, fake_systemd: Path
+) -> None:
+    import socket
+
+    from kimitui.host.local import LocalHost
+
+    unit, units = "sglang-port", fake_systemd / "units"
+    async with LocalHost("sim") as host:
+        launcher = SystemdLauncher(host, unit_dir=str(units), state_dir=str(sim_env.state), simulated=True, unit=unit)
+        (units / f"{unit}.service").write_text(OPERATORS_UNIT)
+        good = _systemd_profile(sim_env, "good", "ep8-tuned", unit)
+        assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
+        good_unit = (units / f"{unit}.service").read_text()
+        other = _systemd_profile(sim_env, "other", "ep8-eplb", unit)
+        other_port = other.read_text().replace(f"port = {sim_env.port}", f"port = {sim_env.port + 1}")
+        other.write_text(other_port)
+        with socket.socket() as stranger:  # the target's port is taken: the swap fails before start()
+            stranger.bind(("127.0.0.1", sim_env.port + 1))
+            stranger.listen()
+            out = await swap(host, str(other), session=sim_env.session, launcher=launcher, timeout=60, port_wait_s=0.2)
+        assert out.outcome == "rolled_back" and "port" in out.reason
+        assert (units / f"{unit}.service").read_text() == good_unit  # not the operator's .bak from the first swap
+        assert (await launcher.current()).profile == "good"

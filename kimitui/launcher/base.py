@@ -82,5 +82,8 @@ class Launcher(abc.ABC):
         """The last lines of this start's log (for a failure report)."""
         return []
 
+    def begin_swap(self) -> None:
+        """A new swap starts: what earlier starts changed is no longer to be undone."""
+
     async def restore_previous(self, record: RunRecord | None) -> None:
-        """Undo what :meth:`start` changed on the host besides the process (systemd: the unit)."""
+        """Undo what :meth:`start` changed on the host during this swap, besides the process (systemd: the unit)."""

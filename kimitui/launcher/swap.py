@@ -211,40 +211,44 @@ class _Swap:
         readiness = Readiness()
         log = _LogLines(launcher, record)
         await log.open()
-        next_check = time.monotonic() + LIVENESS_INTERVAL_S
+        dead = asyncio.Event()
+
+        async def watch() -> None:
+            """Liveness in the background, so a slow check never delays reading the log."""
+            while True:
+                await asyncio.sleep(LIVENESS_INTERVAL_S)
+                if not await _alive_or_unknown(launcher, record):
+                    dead.set()
+                    return
+
+        checker = asyncio.get_running_loop().create_task(watch())
         fatal_deadline: float | None = None
         try:
             while True:
                 now = time.monotonic()
-                if fatal_deadline is not None and (now >= fatal_deadline or log.ended):
-                    raise SwapFailed(
-                        _fatal_reason(name, readiness), _excerpt(readiness)
-                    )
+                if fatal_deadline is not None and (now >= fatal_deadline or log.ended or dead.is_set()):
+                    await log.drain_into(readiness, 0.0)
+                    raise SwapFailed(_fatal_reason(name, readiness), _excerpt(readiness))
                 if now >= deadline:
                     raise SwapFailed(
                         f"{name} was not ready within the timeout (last step: {_last_step(readiness)})",
                         list(readiness.recent)[-15:],
                     )
-                if fatal_deadline is None and (log.ended or now >= next_check):
-                    next_check = now + LIVENESS_INTERVAL_S
-                    alive = await _alive_or_unknown(launcher, record)
-                    if not alive:
+                if fatal_deadline is None and (dead.is_set() or log.ended):
+                    if dead.is_set() or not await _alive_or_unknown(launcher, record):
                         await log.drain_into(readiness, 0.3)
                         if readiness.fatal:
-                            raise SwapFailed(
-                                _fatal_reason(name, readiness),
-                                _excerpt(readiness),
-                            )
+                            raise SwapFailed(_fatal_reason(name, readiness), _excerpt(readiness))
                         raise SwapFailed(
                             f"{name}: the server process exited during start-up (last step: {_last_step(readiness)})",
                             list(readiness.recent)[-15:],
                         )
-                    if log.ended:
-                        await asyncio.sleep(0.2)
-                        await log.reopen()
-                        continue
-                wait = min(next_check, deadline, fatal_deadline or deadline) - now
-                line = await log.get(max(0.01, wait))
+                    # the follower ended but the server runs (a dropped link): follow again
+                    await asyncio.sleep(0.2)
+                    await log.reopen()
+                    continue
+                wait = min(deadline, fatal_deadline or deadline) - now
+                line = await log.get(max(0.01, min(wait, LIVENESS_INTERVAL_S)))
                 if line is None:
                     continue
                 step = readiness.feed(line)
@@ -255,6 +259,7 @@ class _Swap:
                     if readiness.ready:
                         return
         finally:
+            checker.cancel()
             await log.close()
 
     def _on_step(self, name: str, step: Step, phases: _Phases) -> None:
@@ -319,7 +324,13 @@ class _LogLines:
         return line
 
     async def drain_into(self, readiness: Readiness, for_s: float) -> None:
-        """Feed what is still coming for up to ``for_s`` (the last lines of a dying server)."""
+        """Feed what is queued, then what still comes for up to ``for_s`` (a dying server's last lines)."""
+        while not self.ended and not self.queue.empty():
+            line = self.queue.get_nowait()
+            if line is None:
+                self.ended = True
+            else:
+                readiness.feed(line)
         end = time.monotonic() + for_s
         while not self.ended and (left := end - time.monotonic()) > 0:
             line = await self.get(left)
@@ -513,6 +524,8 @@ async def _swap_locked(
     name = target.name
     phases = _Phases()
     launcher = sw.launcher
+    launcher.begin_swap()
+    sw.prev_launcher.begin_swap()
 
     def finish(outcome: str, serving: str | None, reason: str = "", lines: list[str] | None = None,
                record: RunRecord | None = None, prev: str | None = None,

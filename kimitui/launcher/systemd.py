@@ -74,6 +74,8 @@ class SystemdLauncher(Launcher):
         self.default_unit = unit
         self.simulated = simulated
         """Units run the simulator (``kimitui sim serve``) instead of SGLang."""
+        self._replaced: dict[str, bool] = {}
+        """unit path -> whether the last start() replaced a unit (True) or created it (False)."""
 
     # -- commands ------------------------------------------------------------------
     def _systemctl(self, *args: str) -> list[str]:
@@ -173,6 +175,7 @@ class SystemdLauncher(Launcher):
         )
 
     async def _write_unit(self, unit_path: str, text: str, *, keep_backup: bool) -> None:
+        old = None
         if keep_backup:
             try:
                 old = await self.host.read_file(unit_path)
@@ -181,6 +184,7 @@ class SystemdLauncher(Launcher):
             if old is not None and old.decode(errors="replace") != text:
                 await self.host.write_file(unit_path + ".bak", old, mode=0o644)
         await self.host.write_file(unit_path, text, mode=0o644)
+        self._replaced[unit_path] = old is not None and old.decode(errors="replace") != text
         await self._ctl("daemon-reload")
 
     async def _cursor(self, unit: str) -> str | None:
@@ -227,16 +231,25 @@ class SystemdLauncher(Launcher):
             bind_host=record.extra.get("bind_host"),
         )
 
+    def begin_swap(self) -> None:
+        self._replaced.clear()
+
     async def restore_previous(self, record: RunRecord | None) -> None:
-        """Put the unit that was there before the last start back (from ``.bak``) and reload."""
-        unit = (record.unit if record else None) or self.default_unit or "sglang"
-        unit_path = (record.unit_path if record else None) or posixpath.join(await self._unit_dir(), f"{unit}.service")
-        try:
-            backup = await self.host.read_file(unit_path + ".bak")
-        except HostError:
-            return
-        await self.host.write_file(unit_path, backup, mode=0o644)
-        await self._ctl("daemon-reload")
+        """Put back the unit this launcher's last start() replaced (from ``.bak``) and reload.
+
+        Only a unit this launcher replaced is restored: if the swap failed before
+        writing one, the unit on disk is still the previous one and stays.
+        """
+        for unit_path, replaced in list(self._replaced.items()):
+            del self._replaced[unit_path]
+            if not replaced:
+                continue
+            try:
+                backup = await self.host.read_file(unit_path + ".bak")
+            except HostError:
+                continue
+            await self.host.write_file(unit_path, backup, mode=0o644)
+            await self._ctl("daemon-reload")
 
     async def stop(self, record: RunRecord, grace_s: float = 10.0) -> str:
         await self._ctl("stop", f"{record.unit or 'sglang'}.service", timeout=grace_s + 120)
