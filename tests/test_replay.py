@@ -250,3 +250,30 @@ async def test_replay_opens_the_cockpit(tmp_path: Path) -> None:
         assert [lv.concurrency for lv in app.model.sweep.levels] == [1, 8, 32]
         assert ctl.playing and ctl.replayer.finished
         await pilot.press("q")
+
+
+def test_open_at_a_time(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from kimitui.commands.replay import parse_at
+
+    t0 = datetime(2026, 3, 4, 23, 59, 0).timestamp()  # runs past midnight
+    events = spaced(5, 30.0, t0=t0)
+    index = RecordingIndex.open(write_recording(tmp_path / "a.jsonl", events))
+    assert parse_at("+30", index) == t0 + 30
+    assert parse_at("23:59:30", index) == t0 + 30
+    assert parse_at("00:01", index) == t0 + 120  # the next day
+    for bad, why in (("12:00", "the recording runs"), ("+x", "takes seconds"), ("noon", "a time like")):
+        with pytest.raises(ValueError, match=why):
+            parse_at(bad, index)
+
+    async def opened() -> tuple[float, list[Event]]:
+        ctl = ReplayController(index, start_paused=True, start_at=t0 + 60)
+        got = Collector(ctl.session)
+        await ctl.start()
+        pos = ctl.position
+        await ctl.shutdown()
+        return pos, got.events
+
+    pos, seen = asyncio.run(opened())
+    assert pos == t0 + 60 and seen == events[:3]

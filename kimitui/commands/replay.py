@@ -1,6 +1,6 @@
 """``kimitui replay FILE [--speed X]``: the cockpit, fed by a recording.
 
-``--info`` prints what the recording holds (no TUI).  A file that is not a
+``--info`` prints what the recording holds (no TUI); ``--at`` opens at a time.  A file that is not a
 readable recording prints ``file: line N: ...`` on stderr and exits 2.
 """
 
@@ -33,9 +33,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz)")
     p.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                    help="playback speed factor, 1..100 (or 'max' for as fast as possible); default 1")
-    p.add_argument("--paused", action="store_true", help="open paused at the start")
+    p.add_argument("--paused", action="store_true", help="open paused")
+    p.add_argument("--at", metavar="HH:MM[:SS]|+SECONDS",
+                   help="open at this time of the recording (wall clock, or seconds after its start)")
     p.add_argument("--info", action="store_true", help="print what the recording holds and exit (no TUI)")
     p.set_defaults(func=run)
+
+
+def parse_at(text: str, index: RecordingIndex) -> float:
+    """``+90`` = 90 s after the first event; ``10:41:07`` = that local time on the recording's day
+    (or the next day, for a recording that runs past midnight).  Raises ValueError with the reason."""
+    text = text.strip()
+    if text.startswith("+"):
+        try:
+            return index.start + float(text[1:])
+        except ValueError:
+            raise ValueError(f"--at {text!r}: '+' takes seconds, like +90") from None
+    for fmt in ("%H:%M:%S", "%H:%M"):
+        try:
+            clock = datetime.strptime(text, fmt).time()
+            break
+        except ValueError:
+            continue
+    else:
+        raise ValueError(f"--at {text!r}: a time like 10:41:07, or +SECONDS after the start")
+    day = datetime.fromtimestamp(index.start).date()
+    t = datetime.combine(day, clock).timestamp()
+    if t < index.start - 1:
+        t += 86_400
+    if not index.start - 1 <= t <= index.end + 1:
+        raise ValueError(f"--at {text!r}: the recording runs {_stamp(index.start)} .. {_stamp(index.end)}")
+    return t
 
 
 def _stamp(t: float) -> str:
@@ -70,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for s in index.skipped:
         print(f"kimitui replay: {index.path}: line {s.line_no} skipped: {s.reason}", file=sys.stderr)
+    start_at = None
+    if args.at:
+        try:
+            start_at = parse_at(args.at, index)
+        except ValueError as exc:
+            print(f"kimitui replay: {exc}", file=sys.stderr)
+            return EXIT_BAD_RECORDING
     from kimitui.replay import ReplayController
 
     try:
@@ -77,4 +112,4 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"kimitui replay: the cockpit is not available ({exc}); try --info", file=sys.stderr)
         return 1
-    return int(run_app(ReplayController(index, speed=args.speed, start_paused=args.paused)) or 0)
+    return int(run_app(ReplayController(index, speed=args.speed, start_paused=args.paused, start_at=start_at)) or 0)

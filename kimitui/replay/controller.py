@@ -15,8 +15,10 @@ class ReplayController:
     live = False
 
     def __init__(self, path: PathLike | Recording | RecordingIndex, *, speed: float | None = 1.0,
-                 start_paused: bool = False, session: Session | None = None) -> None:
+                 start_paused: bool = False, start_at: float | None = None, session: Session | None = None) -> None:
+        """``start_at``: a recording time to open at (state rebuilt as for a seek)."""
         index = RecordingIndex.load(path)
+        self.start_at = start_at
         hosts = index.header.hosts
         self.host_name = hosts[0] if len(hosts) == 1 else (",".join(hosts) or "replay")
         self.session = session or Session(host=self.host_name)
@@ -26,6 +28,8 @@ class ReplayController:
     # -- lifecycle --------------------------------------------------------------
     async def start(self) -> None:
         await self.replayer.start()
+        if self.start_at is not None:
+            await self.replayer.seek(self.start_at)
 
     async def shutdown(self) -> None:
         await self.replayer.stop()
