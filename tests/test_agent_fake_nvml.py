@@ -88,3 +88,23 @@ def test_configure_sets_the_scenario_for_the_next_install(nvml: Path) -> None:
             pynvml.nvmlDeviceGetPowerUsage(pynvml.nvmlDeviceGetHandleByIndex(0))
     finally:
         fake_nvml.configure(None)
+
+
+def test_agent_backend_copes_with_an_older_pynvml_module(nvml: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosts may carry an older nvidia-ml-py: wrappers/constants missing means 'use the older call'."""
+    import io
+
+    from kimitui.telemetry.agent import NvmlBackend, Output
+
+    for name in ("nvmlDeviceGetTemperatureV", "nvmlMemory_v2", "nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetProcessesUtilizationInfo"):
+        monkeypatch.delattr(pynvml, name)
+    monkeypatch.setenv("KIMITUI_FAKE_NVML", "pcie_delay=0")
+    backend = NvmlBackend(Output(io.StringIO()), fake=True)
+    caps = backend.caps()
+    assert caps["features"]["temp_api"] == "temperature" and caps["features"]["memory_api"] == "memory_v1"
+    assert caps["features"]["throttle_api"] == "clocks_throttle_reasons"
+    assert caps["features"]["proc_util_api"] == "process_utilization"
+    row = backend.sample()[2]
+    assert row["temp_c"] == 72.0 and row["mem_used_mib"] == pytest.approx(85_002 + 512, abs=1)
+    assert backend.procs()[2]["sm_util_pct"] == 92.0

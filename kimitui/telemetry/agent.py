@@ -335,6 +335,9 @@ class NvmlBackend:
             for api, reader in candidates:
                 try:
                     reader(h)
+                except AttributeError:  # an older pynvml without this wrapper or constant
+                    last_reason = "function_not_found"
+                    continue
                 except nv.NVMLError as exc:
                     if isinstance(exc, nv.NVMLError_GpuIsLost):
                         self._mark_lost(i, str(exc))
