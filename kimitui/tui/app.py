@@ -166,6 +166,8 @@ class KimituiApp(App[int]):
         so one tick stays short and a key press never waits behind a chart.
         """
         self._update_recording()
+        if self.replay is not None:
+            self._update_replay()
         if self._sub is not None:
             events = self._sub.drain(limit=50_000)
             if events:
@@ -251,6 +253,17 @@ class KimituiApp(App[int]):
         if header.recording != status:
             header.recording = status
             self._dirty.add("header")
+
+    def _update_replay(self) -> None:
+        """Play state, speed and position, when the replay controller exposes them (plain properties)."""
+        bar = self.query_one(ReplayBar)
+        state = (self._safe(lambda: self.controller.playing), self._safe(lambda: self.controller.speed),  # type: ignore[attr-defined]
+                 self._safe(lambda: self.controller.position))  # type: ignore[attr-defined]
+        playing = bar.playing if state[0] is None else bool(state[0])
+        speed = state[1] if hasattr(self.controller, "speed") else bar.speed
+        if (playing, speed, state[2]) != (bar.playing, bar.speed, bar.position):
+            bar.playing, bar.speed, bar.position = playing, speed, state[2]
+            bar.refresh()
 
     # ------------------------------------------------------------------ controller calls
     def _safe(self, fn: Callable[[], Any]) -> Any:
@@ -433,7 +446,7 @@ class KimituiApp(App[int]):
         if self.replay is None:
             return
         bar = self.query_one(ReplayBar)
-        speed = max(0.25, min(64.0, bar.speed * factor))
+        speed = max(0.25, min(64.0, (bar.speed or 64.0) * factor))
         try:
             self.replay.set_speed(speed)
         except Exception as exc:
@@ -443,9 +456,11 @@ class KimituiApp(App[int]):
         bar.refresh()
 
     async def action_seek(self, delta_s: float) -> None:
-        if self.replay is None or self.model.last_t is None:
+        if self.replay is None:
             return
-        await self._call("seek", self.replay.seek, self.model.last_t + delta_s)
+        now = self._safe(lambda: self.controller.position) or self.model.last_t  # type: ignore[attr-defined]
+        if now is not None:
+            await self._call("seek", self.replay.seek, now + delta_s)
 
     async def action_jump(self, kind: str, forward: bool = True) -> None:
         if self.replay is None:

@@ -18,12 +18,16 @@ class ReplayBar(Widget):
         super().__init__(**kwargs)
         self.model = model
         self.playing = True
-        self.speed = 1.0
+        self.speed: float | None = 1.0
+        """None: as fast as the recording can be read."""
+        self.position: float | None = None
 
     def render(self) -> Text:
         out = Text()
         out.append(" ▶ playing " if self.playing else " ⏸ paused ", "bold reverse")
-        out.append(f"  {self.speed:g}x  at {clock(self.model.last_t)}  ", "bold")
+        speed = "max" if self.speed is None else f"{self.speed:g}x"
+        at = self.position if self.position is not None else self.model.last_t
+        out.append(f"  {speed}  at {clock(at)}  ", "bold")
         out.append("space play/pause  +/- speed  [ ] seek 30s  "
                    "j straggler  w switch  e error  k marker (shift = back)", "dim")
         return out
