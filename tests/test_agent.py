@@ -271,3 +271,23 @@ def test_slow_pcie_calls_never_hold_up_the_ticks(tmp_path: Path) -> None:
     assert len(ticks) == 20
     assert ticks[-1]["t"] - ticks[0]["t"] < 5.0  # ~1 s: PCIe is sampled on worker threads
     assert ticks[-1]["gpus"][7]["pcie_rx_kbps"] == 16000.0  # and its values still arrive
+
+
+def test_bench_mode_reports_latency_per_nvml_call(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.agentproc import ROOT
+
+    state = tmp_path / "gpus.json"
+    write_busy_state(state)
+    env = {**os.environ, "KIMITUI_SIM_STATE": str(state), "KIMITUI_FAKE_NVML": "pcie_delay=0.02"}
+    proc = subprocess.run([sys.executable, "-m", "kimitui.telemetry.agent", "--backend", "fake", "--bench",
+                           "--count", "10"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["call"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert rows["nvmlDeviceGetPcieThroughput(TX)"]["p50_us"] >= 20_000  # the blocking 20 ms sample
+    assert rows["nvmlDeviceGetFanSpeed"]["error"] == "NVMLError_NotSupported"
+    assert rows["nvmlDeviceGetUtilizationRates"]["n"] == 80 and rows["nvmlDeviceGetUtilizationRates"]["error"] is None
+    assert 0 < rows["tick (8 GPUs)"]["p50_us"] < 20_000  # PCIe stays off the tick path

@@ -813,11 +813,23 @@ def run_bench(args: argparse.Namespace, out: Output) -> int:
                 except nv.NVMLError as exc:
                     error = type(exc).__name__
                 lat.append((time.perf_counter() - t0) * 1e6)
-        lat.sort()
-        out.send({"type": "bench", "call": name, "n": len(lat), "p50_us": round(lat[len(lat) // 2], 1),
-                  "p99_us": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1), "error": error})
+        out.send(_latency_frame(name, lat, error))
+    # what one tick costs the agent (all GPUs, fast tier; the slow tier every 4th as at 4 Hz)
+    backend.caps()
+    lat = []
+    for k in range(reps):
+        t0 = time.perf_counter()
+        backend.sample(slow=k % 4 == 0)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    out.send(_latency_frame(f"tick ({backend.count} GPUs)", lat, None))
     backend.close()
     return EXIT_OK
+
+
+def _latency_frame(name: str, lat: list[float], error: str | None) -> dict[str, Any]:
+    lat = sorted(lat)
+    return {"type": "bench", "call": name, "n": len(lat), "p50_us": round(lat[len(lat) // 2], 1),
+            "p99_us": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1), "error": error}
 
 
 # --------------------------------------------------------------------------- main
