@@ -243,3 +243,29 @@ async def test_a_cursor_the_journal_lost_is_reported_and_following_goes_on(fake_
     assert any(e.message.startswith("log stream interrupted") for e in seen.of("error"))
     assert any(e.message.startswith("journal cursor not found") for e in seen.of("error"))
     assert await wait_gone(bad) == []
+
+
+async def test_a_line_cut_by_the_dropped_link_arrives_whole_once(tmp_path: Path, ssh_server: SSHTestServer) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("first\n")
+    session = Session()
+    seen = Collector(session)
+    host = ssh_server.make_host("gpu-host")
+    follower = LogFollower(host, session, path=str(log), backlog=1)
+    await follower.start()
+    try:
+        await seen.wait_for(lambda ev: raws(seen) == ["first"])
+        with open(log, "a") as fh:
+            fh.write("a line cut by the li")  # the writer is mid-line when the link dies
+        await asyncio.sleep(0.5)
+        await ssh_server.stop()
+        with open(log, "a") as fh:
+            fh.write("nk drop\nafter\n")
+        await ssh_server.restart()
+        await seen.wait_for(lambda ev: "after" in raws(seen))
+        await asyncio.sleep(0.3)
+    finally:
+        await follower.stop()
+        await host.close()
+    assert raws(seen) == ["first", "a line cut by the link drop", "after"]
+    assert [e.cursor for e in seen.of("log_line")] == ["1", "2", "3"]
