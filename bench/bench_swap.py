@@ -126,7 +126,7 @@ async def main() -> int:
         return f"median {statistics.median(xs) * 1000:7.1f} ms   max {max(xs) * 1000:7.1f} ms"
 
     print(f"swaps: {args.swaps} on the simulated host (time-scale {args.time_scale:g})")
-    print(f"'ready to roll' printed -> kimitui's log follower sees it : {fmt(follow_lat)}   (watcher polls every 1 ms)")
+    print(f"'ready to roll' printed -> kimitui's log follower sees it : {fmt(follow_lat)}   (negative: seen before the 1 ms watcher's poll)")
     print(f"'ready to roll' printed -> swap reports serving          : {fmt(serve_lat)}   (goal <= 1000 ms)")
     print("  (includes /health 200 and one warm-up chat completion)")
     print(f"whole swap (stop + start + load + checks)                 : median {statistics.median(totals):.2f} s")

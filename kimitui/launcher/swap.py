@@ -193,6 +193,8 @@ class _Swap:
                 raise NotHealthy("the server process exited right after answering")
         except NotHealthy as exc:
             raise await _explain_not_healthy(name, exc, launcher, record) from exc
+        except (HostError, LaunchError) as exc:
+            raise SwapFailed(f"{name}: lost track of the start on {self.host.name}: {exc}", [], record) from exc
         except SwapFailed as exc:
             exc.record = record
             raise
