@@ -105,3 +105,20 @@ async def test_eplb_rebalance_stall_is_flagged(tmp_path: Path) -> None:
     assert lv.stragglers, "a rebalance every 1000 forward passes must stall one of 2048 tokens' requests"
     s = lv.stragglers[0]
     assert s.max_gap_s > 0.005 and s.gap_start is not None and s.gap_end > s.gap_start
+
+
+def test_headless_sweep_records_the_servers_effective_args(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sweep --out`` writes the server's /server_info first, so reports can name the knobs."""
+    from kimitui.cli import main
+    from kimitui.recording import read_recording
+
+    out = tmp_path / "rec.jsonl"
+    with start_sim(fast(tmp_path, "ep8-tuned"), time_scale=SCALE) as sim:
+        rc = main(["sweep", "--url", sim.url, "--levels", "1", "--max-tokens", "16", "--mode", "burst",
+                   "--out", str(out), "--json", "--no-progress"])
+    assert rc == 0
+    rec = read_recording(out)
+    infos = [e for e in rec.events if e.kind == "server_info"]
+    assert infos and infos[0].args.get("ep_size") == 8 and infos[0].args.get("enable_eplb") is False
+    first_sweep = next(i for i, e in enumerate(rec.events) if e.kind == "sweep_started")
+    assert rec.events.index(infos[0]) < first_sweep

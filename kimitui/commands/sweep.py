@@ -17,7 +17,7 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
@@ -145,6 +145,25 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(spec, args))
 
 
+if TYPE_CHECKING:
+    from kimitui.session import Session
+
+
+async def _publish_server_info(session: "Session", url: str, host: str) -> None:
+    """One ``ServerInfo`` before the sweep, so a recording names the server's effective
+    args and ``kimitui report --vs`` can tell which knobs differ.  A server without
+    ``/server_info`` is reported and the sweep goes on."""
+    from kimitui.events import ErrorEvent
+    from kimitui.launcher.health import client
+    from kimitui.telemetry.metrics import MetricsPoller
+
+    async with client(url) as http:
+        try:
+            await MetricsPoller(session, url, host=host, client=http).poll_server_info()
+        except Exception as exc:
+            session.publish(ErrorEvent(host=host, source="sweep", message=f"{url}/server_info unavailable: {exc}"))
+
+
 async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
     from kimitui.bench.runner import SweepRunner
     from kimitui.session import Session
@@ -165,6 +184,7 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
     if progress is not None:
         session.add_sink(progress.on_event)
         progress.start()
+    await _publish_server_info(session, spec.url, host)
     runner = SweepRunner(session, spec, profile=args.profile)
     loop = asyncio.get_running_loop()
     await runner.start()
