@@ -534,9 +534,10 @@ def _parse(raw: str) -> Parsed:
     if line[:1] == "[":
         m = _PREFIX.match(line)
         if m:
-            fields["ts"] = m.group(1)
-            if m.group(2):
-                _ranks(m.group(2), fields)
+            ts, tags = m.groups()
+            fields["ts"] = ts
+            if tags:
+                _ranks(tags, fields)
             msg = line[m.end() :]
     elif line[:1].isdigit():
         m = _JOURNAL.match(line)
@@ -558,11 +559,10 @@ def _parse(raw: str) -> Parsed:
             if ' HTTP/' in msg or '" ' in msg:
                 a = _ACCESS.match(msg)
                 if a:
-                    fields.update(
-                        client=a.group(1), method=a.group(2), path=a.group(3),
-                        http_version=a.group(4), status=int(a.group(5)),
-                    )
-                    status = fields["status"]
+                    client, method, path, http_version, status_text = a.groups()
+                    status = int(status_text)
+                    fields["client"], fields["method"], fields["path"] = client, method, path
+                    fields["http_version"], fields["status"] = http_version, status
                     return Parsed("access", "error" if status >= 500 else "info", fields)
     if level is not None:
         severity = _LEVEL_SEVERITY.get(level, "info")
