@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -99,3 +102,31 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
 async def test_an_unknown_profile_is_refused_with_the_search_path(tmp_path: Path) -> None:
     out = await swap(LocalHost("sim"), "no-such-profile", timeout=5)
     assert out.outcome == "failed" and "refused" in out.reason and "no profile named 'no-such-profile'" in out.reason
+
+
+async def test_a_second_swap_on_the_same_host_is_refused_while_one_runs(tmp_path: Path) -> None:
+    import subprocess
+
+    from kimitui.launcher.process import ProcessLauncher
+
+    state = tmp_path / "state"
+    state.mkdir()
+    # another kimitui process holds the host's swap lock
+    holder = subprocess.Popen(["flock", str(state / "swap.lock"), "sleep", "30"], start_new_session=True)
+    try:
+        for _ in range(100):
+            if subprocess.run(["flock", "-n", str(state / "swap.lock"), "true"]).returncode == 1:
+                break
+            await asyncio.sleep(0.02)
+        launcher = ProcessLauncher(LocalHost("sim"), simulated=True, state_dir=str(state))
+        out = await swap(LocalHost("sim"), "ep8-tuned", launcher=launcher, timeout=5)
+        assert out.outcome == "failed" and "another swap is running on sim" in out.reason
+        assert await launcher.current() is None  # nothing was touched
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # flock and the sleep that holds the lock
+        holder.wait()
+    # released (and a lock held by a swap goes away with it): the next swap may take it
+    from kimitui.launcher.hostlock import swap_lock
+
+    async with swap_lock(LocalHost("sim"), str(state)) as held:
+        assert held

@@ -55,6 +55,10 @@ class Launcher(abc.ABC):
         self.host = host
 
     @abc.abstractmethod
+    async def state_dir(self) -> str:
+        """kimitui's state dir on the host (run records, logs, the swap lock)."""
+
+    @abc.abstractmethod
     async def current(self) -> RunRecord | None:
         """The server kimitui started on this host that still runs, if any."""
 

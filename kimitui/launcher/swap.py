@@ -30,6 +30,7 @@ from kimitui.events import Event, ProfileState, ProfileSwitch, SwapProgress
 from kimitui.host.base import Host, HostError, HostUnavailable, Stream
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
+from kimitui.launcher.hostlock import HostBusy, swap_lock
 from kimitui.launcher.health import NotHealthy, client, served_model, wait_healthy, warmup
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
@@ -467,20 +468,23 @@ async def swap(
                 found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
                 target_launcher = launcher_for(host, target, simulated=simulated, sim_args=sim_args)
                 sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
-            return await _swap_locked(
-                sw,
-                target,
-                timeout=timeout,
-                previous_profile=previous_profile,
-                extra_dirs=extra_dirs,
-                flag_check=flag_check,
-                do_warmup=do_warmup,
-                base_url=base_url,
-                stop_grace_s=stop_grace_s,
-                rollback=rollback,
-                rollback_timeout=rollback_timeout,
-                port_wait_s=port_wait_s,
-            )
+            async with swap_lock(host, await sw.prev_launcher.state_dir()):
+                return await _swap_locked(
+                    sw,
+                    target,
+                    timeout=timeout,
+                    previous_profile=previous_profile,
+                    extra_dirs=extra_dirs,
+                    flag_check=flag_check,
+                    do_warmup=do_warmup,
+                    base_url=base_url,
+                    stop_grace_s=stop_grace_s,
+                    rollback=rollback,
+                    rollback_timeout=rollback_timeout,
+                    port_wait_s=port_wait_s,
+                )
+        except HostBusy as exc:
+            return _lost(host, session, target.name, exc, refused=True)
         except (HostError, LaunchError) as exc:
             return _lost(host, session, target.name, exc)
 
