@@ -130,3 +130,13 @@ async def test_a_second_swap_on_the_same_host_is_refused_while_one_runs(tmp_path
 
     async with swap_lock(LocalHost("sim"), str(state)) as held:
         assert held
+
+
+def test_drift_counts_only_knobs_the_profile_sets() -> None:
+    from kimitui.launcher.drift import drift
+
+    tuned = load_profile("ep8-tuned")  # max_running_requests 256; chunked_prefill_size left to SGLang
+    info = {"max_running_requests": 128, "chunked_prefill_size": 8192, "enable_eplb": False,
+            "internal_states": [{"ep_size": 4}]}
+    assert drift(tuned, info) == {"max_running_requests": [256, 128], "ep_size": [8, 4]}
+    assert drift(tuned, {"max_running_requests": 256, "ep_size": 8, "tp_size": 8}) == {}

@@ -7,30 +7,25 @@ report (renamed or removed in that SGLang version).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 _SKIP = frozenset({"extra_args", "env"})
 
 
-def _same(meant: Any, running: Any) -> bool:
-    if isinstance(meant, bool) or isinstance(running, bool):
-        return bool(meant) == bool(running) if isinstance(running, (bool, int)) else False
-    if isinstance(meant, (int, float)) and isinstance(running, (int, float)):
-        return math.isclose(float(meant), float(running), rel_tol=1e-9, abs_tol=1e-12)
-    return str(meant) == str(running)
+def expected_args(profile: Any) -> dict[str, Any]:
+    """The knobs a profile sets explicitly (``None`` = left to SGLang, so never drift)."""
+    return {k: v for k, v in profile.knobs().items() if v is not None and k not in _SKIP}
 
 
 def drift(profile: Any, server_args: dict[str, Any]) -> dict[str, list[Any]]:
-    """knob -> [meant, running] for every profile knob the server reports differently."""
-    out: dict[str, list[Any]] = {}
-    for knob, meant in profile.knobs().items():
-        if knob in _SKIP or meant is None or knob not in server_args:
-            continue
-        running = server_args[knob]
-        if not _same(meant, running):
-            out[knob] = [meant, running]
-    return out
+    """knob -> [meant, running] for every knob the profile sets that the server reports differently.
+
+    The comparison itself is the metrics poller's (:func:`kimitui.telemetry.metrics.server_drift`),
+    so ``status`` and the cockpit judge drift the same way.
+    """
+    from kimitui.telemetry.metrics import server_drift
+
+    return server_drift(server_args, expected_args(profile))
 
 
 async def fetch_server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
