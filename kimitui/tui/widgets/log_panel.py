@@ -141,4 +141,4 @@ class LogPanel(Vertical):
         text = Text("  ·  ".join(parts) + "   [f severity  t kind  / search  p pause]")
         if self.paused:
             text.stylize("bold yellow")
-        self.query_one("#log-status", Static).update(text)
+        self.query_one("#log-status", Static).update(text, layout=False)  # one fixed line: no relayout

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
-from textual_plot.plot_widget import LegendLocation
+from rich.markup import escape
 
 from kimitui.tui.model import CockpitModel
 
@@ -39,6 +39,9 @@ class SweepCurve(PlotWidget):
     def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(allow_pan_and_zoom=False, **kwargs)
         self.model = model
+        self.legend = ""
+        """Content markup naming the series; the app shows it in the panel's title.  (The plot's own
+        legend widget relayouts the whole screen on every update.)"""
 
     def on_mount(self) -> None:
         self.set_x_formatter(ConcurrencyAxis())
@@ -52,6 +55,7 @@ class SweepCurve(PlotWidget):
     def redraw(self) -> None:
         m = self.model
         self.clear()
+        legend: list[str] = []
         current = m.sweep.profile if m.sweep else None
         ymax = 10.0
         levels: list[int] = []
@@ -62,8 +66,9 @@ class SweepCurve(PlotWidget):
             ys = [points[c].agg_tok_s or 0.0 for c in xs]
             ymax = max(ymax, *ys)
             levels += xs
-            self.plot([math.log2(c) for c in xs], ys, line_style=OTHER_STYLES[i % len(OTHER_STYLES)],
-                      hires_mode=HiResMode.BRAILLE, label=profile)
+            style = OTHER_STYLES[i % len(OTHER_STYLES)]
+            self.plot([math.log2(c) for c in xs], ys, line_style=style, hires_mode=HiResMode.BRAILLE)
+            legend.append(f"[{style}]━ {escape(profile)}[/]")
         if m.sweep is not None:
             levels += list(m.sweep.spec.levels)
             points = m.curves.get(current or "?", {})
@@ -73,19 +78,21 @@ class SweepCurve(PlotWidget):
             if agg:
                 ymax = max(ymax, *(y for _, y in agg))
                 self.plot([math.log2(c) for c, _ in agg], [y for _, y in agg], line_style="bold green",
-                          hires_mode=HiResMode.BRAILLE, label=f"{current} agg")
+                          hires_mode=HiResMode.BRAILLE)
             if steady:
                 ymax = max(ymax, *(y for _, y in steady))
                 self.scatter([math.log2(c) for c, _ in steady], [y for _, y in steady], marker="·",
-                             marker_style="bold cyan", label=f"{current} steady")
+                             marker_style="bold cyan")
             live = m.sweep.live_point
             if live is not None:
                 ymax = max(ymax, live[1])
-                self.scatter([math.log2(live[0])], [live[1]], marker="●", marker_style="bold yellow",
-                             label=f"C={live[0]} now")
+                self.scatter([math.log2(live[0])], [live[1]], marker="●", marker_style="bold yellow")
+        if m.sweep is not None:
+            legend = [f"[b green]━ {escape(current or '?')} agg[/]", "[b cyan]· steady[/]",
+                      *(["[b yellow]● now[/]"] if m.sweep.live_point else []), *legend]
+        self.legend = "  ".join(legend)
         if levels:
             self.set_xlimits(math.log2(max(1, min(levels))) - 0.3, math.log2(max(levels)) + 0.3)
         else:
             self.set_xlimits(-0.3, 8.3)
         self.set_ylimits(0, ymax * 1.1)
-        self.show_legend(LegendLocation.BOTTOMRIGHT, is_visible=len(self._datasets) > 0)
