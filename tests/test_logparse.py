@@ -159,3 +159,13 @@ def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) 
     assert [g["raw"] for g in got] == ["old 2", "old 3", "[2026-05-28 10:00:01] The server is fired up and ready to roll!"]
     assert got[2]["line_kind"] == "startup" and got[2]["cursor"] == "4" and got[2]["host"] == "sim"
     assert "--from-cursor '4'" in proc.stderr.read()
+
+
+def test_the_decode_fast_path_agrees_with_the_generic_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from kimitui.telemetry import logparse
+
+    fast = {g[0]: parse_line(g[0]).fields for g in DECODE}
+    monkeypatch.setattr(logparse, "_DECODE_FAST", re.compile(r"(?!)"))  # never matches: generic loop only
+    assert {g[0]: parse_line(g[0]).fields for g in DECODE} == fast

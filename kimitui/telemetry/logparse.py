@@ -201,6 +201,36 @@ def _batch_fields(body: str, fields: Fields) -> None:
             fields["token_usage"] = max(pools)
 
 
+# The usual Decode body in every version (v0.4 without the graph flag, 2025 trailing ", "):
+# one regex instead of the generic loop.  Anything else (hybrid pools, PD, MFU...) goes generic.
+_DECODE_FAST = re.compile(
+    r"#running-req: (\d+), #token: (\d+), token usage: (\d+\.\d+), "
+    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?)?"
+    r"(?:(cuda|cpu|npu|musa) graph: (True|False), )?"
+    r"gen throughput \(token/s\): (\d+\.\d+), #queue-req: (\d+)(?:, )?$"
+)
+
+
+def _decode_fields(body: str, fields: Fields) -> None:
+    m = _DECODE_FAST.match(body)
+    if m is None:
+        _batch_fields(body, fields)
+        return
+    running, tokens, usage, accept_len, accept_rate, backend, graph, thr, queue = m.groups()
+    fields["running_reqs"] = int(running)
+    fields["num_tokens"] = int(tokens)
+    fields["token_usage"] = float(usage)
+    if accept_len is not None:
+        fields["accept_len"] = float(accept_len)
+        if accept_rate is not None:
+            fields["accept_rate"] = float(accept_rate)
+    if backend is not None:
+        fields["cuda_graph"] = graph == "True"
+        fields["graph_backend"] = backend
+    fields["gen_throughput"] = float(thr)
+    fields["queued_reqs"] = int(queue)
+
+
 def _kv_pairs(text: str, fields: Fields) -> None:
     for key, val in _KV_EQ.findall(text):
         fields[key] = _value(val.rstrip(".,)"))
@@ -570,10 +600,14 @@ def _parse(raw: str) -> Parsed:
     if " batch" in msg:
         m = _BATCH.match(msg) or _BATCH.search(msg)
         if m:
-            if m.group(2):
-                fields["iter"] = int(m.group(2))
-            _batch_fields(m.group(3), fields)
-            return Parsed("decode" if m.group(1) == "Decode" else "prefill", severity, fields)
+            which, iteration, body = m.groups()
+            if iteration:
+                fields["iter"] = int(iteration)
+            if which == "Decode":
+                _decode_fields(body, fields)
+                return Parsed("decode", severity, fields)
+            _batch_fields(body, fields)
+            return Parsed("prefill", severity, fields)
     if "EPLBManager" in msg or "Expert Balancedness" in msg:
         if _eplb(msg, fields):
             return Parsed("eplb", severity, fields)
