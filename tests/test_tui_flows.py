@@ -389,3 +389,31 @@ async def test_compare_view_explains_when_there_is_one_sweep():
         await pilot.press("c")
         await tick(pilot)
         assert "Compare needs two sweeps" in screen_text(app)
+
+
+async def test_help_lists_keys_and_profile_numbers():
+    from kimitui.tui.screens.help import HelpScreen
+
+    app, ctrl = make()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await tick(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        assert "swap to profile ep8-v2" in text and "command palette" in text and "sweep" in text
+
+
+async def test_lost_link_shows_in_the_header_and_as_an_error_toast():
+    from kimitui.events import ConnectionState
+
+    app, ctrl = make()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        ctrl.session.publish(ConnectionState(state="lost", detail="keepalive timeout"))
+        await settle(app, pilot)
+        assert "● lost (keepalive timeout)" in screen_text(app)
+        assert any(n.severity == "error" and "connection lost" in n.message for n in app._notifications)
+        ctrl.session.publish(ConnectionState(state="connected"))
+        await settle(app, pilot)
+        assert "● connected" in screen_text(app)

@@ -231,7 +231,7 @@ class KimituiApp(App[int]):
             if isinstance(widget, SweepCurve):
                 panel = self.query_one("#panel-curve", Panel)
                 panel.border_subtitle = self._sweep_status()
-                panel.border_title = f"Throughput vs concurrency  {widget.legend}".rstrip()
+                panel.border_title = f"tok/s vs C  {widget.legend}" if widget.legend else "Throughput vs concurrency"
         elif isinstance(widget, GpuPanel):
             rows = len(self.model.gpus)
             widget.refresh(layout=rows != self._gpu_rows)  # a relayout only when the GPU count changes
