@@ -220,25 +220,46 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
 
 async def _read_stream(content: aiohttp.StreamReader, trace: RequestTrace) -> None:
     """Split the SSE byte stream into ``data:`` payloads, stamping each read once."""
-    pending = b""
+    sse = SseSplitter(trace)
     async for data in content.iter_any():
-        now = _perf_ns()
-        if pending:
-            data = pending + data
+        if not sse.feed(data, _perf_ns()):
+            return
+    sse.end(_perf_ns())
+
+
+class SseSplitter:
+    """Splits SSE bytes, read by read, into ``data:`` payloads for :func:`_on_payload` (both clients use it)."""
+
+    __slots__ = ("trace", "pending")
+
+    def __init__(self, trace: RequestTrace) -> None:
+        self.trace = trace
+        self.pending = b""
+
+    def feed(self, data: bytes, now: int) -> bool:
+        """One read's bytes, all stamped ``now``; False once the stream is over or broken."""
+        if self.pending:
+            data = self.pending + data
         lines = data.split(b"\n")
-        pending = lines.pop()
+        self.pending = lines.pop()
+        trace = self.trace
         for line in lines:
             if line[:5] == b"data:":
                 if not _on_payload(line[5:].strip(), now, trace):
-                    return
+                    return False
             elif line and line[:1] != b":" and line.strip() and not line.startswith((b"event:", b"id:", b"retry:")):
                 trace.fail("malformed", f"not an SSE line: {line[:120]!r}")
-                return
-    if pending.strip():
-        if pending[:5] == b"data:":
-            _on_payload(pending[5:].strip(), _perf_ns(), trace)
-        else:
-            trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
+                return False
+        return True
+
+    def end(self, now: int) -> None:
+        """The body ended: a last line without its newline still counts."""
+        pending, self.pending = self.pending, b""
+        if pending.strip():
+            if pending[:5] == b"data:":
+                _on_payload(pending[5:].strip(), now, self.trace)
+            else:
+                self.trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
 
 
 def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
@@ -385,7 +406,9 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
         itl_p99_s=_quantile(itls, 0.99) if itls else None,
         max_gap_s=gap,
         max_gap_at=clock.wall(gap_at) if gap_at is not None else None,
-        chunk_offsets_ms=[round((n - sent) / 1e6, 3) for n in trace.chunk_ns] if keep_chunks else None,
+        # Floored to the microsecond, never rounded up: a chunk that came in the same read as [DONE]
+        # must not land after the request's end (sent + e2e_s) and drop out of the steady window.
+        chunk_offsets_ms=[(n - sent) // 1000 / 1000 for n in trace.chunk_ns] if keep_chunks else None,
         chunk_tokens=list(trace.chunk_tok) if trace.multi_token else None,
         finish_reason=trace.finish_reason,
     )

@@ -27,6 +27,7 @@ incomplete), and abort.  Whatever finished is always reported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import math
 import random
@@ -35,10 +36,8 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-import aiohttp
-import yarl
-
-from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, make_session, run_request, to_result
+from kimitui.bench import h1client
+from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.bench.health import HealthMonitor
 from kimitui.bench.prompts import PromptError, prompt_source
 from kimitui.bench.stats import error_rate_exceeded, level_result, oversaturation
@@ -96,7 +95,7 @@ class SweepEngine:
         self.levels: list[LevelResult] = []
         self.health = HealthMonitor(self.sweep_id, host, emit)
         self.deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, spec.request_timeout_s)
-        self._endpoint = yarl.URL(base_url(spec.url) + "/v1/chat/completions")  # parsed once, not per request
+        self._endpoint = base_url(spec.url) + "/v1/chat/completions"
         self._setup_error: str | None = None
         try:
             self._prompt = prompt_source(spec.prompts, spec.seed)
@@ -115,7 +114,7 @@ class SweepEngine:
         self._c = 0
         self._repeat = 0
         self._model = spec.model
-        self._http: aiohttp.ClientSession | None = None
+        self._pool: h1client.Pool | None = None
 
     # -- control -----------------------------------------------------------------
     def abort(self, reason: str = "aborted by operator") -> None:
@@ -197,16 +196,17 @@ class SweepEngine:
             timer = loop.call_later(spec.level_time_limit_s, self._level_time_up)
         progress = loop.create_task(self._progress_loop())
         try:
-            async with make_session(c) as http:
-                self._http = http
-                if spec.mode == "burst":
-                    await self._burst(c)
-                elif spec.mode == "rate":
-                    await self._rate(c)
-                else:
-                    await self._sustained(c)
+            self._pool = h1client.Pool(self._endpoint, self.deadlines)  # one per level: no carry-over
+            if spec.mode == "burst":
+                await self._burst(c)
+            elif spec.mode == "rate":
+                await self._rate(c)
+            else:
+                await self._sustained(c)
         finally:
-            self._http = None
+            if self._pool is not None:
+                self._pool.close()
+            self._pool = None
             if timer is not None:
                 timer.cancel()
             progress.cancel()
@@ -275,18 +275,32 @@ class SweepEngine:
             if rounds is None and _perf_ns() - start >= self.spec.duration_s * 1e9:  # type: ignore[operator]
                 break
             n = c if budget is None else min(c, budget - r * c)
-            # Everything but the sends themselves happens before the clock starts: bodies, traces, tasks.
+            # Everything but the sends happens before the clock starts: request bytes, traces and
+            # connections (set-up is not dispatch: a refused one is tried again, and reported, at send).
             prepared = [self._prepare(idx + k, False, 0) for k in range(n)]
+            with contextlib.suppress(h1client.ConnectFailed):
+                await self._pool.warm(n)  # type: ignore[union-attr]
             loop = asyncio.get_running_loop()
-            tasks = [loop.create_task(self._one(idx + k, False, 0, prepared[k])) for k in range(n)]
+            batch: list[tuple[h1client.Conn, RequestTrace, bytes]] = []
+            conns: list[h1client.Conn | None] = []
+            for trace, data in prepared:  # pair each request with an open connection and prime it
+                conn = None
+                while self._pool.idle and conn is None:  # type: ignore[union-attr]
+                    conn = self._pool.idle.pop()  # type: ignore[union-attr]
+                    conn = conn if conn.open else None
+                if conn is not None:
+                    conn.prime(trace)
+                    batch.append((conn, trace, data))
+                conns.append(conn)
             gc_was_on = gc.isenabled()
             gc.disable()  # a collection in the middle of the dispatch would show up as dispatch delay
-            t0 = _perf_ns()
-            for trace, _ in prepared:
-                trace.intended_ns = t0
-            idx += n
-            r += 1
             try:
+                t0 = h1client.send_burst(batch)
+                for trace, _ in prepared:
+                    trace.intended_ns = t0  # those without a connection connect now; that shows as their delay
+                tasks = [loop.create_task(self._one(idx + k, False, t0, prepared[k], conns[k])) for k in range(n)]
+                idx += n
+                r += 1
                 await asyncio.gather(*tasks)
             finally:
                 if gc_was_on:
@@ -345,26 +359,28 @@ class SweepEngine:
 
     # -- one request ---------------------------------------------------------------
     def _prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
-        """The trace and body of one request, built before its send is due."""
+        """The trace and whole request bytes of one request, built before its send is due."""
         spec = self.spec
         trace = RequestTrace(f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}", self._c, warm, intended_ns)
         max_tokens = min(spec.max_tokens, 32) if warm else spec.max_tokens
         body = build_body(self._model, self._prompt(idx), max_tokens, temperature=spec.temperature,
                           ignore_eos=spec.ignore_eos, extra=spec.extra_body)
-        return trace, body
+        assert self._pool is not None
+        return trace, self._pool.request_bytes(body, trace.request_id)
 
     async def _one(self, idx: int, warm: bool, intended_ns: int,
-                   prepared: tuple[RequestTrace, bytes] | None = None) -> RequestTrace:
-        trace, body = prepared or self._prepare(idx, warm, intended_ns)
+                   prepared: tuple[RequestTrace, bytes] | None = None,
+                   conn: h1client.Conn | None = None) -> RequestTrace:
+        trace, data = prepared or self._prepare(idx, warm, intended_ns)
         rid = trace.request_id
         task = asyncio.current_task()
-        assert task is not None and self._http is not None
+        assert task is not None and self._pool is not None
         self._inflight[rid] = (trace, task)  # type: ignore[assignment]
         loop = asyncio.get_running_loop()
         # Announce after the send: in a burst every task sends before any announcement is built.
         loop.call_soon(self._announce, trace)
         try:
-            await run_request(self._http, self._endpoint, body, trace, self.deadlines)
+            await h1client.run_request(self._pool, data, trace, self.deadlines, conn)
         finally:
             self._inflight.pop(rid, None)
         # Results are built after this slot's next send, so their cost never shows as dispatch delay.
