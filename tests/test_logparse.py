@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats
 from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
-from tests.support.logsamples import ALL, DECODE, Golden
+from tests.support.logsamples import ALL, DECODE, PREFILL, Golden
 
 
 @pytest.mark.parametrize("golden", ALL, ids=lambda g: f"{g[1]}:{g[0][:50]}")
@@ -161,11 +161,15 @@ def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) 
     assert "--from-cursor '4'" in proc.stderr.read()
 
 
-def test_the_decode_fast_path_agrees_with_the_generic_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fast_paths_agree_with_the_generic_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
     from kimitui.telemetry import logparse
 
-    fast = {g[0]: parse_line(g[0]).fields for g in DECODE}
+    lines = [g[0] for g in DECODE + PREFILL]
+    fast = {line: parse_line(line).fields for line in lines}
+    assert sum(logparse._DECODE_FAST.search(x) is not None or logparse._PREFILL_FAST.search(x) is not None
+               for x in lines) >= 10  # most golden lines take a fast path
     monkeypatch.setattr(logparse, "_DECODE_FAST", re.compile(r"(?!)"))  # never matches: generic loop only
-    assert {g[0]: parse_line(g[0]).fields for g in DECODE} == fast
+    monkeypatch.setattr(logparse, "_PREFILL_FAST", re.compile(r"(?!)"))
+    assert {line: parse_line(line).fields for line in lines} == fast

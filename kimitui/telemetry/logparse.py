@@ -231,6 +231,35 @@ def _decode_fields(body: str, fields: Fields) -> None:
     fields["queued_reqs"] = int(queue)
 
 
+_PREFILL_FAST = re.compile(
+    r"#new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), token usage: (\d+\.\d+), "
+    r"#running-req: (\d+), #queue-req: (\d+)(?:, #pending-token: (\d+))?"
+    r"(?:, (cuda|cpu|npu|musa) graph: (True|False))?(?:, input throughput \(token/s\): (\d+\.\d+))?"
+    r"(?:, (cuda|cpu|npu|musa) graph: (True|False))?(?:, )?$"
+)
+
+
+def _prefill_fields(body: str, fields: Fields) -> None:
+    m = _PREFILL_FAST.match(body)
+    if m is None:
+        _batch_fields(body, fields)
+        return
+    seqs, new, cached, usage, running, queue, pending, backend, graph, thr, backend2, graph2 = m.groups()
+    fields["new_seq"] = int(seqs)
+    fields["new_token"] = int(new)
+    fields["cached_token"] = int(cached)
+    fields["token_usage"] = float(usage)
+    fields["running_reqs"] = int(running)
+    fields["queued_reqs"] = int(queue)
+    if pending is not None:
+        fields["pending_token"] = int(pending)
+    if backend is not None or backend2 is not None:
+        fields["cuda_graph"] = (graph or graph2) == "True"
+        fields["graph_backend"] = backend or backend2
+    if thr is not None:
+        fields["input_throughput"] = float(thr)
+
+
 def _kv_pairs(text: str, fields: Fields) -> None:
     for key, val in _KV_EQ.findall(text):
         fields[key] = _value(val.rstrip(".,)"))
@@ -606,7 +635,7 @@ def _parse(raw: str) -> Parsed:
             if which == "Decode":
                 _decode_fields(body, fields)
                 return Parsed("decode", severity, fields)
-            _batch_fields(body, fields)
+            _prefill_fields(body, fields)
             return Parsed("prefill", severity, fields)
     if "EPLBManager" in msg or "Expert Balancedness" in msg:
         if _eplb(msg, fields):
