@@ -173,3 +173,28 @@ def test_the_fast_paths_agree_with_the_generic_parser(monkeypatch: pytest.Monkey
     monkeypatch.setattr(logparse, "_DECODE_FAST", re.compile(r"(?!)"))  # never matches: generic loop only
     monkeypatch.setattr(logparse, "_PREFILL_FAST", re.compile(r"(?!)"))
     assert {line: parse_line(line).fields for line in lines} == fast
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seqs=st.integers(0, 4096), new=st.integers(0, 10**6), cached=st.integers(0, 10**6), usage=st.floats(0, 1),
+    running=st.integers(0, 10**5), queue=st.integers(0, 10**5), pending=st.integers(0, 10**7),
+    graph=st.booleans(), thr=st.floats(0, 10**7), form=st.sampled_from(["v046", "dec2025", "feb2026", "head"]),
+)
+def test_prefill_figures_survive_every_format(seqs: int, new: int, cached: int, usage: float, running: int,
+                                              queue: int, pending: int, graph: bool, thr: float, form: str) -> None:
+    head = "Prefill batch." if form == "v046" else "Prefill batch,"
+    body = (f"#new-seq: {seqs}, #new-token: {new}, #cached-token: {cached}, token usage: {usage:.2f}, "
+            f"#running-req: {running}, #queue-req: {queue}")
+    body += {"v046": "", "dec2025": ", ",
+             "feb2026": f", input throughput (token/s): {thr:.2f}, cuda graph: {graph}",
+             "head": f", #pending-token: {pending}, cuda graph: {graph}, input throughput (token/s): {thr:.2f}"}[form]
+    p = parse_line(f"[2026-05-28 10:00:00 TP0] {head} {body}")
+    f = p.fields
+    assert p.line_kind == "prefill"
+    assert (f["new_seq"], f["new_token"], f["cached_token"], f["running_reqs"], f["queued_reqs"]) == (
+        seqs, new, cached, running, queue)
+    assert f["token_usage"] == pytest.approx(round(usage, 2))
+    assert f.get("pending_token") == (pending if form == "head" else None)
+    assert f.get("cuda_graph") == (graph if form in ("feb2026", "head") else None)
+    assert f.get("input_throughput") == (pytest.approx(round(thr, 2)) if form in ("feb2026", "head") else None)
