@@ -233,6 +233,14 @@ async def test_login_shell_noise_does_not_reach_the_output(ssh_server: SSHTestSe
     await s.stop()
 
 
+async def test_more_commands_than_sshd_max_sessions_wait_their_turn(ssh_server: SSHTestServer, host: SSHHost) -> None:
+    ssh_server.max_sessions = 3
+    s = await host.stream(["sleep", "30"])  # holds one of the three
+    results = await asyncio.gather(*(host.run(["bash", "-c", f"sleep 0.05; echo {i}"]) for i in range(8)))
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(8)]
+    await s.stop()
+
+
 async def test_wait_connected_times_out_while_server_down(ssh_server: SSHTestServer) -> None:
     h = ssh_server.make_host("gpu")
     await ssh_server.stop()

@@ -500,7 +500,17 @@ class SSHHost(Host):
 
         async def start() -> int | None:
             nonlocal proc
-            proc = await conn.create_process(command, encoding=None)
+            delay = 0.02
+            while True:
+                try:
+                    proc = await conn.create_process(command, encoding=None)
+                    break
+                except asyncssh.ChannelOpenError:
+                    # sshd refuses sessions beyond MaxSessions (10 by default): wait for one to end
+                    if conn.is_closed():
+                        raise
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.5)
             return await _read_pid(proc)
 
         try:

@@ -39,6 +39,7 @@ class _Server(asyncssh.SSHServer):
     def __init__(self, owner: "SSHTestServer") -> None:
         self._owner = owner
         self._conn: asyncssh.SSHServerConnection | None = None
+        self.sessions = 0
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
@@ -50,6 +51,19 @@ class _Server(asyncssh.SSHServer):
 
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
         return dest_host in (LOOPBACK, "localhost")  # direct-tcpip, for jump-host tests only
+
+    def session_requested(self) -> asyncssh.SSHServerProcess[bytes] | bool:
+        """A session runs bash; refused beyond ``max_sessions`` open ones (OpenSSH's MaxSessions)."""
+        if self.sessions >= self._owner.max_sessions:
+            return False
+        self.sessions += 1
+        return asyncssh.SSHServerProcess(self._run, None, 3, False)
+
+    async def _run(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        try:
+            await self._owner._run_in_bash(process)
+        finally:
+            self.sessions -= 1
 
 
 class SSHTestServer:
@@ -66,6 +80,8 @@ class SSHTestServer:
         """Pids of the commands running now (each leads its own process group)."""
         self.commands: list[str] = []
         """Every command string the server was asked to run, in order."""
+        self.max_sessions = 10
+        """Open sessions allowed per connection, as OpenSSH's default ``MaxSessions 10``."""
         self.login_noise = ""
         """Shell code run before each command, like a chatty ~/.bashrc (e.g. ``echo Welcome``)."""
         self._acceptor: asyncssh.SSHAcceptor | None = None
@@ -94,8 +110,7 @@ class SSHTestServer:
             authorized_client_keys=asyncssh.import_authorized_keys(
                 self.client_key.export_public_key().decode()
             ),
-            process_factory=self._run_in_bash,
-            encoding=None,
+            encoding=None,  # sessions come from _Server.session_requested (MaxSessions)
             allow_scp=False,
             reuse_address=True,
         )
