@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.support.launcher_env"]
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(240)  # generous: a loaded 2-core CI box is slow to start servers
 
 OPERATORS_UNIT = """# typed by hand, as in the field notes
 [Service]
