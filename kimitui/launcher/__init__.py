@@ -8,8 +8,9 @@ Public API::
 
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.process import ProcessLauncher
-from kimitui.launcher.select import is_simulated_host, launcher_for
+from kimitui.launcher.select import find_running, is_simulated_host, launcher_for
 from kimitui.launcher.swap import SwapOutcome, server_url, swap
+from kimitui.launcher.systemd import SystemdLauncher
 
 __all__ = [
     "LaunchError",
@@ -17,6 +18,8 @@ __all__ = [
     "ProcessLauncher",
     "RunRecord",
     "SwapOutcome",
+    "SystemdLauncher",
+    "find_running",
     "is_simulated_host",
     "launcher_for",
     "server_url",
