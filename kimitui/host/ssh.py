@@ -29,12 +29,11 @@ import random
 import shlex
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncssh
-import platformdirs
 
 from kimitui.host.base import (
     CommandResult,
@@ -44,18 +43,12 @@ from kimitui.host.base import (
     HostError,
     HostKeyError,
     HostUnavailable,
-    Stream,
 )
-from kimitui.host.lines import LineSplitter, StderrTail, decode
+from kimitui.host.hostkeys import DEFAULT_PORT, GLOBAL_KNOWN_HOSTS, USER_KNOWN_HOSTS, HostKeyPolicy, default_tofu_known_hosts
+from kimitui.host.lines import decode
+from kimitui.host.ssh_stream import LINK_ERRORS, SSHStream, exit_code_of, read_pid, remote_command
 
-DEFAULT_PORT = 22
-READ_CHUNK = 65536
-USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
-GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
-_PID_MARK = b"kimitui-pid "
-_PID_SCRIPT = 'echo "kimitui-pid $$"; exec "$@"'
-_PID_SCRIPT_MERGED = 'echo "kimitui-pid $$"; exec "$@" 2>&1'
-_LINK_ERRORS = (asyncssh.Error, ConnectionError, OSError, EOFError)
+__all__ = ["SSHHost", "SSHStream", "remote_command", "default_tofu_known_hosts"]
 
 # $1 = path, $2 = octal mode; data on stdin.  A temp file beside the target,
 # fsync where `sync FILE` exists, then an atomic rename.
@@ -72,48 +65,6 @@ trap - EXIT"""
 _READ_SCRIPT = 'p=$1; case $p in "~/"*) p=$HOME/${p#"~/"};; esac\nexec cat -- "$p"'
 
 
-def default_tofu_known_hosts() -> Path:
-    """kimitui's own known_hosts, where trust-on-first-use records keys."""
-    return Path(platformdirs.user_data_dir("kimitui")) / "known_hosts"
-
-
-def remote_command(argv: Sequence[str], env: dict[str, str] | None = None, *, merge_stderr: bool = False) -> str:
-    """The shell line for ``argv``: every word quoted, pid announced on the first stdout line."""
-    if not argv:
-        raise HostError("empty command")
-    prefix: list[str] = []
-    if env:
-        for key, value in env.items():
-            if not key or "=" in key or not key.replace("_", "a").isalnum():
-                raise HostError(f"invalid environment variable name {key!r}")
-            prefix.append(f"{key}={value}")
-        prefix.insert(0, "env")
-    script = _PID_SCRIPT_MERGED if merge_stderr else _PID_SCRIPT
-    return shlex.join(["exec", "sh", "-c", script, "kimitui", *prefix, *argv])
-
-
-def _exit_code(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
-    """The remote exit status; ``None`` if killed by a signal or the link dropped."""
-    status = proc.exit_status
-    if proc.exit_signal is not None or status is None or status < 0:
-        return None
-    return status
-
-
-async def _read_pid(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
-    """The pid line our wrapper prints first; anything before it is login-shell noise (rc files)."""
-    for _ in range(1000):
-        line = await proc.stdout.readline()
-        if not line:
-            return None
-        if line.startswith(_PID_MARK):
-            try:
-                return int(line[len(_PID_MARK):].strip())
-            except ValueError:
-                return None
-    return None
-
-
 class _Client(asyncssh.SSHClient):
     """Per-connection callbacks: host-key decisions and loss of the link."""
 
@@ -123,100 +74,12 @@ class _Client(asyncssh.SSHClient):
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         # Only called for a key that known_hosts does not already trust.
-        verdict, message = self._host._judge_host_key(host, addr, port, key)
+        verdict, message = self._host.host_keys().judge(host, addr, port, key)
         self.key_problem = message
         return verdict
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._host._on_link_lost(self, exc)
-
-
-class SSHStream(Stream):
-    """A remote command read line by line over an SSH channel."""
-
-    def __init__(self, host: "SSHHost", proc: asyncssh.SSHClientProcess[bytes], argv: tuple[str, ...], pid: int | None, merged: bool) -> None:
-        self.host = host
-        self.proc = proc
-        self.argv = argv
-        self.pid = pid
-        """The remote process id (None if the remote shell did not report it)."""
-        self.lost = False
-        """True when the stream ended because the SSH link dropped."""
-        self.stopped = False
-        """True once :meth:`stop` ended it."""
-        self._gave_up = False
-        self.error = ""
-        self.stderr_tail = StderrTail()
-        self._stop_lock = asyncio.Lock()
-        self._closed = asyncio.ensure_future(proc.wait_closed())
-        self._stderr_task = None if merged else asyncio.ensure_future(self._drain_stderr())
-
-    async def _drain_stderr(self) -> None:
-        with contextlib.suppress(*_LINK_ERRORS):
-            while chunk := await self.proc.stderr.read(READ_CHUNK):
-                self.stderr_tail.feed(chunk)
-        self.stderr_tail.close()
-
-    async def __aiter__(self) -> AsyncIterator[str]:  # type: ignore[override]
-        split = LineSplitter()
-        try:
-            while chunk := await self.proc.stdout.read(READ_CHUNK):
-                for line in split.feed(chunk):
-                    yield line
-        except _LINK_ERRORS as exc:
-            self.lost, self.error = True, str(exc) or type(exc).__name__
-        for line in split.flush():
-            yield line
-        await self.wait()
-
-    async def write(self, data: str | bytes) -> None:
-        if self._closed.done() or self.proc.stdin.is_closing():
-            raise HostError(f"{self.host.name}: stdin of {self.argv[0]!r} is closed")
-        try:
-            self.proc.stdin.write(data.encode() if isinstance(data, str) else data)
-            await self.proc.stdin.drain()
-        except _LINK_ERRORS as exc:
-            raise HostUnavailable(f"{self.host.name}: cannot write to {self.argv[0]!r}: {exc}") from exc
-
-    async def close_stdin(self) -> None:
-        with contextlib.suppress(*_LINK_ERRORS):
-            if not self._closed.done():
-                self.proc.stdin.write_eof()
-
-    async def wait(self) -> int | None:
-        if not self._gave_up:
-            with contextlib.suppress(*_LINK_ERRORS):
-                await asyncio.shield(self._closed)
-        if self._stderr_task is not None:
-            if self._gave_up:
-                self._stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stderr_task
-        self.exit_code = _exit_code(self.proc)
-        if self.proc.exit_status is None and self.proc.exit_signal is None and not self.stopped:
-            self.lost = True
-        return self.exit_code
-
-    async def stop(self, grace_s: float = 3.0) -> None:
-        """TERM the remote process, KILL it after ``grace_s``, close the channel; idempotent."""
-        async with self._stop_lock:
-            if not self._closed.done():
-                self.stopped = True
-                with contextlib.suppress(*_LINK_ERRORS):
-                    self.proc.send_signal("TERM")  # honoured by OpenSSH >= 7.9
-                link_ok = await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
-                except asyncio.TimeoutError:
-                    if link_ok:  # a link that could not run `kill` will not run it now
-                        await self.host._kill_remote(self.pid, "KILL", timeout=grace_s)
-                self.proc.close()
-                with contextlib.suppress(asyncio.TimeoutError, *_LINK_ERRORS):
-                    await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
-            if not self._closed.done():  # a hung link: stop waiting for it
-                self._gave_up = True
-                self._closed.cancel()
-            await self.wait()
 
 
 class SSHHost(Host):
@@ -298,43 +161,15 @@ class SSHHost(Host):
 
     # ------------------------------------------------------------------ host keys
 
-    def _known_hosts(self) -> asyncssh.SSHKnownHosts:
-        """Everything trusted now: the configured files plus kimitui's TOFU file."""
-        files = [str(f) for f in [*self.known_hosts_files, self.tofu_known_hosts] if f.is_file()]
-        return asyncssh.read_known_hosts(files) if files else asyncssh.import_known_hosts("")
-
-    def _judge_host_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> tuple[bool, str | None]:
-        """Accept (TOFU) or refuse a key known_hosts does not trust, with the reason."""
-        match_port = port if port and port != DEFAULT_PORT else None
-        trusted, cas, *_ = self._known_hosts().match(host, addr, match_port)
-        fingerprint = key.get_fingerprint()
-        bracketed = f"[{host}]:{port}" if match_port else host
-        files = ", ".join(str(f) for f in [*self.known_hosts_files, self.tofu_known_hosts])
-        if trusted or cas:
-            old = ", ".join(k.get_fingerprint() for k in trusted) or "a certificate authority"
-            return False, (
-                f"{self.name}: the host key of {bracketed} has CHANGED: it now offers {fingerprint}, "
-                f"known_hosts trusts {old}. Someone may be intercepting the connection, or the host was "
-                f"reinstalled. If you know the new key is right, remove the old one with "
-                f"`ssh-keygen -R '{bracketed}' -f <file>` (files: {files}) and connect again."
-            )
-        if self.trust_on_first_use:
-            self._record_key(bracketed, key)
-            return True, None
-        keyscan = f"ssh-keyscan -p {port} {host}" if match_port else f"ssh-keyscan {host}"
-        return False, (
-            f"{self.name}: the host key of {bracketed} ({key.get_algorithm()} {fingerprint}) is not in "
-            f"known_hosts ({files}); refusing to connect. If that fingerprint is right, trust it with "
-            f"`{keyscan} >> {self.known_hosts_files[0]}`, or set `trust_on_first_use = true` under "
-            f"[hosts.{self.name}] in the kimitui config."
+    def host_keys(self) -> HostKeyPolicy:
+        """Who this host trusts now (built from the current settings)."""
+        return HostKeyPolicy(
+            self.name,
+            self.known_hosts_files,
+            trust_on_first_use=self.trust_on_first_use,
+            tofu_file=self.tofu_known_hosts,
+            on_trusted=lambda text: self.connection_event("connecting", text),
         )
-
-    def _record_key(self, host_pattern: str, key: asyncssh.SSHKey) -> None:
-        self.tofu_known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{host_pattern} {key.export_public_key().decode().split(chr(10))[0].strip()}\n"
-        with open(self.tofu_known_hosts, "a", encoding="utf-8") as f:
-            f.write(line)
-        self.connection_event("connecting", f"trusted on first use: {host_pattern} {key.get_fingerprint()}")
 
     # ------------------------------------------------------------------ the link
 
@@ -342,7 +177,7 @@ class SSHHost(Host):
         """One connection attempt; maps every failure to a HostError kind."""
         client = _Client(self)
         options: dict[str, Any] = dict(
-            known_hosts=lambda h, a, p: self._known_hosts().match(h, a, p),
+            known_hosts=lambda h, a, p: self.host_keys().known_hosts().match(h, a, p),
             client_factory=lambda: client,
             keepalive_interval=self.keepalive_s,
             keepalive_count_max=self.keepalive_count_max,
@@ -373,7 +208,7 @@ class SSHHost(Host):
                 f"{self.name}: {self.target} refused our credentials ({exc.reason}); check `key` in the "
                 f"kimitui config, your ssh-agent, or ~/.ssh/config"
             ) from None
-        except (asyncio.TimeoutError, *_LINK_ERRORS) as exc:
+        except (asyncio.TimeoutError, *LINK_ERRORS) as exc:
             reason = str(exc) or type(exc).__name__
             raise HostUnavailable(f"{self.name}: cannot reach {self.target}: {reason}") from None
         self._conn, self._client = conn, client
@@ -484,7 +319,7 @@ class SSHHost(Host):
         self._connected.clear()
         if conn is not None:
             conn.close()
-            with contextlib.suppress(*_LINK_ERRORS):
+            with contextlib.suppress(*LINK_ERRORS):
                 await conn.wait_closed()
         self.connection_event("closed")
 
@@ -511,7 +346,7 @@ class SSHHost(Host):
                         raise
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.5)
-            return await _read_pid(proc)
+            return await read_pid(proc)
 
         try:
             pid = await asyncio.wait_for(start(), timeout)
@@ -519,7 +354,7 @@ class SSHHost(Host):
             if proc is not None:
                 proc.close()
             raise HostUnavailable(f"{self.name}: {self.target} did not start {argv[0]!r} within {timeout:g} s") from None
-        except _LINK_ERRORS as exc:
+        except LINK_ERRORS as exc:
             raise HostUnavailable(f"{self.name}: cannot start {argv[0]!r}: {exc}") from exc
         assert proc is not None
         return proc, pid
@@ -530,7 +365,7 @@ class SSHHost(Host):
             return False
         try:
             await self.run(["kill", f"-{sig}", str(pid)], timeout=max(timeout, 1.0))
-        except (HostError, asyncio.TimeoutError, *_LINK_ERRORS):
+        except (HostError, asyncio.TimeoutError, *LINK_ERRORS):
             return False
         return True
 
@@ -564,7 +399,7 @@ class SSHHost(Host):
             raise CommandTimeout(
                 f"{self.name}: {argv[0]!r} ran past its {timeout:g} s timeout and was killed"
             ) from None
-        except _LINK_ERRORS as exc:
+        except LINK_ERRORS as exc:
             proc.close()
             raise HostUnavailable(f"{self.name}: link lost while running {argv[0]!r}: {exc}") from exc
         except BaseException:
@@ -572,7 +407,7 @@ class SSHHost(Host):
             raise
         if proc.exit_status is None and proc.exit_signal is None:
             raise HostUnavailable(f"{self.name}: link to {self.target} closed while running {argv[0]!r}")
-        result = CommandResult(argv, _exit_code(proc), decode(out), decode(err))
+        result = CommandResult(argv, exit_code_of(proc), decode(out), decode(err))
         if check and not result.ok:
             raise HostError(
                 f"{self.name}: {shlex.join(argv)!r} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}"
@@ -604,7 +439,7 @@ class SSHHost(Host):
             proc.stdin.write_eof()
             out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), 60.0)
             await asyncio.wait_for(proc.wait_closed(), 5.0)
-        except (asyncio.TimeoutError, *_LINK_ERRORS) as exc:
+        except (asyncio.TimeoutError, *LINK_ERRORS) as exc:
             raise HostUnavailable(f"{self.name}: cannot read {path}: {exc or 'timed out'}") from exc
         if proc.exit_status != 0:
             raise HostError(f"{self.name}: cannot read {path}: {decode(err).strip() or f'exit {proc.exit_status}'}")
