@@ -75,7 +75,7 @@ class HostConfig(BaseModel):
     jump: str | None = None
     """Jump host: another ``[hosts.*]`` name, or ``user@host:port``."""
     keepalive_s: float = Field(default=1.0, gt=0, le=300)
-    """Keepalive interval; a dead link is noticed after three missed answers."""
+    """Keepalive interval; a dead link is noticed after three unanswered ones (~4 s at 1 s)."""
     connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
     python: str = "python3"
     """The remote Python that runs the GPU agent."""

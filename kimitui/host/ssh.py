@@ -7,7 +7,7 @@ What it adds to the plain library, and why:
   unknown or changed key is refused with a message naming the host, its
   fingerprint and the exact command that trusts it.  Trust-on-first-use is an
   explicit opt-in; the key is recorded and verified from then on.
-* **A dead link is noticed** within ``keepalive_s * 3`` seconds (keepalives),
+* **A dead link is noticed** after about ``keepalive_s * (keepalive_count_max + 1)`` s (4 s by default),
   and the host **reconnects by itself** with exponential backoff, publishing
   ``ConnectionState`` events (lost, reconnecting, connected, failed).  A
   changed host key or refused credentials stop the retries: those need a human.
