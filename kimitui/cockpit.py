@@ -24,7 +24,7 @@ from typing import Any
 import platformdirs
 
 from kimitui.control import NotAvailable, SwapPlan
-from kimitui.events import Baseline, ErrorEvent, Event, Marker, Note, ProfileState, SweepSpec
+from kimitui.events import Baseline, ErrorEvent, Event, Marker, Note, ProfileState, ProfileSwitch, SweepSpec
 from kimitui.session import Session
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,9 @@ class LiveController:
 
     # ------------------------------------------------------------------ following the server
     def _watch(self, event: Event) -> None:
-        """Sink: when a swap starts a server, follow its log and metrics."""
+        """Sink: when a swap starts a server, follow its log and metrics; a switch ends the swap."""
+        if isinstance(event, ProfileSwitch) and event.host == self.host_name and self._busy == "swap":
+            self._busy = None  # the outcome is decided; what follows is bookkeeping
         if isinstance(event, ProfileState) and event.host == self.host_name:
             if event.state in ("starting", "serving", "rolled_back") and event.profile:
                 self._running_profile = event.profile
@@ -197,6 +199,7 @@ class LiveController:
             await self._follow(self._record, serving=self._serving)
 
     async def _follow(self, record: Any, serving: bool = False) -> None:
+        from kimitui.launcher.drift import expected_args
         from kimitui.launcher.profiles import load
         from kimitui.launcher.swap import server_url
         from kimitui.telemetry.logs import LogFollower
@@ -217,7 +220,7 @@ class LiveController:
         bind_host = None
         try:
             profile = load(record.profile_path or record.profile, self.profile_dirs)
-            expected = profile.knobs()
+            expected = expected_args(profile)
             bind_host = profile.host
         except Exception as exc:
             self._error("profile", f"cannot load profile {record.profile}: {exc}")
@@ -258,45 +261,19 @@ class LiveController:
         return [p.name for p in good]
 
     def plan_swap(self, profile: str) -> SwapPlan:
-        from kimitui.launcher.guard import check, load_baseline
-        from kimitui.profiles import diff_profiles, lint_profile, load_profile
+        from kimitui.launcher.guard import load_baseline
+        from kimitui.launcher.plan import plan_swap
+        from kimitui.profiles import load_profile
 
         target = load_profile(profile, self.profile_dirs)
         running = None
         if self._running_profile:
             try:
                 running = load_profile(self._running_profile, self.profile_dirs)
-            except Exception:
-                running = None
-        issues = lint_profile(target)
-        errors = [f"{i.field}: {i.message}" for i in issues if i.severity == "error"]
-        warnings = [f"{i.field}: {i.message}" for i in issues if i.severity == "warning"]
-        changes: dict[str, tuple[Any, Any]] = {}
-        confounded = False
-        if running is not None:
-            d = diff_profiles(running, target)
-            changes, confounded = dict(d.changes), d.confounded
-            if d.warning():
-                warnings.insert(0, d.warning())
-        variants: list[str] = []
+            except Exception as exc:  # a running profile whose file went away: plan without it
+                log.debug("running profile %s: %s", self._running_profile, exc)
         baseline = load_baseline(self.host_name, self._running_profile, self.profile_dirs)
-        if baseline is not None:
-            report = check(baseline, target)
-            if report.confounded:
-                if report.message and report.message not in warnings:
-                    warnings.insert(0, report.message)
-                variants = [v.name for v in report.variants]
-                confounded = True
-        return SwapPlan(
-            target=target.name,
-            running=self._running_profile,
-            baseline=baseline.name if baseline is not None else None,
-            changes=changes,
-            confounded=confounded,
-            warnings=warnings,
-            errors=errors,
-            variants=variants,
-        )
+        return plan_swap(target, running=running, baseline=baseline)
 
     async def swap(self, profile: str) -> None:
         if self._busy == "sweep":
@@ -312,11 +289,13 @@ class LiveController:
         from kimitui.launcher.swap import swap
 
         try:
-            target: Any = profile
+            sim_args: tuple[str, ...] = ()
             if self.simulated and self.sim_time_scale is not None:
-                target = self._scaled(profile)
-            outcome = await swap(self._host, target, session=self.session, extra_dirs=self.profile_dirs)
+                sim_args = ("--time-scale", str(self.sim_time_scale))
+            outcome = await swap(self._host, profile, session=self.session, extra_dirs=self.profile_dirs,
+                                 sim_args=sim_args)
             self._started_here = self._started_here or outcome.ok
+            self._busy = None
             if outcome.record is not None:
                 self._running_profile = outcome.serving
                 await self._refollow()
@@ -325,13 +304,8 @@ class LiveController:
         except Exception as exc:
             self._error("swap", f"swap to {profile} failed: {exc}")
         finally:
-            self._busy = None
-
-    def _scaled(self, profile: str) -> Any:
-        from kimitui.profiles import load_profile
-
-        p = load_profile(profile, self.profile_dirs)
-        return p.model_copy(update={"sim": p.sim.model_copy(update={"time_scale": self.sim_time_scale})})
+            if self._busy == "swap":
+                self._busy = None
 
     def mark_baseline(self) -> str | None:
         from kimitui.launcher.guard import mark_baseline
