@@ -293,13 +293,13 @@ async def test_z_maximises_the_focused_panel_and_hidden_panels_do_no_work():
 
 
 async def test_keys_are_remappable_from_the_config():
-    app, ctrl = make(config_keys={"sweep": "x", "kimitui.baseline": "B"})
+    app, ctrl = make(config_keys={"sweep": "w", "kimitui.baseline": "B"})  # w: the config docs' example
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("B")
         await tick(pilot)
         assert ("mark_baseline",) in ctrl.calls
-        await pilot.press("x")
+        await pilot.press("w")  # also replay's "next switch", which is off in a live session
         await tick(pilot)
         assert isinstance(app.screen, SweepForm)
 

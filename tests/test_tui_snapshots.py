@@ -5,7 +5,6 @@ Update after an intended visual change with ``pytest tests/test_tui_snapshots.py
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest

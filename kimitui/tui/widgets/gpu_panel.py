@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.model import CockpitModel, GpuRow
+from kimitui.tui.model import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import bar, rate, spark
 
 HOT_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
@@ -43,7 +43,7 @@ class GpuPanel(Widget):
         has_rank = any(r.rank for r in rows)
         parts = [(self._head(row, has_rank), self._tail(row, has)) for row in rows]
         widest = max(head.cell_len + tail.cell_len for head, tail in parts)
-        spark_w = max(4, min(60, self.size.width - widest - 1)) if has["util_pct"] else 0
+        spark_w = max(4, min(HISTORY, self.size.width - widest - 1)) if has["util_pct"] else 0
         out = Text(no_wrap=True, overflow="ellipsis")
         for row, (head, tail) in zip(rows, parts):
             out.append_text(head)
