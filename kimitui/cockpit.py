@@ -83,6 +83,8 @@ class LiveController:
         self._started_here = False
         self._following: str | None = None
         self._serving = False
+        self._server_url: str | None = None
+        """How this machine reaches the followed server (through the SSH link for a loopback bind)."""
         self._metrics_args: tuple[str, str, dict[str, Any] | None] | None = None
         """Did this session start the server?  On the simulated host it is stopped on quit."""
 
@@ -201,7 +203,7 @@ class LiveController:
     async def _follow(self, record: Any, serving: bool = False) -> None:
         from kimitui.launcher.drift import expected_args
         from kimitui.launcher.profiles import load
-        from kimitui.launcher.swap import server_url
+        from kimitui.launcher.swap import reach_server
         from kimitui.telemetry.logs import LogFollower
 
         if self._logs is not None and self._following == record.run_id:
@@ -224,7 +226,8 @@ class LiveController:
             bind_host = profile.host
         except Exception as exc:
             self._error("profile", f"cannot load profile {record.profile}: {exc}")
-        self._metrics_args = (record.run_id, server_url(self._host, bind_host, record.port), expected)
+        self._server_url = await reach_server(self._host, bind_host, record.port)
+        self._metrics_args = (record.run_id, self._server_url, expected)
         if serving:
             await self._start_metrics()
 
@@ -351,6 +354,8 @@ class LiveController:
                 pass
         if self._record is not None and self._record.port:
             port = self._record.port
+        if self._server_url is not None:
+            return self._server_url, model
         if self._host is None:
             return f"http://127.0.0.1:{port}", model
         return server_url(self._host, bind_host, port), model

@@ -40,14 +40,14 @@ async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] |
 
     from kimitui.launcher.drift import drift, fetch_server_info
     from kimitui.launcher.select import find_running
-    from kimitui.launcher.swap import server_url
+    from kimitui.launcher.swap import reach_server
 
     found = await find_running(host, unit=unit)
     out: dict[str, Any] = {"host": host.name, "running": found is not None}
     if found is None:
         return out
     launcher, record = found
-    url = server_url(host, record.extra.get("bind_host"), record.port)
+    url = await reach_server(host, record.extra.get("bind_host"), record.port)
     out.update(
         profile=record.profile,
         launcher=launcher.kind,

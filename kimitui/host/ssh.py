@@ -137,6 +137,7 @@ class SSHHost(Host):
         self._fatal: HostError | None = None
         self._closed = False
         self._streams: weakref.WeakSet[SSHStream] = weakref.WeakSet()
+        self._forwards: dict[tuple[str, int], asyncio.base_events.Server] = {}
 
     # ------------------------------------------------------------------ describing
 
@@ -305,10 +306,56 @@ class SSHHost(Host):
         assert self._conn is not None
         return self._conn
 
+    async def forward(self, remote_host: str, remote_port: int) -> int:
+        """A port on this machine's 127.0.0.1 that reaches ``remote_host:remote_port`` as seen
+        from the GPU host, through the SSH link (for a server bound to the host's loopback).
+
+        The listener is ours, not the connection's: each new TCP connection opens a
+        direct-tcpip channel on the *current* link, so the port survives reconnects.
+        """
+        key = (remote_host, remote_port)
+        if key not in self._forwards:
+            self._forwards[key] = await asyncio.start_server(
+                lambda r, w: self._pipe_forward(r, w, remote_host, remote_port), "127.0.0.1", 0
+            )
+        return int(self._forwards[key].sockets[0].getsockname()[1])
+
+    async def _pipe_forward(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote_host: str, remote_port: int
+    ) -> None:
+        try:
+            conn = await self._ensure_conn()
+            remote_reader, remote_writer = await conn.open_connection(remote_host, remote_port)
+        except (HostError, asyncssh.Error, *LINK_ERRORS):
+            writer.close()
+            return
+
+        async def pump(src: Any, dst: Any) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+                if dst.can_write_eof():
+                    dst.write_eof()
+            except (asyncssh.Error, *LINK_ERRORS):
+                pass
+            finally:
+                if not dst.can_write_eof():
+                    dst.close()
+
+        try:
+            await asyncio.gather(pump(reader, remote_writer), pump(remote_reader, writer))
+        finally:
+            writer.close()
+            remote_writer.close()
+
     async def close(self) -> None:
-        """Stop every stream, close the link, stop reconnecting."""
+        """Stop every stream and forward, close the link, stop reconnecting."""
         if self._closed:
             return
+        for server in self._forwards.values():
+            server.close()
+        self._forwards.clear()
         await asyncio.gather(*(s.stop(grace_s=1.0) for s in list(self._streams)), return_exceptions=True)
         self._closed = True
         if self._reconnect_task is not None:

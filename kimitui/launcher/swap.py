@@ -92,6 +92,32 @@ def server_url(host: Host, bind_host: str | None, port: int | None) -> str:
     return f"http://{addr}:{port or 30000}"
 
 
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_WILDCARD = ("0.0.0.0", "::", "")
+
+
+async def reach_server(host: Host, bind_host: str | None, port: int | None) -> str:
+    """The URL kimitui should use for the server, reachable from *this* machine.
+
+    Over SSH a server bound to the GPU host's loopback is reached through the
+    link (``SSHHost.forward``); a wildcard bind is reached at the address the
+    link actually connected to (the configured name may be an ~/.ssh/config
+    alias).  Locally this is :func:`server_url`.
+    """
+    forward = getattr(host, "forward", None)
+    if forward is None:
+        return server_url(host, bind_host, port)
+    addr = bind_host or "127.0.0.1"
+    if addr in _LOOPBACK:
+        local = await forward("127.0.0.1" if addr == "localhost" else addr, port or 30000)
+        return f"http://127.0.0.1:{local}"
+    if addr in _WILDCARD:
+        addr = getattr(host, "peer_address", None) or getattr(host, "address", addr)
+    if ":" in addr and not addr.startswith("["):
+        addr = f"[{addr}]"
+    return f"http://{addr}:{port or 30000}"
+
+
 def _excerpt(readiness: Readiness, limit: int = 30) -> list[str]:
     """The log in order around the first fatal line, then any later fatal line; at most ``limit``."""
     out = list(readiness.around_fatal)
@@ -180,7 +206,7 @@ class _Swap:
         self.state(name, "starting")
         try:
             await self._await_ready(name, record, deadline, phases, launcher)
-            url = base_url or server_url(self.host, bind_host, port)
+            url = base_url or await reach_server(self.host, bind_host, port)
             phases.enter("health")
             self.progress(name, "health", None, f"waiting for {url}/health")
             async with client(url) as http:
