@@ -54,7 +54,7 @@ class SwapConfirm(ModalScreen[str | None]):
             yield Static(plan_text(p), id="swap-diff")
             if p.confounded or p.warnings:
                 lines = []
-                if p.confounded:
+                if p.confounded and not any("confound" in w.lower() for w in p.warnings):
                     lines.append(f"⚠ confounded — {len(p.changes)} knobs changed: a result will not say which one did it")
                 lines += [f"⚠ {w}" for w in p.warnings]
                 yield Static("\n".join(lines), id="swap-warnings")

@@ -13,6 +13,8 @@ from textual.widget import Widget
 from kimitui.tui.model import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import bar, rate, spark
 
+BENIGN_THROTTLE = {"gpu_idle", "applications_clocks_setting", "app_clocks"}
+"""Clock reasons that say nothing is wrong (idle, clocks set by the admin): shown dim."""
 HOT_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
 
 
@@ -103,7 +105,8 @@ class GpuPanel(Widget):
             out.append(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
         if r.throttle_reasons:
             hot = any(t in HOT_THROTTLE for t in r.throttle_reasons)
-            out.append(" " + ",".join(r.throttle_reasons), "bold red" if hot else "yellow")
+            benign = all(t in BENIGN_THROTTLE for t in r.throttle_reasons)
+            out.append(" " + ",".join(r.throttle_reasons), "bold red" if hot else ("dim" if benign else "yellow"))
         return out
 
     def _gauge(self, out: Text) -> None:
