@@ -25,6 +25,7 @@ import platformdirs
 
 from kimitui.control import NotAvailable, SwapPlan
 from kimitui.events import Baseline, ErrorEvent, Event, Marker, Note, ProfileState, ProfileSwitch, SweepSpec
+from kimitui.host.base import HostUnavailable
 from kimitui.session import Session
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class LiveController:
         self._busy: str | None = None
         self._retarget_lock = asyncio.Lock()
         self._closed = False
+        self._connected = False
         self._started_here = False
         self._following: str | None = None
         self._serving = False
@@ -116,13 +118,33 @@ class LiveController:
             self._open_recorder(None)
         try:
             self._host = make_host(self.config, self._host_choice, on_event=self.session.publish)
-            self.host_name = self._host.name
-            await self._host.connect()
-        except Exception as exc:  # unreachable host, bad key: shown, not raised
-            self._error("host", f"cannot connect to {self.host_name}: {exc}")
-            self._host = None
+        except Exception as exc:  # unknown host name, jump loop: shown, not raised
+            self._error("host", f"cannot use host {self.host_name}: {exc}")
             return
+        self.host_name = self._host.name
+        try:
+            await self._host.connect()
+        except HostUnavailable as exc:
+            # Down or unreachable for now: say so, keep trying in the background.
+            self._error("host", f"cannot connect to {self.host_name}: {exc}; retrying")
+            self._spawn(self._connect_later())
+            return
+        except Exception as exc:  # a changed host key, refused credentials: a human must act
+            self._error("host", f"cannot connect to {self.host_name}: {exc}")
+            return
+        self._connected = True
         self._spawn(self._start_sources())
+
+    async def _connect_later(self) -> None:
+        from kimitui.host.base import HostError
+
+        try:
+            await self._host.wait_connected(None)
+        except HostError as exc:
+            self._error("host", f"giving up on {self.host_name}: {exc}")
+            return
+        self._connected = True
+        await self._start_sources()
 
     async def _start_sources(self) -> None:
         from kimitui.launcher.guard import baseline_name
@@ -283,7 +305,7 @@ class LiveController:
             raise NotAvailable("a sweep is running: stop it before swapping profiles")
         if self._busy == "swap":
             raise NotAvailable("a swap is already running")
-        if self._host is None:
+        if self._host is None or not self._connected:
             raise NotAvailable(f"host {self.host_name} is not connected")
         self._busy = "swap"
         self._spawn(self._swap(profile))

@@ -118,8 +118,47 @@ async def test_unreachable_host_is_an_error_event_not_an_exception(sim_home: Pat
     try:
         seen: list = []
         err = await _until(sub, lambda e: e.kind == "error", 20, seen)
-        assert "ct200" in err.message
+        assert "ct200" in err.message and "retrying" in err.message
         with pytest.raises(NotAvailable):
             await c.swap("ep8-tuned")
+    finally:
+        await c.shutdown()
+
+
+async def test_configured_host_over_ssh_comes_up_later_and_the_whole_story_runs_through_the_link(
+    sim_home: Path, ssh_server
+):
+    """[hosts.ct200] reached over a real SSH link: down at start (retried), then the
+    simulated server is launched, followed and measured through the link; a dropped
+    link is reported and telemetry comes back by itself."""
+    import sys
+
+    cfg = sim_home / "config.toml"
+    cfg.write_text(
+        "[hosts.ct200]\n"
+        f'address = "127.0.0.1"\nport = {ssh_server.port}\nuser = "{ssh_server.user}"\n'
+        f'key = "{ssh_server.client_key_path}"\nknown_hosts = "{ssh_server.known_hosts_path}"\n'
+        f'agent = false\nkeepalive_s = 0.5\nconnect_timeout_s = 3\nsim = true\npython = "{sys.executable}"\n'
+    )
+    await ssh_server.stop()
+    c = LiveController(config_path=str(cfg), record=False)
+    sub = c.session.subscribe("t", maxsize=100_000)
+    seen: list = []
+    await c.start()
+    try:
+        err = await _until(sub, lambda e: e.kind == "error" and "retrying" in e.message, 20, seen)
+        assert c.host_name == "ct200" and "ct200" in err.message
+        await ssh_server.restart()
+        switch = await _until(sub, lambda e: e.kind == "profile_switch", 90, seen)
+        assert switch.outcome == "ok" and switch.host == "ct200"
+        await _until(sub, lambda e: e.kind == "gpu_sample" and (e.gpus[0].mem_used_mib or 0) > 50_000, 30, seen)
+        await _until(sub, lambda e: e.kind == "server_stats" and e.source == "metrics", 30, seen)
+        # the link drops: said in the header's terms, then everything resumes by itself
+        await ssh_server.stop()
+        await _until(sub, lambda e: e.kind == "connection" and e.state == "lost", 20, seen)
+        await ssh_server.restart()
+        mark = len(seen)
+        await _until(sub, lambda e: e.kind == "connection" and e.state == "connected", 30, seen)
+        await _until(sub, lambda e: e.kind == "gpu_sample" and seen.index(e) > mark, 30, seen)
     finally:
         await c.shutdown()
