@@ -143,11 +143,16 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
         return result
 
     panel.toggle_pause = timed_toggle  # type: ignore[method-assign]
+    # window 1: the firehose alone (what the cockpit costs while the operator watches)
+    q0, qw0 = time.process_time(), time.monotonic()
+    await asyncio.sleep(seconds / 2)
+    quiet_cpu = 100 * (time.process_time() - q0) / (time.monotonic() - qw0)
+    # window 2: the firehose while the operator presses keys
     pressed: list[float] = []
     rnd = random.Random(7)
     renders0, pub0 = app.renders, ctrl.published
     c0, w0 = time.process_time(), time.monotonic()
-    while time.monotonic() - w0 < seconds:
+    while time.monotonic() - w0 < seconds / 2:
         await asyncio.sleep(rnd.uniform(0.15, 0.35))  # an operator's pace; no busy polling
         pressed.append(time.perf_counter())
         app.simulate_key("p")
@@ -164,7 +169,8 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
             latencies.append((frame - p) * 1000)
     lat = sorted(latencies)
     return {
-        "cpu_pct": 100 * cpu / wall,
+        "cpu_pct": quiet_cpu,
+        "cpu_keys_pct": 100 * cpu / wall,
         "wall_s": wall,
         "events_per_s": published / wall,
         "panel_redraws_per_s": renders / wall,
@@ -225,7 +231,7 @@ def in_tmux(seconds: float, warmup: float) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--headless", action="store_true", help="in-process, no terminal (lower bound)")
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured time (half quiet, half with keys)")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -234,9 +240,10 @@ def main() -> None:
         return
     mode = "headless" if args.headless else "tmux 160x50"
     r = asyncio.run(headless(args.seconds, args.warmup)) if args.headless else in_tmux(args.seconds, args.warmup)
-    print(f"kimitui cockpit under a firehose ({mode}, {r['wall_s']:.1f} s, {r['events_per_s']:.0f} events/s: "
+    print(f"kimitui cockpit under a firehose ({mode}, 2 x {r['wall_s']:.1f} s, {r['events_per_s']:.0f} events/s: "
           f"8 GPUs @10 Hz, 500 log lines/s, 256-stream sweep)")
-    print(f"  TUI process CPU: {r['cpu_pct']:.1f} % of one core   (goal <= 25 %)")
+    print(f"  TUI process CPU: {r['cpu_pct']:.1f} % of one core   (goal <= 25 %; firehose only)")
+    print(f"                   {r['cpu_keys_pct']:.1f} % while a key is pressed every 0.15-0.35 s")
     print(f"  key -> screen:   p50 {r['key_p50_ms']:.1f} ms  p99 {r['key_p99_ms']:.1f} ms  max {r['key_max_ms']:.1f} ms"
           f"  over {r['key_presses']} presses   (goal p99 <= 100 ms)")
     print(f"  of which key -> handled: p50 {r['handle_p50_ms']:.1f} ms  p99 {r['handle_p99_ms']:.1f} ms")
