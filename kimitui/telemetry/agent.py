@@ -426,8 +426,9 @@ class NvmlBackend:
             del self.lost[i]
             self.out.send({"type": "event", "t": time.time(), "index": i, "event": "recovered", "detail": ""})
 
-    # Slow-moving fields are read about once a second and their last value rides in every tick.
-    SLOW_GROUPS = frozenset({"temp", "mem_clock", "pstate"})
+    # Utilisation, memory and power every tick; the rest (which moves slower, or is itself an
+    # average over ~1 s) about once a second, its last value riding in every tick.
+    SLOW_GROUPS = frozenset({"temp", "mem_clock", "pstate", "sm_clock", "throttle"})
 
     def sample(self, slow: bool = True) -> list[dict[str, Any]]:
         nv = self.nv
@@ -847,7 +848,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs-interval", type=float, default=2.0)
     p.add_argument("--pcie-interval", type=float, default=2.0, help="seconds between PCIe throughput rounds")
     p.add_argument("--slow-interval", type=float, default=1.0,
-                   help="seconds between reads of slow fields (temperature, memory clock, P-state)")
+                   help="seconds between reads of the slower fields (temperature, clocks, clock-event reasons, "
+                        "P-state)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="nvidia-smi executable (nvidia-smi backend)")
     p.add_argument("--pythonpath", default=None, help="directory to put on sys.path (fake backend on the sim host)")
     p.add_argument("--tag", default="", help="free text shown in ps, to tell whose agent a process is")
