@@ -417,3 +417,35 @@ async def test_lost_link_shows_in_the_header_and_as_an_error_toast():
         ctrl.session.publish(ConnectionState(state="connected"))
         await settle(app, pilot)
         assert "● connected" in screen_text(app)
+
+
+async def test_sparse_and_odd_events_render_without_errors():
+    """Hosts that report little (None everywhere), results without aggregates, a straggler without a gap."""
+    from kimitui.events import (GpuCaps, GpuReading, GpuSample, GpuStatic, LevelResult, RequestResult,
+                                ServerStats, Straggler, SweepStarted)
+
+    app, ctrl = make(FakeController(initial=[]))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert "waiting for the GPU agent" in screen_text(app)
+        pub = ctrl.session.publish
+        pub(GpuCaps(gpus=[GpuStatic(index=0, uuid="u0", name="GPU")]))  # supports nothing
+        pub(GpuSample(gpus=[GpuReading(index=0), GpuReading(index=1, util_pct=50.0)]))
+        pub(ServerStats(source="metrics"))
+        pub(SweepStarted(sweep_id="odd", spec=spec([1]), profile=None))
+        pub(RequestResult(sweep_id="odd", request_id="r0", concurrency=1, ok=False, error_class="connect",
+                          error="refused", intended_send=0, sent=0))
+        pub(LevelResult(sweep_id="odd", concurrency=1, stragglers=[Straggler(request_id="r1", concurrency=1,
+                                                                               reason="slow")]))
+        await settle(app, pilot)
+        from kimitui.tui.widgets.gpu_panel import GpuPanel
+
+        gpu_lines = app.query_one(GpuPanel).render().plain.splitlines()
+        assert "%" not in gpu_lines[0]  # GPU 0 reports nothing: blank, not "0%"
+        assert "50%" in gpu_lines[1]
+        assert app.query_one(LevelTable).get_row_at(0)[1] == "-"
+        app.query_one(StragglerList).focus()
+        await pilot.press("enter")
+        await tick(pilot)
+        assert "has no gap window" in screen_text(app)
+        assert app.is_running
