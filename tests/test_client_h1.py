@@ -206,3 +206,33 @@ async def test_real_simulated_server_streams_through_it() -> None:
         assert t.ok, t.error
         assert t.usage_tokens == 24 and t.tokens == 24 and t.status == 200
         assert t.headers_ns is not None and t.first_ns is not None and t.sent_ns < t.headers_ns <= t.first_ns
+
+
+def test_request_bytes_and_urls() -> None:
+    pool = h1client.Pool("http://127.0.0.1:8000/v1/chat/completions", Deadlines())
+    data = pool.request_bytes(b'{"a":1}', "r-1")
+    assert data.startswith(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
+    assert data.endswith(b'X-Request-ID: r-1\r\nContent-Length: 7\r\n\r\n{"a":1}')
+    tls = h1client.Pool("https://gpu-host.example/v1/chat/completions", Deadlines())
+    assert tls.port == 443 and tls.ssl is not None and b"Host: gpu-host.example\r\n" in tls.request_bytes(b"", "x")
+    with pytest.raises(ValueError, match="ftp://"):
+        h1client.Pool("ftp://gpu-host.example/", Deadlines())
+
+
+async def test_engine_burst_opens_c_connections_then_sends_at_one_intended_time(minimal_server) -> None:
+    from kimitui.bench.sweep import SweepEngine
+    from kimitui.events import Event, LevelResult, SweepSpec
+
+    c = 64
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[c], mode="burst", max_tokens=3,
+                     warmup_requests=0, extra_body={"ttft_ms": 200, "tick_ms": 1})
+    events: list[Event] = []
+    await SweepEngine(spec, events.append).run()
+    results = [e for e in events if isinstance(e, RequestResult)]
+    [level] = [e for e in events if isinstance(e, LevelResult)]
+    assert len(results) == c and all(r.ok for r in results)
+    assert len({r.intended_send for r in results}) == 1  # the burst's one start
+    assert all(r.sent >= r.intended_send for r in results)
+    assert level.dispatch_delay_p99_ms is not None and level.dispatch_delay_p99_ms >= 0
+    # exactly C connections, opened before the clock started: none was opened by a send
+    assert minimal_server.state.connections == c and minimal_server.state.max_in_flight == c

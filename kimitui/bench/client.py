@@ -1,4 +1,11 @@
-"""One streaming chat completion, timed as its bytes arrive.
+"""One streaming chat completion, timed as its bytes arrive: traces, SSE parsing, results.
+
+The sweep engine sends through :mod:`kimitui.bench.h1client` (pre-built
+request bytes on a warm pool: ~6-7x less CPU per send than aiohttp, measured
+by ``bench/bench_client.py``; a C=256 burst start needs it).  :func:`run_request` here is the same request over
+aiohttp, kept as the reference the hand-written client is measured and tested
+against (``bench/bench_client.py``, ``tests/test_client_timing.py``); both
+share the trace, the SSE splitter and :func:`to_result`.
 
 This is the load generator's hot path, so the per-chunk work is small: one
 ``perf_counter_ns`` per socket read (events that arrived in the same read did

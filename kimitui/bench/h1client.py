@@ -8,7 +8,7 @@ dispatch-delay goal.  Here a request is one ``transport.write`` of bytes built
 before the clock starts (~3 us), the send is stamped right before that write,
 and responses are parsed in ``data_received`` callbacks (no task wake-up per
 chunk).  Only what an OpenAI-compatible server sends is handled: a status line,
-headers, and a chunked, ``Content-Length`` or read-until-close body; SSE
+headers, and a chunked, ``Content-Length`` or read-until-close body (over TLS for ``https://``); SSE
 events go through :func:`kimitui.bench.client.feed_sse`, the same code the
 aiohttp client uses.  httpx stays the client for everything else.
 
@@ -22,6 +22,7 @@ cancellation), ``reset`` (closed mid-response or before ``[DONE]``),
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 
 import yarl
@@ -40,13 +41,14 @@ class Pool:
 
     def __init__(self, url: str | yarl.URL, deadlines: Deadlines) -> None:
         u = yarl.URL(url)
-        if u.scheme != "http" or not u.host:
-            raise ValueError(f"the load client speaks plain http://host:port only, not {url}")
-        self.host, self.port = u.host, u.port or 80
+        if u.scheme not in ("http", "https") or not u.host:
+            raise ValueError(f"the load client needs an http:// or https:// URL with a host, not {url}")
+        self.host, self.port = u.host, u.port or (443 if u.scheme == "https" else 80)
+        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if u.scheme == "https" else None
         self.deadlines = deadlines
         self.idle: list[Conn] = []
         self._all: set[Conn] = set()
-        host = self.host if self.port == 80 else f"{self.host}:{self.port}"
+        host = self.host if u.is_default_port() else f"{self.host}:{self.port}"
         self._head = (f"POST {u.raw_path_qs} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n").encode()
 
@@ -59,7 +61,7 @@ class Pool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.deadlines.connect_s):
-                _, conn = await loop.create_connection(lambda: Conn(self), self.host, self.port)
+                _, conn = await loop.create_connection(lambda: Conn(self), self.host, self.port, ssl=self.ssl)
         except TimeoutError as exc:
             raise ConnectFailed(f"connect timeout after {self.deadlines.connect_s:g} s to "
                                 f"{self.host}:{self.port}") from exc

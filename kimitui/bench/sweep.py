@@ -13,6 +13,11 @@ through ``emit(event)``.  Modes:
   arrival that finds C in flight waits, and its intended send time stays the
   arrival (coordinated omission is visible as dispatch delay, not hidden).
 
+Requests go out through :mod:`kimitui.bench.h1client`, one connection pool per
+level.  A burst opens its C connections and builds every request's bytes
+before its clock starts, then writes them back to back without yielding, each
+stamped just before its write (connection set-up is not dispatch).
+
 Without ``duration_s`` or ``requests_per_level`` a level measures C requests
 (burst) or max(2C, 5) requests (sustained, rate).
 
