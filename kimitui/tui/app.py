@@ -24,7 +24,10 @@ from textual.widgets import Footer
 from kimitui.control import Controller, NotAvailable, ReplayControls
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
+from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
+from kimitui.tui.bindings import LIVE_ONLY, REPLAY_ONLY
 from kimitui.tui.model import CockpitModel
+from kimitui.tui.palette import cockpit_commands
 from kimitui.tui.render import clock
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.help import HelpScreen
@@ -44,58 +47,13 @@ from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve
 
 CHARTS = frozenset({"curve", "spread"})
-LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
-REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
-
-
-def _b(key: str, action: str, description: str, *, show: bool = True, name: str | None = None) -> Binding:
-    """A binding with an id (``kimitui.<name>``) so the config's ``[keys]`` can remap it."""
-    return Binding(key, action, description, show=show, id=f"kimitui.{name or action.split('(')[0]}")
-
-
-PROFILE_BINDINGS = [
-    _b(str(i), f"pick_profile({i})", "profile 1-9" if i == 1 else f"profile {i}", show=i == 1,
-       name=f"profile_{i}")
-    for i in range(1, 10)
-]
-
-
 class KimituiApp(App[int]):
     """The cockpit.  ``controller`` is live (``LiveController``) or a replay (``ReplayController``)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "kimitui"
 
-    BINDINGS = [
-        *PROFILE_BINDINGS,
-        _b("s", "sweep", "sweep"),
-        _b("b", "baseline", "baseline"),
-        _b("n", "note", "note"),
-        _b("m", "marker", "marker"),
-        _b("r", "record", "rec"),
-        _b("z", "toggle_maximize", "max"),
-        _b("c", "compare", "compare", show=False),
-        _b("f", "log_severity", "log severity", show=False),
-        _b("t", "log_kind", "log kind", show=False),
-        _b("slash", "log_search", "search"),
-        _b("p", "log_pause", "pause log"),
-        _b("escape", "minimize", "restore", show=False),
-        _b("question_mark", "help", "help"),
-        _b("q", "quit", "quit"),
-        _b("space", "play_pause", "play/pause"),
-        _b("plus", "speed(2.0)", "faster", show=False, name="speed_up"),
-        _b("minus", "speed(0.5)", "slower", show=False, name="speed_down"),
-        _b("left_square_bracket", "seek(-30)", "back 30s", show=False, name="seek_back"),
-        _b("right_square_bracket", "seek(30)", "fwd 30s", show=False, name="seek_forward"),
-        _b("j", "jump('straggler', True)", "next straggler", name="next_straggler"),
-        _b("J", "jump('straggler', False)", "prev straggler", show=False, name="prev_straggler"),
-        _b("w", "jump('profile_switch', True)", "next switch", show=False, name="next_switch"),
-        _b("W", "jump('profile_switch', False)", "prev switch", show=False, name="prev_switch"),
-        _b("e", "jump('error', True)", "next error", show=False, name="next_error"),
-        _b("E", "jump('error', False)", "prev error", show=False, name="prev_error"),
-        _b("k", "jump('marker', True)", "next marker", show=False, name="next_marker"),
-        _b("K", "jump('marker', False)", "prev marker", show=False, name="prev_marker"),
-    ]
+    BINDINGS = COCKPIT_BINDINGS
 
     def __init__(
         self,
@@ -479,32 +437,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ command palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        live = self.controller.live
-
-        def run(action: str) -> Callable[[], Any]:
-            return lambda: self.call_later(self.run_action, action)
-
-        if live:
-            for i, name in enumerate((self._safe(self.controller.profile_names) or [])[:9], start=1):
-                yield SystemCommand(f"Swap to profile {name}", f"key {i}: diff, confound check, confirm",
-                                    run(f"pick_profile({i})"))
-            yield SystemCommand("Start or stop a sweep", "key s", run("sweep"))
-            yield SystemCommand("Mark the running profile as baseline", "key b", run("baseline"))
-            yield SystemCommand("Toggle recording", "key r", run("record"))
-        yield SystemCommand("Add a note to the recording", "key n", run("note"))
-        yield SystemCommand("Drop a marker", "key m", run("marker"))
-        yield SystemCommand("Maximise / restore the focused panel", "key z", run("toggle_maximize"))
-        yield SystemCommand("Log: cycle severity filter", "key f", run("log_severity"))
-        yield SystemCommand("Log: cycle kind filter", "key t", run("log_kind"))
-        yield SystemCommand("Log: search", "key /", run("log_search"))
-        yield SystemCommand("Log: pause / resume", "key p", run("log_pause"))
-        yield SystemCommand("Compare two runs", "key c", run("compare"))
-        yield SystemCommand("Show the keys", "key ?", run("help"))
-        if self.replay is not None:
-            yield SystemCommand("Replay: play / pause", "space", run("play_pause"))
-            for kind in ("straggler", "profile_switch", "error", "marker"):
-                yield SystemCommand(f"Replay: next {kind.replace('_', ' ')}", "", run(f"jump('{kind}', True)"))
-        yield SystemCommand("Quit kimitui", "key q (the recording is kept)", run("quit"))
+        yield from cockpit_commands(self)
 
     # ------------------------------------------------------------------ quitting
     async def action_quit(self) -> None:

@@ -1,0 +1,53 @@
+"""The cockpit's keys: every binding has an id (``kimitui.<name>``) so the config's ``[keys]`` remaps it."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
+"""Actions hidden (and inert) in a replay."""
+REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
+"""Actions shown only when the controller offers replay controls."""
+
+
+def key(keys: str, action: str, description: str, *, show: bool = True, name: str | None = None) -> Binding:
+    """A binding with an id (``kimitui.<name>``) so the config's ``[keys]`` can remap it."""
+    return Binding(keys, action, description, show=show, id=f"kimitui.{name or action.split('(')[0]}")
+
+
+PROFILE_BINDINGS = [
+    key(str(i), f"pick_profile({i})", "profile 1-9" if i == 1 else f"profile {i}", show=i == 1,
+        name=f"profile_{i}")
+    for i in range(1, 10)
+]
+
+BINDINGS = [
+    *PROFILE_BINDINGS,
+    key("s", "sweep", "sweep"),
+    key("b", "baseline", "baseline"),
+    key("n", "note", "note"),
+    key("m", "marker", "marker"),
+    key("r", "record", "rec"),
+    key("z", "toggle_maximize", "max"),
+    key("c", "compare", "compare", show=False),
+    key("f", "log_severity", "log severity", show=False),
+    key("t", "log_kind", "log kind", show=False),
+    key("slash", "log_search", "search"),
+    key("p", "log_pause", "pause log"),
+    key("escape", "minimize", "restore", show=False),
+    key("question_mark", "help", "help"),
+    key("q", "quit", "quit"),
+    key("space", "play_pause", "play/pause"),
+    key("plus", "speed(2.0)", "faster", show=False, name="speed_up"),
+    key("minus", "speed(0.5)", "slower", show=False, name="speed_down"),
+    key("left_square_bracket", "seek(-30)", "back 30s", show=False, name="seek_back"),
+    key("right_square_bracket", "seek(30)", "fwd 30s", show=False, name="seek_forward"),
+    key("j", "jump('straggler', True)", "next straggler", name="next_straggler"),
+    key("J", "jump('straggler', False)", "prev straggler", show=False, name="prev_straggler"),
+    key("w", "jump('profile_switch', True)", "next switch", show=False, name="next_switch"),
+    key("W", "jump('profile_switch', False)", "prev switch", show=False, name="prev_switch"),
+    key("e", "jump('error', True)", "next error", show=False, name="next_error"),
+    key("E", "jump('error', False)", "prev error", show=False, name="prev_error"),
+    key("k", "jump('marker', True)", "next marker", show=False, name="next_marker"),
+    key("K", "jump('marker', False)", "prev marker", show=False, name="prev_marker"),
+]
