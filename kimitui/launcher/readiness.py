@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kimitui.telemetry.logparse import Parsed, parse_line
+from kimitui.telemetry.logparse import Parsed, parse_line, split_glued
 
 PHASES: tuple[str, ...] = (
     "stop",
@@ -87,7 +87,17 @@ class Readiness:
     _after_left: int = 0
 
     def feed(self, raw: str) -> Step | None:
-        """One raw line; returns a progress step when it moves progress forward."""
+        """One physical line; returns a progress step when it moves progress forward.
+
+        A log line glued onto a tqdm bar (stdout and stderr sharing one file)
+        is split first, so "ready to roll" after a capture bar is not missed.
+        """
+        step = None
+        for line in split_glued(raw):
+            step = self._feed_line(line) or step
+        return step
+
+    def _feed_line(self, raw: str) -> Step | None:
         parsed = parse_line(raw)
         fatal = self._is_fatal(parsed)
         if fatal and not self.fatal_kinds:
