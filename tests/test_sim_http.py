@@ -225,3 +225,15 @@ def test_decode_lines_every_40_iterations_with_true_figures(sim, oai):
     assert all("cuda graph: True" in line for line in decode)
     assert any("Prefill batch, #new-seq:" in line for line in new)
     assert sum('"POST /v1/chat/completions HTTP/1.1" 200' in line for line in new) == 4
+
+
+def test_fast_chunk_template_is_byte_identical_to_the_json_form():
+    from kimitui.sim import api
+    from kimitui.sim.http_gen import _sse, content_chunk_template
+
+    p = api.parse_openai({"messages": msgs("x")}, "chat")
+    for chat in (True, False):
+        head, tail = content_chunk_template(p, 'odd "model"', 1780000000, chat)
+        for text in (" word", '"quoted"\n', "ünï\\code"):
+            full = api.chat_chunk(p, 'odd "model"', 1780000000, {"reasoning_content": None, "content": text}) if chat else api.completion_chunk(p, 'odd "model"', 1780000000, text)
+            assert head + json.dumps(text).encode() + tail == _sse(full)

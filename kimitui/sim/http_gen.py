@@ -35,6 +35,14 @@ def _sse(obj: Any) -> bytes:
 
 
 _DONE = b"data: [DONE]\n\n"
+_MARK = "\x00sim-text\x00"
+
+
+def content_chunk_template(p: api.GenParams, model: str, created: int, chat: bool) -> tuple[bytes, bytes]:
+    """The SSE bytes of a content chunk before and after its text (same JSON as the dict form)."""
+    chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": _MARK}) if chat else api.completion_chunk(p, model, created, _MARK)
+    head, tail = _sse(chunk).split(json.dumps(_MARK).encode())
+    return head, tail
 
 
 class GenerationRoutes:
@@ -155,6 +163,7 @@ class GenerationRoutes:
         gaps: list[tuple[float, int]] = []
         last = None
         first = True
+        template = content_chunk_template(p, model, created, chat)
         try:
             while True:
                 pieces, n, done = await req.next_chunk()
@@ -164,16 +173,15 @@ class GenerationRoutes:
                         gaps.append((now - last, n))
                     last = now
                     text = "".join(pieces)
-                    if chat:
-                        if first:
-                            yield _sse(api.chat_chunk(p, model, created, {"role": "assistant", "content": "", "reasoning_content": None}))
-                            first = False
-                        chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": text})
-                    else:
-                        chunk = api.completion_chunk(p, model, created, text)
+                    if chat and first:
+                        yield _sse(api.chat_chunk(p, model, created, {"role": "assistant", "content": "", "reasoning_content": None}))
+                        first = False
                     if p.continuous_usage:
+                        chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": text}) if chat else api.completion_chunk(p, model, created, text)
                         chunk["usage"] = api.usage(p.prompt_tokens, req.generated)
-                    yield _sse(chunk)
+                        yield _sse(chunk)
+                    else:  # the hot path: only the text is serialised per chunk
+                        yield template[0] + json.dumps(text).encode() + template[1]
                 if req.dropped:
                     raise SimulatedDrop(req.rid)
                 if done:
