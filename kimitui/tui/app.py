@@ -355,13 +355,13 @@ class KimituiApp(App[int]):
             self.screen.minimize()
             self._dirty |= {"gpus", "server", "curve", "spread", "levels", "stragglers", "log"}
 
+    # The log's own status line shows filter, search and pause: no toasts for them (each toast is a
+    # mount, an animation and a relayout).
     def action_log_severity(self) -> None:
-        self.notify(f"log: severity ≥ {self.query_one(LogPanel).cycle_severity()}")
+        self.query_one(LogPanel).cycle_severity()
 
     def action_log_kind(self) -> None:
-        kind = self.query_one(LogPanel).cycle_kind()
-        shown = "all kinds" if kind is None else (f"all but {kind[1:]}" if kind.startswith("-") else f"only {kind}")
-        self.notify(f"log: {shown}")
+        self.query_one(LogPanel).cycle_kind()
 
     def action_log_search(self) -> None:
         panel = self.query_one(LogPanel)
@@ -373,8 +373,7 @@ class KimituiApp(App[int]):
         self.push_screen(TextPrompt("Search the log (empty clears)", "text", panel.search), chosen)
 
     def action_log_pause(self) -> None:
-        paused = self.query_one(LogPanel).toggle_pause()
-        self.notify("log paused" if paused else "log resumed")
+        self.query_one(LogPanel).toggle_pause()
 
     def action_compare(self) -> None:
         """Hook for the compare view (issue 8): two runs overlaid with a verdict."""
