@@ -115,11 +115,14 @@ class LiveController:
         self.session.bind_loop(loop)
         self.session.add_sink(self._watch)
         if self._record_wanted:
-            self._open_recorder(None)
+            # Until we know which profile runs (the recording is named after it), keep the events.
+            self._early: list[Event] | None = []
+            self._remove_early_sink = self.session.add_sink(self._early.append)
         try:
             self._host = make_host(self.config, self._host_choice, on_event=self.session.publish)
         except Exception as exc:  # unknown host name, jump loop: shown, not raised
             self._error("host", f"cannot use host {self.host_name}: {exc}")
+            self._open_recorder(None)
             return
         self.host_name = self._host.name
         try:
@@ -127,10 +130,12 @@ class LiveController:
         except HostUnavailable as exc:
             # Down or unreachable for now: say so, keep trying in the background.
             self._error("host", f"cannot connect to {self.host_name}: {exc}; retrying")
+            self._open_recorder(None)
             self._spawn(self._connect_later())
             return
         except Exception as exc:  # a changed host key, refused credentials: a human must act
             self._error("host", f"cannot connect to {self.host_name}: {exc}")
+            self._open_recorder(None)
             return
         self._connected = True
         self._spawn(self._start_sources())
@@ -168,6 +173,10 @@ class LiveController:
             )
             self._serving = True
             await self._follow(self._record, serving=True)
+        if found is None and self.simulated and self.autostart:
+            self._open_recorder(self.default_profile)
+        else:
+            self._open_recorder(self._running_profile)
         base = baseline_name(self.host_name, self._running_profile)
         if base:
             self.session.publish(Baseline(host=self.host_name, profile=base))
@@ -175,11 +184,24 @@ class LiveController:
             await self.swap(self.default_profile)
 
     def _open_recorder(self, profile: str | None) -> None:
+        """Open the recording (named after ``profile``); events seen before it come first."""
         from kimitui.recording import RecordingWriter, default_recording_path
 
-        path = self._record_path or str(default_recording_path(self.host_name, profile))
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._recorder = RecordingWriter(path, hosts=[self.host_name], meta={"mode": "live"})
+        early = getattr(self, "_early", None)
+        if self._recorder is not None or (not self._record_wanted and early is None):
+            return
+        if early is not None:
+            self._remove_early_sink()
+            self._early = None
+        try:
+            path = self._record_path or str(default_recording_path(self.host_name, profile))
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._recorder = RecordingWriter(path, hosts=[self.host_name], meta={"mode": "live"})
+        except Exception as exc:  # an unwritable place must not stop the cockpit
+            self._error("recording", f"cannot record: {exc}")
+            return
+        for event in early or ():
+            self._recorder(event)
         self._recorder.start()
         self._remove_recorder_sink = self.session.add_sink(self._recorder)
 
@@ -438,9 +460,11 @@ class LiveController:
     def toggle_recording(self) -> bool:
         if self._recorder is not None:
             self._close_recorder()
+            self._record_wanted = False
             return False
+        self._record_wanted = True
         self._open_recorder(self._running_profile)
-        return True
+        return self._recorder is not None
 
     @property
     def recording_path(self) -> str | None:

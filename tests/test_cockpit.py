@@ -109,6 +109,23 @@ async def test_newcomer_session_starts_known_good_profile_streams_everything_and
     assert recording.skipped == []
 
 
+async def test_default_recording_is_named_after_the_profile_and_keeps_the_first_events(sim_home: Path):
+    c = LiveController()
+    sub = c.session.subscribe("t", maxsize=100_000)
+    seen: list = []
+    await c.start()
+    try:
+        await _until(sub, lambda e: e.kind == "profile_switch", 60, seen)
+        path = c.recording_path
+        assert path is not None and Path(path).name.startswith("sim-") and path.endswith("-ep8-tuned.jsonl")
+        assert Path(path).is_relative_to(sim_home / "data")
+    finally:
+        await c.shutdown()
+    recording = read_recording(path + ".gz")
+    # the connection event published before the recorder opened is in the file, first
+    assert recording.events[0].kind == "connection" and recording.events[0].state == "connected"
+
+
 async def test_unreachable_host_is_an_error_event_not_an_exception(sim_home: Path):
     cfg = sim_home / "config.toml"
     cfg.write_text('[hosts.ct200]\naddress = "127.0.0.1"\nport = 1\nuser = "nobody"\nconnect_timeout_s = 2\n')

@@ -167,7 +167,7 @@ def test_default_recording_path(tmp_path: Path) -> None:
     when = time.mktime((2026, 3, 4, 10, 41, 7, 0, 0, -1))
     p = default_recording_path("ct200", "ep8-tuned", base=tmp_path, when=when)
     assert p == tmp_path / "recordings" / "ct200-20260304-104107-ep8-tuned.jsonl"
-    assert default_recording_path("a/b", None, base=tmp_path, when=when).name == "a_b-20260304-104107-none.jsonl"
+    assert default_recording_path("a/b", None, base=tmp_path, when=when).name == "a_b-20260304-104107.jsonl"
 
 
 def test_spec_from_recording(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 def default_recording_path(host: str, profile: str | None, *, base: PathLike | None = None,
                            when: float | None = None) -> Path:
-    """``<data dir>/recordings/<host>-<YYYYmmdd-HHMMSS>-<profile>.jsonl`` (live name; ``.gz`` on close).
+    """``<data dir>/recordings/<host>-<YYYYmmdd-HHMMSS>[-<profile>].jsonl`` (live name; ``.gz`` on close).
 
     ``base`` replaces ``platformdirs.user_data_dir("kimitui")`` (tests, ``--data-dir``).
     """
@@ -97,5 +97,6 @@ def default_recording_path(host: str, profile: str | None, *, base: PathLike | N
 
         base = platformdirs.user_data_dir("kimitui")
     stamp = datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y%m%d-%H%M%S")
-    name = f"{_SAFE.sub('_', host) or 'host'}-{stamp}-{_SAFE.sub('_', profile or 'none')}.jsonl"
+    suffix = f"-{_SAFE.sub('_', profile)}" if profile else ""
+    name = f"{_SAFE.sub('_', host) or 'host'}-{stamp}{suffix}.jsonl"
     return Path(base) / "recordings" / name
