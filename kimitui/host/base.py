@@ -99,6 +99,14 @@ class Host(abc.ABC):
     def connection_event(self, state: str, detail: str = "", attempt: int = 0) -> None:
         self.emit(ConnectionState(host=self.name, state=state, detail=detail, attempt=attempt))  # type: ignore[arg-type]
 
+    def checked(self, argv_text: str, result: CommandResult, check: bool) -> CommandResult:
+        """``result``, or (with ``check``) a HostError naming the host, the command and its stderr."""
+        if check and not result.ok:
+            raise HostError(
+                f"{self.name}: {argv_text!r} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}"
+            )
+        return result
+
     async def connect(self) -> None:
         """Open the link (no-op for local hosts)."""
 

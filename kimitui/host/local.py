@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -179,12 +180,7 @@ class LocalHost(Host):
                 _kill_group(proc, signal.SIGKILL)
                 raise
             result = CommandResult(argv, normalise_exit(proc.returncode), decode(out), decode(err))
-        if check and not result.ok:
-            raise HostError(
-                f"{self.name}: {' '.join(argv)!r} failed (exit {result.exit_code}): "
-                f"{result.stderr.strip()[-500:]}"
-            )
-        return result
+        return self.checked(shlex.join(argv), result, check)
 
     async def stream(
         self,

@@ -455,11 +455,7 @@ class SSHHost(Host):
         if proc.exit_status is None and proc.exit_signal is None:
             raise HostUnavailable(f"{self.name}: link to {self.target} closed while running {argv[0]!r}")
         result = CommandResult(argv, exit_code_of(proc), decode(out), decode(err))
-        if check and not result.ok:
-            raise HostError(
-                f"{self.name}: {shlex.join(argv)!r} failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}"
-            )
-        return result
+        return self.checked(shlex.join(argv), result, check)
 
     async def stream(
         self,

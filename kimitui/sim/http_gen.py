@@ -96,12 +96,13 @@ class GenerationRoutes:
         )
         return req, None
 
-    async def _openai(self: SimServer, request: Request, kind: str) -> Response:
+    async def _admit(self: SimServer, request: Request, parse: Any) -> tuple[Any, Req] | Response:
+        """Parse the body and hand the request to the scheduler, or the response that refuses it."""
         refused = self._not_accepting()
         if refused:
             return refused
         try:
-            p = api.parse_openai(await self._read(request), kind)
+            p = parse(await self._read(request))
         except api.BadRequest as exc:
             return JSONResponse(api.error_body(str(exc)), status_code=400)
         req, err = self._make_req(p)
@@ -109,6 +110,13 @@ class GenerationRoutes:
             return err
         assert req is not None and self.sched is not None
         self.sched.submit(req)
+        return p, req
+
+    async def _openai(self: SimServer, request: Request, kind: str) -> Response:
+        admitted = await self._admit(request, lambda body: api.parse_openai(body, kind))
+        if isinstance(admitted, Response):
+            return admitted
+        p, req = admitted
         if p.stream:
             return StreamingResponse(self._openai_stream(p, req), media_type="text/event-stream")
         if req.drop_at is not None:
@@ -200,18 +208,10 @@ class GenerationRoutes:
             self._record(req, gaps)
 
     async def generate(self: SimServer, request: Request) -> Response:
-        refused = self._not_accepting()
-        if refused:
-            return refused
-        try:
-            p = api.parse_generate(await self._read(request))
-        except api.BadRequest as exc:
-            return JSONResponse(api.error_body(str(exc)), status_code=400)
-        req, err = self._make_req(p)
-        if err is not None:
-            return err
-        assert req is not None and self.sched is not None
-        self.sched.submit(req)
+        admitted = await self._admit(request, api.parse_generate)
+        if isinstance(admitted, Response):
+            return admitted
+        p, req = admitted
         if p.stream:
             return StreamingResponse(self._generate_stream(p, req), media_type="text/event-stream")
         if req.drop_at is not None:
