@@ -43,3 +43,26 @@ async def test_replayed_story_shows_the_same_panels_and_jumps_to_the_straggler(t
         await pilot.press("1")  # swapping is live-only: the key is inert in a replay
         await tick(pilot)
         assert not isinstance(app.screen, SwapConfirm)
+
+
+async def test_seeking_back_forgets_what_happened_after_the_new_position(tmp_path: Path):
+    """A backward seek is followed by ReplayState(reset=True): the screen starts over from there."""
+    path = write_recording(tmp_path / "story.jsonl", story_events())
+    ctrl = ReplayController(path, speed=None)
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(20):
+            await tick(pilot)
+            app.pump(force_charts=True)
+            if app.model.sweep is not None and app.model.sweep.levels:
+                break
+        assert app.query_one(LevelTable).row_count > 0
+        if ctrl.play_pause():  # pause, so the replay stays where the seek puts it
+            ctrl.play_pause()
+        first = min(e.t for e in story_events())
+        await ctrl.seek(first)
+        for _ in range(5):
+            await tick(pilot)
+            app.pump(force_charts=True)
+        assert app.model.sweep is None and app.model.curves == {}
+        assert app.query_one(LevelTable).row_count == 0

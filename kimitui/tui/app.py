@@ -131,6 +131,10 @@ class KimituiApp(App[int]):
             events = self._sub.drain(limit=50_000)
             if events:
                 self._dirty |= self.model.apply(events)
+        if "reset" in self._dirty:  # a replay seek: the log widget starts over with the model
+            self._dirty.discard("reset")
+            for panel in self.query(LogPanel):
+                panel.rebuild()
         for notice in self.model.take_notices():
             self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)  # type: ignore[arg-type]
         now = time.monotonic()

@@ -43,6 +43,7 @@ from kimitui.events import (
     SweepResult,
     SweepSpec,
     SweepStarted,
+    ReplayState,
 )
 
 HISTORY = 120
@@ -188,7 +189,16 @@ class CockpitModel:
         self.logs.append(entry)
         self.log_pending.append(entry)
 
+    def reset(self) -> None:
+        """Forget everything (a replay seek follows: the events after it rebuild the state)."""
+        self.__init__(host=self.host, log_lines=self.logs.maxlen or 5_000)  # type: ignore[misc]
+
     def _apply_one(self, ev: Event) -> set[str]:
+        if isinstance(ev, ReplayState):
+            if not ev.reset:
+                return set()
+            self.reset()
+            return {*PANELS, "reset"}
         if self.last_t is None or ev.t > self.last_t:
             self.last_t = ev.t
         self.history.add(ev)
