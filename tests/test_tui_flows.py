@@ -356,6 +356,10 @@ async def test_replay_shows_replay_controls_and_hides_live_only_keys():
         assert ctrl.playing is False and ctrl.speeds == [2.0]
         assert ctrl.jumps == [("straggler", True), ("marker", False)]
         assert len(ctrl.seeks) == 1
+        for _ in range(8):  # up the ladder to its top: 100x, as issue 8 asks
+            await pilot.press("plus")
+        await settle(app, pilot)
+        assert ctrl.speeds[-1] == 100.0 and ctrl.speeds[1:4] == [5.0, 10.0, 20.0]
         await pilot.press("s", "1")  # live-only: hidden and inert in a replay
         await tick(pilot)
         assert not isinstance(app.screen, (SweepForm, SwapConfirm))

@@ -47,6 +47,9 @@ from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve
 
 CHARTS = frozenset({"curve", "spread"})
+REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The replay speed ladder (``+``/``-``): 1x to 100x, as the replay command allows."""
+
 class KimituiApp(App[int]):
     """The cockpit.  ``controller`` is live (``LiveController``) or a replay (``ReplayController``)."""
 
@@ -412,7 +415,11 @@ class KimituiApp(App[int]):
         if self.replay is None:
             return
         bar = self.query_one(ReplayBar)
-        speed = max(0.25, min(64.0, (bar.speed or 64.0) * factor))
+        current = bar.speed or REPLAY_SPEEDS[-1]
+        if factor > 1:
+            speed = next((s for s in REPLAY_SPEEDS if s > current), REPLAY_SPEEDS[-1])
+        else:
+            speed = next((s for s in reversed(REPLAY_SPEEDS) if s < current), REPLAY_SPEEDS[0])
         try:
             self.replay.set_speed(speed)
         except Exception as exc:
