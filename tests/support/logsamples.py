@@ -176,8 +176,8 @@ STARTUP: list[Golden] = [
 ]
 
 ACCESS: list[Golden] = [
-    ('[2026-05-28 10:05:13] INFO:     10.0.0.7:55812 - "POST /v1/chat/completions HTTP/1.1" 200 OK', "access", "info",
-     {"client": "10.0.0.7:55812", "method": "POST", "path": "/v1/chat/completions", "status": 200}),
+    ('[2026-05-28 10:05:13] INFO:     127.0.0.1:55812 - "POST /v1/chat/completions HTTP/1.1" 200 OK', "access", "info",
+     {"client": "127.0.0.1:55812", "method": "POST", "path": "/v1/chat/completions", "status": 200}),
     # ANSI colour from a TTY
     (f'[2026-05-28 10:05:13] {ESC}[32mINFO{ESC}[0m:     127.0.0.1:40000 - "{ESC}[1mGET /health HTTP/1.1{ESC}[0m" {ESC}[32m200 OK{ESC}[0m',
      "access", "info", {"client": "127.0.0.1:40000", "method": "GET", "path": "/health", "status": 200}),
