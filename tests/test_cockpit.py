@@ -155,7 +155,7 @@ async def test_configured_host_over_ssh_comes_up_later_and_the_whole_story_runs_
         "[hosts.ct200]\n"
         f'address = "127.0.0.1"\nport = {ssh_server.port}\nuser = "{ssh_server.user}"\n'
         f'key = "{ssh_server.client_key_path}"\nknown_hosts = "{ssh_server.known_hosts_path}"\n'
-        f'agent = false\nkeepalive_s = 0.5\nconnect_timeout_s = 3\nsim = true\npython = "{sys.executable}"\n'
+        f'agent = false\nkeepalive_s = 2\nconnect_timeout_s = 3\nsim = true\npython = "{sys.executable}"\n'
     )
     await ssh_server.stop()
     c = LiveController(config_path=str(cfg), record=False)

@@ -193,7 +193,9 @@ class SSHTestServer:
             tofu_known_hosts=str(self.tofu_known_hosts_path),
             agent=False,
             ssh_config=None,
-            keepalive_s=1.0,
+            # The server shares the test's event loop: under load it can miss a 1 s keepalive and the
+            # link would be declared lost for no reason.  Tests of keepalive detection pass their own.
+            keepalive_s=2.0,
             connect_timeout_s=5.0,
             reconnect_initial_s=0.05,
             reconnect_max_s=0.5,
