@@ -40,10 +40,10 @@ async def test_timing_matches_the_servers_pacing(minimal_server) -> None:
     r = await one(minimal_server.url, ttft_ms=200, tick_ms=10, max_tokens=40)
     assert r.ok and r.status == 200 and r.finish_reason == "length"
     assert r.ttfb_s is not None and r.ttfb_s < 0.1  # the role chunk: first byte, not first token
-    assert 0.195 <= r.ttft_s <= 0.26
+    assert 0.195 <= r.ttft_s <= 0.30  # the server's sleeps only ever overshoot under load
     assert r.completion_tokens == 40 and r.tokens_from_usage and r.chunks == 40
-    assert 90 <= r.decode_tok_s <= 108
-    assert 0.0095 <= r.itl_p50_s <= 0.0115
+    assert 75 <= r.decode_tok_s <= 108  # 39 tokens over 39 ticks of 10 ms; a loaded box only slows it
+    assert 0.0095 <= r.itl_p50_s <= 0.013
     assert r.intended_send <= r.sent <= r.t
 
 

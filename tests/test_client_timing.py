@@ -31,15 +31,15 @@ async def test_ttft_decode_e2e_match_the_servers_pacing(minimal_server) -> None:
     assert r.ok and r.error_class is None and r.status == 200
     # The role-only chunk arrives at once: it is the first byte, not the first token.
     assert r.ttfb_s is not None and r.ttfb_s < 0.1
-    assert 0.195 <= r.ttft_s <= 0.26
+    assert 0.195 <= r.ttft_s <= 0.30  # the server's sleeps only ever overshoot under load
     assert r.completion_tokens == 40 and r.tokens_from_usage and r.chunks == 40
-    assert 90 <= r.decode_tok_s <= 108  # 39 tokens over 39 ticks of 10 ms (a late first chunk shortens it)
-    assert 0.58 <= r.e2e_s <= 0.70
+    assert 75 <= r.decode_tok_s <= 108  # 39 tokens over 39 ticks of 10 ms; a loaded box only slows it
+    assert 0.58 <= r.e2e_s <= 0.80
     assert r.e2e_tok_s == pytest.approx(40 / r.e2e_s)
-    assert 0.0095 <= r.itl_p50_s <= 0.0115
+    assert 0.0095 <= r.itl_p50_s <= 0.013
     assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / 39)
     assert len(r.chunk_offsets_ms) == 40 and r.chunk_offsets_ms[0] == pytest.approx(r.ttft_s * 1000, abs=0.01)
-    assert r.max_gap_s < 0.05
+    assert r.max_gap_s < 0.08
     assert r.finish_reason == "length"
     assert r.intended_send <= r.sent <= r.t
 
