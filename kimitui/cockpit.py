@@ -82,6 +82,8 @@ class LiveController:
         self._retarget_lock = asyncio.Lock()
         self._closed = False
         self._connected = False
+        self._early: list[Event] | None = None
+        """Events published before the recorder opened (it is named after the running profile)."""
         self._started_here = False
         self._following: str | None = None
         self._serving = False
@@ -116,7 +118,7 @@ class LiveController:
         self.session.add_sink(self._watch)
         if self._record_wanted:
             # Until we know which profile runs (the recording is named after it), keep the events.
-            self._early: list[Event] | None = []
+            self._early = []
             self._remove_early_sink = self.session.add_sink(self._early.append)
         try:
             self._host = make_host(self.config, self._host_choice, on_event=self.session.publish)
@@ -173,21 +175,19 @@ class LiveController:
             )
             self._serving = True
             await self._follow(self._record, serving=True)
-        if found is None and self.simulated and self.autostart:
-            self._open_recorder(self.default_profile)
-        else:
-            self._open_recorder(self._running_profile)
+        autostart = found is None and self.simulated and self.autostart
+        self._open_recorder(self.default_profile if autostart else self._running_profile)
         base = baseline_name(self.host_name, self._running_profile)
         if base:
             self.session.publish(Baseline(host=self.host_name, profile=base))
-        if found is None and self.simulated and self.autostart:
+        if autostart:
             await self.swap(self.default_profile)
 
     def _open_recorder(self, profile: str | None) -> None:
         """Open the recording (named after ``profile``); events seen before it come first."""
         from kimitui.recording import RecordingWriter, default_recording_path
 
-        early = getattr(self, "_early", None)
+        early = self._early
         if self._recorder is not None or (not self._record_wanted and early is None):
             return
         if early is not None:
