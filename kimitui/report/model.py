@@ -127,7 +127,7 @@ class SweepRun:
 
     @property
     def label(self) -> str:
-        return f"{self.profile or '?'} ({self.sweep_id})"
+        return f"{self.profile or 'profile not recorded'} ({self.sweep_id})"
 
     @property
     def ordered_levels(self) -> list[LevelRow]:
