@@ -22,7 +22,12 @@ import os
 import pwd
 import socket
 import time
+import sys
 from pathlib import Path
+
+# These stand-ins run as scripts: the unit reader beside them (tests/support) is imported by path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from systemd_unit import split_words as _systemd_split_words  # noqa: E402
 
 ROOT = Path(os.environ.get("FAKE_SYSTEMD_ROOT", "/nonexistent-fake-systemd"))
 
@@ -86,50 +91,15 @@ def _specifiers(text: str, unit: str) -> str:
     return "".join(out)
 
 
-_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-              "\\": "\\", '"': '"', "'": "'", "s": " "}
-
-
 def split_words(text: str) -> list[str]:
-    """extract_first_word() with EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE: quotes and C escapes."""
-    words: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n:
-            break
-        word: list[str] = []
-        quote = None
-        while i < n:
-            ch = text[i]
-            if quote is None and ch in " \t":
-                break
-            if ch == "\\":
-                i += 1
-                if i >= n:
-                    raise UnitError("trailing backslash")
-                esc = text[i]
-                if esc == "x":
-                    word.append(chr(int(text[i + 1 : i + 3], 16)))
-                    i += 3
-                    continue
-                if esc not in _C_ESCAPES:
-                    raise UnitError(f"invalid escape \\{esc}")
-                word.append(_C_ESCAPES[esc])
-                i += 1
-                continue
-            if quote is None and ch in "\"'":
-                quote = ch
-            elif quote is not None and ch == quote:
-                quote = None
-            else:
-                word.append(ch)
-            i += 1
-        if quote is not None:
-            raise UnitError("unbalanced quoting")
-        words.append("".join(word))
-    return words
+    """extract_first_word() with EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE: quotes and C escapes.
+
+    The same reading the tests apply to rendered units (``tests/support/systemd_unit.py``).
+    """
+    try:
+        return _systemd_split_words(text)
+    except ValueError as exc:
+        raise UnitError(str(exc)) from None
 
 
 def _expand_env(word: str, env: dict[str, str]) -> list[str]:
