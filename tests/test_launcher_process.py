@@ -16,6 +16,8 @@ from kimitui.host.local import LocalHost
 from kimitui.launcher.base import LaunchError
 from kimitui.launcher.process import ProcessLauncher
 
+pytest_plugins = ["tests.support.launcher_env"]
+
 pytestmark = pytest.mark.timeout(60)
 
 PY = sys.executable
@@ -166,10 +168,9 @@ async def test_a_dead_leader_leaves_its_marked_children_to_be_stopped(launcher: 
     assert not _alive(child)
 
 
-@pytest.mark.parametrize("via", ["local", "ssh"])
-async def test_profile_values_reach_the_server_verbatim_and_run_nothing(tmp_path: Path, via: str) -> None:
+async def test_profile_values_reach_the_server_verbatim_and_run_nothing(tmp_path: Path, sim_host) -> None:
+    """Locally and through the in-process SSH server (``sim_host`` is parametrized over both)."""
     from kimitui.profiles import load_profile
-    from tests.support.sshd import SSHTestServer
 
     marker = tmp_path / "pwned"
     evil = f"; touch {marker}"
@@ -184,22 +185,10 @@ async def test_profile_values_reach_the_server_verbatim_and_run_nothing(tmp_path
         f'[launcher]\nkind = "process"\npython = "{Path(__file__).parent / "support" / "argv_dump.py"}"\n'
     )
     profile = load_profile(str(prof))
-    server = None
-    if via == "local":
-        host = LocalHost("local")
-    else:
-        server = SSHTestServer(tmp_path / "sshd")
-        await server.start()
-        host = server.make_host("remote")
-    try:
-        async with host:
-            launcher = ProcessLauncher(host, state_dir=str(tmp_path / "state"))
-            rec = await launcher.start(profile)
-            seen = json.loads((await _wait_for(Path(rec.log_path), "argv")).splitlines()[0])
-            await launcher.stop(rec, grace_s=1.0)
-    finally:
-        if server is not None:
-            await server.stop()
+    launcher = ProcessLauncher(sim_host, state_dir=str(tmp_path / "state"))
+    rec = await launcher.start(profile)
+    seen = json.loads((await _wait_for(Path(rec.log_path), "argv")).splitlines()[0])
+    await launcher.stop(rec, grace_s=1.0)
     from kimitui.profiles import render_argv
 
     assert seen["argv"] == render_argv(profile)[1:]

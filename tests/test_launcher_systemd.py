@@ -84,13 +84,10 @@ async def test_systemd_swap_writes_the_unit_keeps_a_backup_and_restores_it_on_fa
         await _systemd_story(host, sim_env, fake_systemd)
 
 
-@pytest.mark.parametrize("via", ["local", "ssh"])
 async def test_unit_values_are_escaped_so_nothing_runs_and_no_directive_is_injected(
-    tmp_path: Path, fake_systemd: Path, via: str
+    tmp_path: Path, fake_systemd: Path, sim_host
 ) -> None:
-    from kimitui.host.local import LocalHost
-    from tests.support.sshd import SSHTestServer
-
+    """Locally and through the in-process SSH server (``sim_host`` is parametrized over both)."""
     marker = tmp_path / "pwned"
     dump = Path(__file__).parent / "support" / "argv_dump.py"
     prof = tmp_path / "evil.toml"
@@ -103,26 +100,14 @@ async def test_unit_values_are_escaped_so_nothing_runs_and_no_directive_is_injec
         f'[launcher]\nkind = "systemd"\nunit = "evil"\npython = "{dump}"\n'
     )
     profile = load_profile(str(prof))
-    server = None
-    if via == "local":
-        host = LocalHost("local")
-    else:
-        server = SSHTestServer(tmp_path / "sshd")
-        await server.start()
-        host = server.make_host("remote")
-    try:
-        async with host:
-            launcher = SystemdLauncher(host, unit_dir=str(fake_systemd / "units"), state_dir=str(tmp_path / "st"))
-            rec = await launcher.start(profile)
-            for _ in range(200):
-                lines = await launcher.read_log_tail(rec, 50)
-                if any(line.startswith("{") for line in lines):
-                    break
-                await asyncio.sleep(0.02)
-            await launcher.stop(rec)
-    finally:
-        if server is not None:
-            await server.stop()
+    launcher = SystemdLauncher(sim_host, unit_dir=str(fake_systemd / "units"), state_dir=str(tmp_path / "st"))
+    rec = await launcher.start(profile)
+    for _ in range(200):
+        lines = await launcher.read_log_tail(rec, 50)
+        if any(line.startswith("{") for line in lines):
+            break
+        await asyncio.sleep(0.02)
+    await launcher.stop(rec)
     seen = json.loads(next(line for line in lines if line.startswith("{")))
     from kimitui.profiles import render_argv
 
