@@ -82,18 +82,22 @@ class SwapOutcome:
 # --------------------------------------------------------------------------- helpers
 
 
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_WILDCARD = ("0.0.0.0", "::", "")
+
+
 def server_url(host: Host, bind_host: str | None, port: int | None) -> str:
     """Where kimitui reaches the server: the host's address for wildcard/loopback binds."""
     addr = bind_host or "127.0.0.1"
-    if addr in ("0.0.0.0", "::", "", "localhost", "127.0.0.1", "::1"):
+    if addr in _LOOPBACK or addr in _WILDCARD:
         addr = getattr(host, "address", None) or "127.0.0.1"
+    return _http_url(addr, port)
+
+
+def _http_url(addr: str, port: int | None) -> str:
     if ":" in addr and not addr.startswith("["):
-        addr = f"[{addr}]"
+        addr = f"[{addr}]"  # IPv6
     return f"http://{addr}:{port or 30000}"
-
-
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
-_WILDCARD = ("0.0.0.0", "::", "")
 
 
 async def reach_server(host: Host, bind_host: str | None, port: int | None) -> str:
@@ -113,9 +117,7 @@ async def reach_server(host: Host, bind_host: str | None, port: int | None) -> s
         return f"http://127.0.0.1:{local}"
     if addr in _WILDCARD:
         addr = getattr(host, "peer_address", None) or getattr(host, "address", addr)
-    if ":" in addr and not addr.startswith("["):
-        addr = f"[{addr}]"
-    return f"http://{addr}:{port or 30000}"
+    return _http_url(addr, port)
 
 
 def _excerpt(readiness: Readiness, limit: int = 30) -> list[str]:
