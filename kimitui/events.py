@@ -330,6 +330,26 @@ class Straggler(BaseModel):
     reason: str = ""
 
 
+class ClientSummary(BaseModel):
+    """The load process's own health over one level: was the client, not the server, the bottleneck?"""
+
+    samples: int = 0
+    """ClientHealth ticks (1 s each) that fell inside the level."""
+    loop_lag_max_ms: float | None = None
+    """Worst event-loop lag: how late a 50 ms timer fired.  Every chunk stamped then was stamped that late."""
+    loop_lag_p50_ms: float | None = None
+    cpu_max_pct: float | None = None
+    """Busiest second of the load process, in % of one core."""
+    dispatch_delay_max_p99_ms: float | None = None
+    """Worst per-second p99 of (actual - intended send)."""
+
+
+LevelStatus = Literal["ok", "failed", "aborted", "cut"]
+"""``ok``: measured as asked; ``failed``: more of its requests failed than ``max_error_rate`` allows
+(or none completed); ``aborted``: the operator (or a signal) stopped it; ``cut``: the level time
+limit cancelled what was in flight.  Only ``ok`` levels are ever a peak or a verdict's evidence."""
+
+
 class LevelResult(Event):
     kind: Literal["level_result"] = "level_result"
     sweep_id: str
@@ -360,6 +380,21 @@ class LevelResult(Event):
     steady_end: float | None = None
     dispatch_delay_p99_ms: float | None = None
     """Intended vs actual send, over the level's measured requests."""
+    status: LevelStatus = "ok"
+    status_reason: str = ""
+    """Why the status is not ``ok``, in words (``all 64 requests aborted``)."""
+    errors: dict[str, str] = Field(default_factory=dict)
+    """The first message of each error class (``http_status``: ``HTTP 404: model 'x' not found``)."""
+    prompt_tokens: Percentiles = Percentiles()
+    """Prompt tokens as the server counted them (``usage.prompt_tokens``), over completed requests."""
+    client: ClientSummary | None = None
+    client_distorted: str | None = None
+    """Set when the load process itself distorted this level's latency figures (loop lag, CPU), and why."""
+
+    @property
+    def valid(self) -> bool:
+        """Figures that may be a peak, a curve point or a verdict's evidence."""
+        return self.status == "ok"
 
 
 class SweepResult(Event):
