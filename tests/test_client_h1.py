@@ -236,3 +236,76 @@ async def test_engine_burst_opens_c_connections_then_sends_at_one_intended_time(
     assert level.dispatch_delay_p99_ms is not None and level.dispatch_delay_p99_ms >= 0
     # exactly C connections, opened before the clock started: none was opened by a send
     assert minimal_server.state.connections == c and minimal_server.state.max_in_flight == c
+
+
+# Raw UTF-8, as SGLang 0.5.23 writes it (model_dump_json): curly quotes, an accent, CJK, an emoji.
+UTF8_SSE = ('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+            'data: {"choices":[{"delta":{"content":"é"}}],"usage":{"completion_tokens":1}}\n\n'
+            'data: {"choices":[{"delta":{"content":" “日本”"}}],"usage":{"completion_tokens":3}}\n\n'
+            'data: {"choices":[{"delta":{"content":" 🙂"},"finish_reason":"length"}],"usage":{"completion_tokens":4}}\n\n'
+            'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4}}\n\n'
+            "data: [DONE]\n\n").encode()
+
+
+async def _split_server(response: bytes, cuts: list[int]) -> tuple[asyncio.Server, str]:
+    """Writes ``response`` in pieces cut at ``cuts``, pausing between writes so each is its own read."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for a, b in zip([0, *cuts], [*cuts, len(response)]):
+            writer.write(response[a:b])
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def _utf8_response() -> tuple[bytes, list[int]]:
+    """A close-framed response and cuts inside three multi-byte characters (é, 日, 🙂)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    response = head + UTF8_SSE
+    cuts = [response.index("é".encode()) + 1, response.index("日".encode()) + 2, response.index("🙂".encode()) + 3]
+    return response, cuts
+
+
+@pytest.mark.parametrize("client", ["h1client", "aiohttp"])
+async def test_raw_utf8_split_inside_a_character_is_parsed(client: str) -> None:
+    response, cuts = _utf8_response()
+    server, url = await _split_server(response, cuts)
+    trace = RequestTrace("u", 1, False, 0)
+    async with server:
+        if client == "h1client":
+            pool = h1client.Pool(url + "/v1/chat/completions", Deadlines(stall_s=5))
+            try:
+                await h1client.run_request(pool, pool.request_bytes(b"{}", "u"), trace, pool.deadlines)
+            finally:
+                pool.close()
+        else:
+            import aiohttp
+
+            from kimitui.bench.client import make_connector
+            from kimitui.bench.client import run_request as aiohttp_request
+
+            async with aiohttp.ClientSession(connector=make_connector(1)) as http:
+                await aiohttp_request(http, url + "/v1/chat/completions", b"{}", trace, Deadlines(stall_s=5))
+    assert trace.ok, f"{trace.error_class}: {trace.error}"
+    assert trace.chunk_tok == [1, 2, 1] and trace.usage_tokens == 4 and trace.prompt_tokens == 5
+    # each cut fell between reads: the chunks carrying é, 日本 and 🙂 were stamped 50 ms apart
+    assert all(b - a >= 40_000_000 for a, b in zip(trace.chunk_ns, trace.chunk_ns[1:]))
+
+
+def test_parser_takes_raw_utf8_but_not_broken_utf8_or_trailing_data() -> None:
+    from kimitui.bench.client import SseSplitter
+
+    for payload, ok in [('{"choices":[{"delta":{"content":"é"}}]}'.encode(), True),
+                        (b'{"choices":[{"delta":{"content":"\\u00e9"}}]}', True),
+                        ('{"choices":[{"delta":{"content":"中文 🙂"}}]} '.encode(), True),
+                        ('{"choices":[{"delta":{"content":"é"}}]}x'.encode(), False),
+                        ('{"choices":[{"delta":{"content":"é"}}]}'.encode()[:-5] + b"\xff}]}", False)]:
+        trace = RequestTrace("p", 1, False, 0)
+        SseSplitter(trace).feed(b"data: " + payload + b"\n\n", 1)
+        assert (trace.error_class is None) is ok, (payload, trace.error)
+        assert trace.tokens == (1 if ok else 0)

@@ -234,6 +234,43 @@ def test_fast_chunk_template_is_byte_identical_to_the_json_form():
     p = api.parse_openai({"messages": msgs("x")}, "chat")
     for chat in (True, False):
         head, tail = content_chunk_template(p, 'odd "model"', 1780000000, chat)
-        for text in (" word", '"quoted"\n', "ünï\\code"):
+        for text in (" word", '"quoted"\n', "ünï\\code", " “日本” 🙂"):
             full = api.chat_chunk(p, 'odd "model"', 1780000000, {"reasoning_content": None, "content": text}) if chat else api.completion_chunk(p, 'odd "model"', 1780000000, text)
-            assert head + json.dumps(text).encode() + tail == _sse(full)
+            assert head + json.dumps(text, ensure_ascii=False).encode() + tail == _sse(full)
+
+
+def _dechunk_frames(raw: bytes) -> list[bytes]:
+    """The data of each HTTP/1.1 chunk of a chunked body, in order."""
+    frames, pos = [], 0
+    while True:
+        eol = raw.index(b"\r\n", pos)
+        size = int(raw[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            return frames
+        frames.append(raw[eol + 2:eol + 2 + size])
+        pos = eol + 2 + size + 2
+
+
+def test_stream_writes_raw_utf8_split_inside_characters(sim):
+    """What SGLang 0.5.23 writes (model_dump_json: raw UTF-8), with characters cut between writes."""
+    import socket
+
+    body = json.dumps({"model": sim.model, "messages": msgs("Write about Tokyo cafés."), "max_tokens": 300,
+                       "ignore_eos": True, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    frames = _dechunk_frames(rest)
+    stream = b"".join(frames)
+    assert b"\\u" not in stream  # nothing escaped: raw UTF-8 like model_dump_json()
+    text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                   for line in stream.decode().split("\n\n")
+                   if line.startswith("data: {") and json.loads(line[6:])["choices"])
+    assert sum(not ch.isascii() for ch in text) >= 5
+    split = [f for f in frames if not f.isascii() and f.decode("utf-8", "replace") != f.decode("utf-8", "ignore")]
+    assert split, "some write must end or start inside a multi-byte character"

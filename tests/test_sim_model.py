@@ -94,3 +94,22 @@ def test_impossible_settings_are_refused_like_sglang():
         load_settings("ep8-tuned", fault="meteor")
     with pytest.raises(SimConfigError, match="nope"):
         load_settings("nope")
+
+
+def test_text_has_non_ascii_at_a_realistic_seeded_rate():
+    """Kimi writes curly quotes, CJK, accents and emoji; the simulator's text must too (SGLang sends them raw)."""
+    pieces = [TokenStream("Explain EPLB.", 4).piece(i) for i in range(4000)]
+    share = sum(not p.isascii() for p in pieces) / len(pieces)
+    assert 0.03 <= share <= 0.15
+    kinds = "".join(p for p in pieces if not p.isascii())
+    assert "\u201c" in kinds and "\u00e9" in kinds and "\u65e5" in kinds and "\U0001f642" in kinds
+    assert pieces == [TokenStream("Explain EPLB.", 4).piece(i) for i in range(4000)]  # seeded
+
+
+def test_prompt_tokens_are_counted_like_a_large_bpe_vocabulary():
+    from kimitui.sim.textgen import count_text_tokens
+
+    # common words with their space are one token each; bytes/4 made 100 such words ~110 tokens
+    assert count_text_tokens(" ".join(["the", "which", "people", "because"] * 25)) == 100
+    assert count_text_tokens("Write a Python quicksort implementation with detailed comments.") in range(9, 13)
+    assert count_text_tokens("日本語") == 3 and count_text_tokens("12345678") == 3

@@ -276,10 +276,13 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         trace.end_ns = now  # the request is over; draining the HTTP framing after it is not its time
         return False
     try:
-        obj, end = _raw_decode(payload.decode())
-        if end != len(payload) and payload[end:].strip():
+        # raw_decode's end is a position in the text, not in the bytes: compare and slice the text
+        # (SGLang writes raw UTF-8, so the two differ as soon as one multi-byte character appears).
+        text = payload.decode()
+        obj, end = _raw_decode(text)
+        if end != len(text) and text[end:].strip():
             raise ValueError("trailing data")
-    except ValueError:
+    except ValueError:  # UnicodeDecodeError included
         trace.fail("malformed", f"bad JSON in stream: {payload[:120]!r}")
         return False
     if type(obj) is not dict:

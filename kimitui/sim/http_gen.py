@@ -9,6 +9,7 @@ turns new tokens into SSE events, so chunk timing is the scheduler's.  Faults
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -31,7 +32,25 @@ class SimulatedDrop(Exception):
 
 
 def _sse(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    """One event as SGLang writes it: ``model_dump_json()``, so non-ASCII text goes out as raw UTF-8."""
+    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def _text_json(text: str) -> bytes:
+    return json.dumps(text, ensure_ascii=False).encode()
+
+
+def split_in_a_character(data: bytes) -> tuple[bytes, bytes] | None:
+    """``data`` cut inside its first multi-byte UTF-8 character, or None if it is all ASCII.
+
+    A real server's event can reach the client in two reads with a character
+    split between them (TCP segmenting it); the simulator writes every
+    non-ASCII event that way so clients meet it in every test.
+    """
+    for i, b in enumerate(data):
+        if b >= 0xC0:  # a lead byte: cut after it
+            return data[:i + 1], data[i + 1:]
+    return None
 
 
 _DONE = b"data: [DONE]\n\n"
@@ -41,7 +60,7 @@ _MARK = "\x00sim-text\x00"
 def content_chunk_template(p: api.GenParams, model: str, created: int, chat: bool) -> tuple[bytes, bytes]:
     """The SSE bytes of a content chunk before and after its text (same JSON as the dict form)."""
     chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": _MARK}) if chat else api.completion_chunk(p, model, created, _MARK)
-    head, tail = _sse(chunk).split(json.dumps(_MARK).encode())
+    head, tail = _sse(chunk).split(_text_json(_MARK))
     return head, tail
 
 
@@ -187,9 +206,16 @@ class GenerationRoutes:
                     if p.continuous_usage:
                         chunk = api.chat_chunk(p, model, created, {"reasoning_content": None, "content": text}) if chat else api.completion_chunk(p, model, created, text)
                         chunk["usage"] = api.usage(p.prompt_tokens, req.generated)
-                        yield _sse(chunk)
+                        data = _sse(chunk)
                     else:  # the hot path: only the text is serialised per chunk
-                        yield template[0] + json.dumps(text).encode() + template[1]
+                        data = template[0] + _text_json(text) + template[1]
+                    halves = None if text.isascii() else split_in_a_character(data)
+                    if halves is None:
+                        yield data
+                    else:  # two writes, the loop run in between: a character split across reads
+                        yield halves[0]
+                        await asyncio.sleep(0)
+                        yield halves[1]
                 if req.dropped:
                     raise SimulatedDrop(req.rid)
                 if done:
