@@ -363,6 +363,10 @@ async def run_request(pool: Pool, data: bytes, trace: RequestTrace, deadlines: D
                          if conn is not None else loop.time() + deadlines.total_s, expire)
     try:
         if conn is None:
+            # Until a write re-stamps it, "sent" is the connect attempt: a request that never connects
+            # (refused, EMFILE, timeout) then has sent = when it tried and e2e = until it failed,
+            # not whatever the trace was built with (0 in a burst).
+            trace.sent_ns = _perf_ns()
             conn = await pool.acquire()
             done = conn.send(trace, data)
         else:
