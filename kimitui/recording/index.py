@@ -12,9 +12,22 @@ from pydantic import ValidationError
 
 from kimitui.events import Event
 from kimitui.recording.format import PathLike, Recording, RecordingHeader, SkippedLine, resolve_path
-from kimitui.recording.reader import TRUNCATED, _event_error, _open_bytes, _parse_header, parse_line
+from kimitui.recording.reader import TRUNCATED, _event_error, _read_lines, parse_line
 
-_PREFIX = re.compile(rb'\{"kind":"([a-z_]+)","t":(-?[0-9.]+(?:[eE][-+]?[0-9]+)?),"host":"((?:[^"\\]|\\.)*)"')
+_PREFIX = re.compile(
+    rb'\{"kind":"([a-z_]+)","t":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?),"host":"([^"\\\x00-\x1f]*)"')
+"""``dump_event``'s prefix: a strict JSON number for ``t`` and a host without escapes or control bytes, so
+a line this takes apart is one the JSON parser also reads (``1.004.02`` or a stray byte goes the slow way)."""
+
+
+def _prefix_fields(m: re.Match[bytes] | None) -> tuple[str, float, str] | None:
+    """(kind, t, host) from a matched prefix; None when the line must be parsed to be judged."""
+    if m is None:
+        return None
+    try:
+        return m[1].decode(), float(m[2]), m[3].decode()
+    except ValueError:  # UnicodeDecodeError: a stray byte in the host
+        return None
 
 
 class RecordingIndex:
@@ -44,17 +57,18 @@ class RecordingIndex:
     @classmethod
     def open(cls, path: PathLike) -> "RecordingIndex":
         p = resolve_path(path)
-        lines = _open_bytes(p).split(b"\n")
-        header = _parse_header(p, lines[0])
-        skipped: list[SkippedLine] = []
+        header, lines, skipped = _read_lines(p)
         tail = lines.pop()  # the text after the final newline: empty unless the last line is cut
         if tail.strip():
             skipped.append(SkippedLine(len(lines) + 1, TRUNCATED))
         body = lines[1:]
         matches = list(map(_PREFIX.match, body))  # the common case, at C speed
-        if all(m is not None for m in matches) and not any(b"\\" in m[3] for m in matches):  # type: ignore[index]
-            names = {k: k.decode() for k in {m[1] for m in matches}}  # type: ignore[index]
-            hostnames = {h: h.decode() for h in {m[3] for m in matches}}  # type: ignore[index]
+        if all(m is not None for m in matches):
+            try:
+                names = {k: k.decode() for k in {m[1] for m in matches}}  # type: ignore[index]
+                hostnames = {h: h.decode() for h in {m[3] for m in matches}}  # type: ignore[index]
+            except UnicodeDecodeError:  # a stray byte in a host name: find its line the slow way
+                return cls._open_slow(header, body, matches, skipped, p)
             items: list[bytes | Event] = body  # type: ignore[assignment]
             kinds = [names[m[1]] for m in matches]  # type: ignore[index]
             hosts = [hostnames[m[3]] for m in matches]  # type: ignore[index]
@@ -74,16 +88,16 @@ class RecordingIndex:
         tmax = float("-inf")
         for i, (raw, m) in enumerate(zip(body, matches), start=2):
             item: bytes | Event = raw
-            if m is not None and b"\\" not in m[3]:
-                kind, t, host = m[1].decode(), float(m[2]), m[3].decode()
+            fields = _prefix_fields(m)
+            if fields is not None:
+                kind, t, host = fields
             else:
                 if not raw.strip():
                     continue
                 try:
                     ev = parse_line(raw)
                 except ValidationError as exc:
-                    skipped.insert(len(skipped) - (1 if skipped and skipped[-1].line_no > i else 0),
-                                   SkippedLine(i, _event_error(exc)))
+                    skipped.append(SkippedLine(i, _event_error(exc)))
                     continue
                 kind, t, host, item = ev.kind, ev.t, ev.host, ev
             tmax = t if t > tmax else tmax
@@ -92,6 +106,7 @@ class RecordingIndex:
             kinds.append(kind)
             hosts.append(host)
             line_nos.append(i)
+        skipped.sort(key=lambda s: s.line_no)
         return cls(header, items, times, kinds, hosts, line_nos, skipped, p)
 
     @classmethod

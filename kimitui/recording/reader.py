@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -25,27 +26,123 @@ from kimitui.recording.format import (
 TRUNCATED = "truncated last line (no newline): the writer crashed or is still writing"
 
 
-def _gunzip(data: bytes) -> bytes:
-    """Decompress every gzip member; a stream cut short yields what was decodable."""
-    out: list[bytes] = []
-    while data:
+_FEED = 4096
+"""Compressed bytes fed to the decoder at a time: a damaged byte is then found by re-feeding at most this many."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Where a damaged gzip stream stopped decoding (a bit flip, a bad sector, an overwritten block)."""
+
+    offset: int
+    """Offset in the decoded bytes where the damage is (everything before it was kept)."""
+    byte: int
+    """Offset in the compressed file of the byte at which the decoder gave up."""
+    size: int
+    """Size of the compressed file."""
+    error: str
+    """What zlib said."""
+    resumed_at: int | None
+    """Compressed offset of the next intact gzip member, where reading went on; None: nothing after."""
+
+    def reason(self, lines_before: int) -> str:
+        where = (f"reading resumed at byte {self.resumed_at} (the next intact gzip member)"
+                 if self.resumed_at is not None else "nothing after it could be read")
+        return (f"gzip data damaged at byte {self.byte} of {self.size} ({self.error}); "
+                f"{lines_before} lines read before it; {where}")
+
+
+def _inflate_member(data: bytes, start: int, out: bytearray) -> tuple[int, bool, tuple[int, str] | None]:
+    """Decode one gzip member from ``start`` into ``out``, streaming, so damage keeps what came before it.
+
+    Returns (where the member ended, whether it ended, (byte, zlib's message) if it was damaged).
+    """
+    d = zlib.decompressobj(wbits=31)
+    i, n = start, len(data)
+    while i < n:
+        chunk = data[i:i + _FEED]
+        saved = d.copy()
+        try:
+            out += d.decompress(chunk)
+        except zlib.error:
+            d = saved  # re-feed byte by byte: keep every byte decoded before the bad one, and name it
+            for j in range(len(chunk)):
+                try:
+                    out += d.decompress(chunk[j:j + 1])
+                except zlib.error as exc:
+                    return i + j, False, (i + j, str(exc).removeprefix("Error -3 while decompressing data: "))
+                if d.eof:
+                    return i + j + 1, True, None
+            return i + len(chunk), False, None  # pragma: no cover - zlib raised on the chunk but not on its bytes
+        if d.eof:
+            return i + len(chunk) - len(d.unused_data), True, None
+        i += len(chunk)
+    return n, False, None  # cut short: a writer that crashed or is still writing
+
+
+def _next_member(data: bytes, start: int) -> int | None:
+    """The next offset from ``start`` where an intact gzip member holding whole lines begins."""
+    pos = data.find(b"\x1f\x8b\x08", start)
+    while pos >= 0:
         d = zlib.decompressobj(wbits=31)
         try:
-            out.append(d.decompress(data))
+            head = d.decompress(data[pos:pos + _FEED], 16)
         except zlib.error:
-            break
-        if not d.eof:  # truncated (a crash while compressing): keep what was there
-            break
-        data = d.unused_data
-    return b"".join(out)
+            head = b""
+        if head[:1] == b"{":  # a member the writer started holds whole JSON lines
+            return pos
+        pos = data.find(b"\x1f\x8b\x08", pos + 1)
+    return None
 
 
-def _open_bytes(path: Path) -> bytes:
+def _gunzip(data: bytes) -> tuple[bytes, list[Damage]]:
+    """Decompress every gzip member, streaming, so damage never costs what came before it.
+
+    A stream cut short (a crashed or running writer) yields what was decodable.  At damaged
+    bytes the decoded text is cut back to its last whole line, the damage is listed, and
+    reading resumes at the next intact member (the writer starts a new one every few MB).
+    """
+    out = bytearray()
+    damage: list[Damage] = []
+    pos = 0
+    while pos < len(data):
+        member_start = pos
+        pos, ended, bad = _inflate_member(data, pos, out)
+        if bad is None:
+            if not ended:
+                break
+            continue
+        del out[out.rfind(b"\n") + 1:]  # a line the damage went through is not a line
+        resume = _next_member(data, max(member_start + 1, bad[0] - 8))
+        damage.append(Damage(len(out), bad[0], len(data), bad[1], resume))
+        if resume is None:
+            break
+        pos = resume
+    return bytes(out), damage
+
+
+def _open_bytes(path: Path) -> tuple[bytes, list[Damage]]:
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise RecordingError(f"{path}: cannot read: {exc}") from exc
-    return _gunzip(data) if data[:2] == b"\x1f\x8b" else data
+    if data[:2] == b"\x1f\x8b" or (path.name.endswith(".gz") and data[:1] != b"{"):
+        return _gunzip(data)
+    return data, []
+
+
+def _read_lines(path: Path) -> tuple[RecordingHeader, list[bytes], list[SkippedLine]]:
+    """The header, every line (line 1 first) and a SkippedLine per damaged stretch (by line number)."""
+    data, damage = _open_bytes(path)
+    lines = data.split(b"\n")
+    if damage and damage[0].offset == 0:
+        raise RecordingError(f"{path}: line 1: {damage[0].reason(0)}; the header line is lost, so nothing is readable")
+    header = _parse_header(path, lines[0])
+    notes = []
+    for dmg in damage:
+        line_no = data.count(b"\n", 0, dmg.offset) + 1
+        notes.append(SkippedLine(line_no, dmg.reason(line_no - 1)))
+    return header, lines, notes
 
 
 def _parse_header(path: Path, first: bytes) -> RecordingHeader:
@@ -116,15 +213,16 @@ class RecordingReader:
 
     def __init__(self, path: PathLike) -> None:
         self.path = resolve_path(path)
-        self._data = _open_bytes(self.path)
-        self._lines = self._data.split(b"\n")
-        self.header = _parse_header(self.path, self._lines[0])
+        self.header, self._lines, self._damage = _read_lines(self.path)
         self.skipped: list[SkippedLine] = []
 
     def __iter__(self) -> Iterator[Event]:
         lines = self._lines
+        damage = list(self._damage)
         last = len(lines) - 1  # the text after the final newline: b"" unless truncated
         for i in range(1, len(lines)):
+            while damage and damage[0].line_no <= i + 1:
+                self.skipped.append(damage.pop(0))  # in line order among the other skipped lines
             raw = lines[i]
             if i == last:
                 if raw.strip():
@@ -136,6 +234,7 @@ class RecordingReader:
                 yield parse_line(raw)
             except ValidationError as exc:
                 self.skipped.append(SkippedLine(i + 1, _event_error(exc)))
+        self.skipped.extend(damage)
 
 
 def iter_recording(path: PathLike) -> RecordingReader:
