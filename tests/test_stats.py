@@ -5,15 +5,22 @@ from __future__ import annotations
 import pytest
 
 from kimitui.bench.stats import (
+    client_distortion,
+    effective_status,
     error_rate_exceeded,
     find_stragglers,
+    is_valid,
+    level_rate,
     level_result,
     oversaturation,
+    peak_level,
     percentiles,
+    server_message,
     steady_rate,
     steady_window,
+    with_status,
 )
-from kimitui.events import LevelResult, Percentiles, RequestResult, SweepSpec
+from kimitui.events import ClientSummary, LevelResult, Percentiles, RequestResult, SweepSpec
 
 SPEC = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[4])
 
@@ -121,3 +128,87 @@ def test_steady_rate_counts_only_tokens_inside_the_window() -> None:
     assert (start, end) == (0.45, 1.0) and window == pytest.approx(0.55)
     # a: 0.5 .. 1.0 (6 chunks); b: 0.55 .. 0.95 (5 chunks)
     assert rate == pytest.approx(11 / 0.55)
+
+
+# --------------------------------------------------------------------------- status, completed-only figures, peak
+
+
+def failed(i: int, sent: float, gaps: list[float], cls: str, error: str = "", c: int = 4) -> RequestResult:
+    """A request that got some chunks, then ended as ``cls`` (its partial tokens are not output)."""
+    return req(i, sent, gaps, c=c, ok=False).model_copy(update={"error_class": cls, "error": error})
+
+
+def test_an_all_aborted_level_is_aborted_has_no_figures_and_is_never_the_peak() -> None:
+    # 64 requests each streamed 20 tokens before the operator aborted: they used to read as 624 tok/s
+    cut = [failed(i, 0.0, [0.01] * 19, "aborted", c=64) for i in range(64)]
+    lv = level_result("s", 64, 0, SPEC, cut, aborted="aborted by operator")
+    assert (lv.status, lv.status_reason) == ("aborted", "all 64 requests aborted (aborted by operator)")
+    assert not lv.valid and lv.output_tokens == 0 and lv.agg_tok_s is None and lv.steady_tok_s is None
+    assert lv.ttft == Percentiles() and lv.failures == {"aborted": 64}
+    good = level_result("s", 4, 0, SPEC, [req(i, 0.0, [0.01] * 99) for i in range(4)])
+    assert good.status == "ok" and good.status_reason == ""
+    assert peak_level([good, lv]) is good and level_rate(good) == good.steady_tok_s
+
+
+def test_a_level_with_no_success_is_failed_and_first_messages_are_kept_per_class() -> None:
+    body = '{"object":"error","message":"The model `kimi` does not exist.","type":"NotFoundError","code":404}'
+    bad = [failed(i, 0.0, [0.01], "http_status", f"HTTP 404: {body}") for i in range(3)]
+    bad.append(failed(3, 0.0, [0.01] * 5, "stall", "no data for 60 s"))
+    lv = level_result("s", 4, 0, SPEC.model_copy(update={"max_error_rate": 1.0}), bad)
+    assert lv.status == "failed" and lv.status_reason == "all 4 requests failed (http_status 3, stall 1)"
+    assert lv.errors == {"http_status": "HTTP 404: The model `kimi` does not exist.", "stall": "no data for 60 s"}
+    assert peak_level([lv]) is None
+    # above max_error_rate with some successes: failed too, and the successes alone make the figures
+    mixed = [req(0, 0.0, [0.01] * 9), failed(1, 0.0, [0.01] * 50, "reset"), failed(2, 0.0, [0.01] * 50, "reset")]
+    lv = level_result("s", 3, 0, SPEC, mixed)
+    assert lv.status == "failed" and "2 of 3 requests failed" in lv.status_reason
+    assert lv.output_tokens == 10 and lv.wall_s == pytest.approx(0.1 + 9 * 0.01)
+    assert lv.agg_tok_s == pytest.approx(10 / lv.wall_s)
+
+
+def test_a_cut_level_is_marked_and_a_few_failures_leave_a_level_ok() -> None:
+    rs = [req(0, 0.0, [0.01] * 9), failed(1, 0.0, [0.01] * 30, "cancelled")]
+    lv = level_result("s", 2, 0, SPEC, rs, cut="level time limit 1 s reached at C=2")
+    assert lv.status == "cut" and lv.status_reason.startswith("1 of 2 requests cancelled, 1 completed")
+    few = [req(i, 0.0, [0.01] * 9) for i in range(9)] + [failed(9, 0.0, [0.01] * 3, "reset")]
+    lv = level_result("s", 10, 0, SPEC, few)
+    assert lv.status == "ok" and lv.output_tokens == 90 and list(lv.errors) == ["reset"]
+
+
+def test_old_recordings_get_a_derived_status() -> None:
+    """Levels recorded before LevelResult had a status: derived from their counts, so reports are right too."""
+    def old(**kw: object) -> LevelResult:
+        return LevelResult.model_validate({"sweep_id": "s", "concurrency": kw.pop("concurrency", 1), **kw})
+
+    aborted = old(concurrency=64, requests=64, ok=0, failed=64, failures={"aborted": 64}, agg_tok_s=624.0,
+                  stopped="aborted by operator")
+    dead = old(concurrency=256, requests=512, ok=0, failed=512, failures={"http_status": 512}, agg_tok_s=586.0)
+    cut = old(concurrency=8, requests=10, ok=8, failed=2, failures={"cancelled": 2}, agg_tok_s=900.0,
+              stopped="level time limit 5 s reached at C=8")
+    fine = old(concurrency=32, requests=32, ok=31, failed=1, failures={"reset": 1}, agg_tok_s=500.0)
+    assert effective_status(aborted) == ("aborted", "all 64 requests aborted (aborted by operator)")
+    assert effective_status(dead) == ("failed", "all 512 requests failed (http_status 512)")
+    assert effective_status(cut)[0] == "cut" and effective_status(fine) == ("ok", "")
+    assert [is_valid(x) for x in (aborted, dead, cut, fine)] == [False, False, False, True]
+    assert peak_level([aborted, dead, cut, fine]) is fine
+    assert with_status(dead).status == "failed" and not with_status(dead).valid
+    # a level that carries its status is taken at its word
+    assert effective_status(old(requests=1, ok=0, failed=1, status="ok")) == ("ok", "")
+
+
+def test_server_message_unwraps_the_json_error() -> None:
+    assert server_message('HTTP 400: {"error": {"message": "bad  max_tokens", "code": 400}}') == "HTTP 400: bad max_tokens"
+    assert server_message('HTTP 404: {"detail":"Not Found"}') == "HTTP 404: Not Found"
+    assert server_message("HTTP 502: <html>bad gateway</html>") == "HTTP 502: <html>bad gateway</html>"
+    assert len(server_message("x" * 1000)) == 300
+
+
+def test_client_distortion_thresholds() -> None:
+    assert client_distortion(None, 0.1) is None
+    assert client_distortion(ClientSummary(loop_lag_max_ms=2.0, cpu_max_pct=40.0), 0.1) is None
+    why = client_distortion(ClientSummary(loop_lag_max_ms=547.0), 0.0745)
+    assert why is not None and "event-loop lag up to 547 ms" in why
+    # 20 ms of lag is not 50 ms, but it is a third of a 60 ms TTFT
+    assert "over 10 % of TTFT p50 60 ms" in (client_distortion(ClientSummary(loop_lag_max_ms=20.0), 0.06) or "")
+    assert client_distortion(ClientSummary(loop_lag_max_ms=20.0), 1.0) is None
+    assert "95 % of a core" in (client_distortion(ClientSummary(loop_lag_max_ms=1.0, cpu_max_pct=95.0), 1.0) or "")

@@ -26,15 +26,29 @@ Definitions (documented here because operators will trust them):
   with one token per chunk this is the usual (tokens - 1)/(t_last - t_first);
   with speculative multi-token chunks it does not credit the first chunk's
   extra tokens to the decode interval.
+* **Completed requests only**: output tokens, wall, both aggregates and every
+  latency percentile count requests that completed (``ok``).  Tokens that a
+  failed, aborted or cancelled request received before it ended are not
+  output: counting them made an all-aborted level read 624 tok/s.  Wall is the
+  first completed request's send to the last completed end.  Failures are
+  counted by class, and the first message of each class is kept (``errors``).
+* **Status** (:func:`level_status`): ``aborted`` if the sweep was aborted while
+  the level ran, ``cut`` if the level time limit cancelled it, ``failed`` if no
+  measured request completed or the failed fraction exceeds ``max_error_rate``,
+  else ``ok``.  Only ``ok`` levels are a peak (:func:`peak_level`), a curve
+  point or a verdict's evidence.  :func:`effective_status` derives it for old
+  recordings whose levels carry no status.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from kimitui.events import LevelResult, Percentiles, RequestResult, Straggler, SweepSpec
+from kimitui.events import ClientSummary, LevelResult, LevelStatus, Percentiles, RequestResult, Straggler, SweepSpec
 
 OVERSAT_TTFT_GROWTH = 1.5
 OVERSAT_TPUT_GROWTH = 1.05
@@ -161,10 +175,159 @@ def find_stragglers(results: Sequence[RequestResult], spec: SweepSpec) -> list[S
     return out
 
 
+CLIENT_LAG_MAX_MS = 50.0
+"""Loop lag at or above one 50 ms timer period: every chunk stamped in that stall was stamped that late,
+which lands in TTFT/ITL p99 and the largest gaps."""
+CLIENT_LAG_MIN_MS = 10.0
+CLIENT_LAG_TTFT_FRACTION = 0.10
+"""...or at or above 10 ms and 10 % of the level's TTFT p50: big enough to move the percentiles themselves."""
+CLIENT_CPU_MAX_PCT = 90.0
+"""The load process is one thread: at 90 % of a core its reads queue behind each other."""
+ERROR_MESSAGE_CHARS = 300
+
+
+def server_message(error: str) -> str:
+    """``HTTP 404: {"object":"error","message":"The model `x` does not exist."...}`` ->
+    ``HTTP 404: The model `x` does not exist.``: the server's own words, without the JSON around them."""
+    m = re.match(r"(HTTP \d+): (.*)", error, re.S)
+    if m:
+        try:
+            body = json.loads(m.group(2))
+        except ValueError:
+            body = None
+        msg = None
+        if isinstance(body, dict):
+            err = body.get("error")
+            msg = err.get("message") if isinstance(err, dict) else body.get("message") or body.get("detail")
+            if msg is None and isinstance(err, str):
+                msg = err
+        if isinstance(msg, str) and msg.strip():
+            error = f"{m.group(1)}: {msg.strip()}"
+    error = " ".join(error.split())
+    return error if len(error) <= ERROR_MESSAGE_CHARS else error[:ERROR_MESSAGE_CHARS - 3] + "..."
+
+
+def first_errors(results: Iterable[RequestResult]) -> dict[str, str]:
+    """The first message of each error class, in the order the requests ended."""
+    out: dict[str, str] = {}
+    for r in results:
+        if not r.ok:
+            out.setdefault(r.error_class or "unknown", server_message(r.error or r.error_class or "unknown error"))
+    return out
+
+
+def _status_from_counts(requests: int, ok: int, failed: int, failures: dict[str, int], *,
+                        aborted: str | None, cut: str | None, max_error_rate: float) -> tuple[LevelStatus, str]:
+    n_aborted = failures.get("aborted", 0)
+    n_cancelled = failures.get("cancelled", 0)
+    if aborted:
+        what = f"all {requests} requests aborted" if n_aborted and n_aborted == requests else (
+            f"{n_aborted} of {requests} requests aborted, {ok} completed" if n_aborted
+            else f"aborted with {ok} of {requests} requests completed")
+        return "aborted", f"{what} ({aborted})"
+    if cut:
+        what = f"{n_cancelled} of {requests} requests cancelled, {ok} completed" if n_cancelled else (
+            f"{ok} of {requests} requests completed")
+        return "cut", f"{what} ({cut})"
+    genuine = failed - n_aborted - n_cancelled
+    classes = ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+    if requests == 0:
+        return "failed", "no measured request was sent"
+    if ok == 0:
+        return "failed", f"all {requests} requests failed ({classes})"
+    if genuine / requests > max_error_rate:
+        return "failed", f"{genuine} of {requests} requests failed ({classes}), above {max_error_rate:.0%}"
+    return "ok", ""
+
+
+def level_status(results: Sequence[RequestResult], *, aborted: str | None = None, cut: str | None = None,
+                 max_error_rate: float = 0.5) -> tuple[LevelStatus, str]:
+    """(status, reason) of a level from its measured requests and whether the sweep aborted or cut it."""
+    measured = [r for r in results if not r.warmup]
+    failures: dict[str, int] = {}
+    for r in measured:
+        if not r.ok:
+            failures[r.error_class or "unknown"] = failures.get(r.error_class or "unknown", 0) + 1
+    ok = sum(1 for r in measured if r.ok)
+    return _status_from_counts(len(measured), ok, len(measured) - ok, failures, aborted=aborted, cut=cut,
+                               max_error_rate=max_error_rate)
+
+
+def effective_status(level: LevelResult, max_error_rate: float = 0.5) -> tuple[LevelStatus, str]:
+    """A level's (status, reason); for a level recorded before levels had a status, derived from its counts.
+
+    Old recordings: ``aborted`` requests mean the sweep was aborted in that level, ``cancelled`` ones
+    (or a ``level time limit`` stop) that the time limit cut it; otherwise the failed/ok counts decide,
+    as :func:`level_status` does.  Their figures still include failed requests' tokens, which is one
+    more reason a failed level must never be their peak.
+    """
+    if "status" in level.model_fields_set:
+        return level.status, level.status_reason
+    stopped = level.stopped or ""
+    aborted = (stopped or "the sweep was aborted") if level.failures.get("aborted") else None
+    cut = None
+    if level.failures.get("cancelled") or stopped.startswith("level time limit"):
+        cut = stopped if stopped.startswith("level time limit") else "level time limit"
+    return _status_from_counts(level.requests, level.ok, level.failed, level.failures, aborted=aborted, cut=cut,
+                               max_error_rate=max_error_rate)
+
+
+def with_status(level: LevelResult, max_error_rate: float = 0.5) -> LevelResult:
+    """The level with ``status``/``status_reason`` filled in (derived for old recordings; as is otherwise)."""
+    if "status" in level.model_fields_set:
+        return level
+    status, reason = effective_status(level, max_error_rate)
+    return level.model_copy(update={"status": status, "status_reason": reason})
+
+
+def is_valid(level: LevelResult) -> bool:
+    """May this level be a peak, a curve point or a verdict's evidence?  (Old recordings too.)"""
+    return effective_status(level)[0] == "ok"
+
+
+def level_rate(level: LevelResult) -> float | None:
+    """The figure a peak is judged by: the steady-state rate, or the aggregate where there is none."""
+    return level.steady_tok_s or level.agg_tok_s
+
+
+def peak_level(levels: Iterable[LevelResult]) -> LevelResult | None:
+    """The best valid level by :func:`level_rate`; failed, aborted and cut levels are never the peak."""
+    best: LevelResult | None = None
+    for lv in levels:
+        rate = level_rate(lv)
+        if rate and is_valid(lv) and (best is None or rate > (level_rate(best) or 0.0)):
+            best = lv
+    return best
+
+
+def client_distortion(client: ClientSummary | None, ttft_p50_s: float | None) -> str | None:
+    """Why the load process itself distorted a level's latency figures, or None (thresholds above)."""
+    if client is None:
+        return None
+    why = []
+    lag = client.loop_lag_max_ms
+    if lag is not None:
+        rel = ttft_p50_s * 1000.0 * CLIENT_LAG_TTFT_FRACTION if ttft_p50_s else None
+        if lag >= CLIENT_LAG_MAX_MS:
+            why.append(f"event-loop lag up to {lag:.0f} ms (limit {CLIENT_LAG_MAX_MS:.0f} ms)")
+        elif rel is not None and lag >= max(CLIENT_LAG_MIN_MS, rel):
+            why.append(f"event-loop lag up to {lag:.0f} ms, over 10 % of TTFT p50 {ttft_p50_s * 1000:.0f} ms")  # type: ignore[operator]
+    if client.cpu_max_pct is not None and client.cpu_max_pct >= CLIENT_CPU_MAX_PCT:
+        why.append(f"load process at {client.cpu_max_pct:.0f} % of a core")
+    if not why:
+        return None
+    return "client saturated: " + "; ".join(why) + ": latencies were stamped late"
+
+
 def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
                  results: Sequence[RequestResult], *, host: str = "sim", t: float | None = None,
-                 stopped: str | None = None) -> LevelResult:
-    """Everything a level reports, from its measured (non-warm-up) requests."""
+                 stopped: str | None = None, aborted: str | None = None, cut: str | None = None,
+                 client: ClientSummary | None = None) -> LevelResult:
+    """Everything a level reports, from its measured (non-warm-up) requests.
+
+    ``aborted``/``cut``: why the sweep aborted or the time limit cut this level, if it did.
+    ``client``: the load process's health over the level (:class:`~kimitui.bench.health.HealthMonitor`).
+    """
     measured = [r for r in results if not r.warmup]
     failures: dict[str, int] = {}
     for r in measured:
@@ -172,12 +335,15 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
             key = r.error_class or "unknown"
             failures[key] = failures.get(key, 0) + 1
     ok = [r for r in measured if r.ok]
-    tokens = sum(r.completion_tokens for r in measured)
+    tokens = sum(r.completion_tokens for r in ok)
     wall = 0.0
-    if measured:
-        wall = max(r.sent + (r.e2e_s or 0.0) for r in measured) - min(r.sent for r in measured)
-    steady, window, w_start, w_end = steady_rate(measured, concurrency, spec.steady_ratio)
+    if ok:
+        wall = max(r.sent + (r.e2e_s or 0.0) for r in ok) - min(r.sent for r in ok)
+    steady, window, w_start, w_end = steady_rate(ok, concurrency, spec.steady_ratio)
     delays = [(r.sent - r.intended_send) * 1000.0 for r in measured]
+    status, reason = _status_from_counts(len(measured), len(ok), len(measured) - len(ok), failures,
+                                         aborted=aborted, cut=cut, max_error_rate=spec.max_error_rate)
+    ttft = percentiles([r.ttft_s for r in ok])
     extra = {"t": t} if t is not None else {}
     return LevelResult(
         **extra,
@@ -196,7 +362,7 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
         steady_window_s=window,
         steady_start=w_start,
         steady_end=w_end,
-        ttft=percentiles([r.ttft_s for r in ok]),
+        ttft=ttft,
         tpot=percentiles([r.tpot_s for r in ok]),
         itl=percentiles([r.itl_p50_s for r in ok]),
         decode_tok_s=percentiles([r.decode_tok_s for r in ok]),
@@ -205,6 +371,12 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
         stopped=stopped,
         mode=spec.mode,
         dispatch_delay_p99_ms=percentiles(delays).p99,
+        status=status,
+        status_reason=reason,
+        errors=first_errors(measured),
+        prompt_tokens=percentiles([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
+        client=client,
+        client_distorted=client_distortion(client, ttft.p50),
     )
 
 
