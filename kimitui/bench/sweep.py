@@ -45,7 +45,7 @@ from kimitui.bench import h1client
 from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.bench.health import HealthMonitor
 from kimitui.bench.prompts import PromptError, prompt_source
-from kimitui.bench.stats import error_rate_exceeded, level_result, oversaturation
+from kimitui.bench.stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
 from kimitui.events import (
     ErrorEvent,
     Event,
@@ -60,6 +60,7 @@ from kimitui.events import (
 )
 
 _perf_ns = time.perf_counter_ns
+FLUSH_CACHE_MISSING = "this server has no /flush_cache: levels run with the prefix cache warm"
 
 
 def new_sweep_id() -> str:
@@ -120,6 +121,8 @@ class SweepEngine:
         self._repeat = 0
         self._model = spec.model
         self._pool: h1client.Pool | None = None
+        self._no_flush_cache = False
+        """The server answered 404 to /flush_cache: said once, not asked again this sweep."""
 
     # -- control -----------------------------------------------------------------
     def abort(self, reason: str = "aborted by operator") -> None:
@@ -178,9 +181,10 @@ class SweepEngine:
             self.emit(ErrorEvent(host=self.host, source="sweep", message=reason))
         finally:
             await self.health.stop()
-        peaks = [lv.steady_tok_s or lv.agg_tok_s for lv in self.levels if (lv.steady_tok_s or lv.agg_tok_s)]
+        peak = peak_level(self.levels)  # failed, aborted and cut levels are never the peak
         result = SweepResult(host=self.host, sweep_id=self.sweep_id, levels=[lv.concurrency for lv in self.levels],
-                             outcome=outcome, reason=reason, peak_tok_s=max(peaks) if peaks else None)  # type: ignore[arg-type]
+                             outcome=outcome, reason=reason,  # type: ignore[arg-type]
+                             peak_tok_s=level_rate(peak) if peak is not None else None)
         self.emit(result)
         return result
 
@@ -192,9 +196,12 @@ class SweepEngine:
         self._cut = None
         self._stop_dispatch = False
         self.emit(LevelStarted(host=self.host, sweep_id=self.sweep_id, concurrency=c, repeat=repeat))
-        if spec.flush_cache:
+        if spec.flush_cache and not self._no_flush_cache:
             await self._flush_cache()
+        if self._aborted:  # aborted while the cache was flushed: send nothing
+            self._stop_dispatch = True
         self._level_start_ns = _perf_ns()
+        self.health.begin_level()
         loop = asyncio.get_running_loop()
         timer = None
         if spec.level_time_limit_s:
@@ -217,7 +224,8 @@ class SweepEngine:
             progress.cancel()
             self._finish_pending()
         self._publish_progress()
-        return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time())
+        return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time(),
+                            aborted=self._aborted, cut=self._cut, client=self.health.end_level())
 
     def _level_time_up(self) -> None:
         self._cut = f"level time limit {self.spec.level_time_limit_s:g} s reached at C={self._c}"
@@ -442,6 +450,11 @@ class SweepEngine:
         try:
             async with httpx.AsyncClient(timeout=30.0) as client:
                 resp = await client.post(base_url(self.spec.url) + "/flush_cache")
+            if resp.status_code in (404, 405):
+                self._no_flush_cache = True
+                self.emit(ErrorEvent(host=self.host, source="sweep", message=FLUSH_CACHE_MISSING,
+                                     detail=f"POST /flush_cache -> HTTP {resp.status_code}"))
+                return
             if resp.status_code != 200:
                 raise RuntimeError(f"HTTP {resp.status_code}: {resp.text.strip()[:200]}")
         except Exception as exc:
