@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from kimitui.cli import main
-from kimitui.events import SweepStarted
+from kimitui.commands.sweep import print_tables
+from kimitui.events import ClientSummary, LevelResult, SweepResult, SweepStarted
 from kimitui.recording import read_recording
+from tests.support.strict_server import StrictServer
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,9 +59,73 @@ def test_tables_name_each_level_and_the_outcome(minimal_server, capsys: pytest.C
 def test_failures_are_listed_under_the_table(minimal_server, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["sweep", "--url", minimal_server.url, "--model", "minimal", "--levels", "1", "--requests", "2",
                "--extra-body", '{"status": 500}', "--max-error-rate", "1", "--no-progress"])
+    assert rc == 1  # no stop rule tripped, but a level in which every request failed measured nothing
+    out = capsys.readouterr()
+    assert "C=1  FAILED  ok 0/2" in out.out and "failures: http_status 2" in out.out
+    assert "failed: all 2 requests failed (http_status 2); not a peak" in out.out
+    assert "first http_status: HTTP 500: injected" in out.out and "no valid level, no peak" in out.out
+    assert "every request at C=1 failed: HTTP 500: injected" in out.err
+
+
+def test_a_wrong_model_shows_the_servers_message_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with StrictServer() as srv:
+        rc = main(["sweep", "--url", srv.url, "--model", "kimi-k2", "--levels", "1,4", "--requests", "3",
+                   "--no-progress"])
+    assert rc == 1
+    out = capsys.readouterr()
+    assert "first http_status: HTTP 404: The model `kimi-k2` does not exist." in out.out
+    assert "every request at C=1 failed: HTTP 404: The model `kimi-k2` does not exist. (is --model right?)" in out.err
+    with StrictServer() as srv:
+        rc = main(["sweep", "--url", srv.url, "--model", "kimi-k2", "--levels", "1", "--requests", "2", "--json",
+                   "--no-progress"])
+    assert rc == 1
+    [lv] = json.loads(capsys.readouterr().out)["levels"]
+    assert lv["status"] == "failed" and lv["valid"] is False
+    assert lv["errors"] == {"http_status": "HTTP 404: The model `kimi-k2` does not exist."}
+
+
+def test_missing_flush_cache_and_server_info_are_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with StrictServer() as srv:
+        rc = main(["sweep", "--url", srv.url, "--levels", "1,2,3", "--requests", "2", "--max-tokens", "4",
+                   "--flush-cache", "--no-progress"])
+        flushes = srv.hits["/flush_cache"]
+    assert rc == 0 and flushes == 1
+    err = capsys.readouterr().err
+    assert err.count("this server has no /flush_cache: levels run with the prefix cache warm") == 1
+    assert err.count("has no /server_info (nor /get_server_info)") == 1
+
+
+def test_levels_show_client_health_and_status_in_tables_and_json(minimal_server,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["sweep", "--url", minimal_server.url, "--model", "minimal", "--levels", "2", "--requests", "2",
+               "--max-tokens", "5", "--no-progress"])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "ok 0/2" in text and "failures: http_status 2" in text
+    assert "client: loop lag max " in text and "CPU max " in text and "dispatch p99 max " in text
+    assert "peak " in text and " tok/s at C=2" in text
+    rc = main(["sweep", "--url", minimal_server.url, "--model", "minimal", "--levels", "2", "--requests", "2",
+               "--max-tokens", "40", "--extra-body", '{"tick_ms": 5}', "--json", "--no-progress"])
+    [lv] = json.loads(capsys.readouterr().out)["levels"]
+    assert lv["status"] == "ok" and lv["valid"] is True and lv["status_reason"] == ""
+    assert lv["client"]["loop_lag_max_ms"] is not None and lv["client"]["cpu_max_pct"] is not None
+    assert "client_distorted" in lv
+
+
+def test_the_table_marks_aborted_and_distorted_levels_and_never_peaks_them(capsys: pytest.CaptureFixture[str]) -> None:
+    ok = LevelResult(sweep_id="s", concurrency=8, requests=8, ok=8, agg_tok_s=400.0, status="ok")
+    aborted = LevelResult(sweep_id="s", concurrency=64, requests=64, failed=64, failures={"aborted": 64},
+                          status="aborted", status_reason="all 64 requests aborted (aborted by operator)",
+                          client=ClientSummary(samples=3, loop_lag_max_ms=547.0, loop_lag_p50_ms=3.0, cpu_max_pct=97.0),
+                          client_distorted="client saturated: event-loop lag up to 547 ms (limit 50 ms)")
+    old = LevelResult.model_validate({"sweep_id": "s", "concurrency": 256, "requests": 512, "failed": 512,
+                                      "failures": {"http_status": 512}, "agg_tok_s": 586.0})  # recorded before status
+    print_tables([ok, aborted, old], SweepResult(sweep_id="s", outcome="aborted", peak_tok_s=400.0), None)
+    text = capsys.readouterr().out
+    assert "C=64  ABORTED  ok 0/64" in text and "aborted: all 64 requests aborted (aborted by operator); not a peak" in text
+    assert "C=256  FAILED" in text and "failed: all 512 requests failed (http_status 512); not a peak" in text
+    assert "client: loop lag max 547.0 ms (p50 3.0), CPU max 97 %" in text
+    assert "client distorted: client saturated: event-loop lag up to 547 ms" in text
+    assert "peak 400.0 tok/s at C=8" in text
 
 
 def test_bad_arguments_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -6,8 +6,14 @@ with ``--json``) on stdout and, with ``--out``, records every event.
 ``--like RECORDING`` repeats the workload of a recorded sweep; options given
 explicitly override it.  Ctrl-C aborts: finished requests are kept and reported.
 
-Exit codes: 0 completed or stopped by a stop rule, 1 failed, 2 bad arguments
-or unreachable server, 130 aborted.
+Problems the sweep survives (no ``/flush_cache``, no ``/server_info``) are said
+once on stderr.  Under each table: the level's status when it is not ``ok``
+(such a level is never the peak), the first message of each error class and
+the load process's own health (marked when it distorted the figures).
+
+Exit codes: 0 completed or stopped by a stop rule, 1 failed or a level in which
+every request failed (a wrong ``--model``), 2 bad arguments or unreachable
+server, 130 aborted.
 """
 
 from __future__ import annotations
@@ -23,7 +29,17 @@ from urllib.parse import urlparse
 from pydantic import ValidationError
 
 from kimitui.bench.prompts import prompt_source
-from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, SweepProgress, SweepResult, SweepSpec
+from kimitui.bench.stats import effective_status, level_rate, peak_level
+from kimitui.events import (
+    ErrorEvent,
+    Event,
+    LevelResult,
+    LevelStarted,
+    Percentiles,
+    SweepProgress,
+    SweepResult,
+    SweepSpec,
+)
 
 EXIT_BAD_ARGS = 2
 
@@ -153,13 +169,16 @@ async def _publish_server_info(session: "Session", url: str, host: str) -> None:
     """One ``ServerInfo`` before the sweep, so a recording names the server's effective
     args and ``kimitui report --vs`` can tell which knobs differ.  A server without
     ``/server_info`` is reported and the sweep goes on."""
-    from kimitui.events import ErrorEvent
     from kimitui.launcher.health import client
-    from kimitui.telemetry.metrics import MetricsPoller
+    from kimitui.telemetry.metrics import MetricsPoller, ServerInfoMissing
 
     async with client(url) as http:
         try:
             await MetricsPoller(session, url, host=host, client=http).poll_server_info()
+        except ServerInfoMissing:
+            session.publish(ErrorEvent(host=host, source="sweep", message=(
+                f"{url}/server_info unavailable: this server has no /server_info (nor /get_server_info); "
+                "the recording will not name its args")))
         except Exception as exc:
             session.publish(ErrorEvent(host=host, source="sweep", message=f"{url}/server_info unavailable: {exc}"))
 
@@ -184,6 +203,7 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
     if progress is not None:
         session.add_sink(progress.on_event)
         progress.start()
+    session.add_sink(_Problems(progress).on_event)
     await _publish_server_info(session, spec.url, host)
     runner = SweepRunner(session, spec, profile=args.profile)
     loop = asyncio.get_running_loop()
@@ -206,7 +226,37 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         print(json.dumps(summary(spec, result, runner.levels, str(path) if path else None)))
     else:
         print_tables(runner.levels, result, str(path) if path else None)
-    return {"completed": 0, "stopped": 0, "aborted": 130}.get(result.outcome, 1)
+    code = {"completed": 0, "stopped": 0, "aborted": 130}.get(result.outcome, 1)
+    dead = all_failed(runner.levels)
+    for lv in dead:
+        first = next(iter(lv.errors.values()), "") if lv.errors else ""
+        hint = " (is --model right?)" if "model" in first.lower() else ""
+        print(f"kimitui sweep: every request at C={lv.concurrency} failed"
+              + (f": {first}" if first else "") + hint, file=sys.stderr)
+    return 1 if dead and code == 0 else code
+
+
+def all_failed(levels: list[LevelResult]) -> list[LevelResult]:
+    """Levels that sent requests and got not one completed: a sweep with one did not measure, it failed."""
+    return [lv for lv in levels if lv.requests and lv.ok == 0 and effective_status(lv)[0] == "failed"]
+
+
+class _Problems:
+    """Says each problem the sweep survived once, plainly, on stderr (they are recorded as events too)."""
+
+    def __init__(self, progress: "_Progress | None") -> None:
+        self.progress = progress
+        self.said: set[str] = set()
+
+    def on_event(self, ev: Event) -> None:
+        if not isinstance(ev, ErrorEvent) or ev.source != "sweep" or ev.message in self.said:
+            return
+        self.said.add(ev.message)
+        text = f"kimitui sweep: {ev.message}" + (f" ({ev.detail})" if ev.detail else "")
+        if self.progress is not None:
+            self.progress.progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=sys.stderr)
 
 
 def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], recording: str | None) -> dict[str, Any]:
@@ -218,8 +268,14 @@ def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], rec
         "peak_tok_s": result.peak_tok_s,
         "recording": recording,
         "spec": spec.model_dump(mode="json"),
-        "levels": [lv.model_dump(mode="json", exclude={"kind", "host", "sweep_id"}) for lv in levels],
+        "levels": [_level_json(lv) for lv in levels],
     }
+
+
+def _level_json(lv: LevelResult) -> dict[str, Any]:
+    out = lv.model_dump(mode="json", exclude={"kind", "host", "sweep_id"})
+    out["valid"] = lv.valid
+    return out
 
 
 # --------------------------------------------------------------------------- output
@@ -263,10 +319,12 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def level_table(lv: LevelResult) -> Any:
-    """One level: headline figures in the title, percentiles as rows."""
+    """One level: headline figures in the title, percentiles as rows; a level that is not ``ok`` says so first."""
     from rich.table import Table
 
-    title = (f"C={lv.concurrency}" + (f" (repeat {lv.repeat})" if lv.repeat else "")
+    status = effective_status(lv)[0]
+    mark = "" if status == "ok" else f"  {status.upper()}"
+    title = (f"C={lv.concurrency}" + (f" (repeat {lv.repeat})" if lv.repeat else "") + mark
              + f"  ok {lv.ok}/{lv.requests}  agg {_num(lv.agg_tok_s)} tok/s  "
              + f"steady {_num(lv.steady_tok_s)} tok/s over {_num(lv.steady_window_s)} s  wall {lv.wall_s:.1f} s")
     table = Table(title=title, title_justify="left", min_width=min(len(title), 120))
@@ -285,24 +343,48 @@ def level_table(lv: LevelResult) -> Any:
     return table
 
 
+def client_line(lv: LevelResult) -> str | None:
+    """The load process's health over the level, in one line."""
+    c = lv.client
+    if c is None:
+        return None
+    parts = [f"loop lag max {_num(c.loop_lag_max_ms)} ms (p50 {_num(c.loop_lag_p50_ms)})",
+             f"CPU max {_num(c.cpu_max_pct, '{:.0f}')} %",
+             f"dispatch p99 max {_num(c.dispatch_delay_max_p99_ms)} ms"]
+    return "client: " + ", ".join(parts)
+
+
 def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None) -> None:
     from datetime import datetime
 
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     for lv in levels:
         console.print(level_table(lv))
+        status, reason = effective_status(lv)
+        if status != "ok":
+            console.print(f"  [bold]{status}:[/bold] {escape(reason)}; not a peak")
         if lv.failures:
             console.print("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(lv.failures.items())))
+        for cls, msg in sorted(lv.errors.items()):
+            console.print(f"  first {cls}: {escape(msg)}", highlight=False)
         for s in lv.stragglers:
             when = datetime.fromtimestamp(s.gap_start).strftime("%H:%M:%S") if s.gap_start else "?"
             console.print(f"  straggler {s.request_id}: {s.reason}; longest gap at {when}")
+        line = client_line(lv)
+        if line:
+            console.print(f"  {line}", highlight=False)
+        if lv.client_distorted:
+            console.print(f"  [bold]client distorted:[/bold] {escape(lv.client_distorted)}", highlight=False)
         if lv.stopped:
-            console.print(f"  [bold]stopped:[/bold] {lv.stopped}")
+            console.print(f"  [bold]stopped:[/bold] {escape(lv.stopped)}")
         console.print()
-    console.print(f"sweep {result.sweep_id}: {result.outcome}"
-                  + (f" ({result.reason})" if result.reason else "")
-                  + (f"; peak {result.peak_tok_s:.1f} tok/s" if result.peak_tok_s else ""))
+    peak = peak_level(levels)
+    console.print(f"sweep {result.sweep_id}: {escape(result.outcome)}"
+                  + (f" ({escape(result.reason)})" if result.reason else "")
+                  + (f"; peak {level_rate(peak):.1f} tok/s at C={peak.concurrency}" if peak is not None else
+                     "; no valid level, no peak"), highlight=False)
     if recording:
         console.print(f"recorded to {recording}")

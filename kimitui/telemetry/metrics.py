@@ -12,7 +12,10 @@
   one-token generation, and may take 20 s before answering 503).
 
 Failures become :class:`ErrorEvent` (``source="metrics"``) when an endpoint
-starts failing and every 30 s while it keeps failing; nothing is raised.
+starts failing and every 30 s while it keeps failing; nothing is raised.  Two
+quiet failures are said once, plainly: no ``/server_info`` (the server's args
+cannot be read, so drift is not checked), and a ``/metrics`` that answers but
+carries none of the names kimitui reads (the cockpit's server gauges stay empty).
 """
 
 from __future__ import annotations
@@ -46,6 +49,19 @@ class _Gone(Exception):
     """The endpoint does not exist on this server: stop polling it."""
 
 
+class ServerInfoMissing(_Gone):
+    """Neither ``/server_info`` nor ``/get_server_info`` exists on this server."""
+
+
+KNOWN_METRICS = frozenset(_GAUGES) | {"sglang:is_cuda_graph"}
+"""The /metrics names a :class:`ServerStats` field is read from."""
+
+
+def known_metric_names(stats: ServerStats) -> bool:
+    """Did this /metrics scrape fill any field kimitui shows (not just ``extra``)?"""
+    return any(getattr(stats, field) is not None for field, _ in _GAUGES.values()) or stats.cuda_graph is not None
+
+
 def stats_from_metrics(text: str, *, host: str) -> ServerStats:
     """Prometheus text -> ServerStats; ranks/DP workers combined (sums, or means for ratios)."""
     values: dict[str, list[float]] = {}
@@ -68,6 +84,13 @@ def stats_from_metrics(text: str, *, host: str) -> ServerStats:
         elif name.startswith("sglang:"):
             extra[name.removeprefix("sglang:")] = sum(vals)
     return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def _metric_names(text: str) -> set[str]:
+    try:
+        return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    except ValueError:
+        return set()
 
 
 def stats_from_loads(data: dict[str, Any], *, host: str) -> ServerStats:
@@ -166,6 +189,10 @@ class MetricsPoller:
         self.stopped_polls: set[str] = set()
         """Endpoints this server lacks (404), no longer polled."""
         self.info: ServerInfo | None = None
+        self._said_unknown_metrics = False
+        self._unknown_metrics_since: float | None = None
+        self.unknown_metrics_after_s = 30.0
+        """How long SGLang's own /metrics may lack every gauge kimitui reads before it is said."""
 
     def set_expected(self, expected_args: dict[str, Any] | None) -> None:
         """A new profile is meant to run (after a swap): judge drift against it."""
@@ -204,6 +231,11 @@ class MetricsPoller:
             try:
                 await poll()
                 self._ok(name)
+            except ServerInfoMissing as exc:
+                self.stopped_polls.add(name)
+                self._publish_error("this server has no /server_info (nor /get_server_info): its args are not "
+                                    "shown and drift from the profile is not checked", str(exc))
+                return
             except _Gone as exc:
                 self.stopped_polls.add(name)
                 self._publish_error(f"{name}: not available on this server; no longer polled", str(exc))
@@ -228,15 +260,39 @@ class MetricsPoller:
             stats = stats_from_metrics(resp.text, host=self.host)
         except ValueError as exc:
             raise ValueError(f"/metrics is not Prometheus text: {exc}") from exc
+        if known_metric_names(stats):
+            self._unknown_metrics_since = None
+        elif not self._said_unknown_metrics:
+            self._check_unknown_metrics(resp.text, stats)
         self.session.publish(stats)
         return stats
+
+    def _check_unknown_metrics(self, text: str, stats: ServerStats) -> None:
+        """Say once that /metrics carries none of the names kimitui reads.
+
+        Not SGLang's names at all (another server, a proxy): said at once.  SGLang's names but none
+        of the gauges: said only after ``unknown_metrics_after_s``, since SGLang may register its
+        gauges only once the scheduler first logs stats."""
+        names = _metric_names(text)
+        now = time.monotonic()
+        if self._unknown_metrics_since is None:
+            self._unknown_metrics_since = now
+        sglang = any(n.startswith("sglang:") for n in names)
+        if sglang and now - self._unknown_metrics_since < self.unknown_metrics_after_s:
+            return
+        self._said_unknown_metrics = True
+        seen = sorted(names)[:3]
+        self._publish_error(
+            "/metrics has none of the names kimitui reads (sglang:num_running_reqs, sglang:token_usage...): "
+            "running, queued and KV-cache gauges stay empty",
+            "it has " + (", ".join(seen) + (", ..." if len(names) > 3 else "") if seen else "no samples"))
 
     async def poll_server_info(self) -> ServerInfo:
         resp = await self._get("/server_info")
         if resp.status_code == 404:  # SGLang before 2025-11 only has the old path
             resp = await self._get("/get_server_info")
             if resp.status_code == 404:
-                raise _Gone("GET /server_info and /get_server_info -> 404")
+                raise ServerInfoMissing("GET /server_info and /get_server_info -> 404")
         resp.raise_for_status()
         data = resp.json()
         if not isinstance(data, dict):
