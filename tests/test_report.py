@@ -93,7 +93,8 @@ def test_deterministic() -> None:
 
 
 @pytest.mark.parametrize(("field", "value"), [("max_tokens", 256), ("ignore_eos", False), ("mode", "burst"),
-                                              ("prompts", "random:128"), ("levels", [1, 8, 32])])
+                                              ("prompts", "random:128"), ("temperature", 0.7),
+                                              ("extra_body", {"top_k": 1})])
 def test_differing_workloads_are_refused(field: str, value: object) -> None:
     base = SweepSpec(url="http://127.0.0.1:1", model="m", levels=[1, 8, 32, 64], max_tokens=512)
     other = base.model_copy(update={field: value})
@@ -158,7 +159,7 @@ def test_levels_present_on_one_side_only() -> None:
     b = rec(synthetic_sweep(spec=spec, levels=[1, 8, 32], seed=4))  # stopped early
     cmp = compare(a, b)
     assert [lv.concurrency for lv in cmp.levels] == [1, 8, 32] and cmp.only_in_a == [64]
-    assert any("only in A [64]" in line for line in cmp.summary_lines())
+    assert cmp.summary_lines()[1] == "compared at C=1, 8, 32; only in A: 64"
 
 
 def test_judge_rules() -> None:
@@ -176,7 +177,7 @@ def test_markdown_has_tables_curves_and_stragglers() -> None:
     assert "## Verdict: Regression" in md
     assert "| C | figure | A | B | change | noise (95 %) | verdict |" in md
     assert "| 64 | aggregate tok/s |" in md
-    assert "| C | req | ok | failed | agg tok/s | steady tok/s |" in md
+    assert "| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s |" in md
     assert "┤" in md and "●" in md and "○" in md and "```text" in md
     assert "Stragglers:" in md and "longest gap 9.8 s" in md
     assert "one knob changed: enable_eplb" in md
@@ -191,14 +192,15 @@ def test_json_is_stable_and_documented_keys() -> None:
                           "knobs_source", "peak", "levels"}
     level = sweep["levels"][0]
     assert set(level) == {"concurrency", "repeats", "requests", "ok", "failed", "failures", "agg_tok_s",
-                          "steady_tok_s", "ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s", "stragglers", "stopped"}
+                          "steady_tok_s", "ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s", "stragglers", "stopped",
+                          "status", "status_reason", "errors", "prompt_tokens", "client", "client_distorted"}
     c = data["comparison"]
     assert c["verdict"] == "regressed" and c["knob_diff"] == {"enable_eplb": [False, True]}
     assert set(c["peak"]) == {"figure", "label", "concurrency", "a", "b", "ratio", "low", "high", "change_pct",
-                              "noise_pct", "noise", "verdict", "higher_is_better", "primary"}
+                              "noise_pct", "noise", "verdict", "higher_is_better", "primary", "note"}
     assert c["summary"][0].startswith("regression")
     doc = (Path(__file__).parents[1] / "docs" / "report-json.md").read_text()
-    for key in list(sweep) + list(level) + list(c) + list(c["peak"]):
+    for key in list(sweep) + list(level) + list(c) + list(c["peak"]) + list(c["levels"][0]):
         assert f"`{key}`" in doc, f"docs/report-json.md does not document {key!r}"
 
 
@@ -307,3 +309,130 @@ def test_bootstrap_statistics_match_their_definitions() -> None:
         by_rate = sorted(reqs, key=lambda r: r.decode_tok_s)  # the statistic indexes sorted values
         assert med(list(idx)) == statistics.median(by_rate[i].decode_tok_s for i in idx)
         assert thr(idx) == pytest.approx(sum(reqs[i].completion_tokens for i in idx) / sum(reqs[i].e2e_s for i in idx))
+
+
+# --------------------------------------------------------------------------- the seeds' case, level status, client health
+
+from tests.support.seedcase import eplb_events, tuned_events, write_seed_pair  # noqa: E402
+
+FAILED_256 = {256: ("failed", "256/256 failed", None)}
+
+
+def test_seed_case_with_different_level_lists_is_a_regression(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Tuned EP8 swept the seeds' eight levels, EPLB only 1, 8, 64, 256: compared on those four."""
+    a, b = write_seed_pair(tmp_path)
+    cmp = compare(a, b)
+    assert cmp.verdict == "regressed" and cmp.workload_diff == {}
+    assert cmp.compared == [1, 8, 64, 256] and cmp.only_in_a == [32, 96, 128, 192] and cmp.only_in_b == []
+    assert cmp.peak is not None and cmp.peak.change_pct == pytest.approx(-44, abs=0.5)
+    assert cmp.summary_lines()[1] == "compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192"
+    assert cmp.headline().startswith("regression: peak -44 % (beyond noise)")
+
+    assert main(["report", str(a), "--vs", str(b), "--fail-on-regression"]) == 1
+    out, err = capsys.readouterr()
+    assert "## Verdict: Regression" in out and "- compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192" in out
+    assert "| 256 | aggregate tok/s | 1,538 | 862 | -44.0 %" in out
+    assert "kimitui report: regression: ep8-tuned (s1) vs ep8-eplb (s2)" in err
+    assert main(["report", str(a), "--vs", str(b), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)["comparison"]
+    assert data["verdict"] == "regressed" and data["compared"] == [1, 8, 64, 256]
+    assert data["only_in_a"] == [32, 96, 128, 192] and data["workload_diff"] == {}
+    assert data["peak_at"] == {"a": {"concurrency": 256, "agg_tok_s": 1538.0}, "b": {"concurrency": 256, "agg_tok_s": 862.0}}
+    assert main(["report", str(a), "--vs", str(b), "--format", "csv"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(",overall,") and ",regressed," in last and "only in A: 32, 96, 128, 192" in last
+
+
+def test_measurement_settings_are_noted_not_refused(tmp_path: Path) -> None:
+    spec = tuned_events()[2].spec.model_copy(update={"levels": [1, 8, 64, 256], "requests_per_level": 64})  # type: ignore[attr-defined]
+    cmp = compare(rec(tuned_events()), rec(eplb_events(spec=spec)))
+    assert cmp.verdict == "regressed" and cmp.noted_diff == {"requests_per_level": (None, 64)}
+    assert "measured differently (not refused): requests_per_level None vs 64" in cmp.summary_lines()
+
+
+def test_a_failed_level_is_not_judged_and_never_the_peak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = write_seed_pair(tmp_path, status=FAILED_256)
+    cmp = compare(a, b)
+    lv = cmp.level(256)
+    assert lv is not None and not lv.judged and lv.status == ("ok", "failed")
+    assert lv.not_judged == "B's C=256 failed (256/256 failed)"
+    assert all(f.verdict == "n/a" and f.note == "not judged: B's C=256 failed (256/256 failed)" for f in lv.figures)
+    assert "not judged: B's C=256 failed (256/256 failed)" in cmp.summary_lines()
+    # the peak is judged on the levels both measured ok: C=64 here, and A's own peak is named as not compared
+    assert cmp.peak_at == ((64, 1290.0), (64, 700.0)) and cmp.verdict == "regressed"
+    assert "  A's own peak, 1538 tok/s at C=256, is at a level not compared" in cmp.summary_lines()
+    assert main(["report", str(a), "--vs", str(b)]) == 0
+    md = capsys.readouterr().out
+    assert "| 256 | ✗ **failed** (1) | 256 | 0 | 256 |" in md
+    assert "1. C=256 failed: 256/256 failed — not a peak, not drawn, not judged." in md
+    assert "| 256 | aggregate tok/s | 1,538 | — | — | — | not judged |" in md
+    assert "✗ not drawn: C=256 B failed" in md
+    assert main(["report", str(b), "--format", "json"]) == 0
+    (sweep,) = json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"]
+    level = sweep["levels"][-1]
+    assert (level["status"], level["status_reason"]) == ("failed", "256/256 failed")
+
+
+def test_an_aborted_level_with_a_high_figure_is_not_the_peak() -> None:
+    run = summarize(rec(eplb_events(status={256: ("aborted", "128/256 requests aborted", 1900.0)}))).sweeps[0]
+    assert run.levels[256].agg_tok_s == 1900.0 and run.levels[256].status == "aborted"
+    assert run.peak == (64, 700.0)
+    md = render_md([summarize(rec(eplb_events(status={256: ("aborted", "128/256 requests aborted", 1900.0)})))])
+    assert "~~1,900~~" in md and "Peak (seed-comparable aggregate, ok levels only): **700 tok/s at C=64**" in md
+
+
+def test_old_recordings_without_a_status_get_it_derived(tmp_path: Path) -> None:
+    """A level whose every request failed, written before levels carried a status, is still failed."""
+    path = write_recording(tmp_path / "old.jsonl", eplb_events(status=FAILED_256), compress=False)
+    lines = []
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        if obj.get("kind") == "level_result":
+            for key in ("status", "status_reason", "errors", "prompt_tokens", "client", "client_distorted"):
+                obj.pop(key)
+        lines.append(json.dumps(obj))
+    path.write_text("\n".join(lines) + "\n")
+    run = summarize(path).sweeps[0]
+    assert (run.levels[256].status, run.levels[256].status_reason) == ("failed", "all 256 requests failed (http_status 256)")
+    assert run.levels[64].status == "ok" and run.peak == (64, 700.0)
+    assert run.levels[256].errors == {"http_status": "HTTP 503: server overloaded"}  # from the requests
+    assert run.levels[64].prompt_tokens_p50 == 23.0  # from the requests' usage
+
+
+def test_a_client_distorted_level_is_marked_and_the_verdict_says_so(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = write_seed_pair(tmp_path, distorted={64: "loop lag 730 ms"})
+    cmp = compare(a, b)
+    assert "C=64 latency figures distorted by the client: loop lag 730 ms (B)" in cmp.summary_lines()
+    assert "C=64 client-distorted" in cmp.headline()
+    figs = {f.figure: f for f in cmp.level(64).figures}  # type: ignore[union-attr]
+    assert figs["decode_tok_s_p50"].note == "distorted by the client" and figs["agg_tok_s"].note == ""
+    assert main(["report", str(a), "--vs", str(b)]) == 0
+    md = capsys.readouterr().out
+    assert "| 64 | ok ⚠ client (1) |" in md and "1. C=64 latency figures distorted by the client: loop lag 730 ms." in md
+    assert "| 64 | decode p50 | 20.2 | 11.0 | -45.7 % | ±8.3 % | **regressed** ⚠ client |" in md
+    assert main(["report", str(b), "--format", "json"]) == 0
+    level = json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"][0]["levels"][2]
+    assert level["client_distorted"] == "loop lag 730 ms" and level["client"]["loop_lag_max_ms"] == 730.0
+
+
+def test_prompt_tokens_and_first_errors_are_in_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, b = write_seed_pair(tmp_path, status=FAILED_256)
+    assert main(["report", str(b)]) == 0
+    md = capsys.readouterr().out
+    assert "| C | status | req | ok | failed | prompt tok | agg tok/s |" in md
+    assert "| 1 | ok | 6 | 6 | 0 | 23 | 38 |" in md
+    assert "- C=256: http_status 256 (HTTP 503: server overloaded)" in md
+    assert main(["report", str(b), "--format", "json"]) == 0
+    levels = json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"][0]["levels"]
+    assert levels[0]["prompt_tokens"]["p50"] == 23.0
+    assert levels[-1]["errors"] == {"http_status": "HTTP 503: server overloaded"}
+    assert main(["report", str(b), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0]["prompt_tokens_p50"] == "23" and rows[-1]["status"] == "failed"
+
+
+def test_chart_flags_levels_that_are_not_drawn() -> None:
+    lines = line_chart({"a": [(1, 10.0), (8, 100.0)]}, height=5, flagged={64: "failed"})
+    assert "✗" in lines[-3] and lines[-1].endswith("✗ not drawn: C=64 failed") and "64" in lines[-2]

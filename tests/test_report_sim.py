@@ -15,7 +15,9 @@ The three servers start at once; the sweeps run one after another.
 from __future__ import annotations
 
 import asyncio
+import csv
 import gzip
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,7 +171,9 @@ def test_report_command_on_real_recordings(runs: dict[str, Recorded], capsys: py
     assert "## Verdict: Regression" in out and "confounded: 2 knobs changed" in out
     assert main(["report", a, "--vs", a2, "--fail-on-regression", "--format", "csv",
                  "--min-effect", str(AA_MIN_EFFECT)]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(",no_change")
+    overall = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))[-1]
+    assert (overall["figure"], overall["verdict"]) == ("overall", "no_change")
+    assert overall["note"] == f"compared at C={', '.join(map(str, LEVELS))}"
 
 
 def test_spec_for_sweep_like(runs: dict[str, Recorded]) -> None:

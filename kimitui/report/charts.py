@@ -12,6 +12,8 @@ MARKS = ("●", "○", "◆", "◇")
 TRAILS = ("·", "∘", "⋄", "˙")
 BOTH = "◉"
 """Two series' points in one cell."""
+FLAG = "✗"
+"""On the axis: a level that failed, was aborted or cut (no point drawn)."""
 
 
 def _fmt(v: float) -> str:
@@ -19,13 +21,19 @@ def _fmt(v: float) -> str:
 
 
 def line_chart(series: dict[str, list[tuple[int, float]]], *, height: int = 12, col_width: int = 7,
-               y_label: str = "tok/s", x_label: str = "concurrency") -> list[str]:
-    """Rows of a chart of ``{name: [(concurrency, value), ...]}``; empty if there is nothing to draw."""
+               y_label: str = "tok/s", x_label: str = "concurrency",
+               flagged: dict[int, str] | None = None) -> list[str]:
+    """Rows of a chart of ``{name: [(concurrency, value), ...]}``; empty if there is nothing to draw.
+
+    ``flagged`` (C -> status) are levels that are not ok: no point is drawn for them (their
+    figures are not real), their tick is ``✗`` and the legend says why.
+    """
+    flagged = flagged or {}
     pts = {name: sorted((c, v) for c, v in s if v is not None) for name, s in series.items()}
     pts = {k: v for k, v in pts.items() if v}
     if not pts:
         return []
-    xs = sorted({c for s in pts.values() for c, _ in s})
+    xs = sorted({c for s in pts.values() for c, _ in s} | set(flagged))
     col = {c: i * col_width + col_width // 2 for i, c in enumerate(xs)}
     width = len(xs) * col_width
     top = max(v for s in pts.values() for _, v in s)
@@ -52,12 +60,15 @@ def line_chart(series: dict[str, list[tuple[int, float]]], *, height: int = 12, 
         value = top * (height - 1 - r) / (height - 1)
         label = _fmt(value) if r in (0, height // 2, height - 1) else ""
         out.append(f"{label:>{label_w}} ┤{''.join(cells).rstrip()}")
-    axis = "".join("┬" if x in col.values() else "─" for x in range(width))
+    flag_cols = {col[c] for c in flagged}
+    axis = "".join(FLAG if x in flag_cols else "┬" if x in col.values() else "─" for x in range(width))
     out.append(f"{'':>{label_w}} └{axis}")
     ticks = "".join(f"{c:^{col_width}}" for c in xs)
     out.append(f"{'':>{label_w}}  {ticks.rstrip()}  {x_label}")
     legend = "   ".join(f"{MARKS[k % len(MARKS)]} {name}" for k, name in enumerate(pts))
     if any(BOTH in cells for cells in grid):
         legend += f"   {BOTH} both"
+    if flagged:
+        legend += f"   {FLAG} not drawn: " + ", ".join(f"C={c} {st}" for c, st in sorted(flagged.items()))
     out.append(f"{'':>{label_w}}  {legend}")
     return out

@@ -15,6 +15,7 @@ from kimitui.recording import Recording
 from kimitui.report import stats
 from kimitui.report.model import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
 from kimitui.report.verdict import (
+    CLIENT_TIMED,
     DEFAULT_MIN_EFFECT,
     FIGURES,
     Figure,
@@ -23,6 +24,8 @@ from kimitui.report.verdict import (
     describe_knobs,
     judge,
     knob_diff,
+    levels_text,
+    noted_diff,
     workload_diff,
 )
 
@@ -48,6 +51,9 @@ class FigureComparison:
     higher_is_better: bool = True
     primary: bool = True
     """Whether this figure counts toward the overall verdict."""
+    note: str = ""
+    """Why it is not judged (``not judged: B's C=256 failed (...)``), or what to distrust about it
+    (``distorted by the client: loop lag 730 ms``)."""
 
     @property
     def change_pct(self) -> float | None:
@@ -62,11 +68,12 @@ class FigureComparison:
 
     def describe(self) -> str:
         where = f"C={self.concurrency} " if self.concurrency is not None else ""
-        if self.ratio is None:
-            return f"{where}{self.label}: n/a"
+        if self.ratio is None or self.verdict == "n/a":
+            return f"{where}{self.label}: " + (self.note or "n/a")
         noise = f"±{self.noise_pct:.0f} %" if self.noise_pct is not None else "noise unknown"
         word = {"improved": "improved", "regressed": "regressed", "no_change": "no change beyond noise"}[self.verdict]
-        return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise})"
+        note = f"; {self.note}" if self.note else ""
+        return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise}{note})"
 
 
 @dataclass
@@ -77,6 +84,28 @@ class LevelComparison:
     """(A, B) straggler counts."""
     requests: tuple[int, int]
     failed: tuple[int, int]
+    status: tuple[str, str] = ("ok", "ok")
+    """Each side's level status; the level is judged only when both are ``ok``."""
+    not_judged: str = ""
+    """Why this level's figures are not judged (``B's C=256 failed (512/512 failed)``); empty if judged."""
+    distorted: tuple[str | None, str | None] = (None, None)
+    """Each side's client distortion (why the load process skewed its latency figures), if any."""
+
+    @property
+    def judged(self) -> bool:
+        return not self.not_judged
+
+    @property
+    def distortion(self) -> str:
+        """``C=64 latency figures distorted by the client: loop lag 730 ms (B)``; empty if neither side."""
+        da, db = self.distorted
+        if not (da or db):
+            return ""
+        if da and db:
+            why = da if da == db else f"{da} (A), {db} (B)"
+        else:
+            why = f"{da} (A)" if da else f"{db} (B)"
+        return f"C={self.concurrency} latency figures distorted by the client: {why}"
 
 
 @dataclass
@@ -95,6 +124,28 @@ class Comparison:
     only_in_b: list[int] = field(default_factory=list)
     min_effect: float = DEFAULT_MIN_EFFECT
     seed: int = 0
+    noted_diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """Measurement settings that differ without refusing the comparison (``requests_per_level``...)."""
+    peak_at: tuple[tuple[int, float], tuple[int, float]] | None = None
+    """Each side's peak (C, agg tok/s) over the levels judged in both: the peak figure's evidence."""
+
+    @property
+    def compared(self) -> list[int]:
+        """Levels with results on both sides (judged or not)."""
+        return [lv.concurrency for lv in self.levels]
+
+    @property
+    def judged_levels(self) -> list[int]:
+        return [lv.concurrency for lv in self.levels if lv.judged]
+
+    def levels_line(self) -> str:
+        """``compared at C=1, 8, 64; only in A: 256`` — which levels the verdict speaks for."""
+        parts = [f"compared at C={levels_text(self.compared)}"]
+        if self.only_in_a:
+            parts.append(f"only in A: {levels_text(self.only_in_a)}")
+        if self.only_in_b:
+            parts.append(f"only in B: {levels_text(self.only_in_b)}")
+        return "; ".join(parts)
 
     @property
     def confounded(self) -> bool:
@@ -129,8 +180,9 @@ class Comparison:
         if self.peak is not None and self.peak.ratio is not None:
             beyond = "beyond noise" if self.peak.verdict in ("regressed", "improved") else "within noise"
             parts.append(f"peak {self.peak.change_pct:+.0f} % ({beyond})")
-        if self.levels:
-            first = self.levels[0]
+        judged = [lv for lv in self.levels if lv.judged]
+        if judged:
+            first = judged[0]
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50" and f.ratio is not None), None)
             if dec is not None:
                 parts.append(f"C={first.concurrency} p50 decode {dec.change_pct:+.0f} %")
@@ -138,6 +190,12 @@ class Comparison:
             if sum(worst.stragglers):
                 parts.append(f"stragglers at C={worst.concurrency} {worst.stragglers[0]}/{worst.requests[0]} -> "
                              f"{worst.stragglers[1]}/{worst.requests[1]}")
+        skipped = [lv.concurrency for lv in self.levels if not lv.judged]
+        if skipped:
+            parts.append(f"not judged at C={levels_text(skipped)} (not ok)")
+        distorted = [lv.concurrency for lv in self.levels if lv.judged and lv.distortion]
+        if distorted:
+            parts.append(f"C={levels_text(distorted)} client-distorted")
         if self.knob_diff is None:
             knobs = "knobs unknown"
         elif not self.knob_diff:
@@ -156,13 +214,25 @@ class Comparison:
             lines.append(self.knobs_text)
             return lines
         word = {"regressed": "regression", "improved": "improvement", "no_change": "no change beyond noise"}[self.verdict]
-        lines = [f"{word}: {head}"]
-        if self.peak is not None and self.peak.ratio is not None:
-            pa, pb = self.a.peak, self.b.peak
-            assert pa is not None and pb is not None
-            lines.append(f"{self.peak.describe()}: {pa[1]:.0f} tok/s at C={pa[0]} -> {pb[1]:.0f} tok/s at C={pb[0]}")
+        lines = [f"{word}: {head}", self.levels_line()]
+        if self.peak is not None and self.peak.ratio is not None and self.peak_at is not None:
+            (ca, va), (cb, vb) = self.peak_at
+            lines.append(f"{self.peak.describe()}: {va:.0f} tok/s at C={ca} -> {vb:.0f} tok/s at C={cb}")
+            for side, run, at in (("A", self.a, ca), ("B", self.b, cb)):
+                own = run.peak
+                if own is not None and own[0] != at:
+                    lines.append(f"  {side}'s own peak, {own[1]:.0f} tok/s at C={own[0]}, is at a level not compared")
+        for lv in self.levels:
+            if lv.not_judged:
+                lines.append(f"not judged: {lv.not_judged}")
+        for lv in self.levels:
+            if lv.judged and lv.distortion:
+                lines.append(lv.distortion)
+        if self.noted_diff:
+            lines.append("measured differently (not refused): " + ", ".join(
+                f"{k} {va!r} vs {vb!r}" for k, (va, vb) in self.noted_diff.items()))
         notable = [f for f in self.rows() if f.primary and f.verdict in ("regressed", "improved")]
-        first = self.levels[0] if self.levels else None
+        first = next((lv for lv in self.levels if lv.judged), None)
         if first is not None:  # the lowest level's decode rate: the per-request health figure
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50"), None)
             if dec is not None and dec not in notable:
@@ -180,8 +250,6 @@ class Comparison:
         fb = sum(lv.failed[1] for lv in self.levels)
         if fa or fb:
             lines.append(f"failed requests {fa}/{ra} vs {fb}/{rb}")
-        if self.only_in_a or self.only_in_b:
-            lines.append(f"levels not compared: only in A {self.only_in_a or '-'}, only in B {self.only_in_b or '-'}")
         lines.append(self.knobs_text)
         return lines
 
@@ -239,6 +307,41 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
                             fig.primary)
 
 
+def _steady_note(noted: dict[str, tuple[Any, Any]]) -> str:
+    if "steady_ratio" not in noted:
+        return ""
+    va, vb = noted["steady_ratio"]
+    return f"not judged: steady_ratio differs ({va} vs {vb}), so the steady window is not the same"
+
+
+def _not_judged(c: int, la: LevelRow, lb: LevelRow) -> str:
+    """``B's C=256 failed (512/512 failed)``; both sides named when both are not ok."""
+    bad = []
+    for side, row in (("A", la), ("B", lb)):
+        if not row.valid:
+            why = f" ({row.status_reason})" if row.status_reason else ""
+            bad.append(f"{side}'s C={c} {row.status}{why}")
+    return " and ".join(bad)
+
+
+def _level(c: int, la: LevelRow, lb: LevelRow, *, seed: int, min_effect: float, steady_note: str) -> LevelComparison:
+    """One common level: judged figure by figure when both sides are ok, else shown with why not."""
+    lv = LevelComparison(c, [], (len(la.stragglers), len(lb.stragglers)), (la.n_requests, lb.n_requests),
+                         (la.n_failed, lb.n_failed), status=(la.status, lb.status), not_judged=_not_judged(c, la, lb),
+                         distorted=(la.client_distorted, lb.client_distorted))
+    for fig in FIGURES:
+        if lv.not_judged or (fig.name == "steady_tok_s" and steady_note):
+            lv.figures.append(FigureComparison(fig.name, fig.label, c, la.figure(fig.name), lb.figure(fig.name), None,
+                                               None, None, "unknown", "n/a", fig.higher_is_better, fig.primary,
+                                               note=f"not judged: {lv.not_judged}" if lv.not_judged else steady_note))
+            continue
+        f = _figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c), b_key=str(c))
+        if fig.name in CLIENT_TIMED and lv.distortion:
+            f.note = "distorted by the client"
+        lv.figures.append(f)
+    return lv
+
+
 def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | None = None,
             min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0) -> Comparison:
     """Compare sweep B against reference sweep A (recordings, paths, summaries or sweeps).
@@ -253,25 +356,30 @@ def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | 
         out.verdict = "not_comparable"
         out.reasons = [f"the workload differs: {k} {va!r} vs {vb!r}" for k, (va, vb) in out.workload_diff.items()]
         return out
+    out.noted_diff = noted_diff(ra, rb)
     common = sorted(set(ra.levels) & set(rb.levels))
     out.only_in_a = sorted(set(ra.levels) - set(rb.levels))
     out.only_in_b = sorted(set(rb.levels) - set(ra.levels))
     if not common:
         out.verdict = "not_comparable"
-        out.reasons = ["no concurrency level has results in both sweeps"]
+        out.reasons = [f"no concurrency level has results in both sweeps (A: C={levels_text(sorted(ra.levels))}; "
+                       f"B: C={levels_text(sorted(rb.levels))})"]
         return out
     for c in common:
-        la, lb = ra.levels[c], rb.levels[c]
-        figs = [_figure(f, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c), b_key=str(c))
-                for f in FIGURES]
-        out.levels.append(LevelComparison(c, figs, (len(la.stragglers), len(lb.stragglers)),
-                                          (la.n_requests, lb.n_requests), (la.n_failed, lb.n_failed)))
-    pa, pb = ra.peak, rb.peak
+        out.levels.append(_level(c, ra.levels[c], rb.levels[c], seed=seed, min_effect=min_effect,
+                                 steady_note=_steady_note(out.noted_diff)))
+    judged = out.judged_levels
+    if not judged:
+        out.verdict = "not_comparable"
+        out.reasons = ["no level is ok in both sweeps: " + "; ".join(lv.not_judged for lv in out.levels)]
+        return out
+    pa, pb = ra.peak_among(judged), rb.peak_among(judged)
     if pa is not None and pb is not None:
         agg = FIGURES[0]
         out.peak = _figure(agg, ra.levels[pa[0]], rb.levels[pb[0]], seed=seed, min_effect=min_effect,
                            concurrency=None, a_key=str(pa[0]), b_key=str(pb[0]))
         out.peak.label = "peak aggregate tok/s"
+        out.peak_at = (pa, pb)
     if out.regressions:
         out.verdict = "regressed"
     elif out.improvements:

@@ -9,8 +9,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from kimitui.bench.stats import effective_status
 from kimitui.events import (
     Event,
     LevelResult,
@@ -43,6 +44,16 @@ def _mean(values: list[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+STATUS_ORDER = ("failed", "aborted", "cut", "ok")
+"""Worst first: a pooled level takes its worst repeat's status."""
+
+
+def level_status(lv: LevelResult, spec: SweepSpec | None = None) -> tuple[str, str]:
+    """(status, reason) of one level result; a recording made before levels carried a status
+    gets it derived from its counts (the sweep's own rule, :func:`kimitui.bench.stats.effective_status`)."""
+    return effective_status(lv, spec.max_error_rate if spec is not None else 0.5)
+
+
 @dataclass
 class LevelRow:
     """One concurrency level of one sweep, its repeats pooled."""
@@ -51,6 +62,57 @@ class LevelRow:
     repeats: list[LevelResult] = field(default_factory=list)
     requests: list[RequestResult] = field(default_factory=list)
     """Measured (non-warmup) requests of every repeat."""
+    spec: SweepSpec | None = None
+    """The sweep's workload (its ``max_error_rate`` derives old recordings' status)."""
+
+    @property
+    def status(self) -> str:
+        """``ok`` only when every repeat is: one failed repeat makes the pooled figures suspect."""
+        return min((level_status(r, self.spec)[0] for r in self.repeats), key=STATUS_ORDER.index, default="ok")
+
+    @property
+    def status_reason(self) -> str:
+        bad = [(i, *level_status(r, self.spec)) for i, r in enumerate(self.repeats)]
+        bad = [b for b in bad if b[1] != "ok"]
+        if not bad:
+            return ""
+        if len(self.repeats) == 1:
+            return bad[0][2]
+        return "; ".join(f"repeat {i}: {st}" + (f" ({why})" if why else "") for i, st, why in bad)
+
+    @property
+    def valid(self) -> bool:
+        """May be a peak, a curve point or a verdict's evidence."""
+        return self.status == "ok"
+
+    @property
+    def client_distorted(self) -> str | None:
+        """Why the load process distorted this level's latency figures (first repeat that says so)."""
+        return next((r.client_distorted for r in self.repeats if r.client_distorted), None)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """The first message per error class, over the repeats (else from the requests themselves)."""
+        out: dict[str, str] = {}
+        for r in self.repeats:
+            for k, v in r.errors.items():
+                out.setdefault(k, v)
+        for q in self.requests:
+            if not q.ok and q.error:
+                out.setdefault(q.error_class or "unknown", q.error)
+        return dict(sorted(out.items()))
+
+    @property
+    def prompt_tokens_p50(self) -> float | None:
+        """Prompt tokens as the server counted them (median), else from the requests' usage."""
+        value = self._pct("prompt_tokens", "p50")
+        if value is not None:
+            return value
+        counts = sorted(q.prompt_tokens for q in self.requests if q.ok and q.prompt_tokens is not None)
+        if not counts:
+            return None
+        mid = len(counts) // 2
+        return float(counts[mid]) if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
 
     def _avg(self, attr: str) -> float | None:
         return _mean([getattr(r, attr) for r in self.repeats])
@@ -135,8 +197,14 @@ class SweepRun:
 
     @property
     def peak(self) -> tuple[int, float] | None:
-        """(concurrency, seed-comparable aggregate) of the best level."""
-        best = [(row.agg_tok_s, c) for c, row in self.levels.items() if row.agg_tok_s is not None]
+        """(concurrency, seed-comparable aggregate) of the best ``ok`` level: a failed, aborted or
+        cut level is never the peak."""
+        return self.peak_among(self.levels)
+
+    def peak_among(self, levels: Iterable[int]) -> tuple[int, float] | None:
+        """The peak over some levels only (a comparison's common ones)."""
+        best = [(row.agg_tok_s, c) for c in levels if (row := self.levels.get(c)) is not None
+                and row.valid and row.agg_tok_s is not None]
         if not best:
             return None
         value, c = max(best)
@@ -209,11 +277,11 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
         elif isinstance(ev, LevelResult):
             run = runs.get(ev.sweep_id)
             if run is not None:
-                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency)).repeats.append(ev)
+                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency, spec=run.spec)).repeats.append(ev)
         elif isinstance(ev, RequestResult):
             run = runs.get(ev.sweep_id)
             if run is not None and not ev.warmup:
-                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency)).requests.append(ev)
+                run.levels.setdefault(ev.concurrency, LevelRow(ev.concurrency, spec=run.spec)).requests.append(ev)
         elif isinstance(ev, SweepResult):
             run = runs.get(ev.sweep_id)
             if run is not None:

@@ -58,6 +58,15 @@ def level_dict(row: LevelRow) -> dict[str, Any]:
         d[name] = _pct(row, name)
     d["stragglers"] = [_straggler_dict(s) for s in row.stragglers]
     d["stopped"] = row.stopped
+    d["status"] = row.status
+    d["status_reason"] = row.status_reason
+    d["errors"] = row.errors
+    d["prompt_tokens"] = _pct(row, "prompt_tokens")
+    if d["prompt_tokens"]["p50"] is None:
+        d["prompt_tokens"]["p50"] = _clean(row.prompt_tokens_p50)
+    clients = [r.client for r in row.repeats if r.client is not None]
+    d["client"] = {k: _clean(v) for k, v in clients[0].model_dump().items()} if clients else None
+    d["client_distorted"] = row.client_distorted
     return d
 
 
@@ -83,7 +92,7 @@ def figure_dict(f: FigureComparison) -> dict[str, Any]:
         "figure": f.figure, "label": f.label, "concurrency": f.concurrency, "a": _clean(f.a), "b": _clean(f.b),
         "ratio": _clean(f.ratio), "low": _clean(f.low), "high": _clean(f.high), "change_pct": _clean(f.change_pct),
         "noise_pct": _clean(f.noise_pct), "noise": f.noise, "verdict": f.verdict,
-        "higher_is_better": f.higher_is_better, "primary": f.primary,
+        "higher_is_better": f.higher_is_better, "primary": f.primary, "note": f.note,
     }
 
 
@@ -103,13 +112,19 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "min_effect": cmp.min_effect,
         "seed": cmp.seed,
         "peak": figure_dict(cmp.peak) if cmp.peak else None,
+        "peak_at": None if cmp.peak_at is None else {
+            side: {"concurrency": c, "agg_tok_s": _clean(v)} for side, (c, v) in zip(("a", "b"), cmp.peak_at)},
         "levels": [
             {"concurrency": lv.concurrency, "requests": list(lv.requests), "failed": list(lv.failed),
-             "stragglers": list(lv.stragglers), "figures": [figure_dict(f) for f in lv.figures]}
+             "stragglers": list(lv.stragglers), "status": list(lv.status), "judged": lv.judged,
+             "not_judged": lv.not_judged, "distorted": list(lv.distorted),
+             "figures": [figure_dict(f) for f in lv.figures]}
             for lv in cmp.levels
         ],
+        "compared": cmp.compared,
         "only_in_a": cmp.only_in_a,
         "only_in_b": cmp.only_in_b,
+        "noted_diff": {k: [a, b] for k, (a, b) in cmp.noted_diff.items()},
         "summary": cmp.summary_lines(),
     }
 
@@ -144,10 +159,11 @@ def render_json(summaries: list[RecordingSummary], comparison: Comparison | None
 LEVEL_COLUMNS = (
     "source", "sweep_id", "profile", "concurrency", "repeats", "requests", "ok", "failed", "agg_tok_s",
     "steady_tok_s", "decode_tok_s_p50", "decode_tok_s_p90", "decode_tok_s_p99", "ttft_p50", "ttft_p90", "ttft_p99",
-    "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped",
+    "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped", "status", "status_reason", "prompt_tokens_p50",
+    "client_distorted",
 )
 COMPARE_COLUMNS = ("concurrency", "figure", "a", "b", "ratio", "low", "high", "change_pct", "noise_pct", "noise",
-                   "verdict")
+                   "verdict", "note")
 
 
 def _num(v: float | None) -> str:
@@ -169,14 +185,15 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
                                 _num(d["decode_tok_s"]["p50"]), _num(d["decode_tok_s"]["p90"]),
                                 _num(d["decode_tok_s"]["p99"]), _num(d["ttft"]["p50"]), _num(d["ttft"]["p90"]),
                                 _num(d["ttft"]["p99"]), _num(d["tpot"]["p50"]), _num(d["e2e_tok_s"]["p50"]),
-                                len(row.stragglers), row.stopped or ""])
+                                len(row.stragglers), row.stopped or "", row.status, row.status_reason,
+                                _num(row.prompt_tokens_p50), row.client_distorted or ""])
         return buf.getvalue()
     w.writerow(COMPARE_COLUMNS)
     figs = ([comparison.peak] if comparison.peak else []) + comparison.rows()
     for f in figs:
         w.writerow(["peak" if f.concurrency is None else f.concurrency, f.figure, _num(f.a), _num(f.b), _num(f.ratio),
-                    _num(f.low), _num(f.high), _num(f.change_pct), _num(f.noise_pct), f.noise, f.verdict])
-    w.writerow(["", "overall", "", "", "", "", "", "", "", "", comparison.verdict])
+                    _num(f.low), _num(f.high), _num(f.change_pct), _num(f.noise_pct), f.noise, f.verdict, f.note])
+    w.writerow(["", "overall", "", "", "", "", "", "", "", "", comparison.verdict, comparison.levels_line()])
     return buf.getvalue()
 
 
@@ -228,20 +245,29 @@ def sweep_md(run: SweepRun) -> list[str]:
     if not run.levels:
         out.append("No level finished.")
         return out
-    out.append("| C | req | ok | failed | agg tok/s | steady tok/s | decode p50 | p90 | p99 | TTFT p50 | p99 | TPOT p50 | stragglers |")
-    out.append("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    out.append("| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s | decode p50 | p90 | p99 | "
+               "TTFT p50 | p99 | TPOT p50 | stragglers |")
+    out.append("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    notes: list[str] = []
     for row in run.ordered_levels:
         dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
+        status, notes = _status_cell(row, notes)
+        strike = (lambda v: v) if row.valid else (lambda v: v if v == "—" else f"~~{v}~~")
         out.append(
-            f"| {row.concurrency} | {row.n_requests} | {row.n_ok} | {row.n_failed} | {_f(row.agg_tok_s)} | "
-            f"{_f(row.steady_tok_s)} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
+            f"| {row.concurrency} | {status} | {row.n_requests} | {row.n_ok} | {row.n_failed} | "
+            f"{_f(row.prompt_tokens_p50)} | {strike(_f(row.agg_tok_s))} | "
+            f"{strike(_f(row.steady_tok_s))} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
             f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
             f"{len(row.stragglers)} |")
+    if notes:
+        out += [""] + notes
     peak = run.peak
     if peak:
-        out += ["", f"Peak (seed-comparable aggregate): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
-    chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in run.ordered_levels],  # type: ignore[misc]
-                        "steady": [(r.concurrency, r.steady_tok_s) for r in run.ordered_levels]})  # type: ignore[misc]
+        out += ["", f"Peak (seed-comparable aggregate, ok levels only): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
+    ok_rows = [r for r in run.ordered_levels if r.valid]
+    chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in ok_rows],  # type: ignore[misc]
+                        "steady": [(r.concurrency, r.steady_tok_s) for r in ok_rows]},  # type: ignore[misc]
+                       flagged={r.concurrency: r.status for r in run.ordered_levels if not r.valid})
     if chart:
         out += ["", "```text", *chart, "```"]
     strag = [s for r in run.ordered_levels for s in r.stragglers]
@@ -254,15 +280,39 @@ def sweep_md(run: SweepRun) -> list[str]:
             gap = f", longest gap {s.max_gap_s:.1f} s at {_clock(at)}" if s.max_gap_s is not None else ""
             dec = f"decode {s.decode_tok_s:.1f} tok/s" if s.decode_tok_s is not None else "decode ?"
             out.append(f"- C={s.concurrency} `{s.request_id}`: {dec}{med}{gap}" + (f" — {s.reason}" if s.reason else ""))
-    fails = [(r.concurrency, r.failures) for r in run.ordered_levels if r.n_failed]
+    fails = [r for r in run.ordered_levels if r.n_failed]
     if fails:
-        out += ["", "Failures:", ""]
-        for c, f in fails:
-            out.append(f"- C={c}: " + ", ".join(f"{k} {v}" for k, v in sorted(f.items())))
+        out += ["", "Failures (first message per error class):", ""]
+        for r in fails:
+            errors = r.errors
+            out.append(f"- C={r.concurrency}: " + ", ".join(
+                f"{k} {v}" + (f" ({_md_text(errors[k])})" if k in errors else "") for k, v in sorted(r.failures.items())))
     stopped = [(r.concurrency, r.stopped) for r in run.ordered_levels if r.stopped]
     for c, why in stopped:
         out += ["", f"Stopped after C={c}: {why}"]
     return out
+
+
+STATUS_MARK = {"failed": "✗ **failed**", "aborted": "✗ **aborted**", "cut": "✗ **cut**"}
+
+
+def _md_text(text: str) -> str:
+    """A message inside a table or list item: no pipes or newlines to break the Markdown."""
+    return " ".join(text.replace("|", "\\|").split())[:200]
+
+
+def _status_cell(row: LevelRow, notes: list[str]) -> tuple[str, list[str]]:
+    """The level's status with numbered footnotes for why it is not ok and for client distortion."""
+    parts = [STATUS_MARK.get(row.status, row.status)]
+    if not row.valid:
+        notes.append(f"{len(notes) + 1}. C={row.concurrency} {row.status}: {_md_text(row.status_reason or 'no reason recorded')}"
+                     " — not a peak, not drawn, not judged.")
+        parts.append(f"({len(notes)})")
+    if row.client_distorted:
+        notes.append(f"{len(notes) + 1}. C={row.concurrency} latency figures distorted by the client: "
+                     f"{_md_text(row.client_distorted)}.")
+        parts.append(f"⚠ client ({len(notes)})")
+    return " ".join(parts), notes
 
 
 def _change(f: FigureComparison) -> str:
@@ -272,6 +322,8 @@ def _change(f: FigureComparison) -> str:
 
 
 def _noise(f: FigureComparison) -> str:
+    if f.note.startswith("not judged"):
+        return "—"
     return f"±{f.noise_pct:.1f} %" if f.noise_pct is not None else "unknown"
 
 
@@ -292,16 +344,24 @@ def comparison_md(cmp: Comparison) -> list[str]:
     figs = ([cmp.peak] if cmp.peak else []) + cmp.rows()
     for f in figs:
         digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        verdict = "not judged" if f.note.startswith("not judged") else VERDICT_WORDS[f.verdict]
+        flag = " ⚠ client" if f.note.startswith("distorted") else ""
         out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
-                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {VERDICT_WORDS[f.verdict]}"
+                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {verdict}{flag}"
                    f"{'' if f.primary else ' (info)'} |")
     out += ["", f"Noise: 95 % interval of B/A from {_noise_how(cmp)}, never narrower than the figure's run-to-run "
             f"floor; a change counts when the interval excludes no-change and it is at least "
-            f"{cmp.min_effect * 100:.0f} %. Figures marked (info) do not decide the verdict."]
+            f"{cmp.min_effect * 100:.0f} %. Figures marked (info) do not decide the verdict; a level that is "
+            f"not ok on either side is not judged; ⚠ client marks latency figures the load process distorted."]
+    flagged: dict[int, str] = {}
+    for side, run in (("A", cmp.a), ("B", cmp.b)):
+        for r in run.ordered_levels:
+            if not r.valid:
+                flagged[r.concurrency] = " and ".join(filter(None, [flagged.get(r.concurrency), f"{side} {r.status}"]))
     chart = line_chart({
-        f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels],  # type: ignore[misc]
-        f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels],  # type: ignore[misc]
-    }, y_label="agg tok/s")
+        f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels if r.valid],  # type: ignore[misc]
+        f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels if r.valid],  # type: ignore[misc]
+    }, y_label="agg tok/s", flagged=flagged)
     if chart:
         out += ["", "```text", *chart, "```"]
     return out

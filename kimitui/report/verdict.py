@@ -38,11 +38,28 @@ prefill queue) — so TTFT is not primary: its verdict is shown, the overall ver
 throughput's.  Repeats, when recorded, measure the spread directly; the floor still applies."""
 FIGURE_BY_NAME = {f.name: f for f in FIGURES}
 
+CLIENT_TIMED = frozenset({"steady_tok_s", "decode_tok_s_p50", "ttft_p50"})
+"""Figures built from when the client stamped each chunk: a lagging load process (its event loop
+late, its CPU saturated) skews them, so at a level it distorted they carry that note."""
+
 DEFAULT_MIN_EFFECT = 0.05
 """A change smaller than 5 % is "no change" even when it is beyond noise."""
 
-WORKLOAD_FIELDS = ("prompts", "max_tokens", "ignore_eos", "mode", "levels", "temperature", "rate_rps", "extra_body")
-"""SweepSpec fields that define the workload; any difference refuses the comparison."""
+WORKLOAD_FIELDS = ("prompts", "max_tokens", "ignore_eos", "mode", "temperature", "rate_rps", "extra_body")
+"""SweepSpec fields that change what one level *means*; any difference refuses the comparison.
+
+Prompts set the prefill each request costs; ``max_tokens`` and ``ignore_eos`` how long it
+decodes; ``mode`` what C is (C at once, C slots, or a cap on Poisson arrivals, whose
+``rate_rps`` then sets the load); ``temperature`` the sampling work and speculative
+acceptance; ``extra_body`` is server-specific request knobs.  Which levels ran is *not*
+here: C=64 is C=64 in both sweeps, so they are compared on the levels both have."""
+
+NOTED_FIELDS = ("requests_per_level", "duration_s", "warmup_requests", "repeats", "flush_cache", "steady_ratio",
+                "straggler_ratio", "straggler_gap_s")
+"""SweepSpec fields that change how much, or how strictly, a level is measured but not what it
+measures: a difference is reported next to the verdict and does not refuse it (sample size
+shows in the noise).  ``steady_ratio`` defines the steady figure, so that figure alone is not
+judged when it differs."""
 
 
 def judge(ratio: float | None, low: float | None, high: float | None, higher_is_better: bool,
@@ -64,18 +81,25 @@ def judge(ratio: float | None, low: float | None, high: float | None, higher_is_
     return "improved" if (change > 0) == higher_is_better else "regressed"
 
 
-def workload_diff(a: SweepRun, b: SweepRun) -> dict[str, tuple[Any, Any]]:
+def workload_diff(a: SweepRun, b: SweepRun, fields: tuple[str, ...] = WORKLOAD_FIELDS) -> dict[str, tuple[Any, Any]]:
     """Workload fields whose values differ (``rate_rps`` only matters in rate mode)."""
     out: dict[str, tuple[Any, Any]] = {}
-    for name in WORKLOAD_FIELDS:
+    for name in fields:
         va, vb = getattr(a.spec, name), getattr(b.spec, name)
-        if name == "levels":
-            va, vb = sorted(va), sorted(vb)
         if name == "rate_rps" and a.spec.mode != "rate" and b.spec.mode != "rate":
             continue
         if va != vb:
             out[name] = (va, vb)
     return out
+
+
+def noted_diff(a: SweepRun, b: SweepRun) -> dict[str, tuple[Any, Any]]:
+    """Measurement settings that differ without changing what a level means (reported, not refused)."""
+    return workload_diff(a, b, NOTED_FIELDS)
+
+
+def levels_text(levels: list[int]) -> str:
+    return ", ".join(map(str, levels)) if levels else "-"
 
 
 def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | None, str]:
