@@ -7,6 +7,7 @@ asyncio servers on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import resource
 import subprocess
@@ -57,3 +58,119 @@ def test_burst_with_failed_connects_keeps_every_time_true(minimal_server) -> Non
         assert r.e2e_s < 1.0 and r.chunks == 0 and r.ttft_s is None  # EMFILE fails at once
     # the level's wall is what really happened: a ~0.2 s burst, not the perf_counter origin
     assert level.wall_s is not None and 0.1 < level.wall_s < min(took, 5.0)
+
+
+class _FailAll:
+    """Answers each request's headers and first chunk, then, once ``c`` are in, kills them all.
+
+    ``spread_s`` apart (0: in one go).  ``requests`` counts every request that reached it.
+    """
+
+    def __init__(self, c: int, spread_s: float) -> None:
+        self.c, self.spread_s = c, spread_s
+        self.requests = 0
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> _FailAll:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            await reader.readexactly(length)
+            self.requests += 1
+            first = b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"%x\r\n%s\r\n" % (len(first), first))
+            self.writers.append(writer)
+            if len(self.writers) == self.c:
+                doomed, self.writers = self.writers, []
+                for w in doomed:
+                    w.transport.abort()  # RST: the client sees "connection closed mid-response"
+                    if self.spread_s:
+                        await asyncio.sleep(self.spread_s)
+
+
+@pytest.mark.parametrize("spread_s", [0.0, 0.02])
+async def test_a_sustained_level_whose_c_requests_all_fail_sends_no_second_round(spread_s: float) -> None:
+    from kimitui.bench.sweep import SweepEngine
+    from kimitui.events import Event, RequestStarted
+
+    c = 16
+    async with _FailAll(c, spread_s) as server:
+        spec = SweepSpec(url=server.url, model="m", levels=[c, 32], mode="sustained", max_tokens=8,
+                         requests_per_level=200, max_error_rate=0.5)
+        events: list[Event] = []
+        result = await SweepEngine(spec, events.append).run()
+    started = [e for e in events if isinstance(e, RequestStarted)]
+    [level] = [e for e in events if isinstance(e, LevelResult)]
+    # max(10, C) = 16 failures stop dispatch: not one request after them, and the sweep stops
+    assert server.requests == c and len(started) == c
+    assert level.failures == {"reset": c} and level.stopped and result.outcome == "stopped"
+
+
+async def test_a_level_of_http_500s_stops_after_max_10_c_ended(minimal_server) -> None:
+    """Failures that come one by one: dispatch stops at the 10th, with at most C more already in flight."""
+    from kimitui.bench.sweep import SweepEngine
+    from kimitui.events import Event
+
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[4], mode="sustained", max_tokens=6,
+                     requests_per_level=40, max_error_rate=0.5, extra_body={"tick_ms": 2, "status": 500})
+    events: list[Event] = []
+    await SweepEngine(spec, events.append).run()
+    [level] = [e for e in events if isinstance(e, LevelResult)]
+    assert level.stopped and level.failures == {"http_status": level.requests} and 10 <= level.requests <= 10 + 4
+
+
+async def test_a_silence_shorter_than_the_deadline_is_a_straggler_by_default(minimal_server) -> None:
+    """An EPLB rebalance held a healthy SGLang's request 66 s: by default only the deadline ends a silence."""
+    from kimitui.bench.sweep import SweepEngine
+    from kimitui.events import Event
+
+    assert SweepSpec(url="http://x", model="m", levels=[1]).stall_timeout_s is None  # was 60 s
+
+    async def level(**kw: object) -> tuple[LevelResult, list[RequestResult]]:
+        base: dict[str, object] = dict(url=minimal_server.url, model="minimal", levels=[2], max_tokens=10,
+                                       requests_per_level=2, straggler_gap_s=0.5, request_timeout_s=5.0,
+                                       extra_body={"tick_ms": 5, "stall_after": 3, "stall_ms": 1500})
+        base.update(kw)
+        events: list[Event] = []
+        engine = SweepEngine(SweepSpec(**base), events.append)  # type: ignore[arg-type]
+        await engine.run()
+        return ([e for e in events if isinstance(e, LevelResult)][0],
+                [e for e in events if isinstance(e, RequestResult)])
+
+    lv, results = await level()
+    assert all(r.ok and r.completion_tokens == 10 for r in results)
+    assert len(lv.stragglers) == 2 and all(1.4 <= s.max_gap_s <= 2.5 for s in lv.stragglers)
+    # a stall limit, when asked for, still cuts at its own length (scaled down from 60 s)
+    lv, results = await level(stall_timeout_s=0.4)
+    assert lv.failures == {"stall": 2} and all(0.38 <= r.max_gap_s <= 0.9 for r in results)
+    # the deadline says what it cut: a stream silent for most of it
+    lv, results = await level(request_timeout_s=0.8)
+    assert lv.failures == {"timeout": 2}
+    assert all("silent for the last 0." in r.error for r in results), [r.error for r in results]
+
+
+def test_recordings_with_the_old_60_s_stall_limit_still_load_and_keep_it() -> None:
+    from kimitui.bench.sweep import SweepEngine
+
+    old = {"url": "http://gpu-host.example:30000", "model": "m", "levels": [1, 8], "stall_timeout_s": 60.0,
+           "request_timeout_s": 900.0}
+    spec = SweepSpec.model_validate_json(json.dumps(old))
+    assert spec.stall_timeout_s == 60.0
+    assert SweepEngine(spec, lambda e: None).deadlines.stall_s == 60.0
+    assert SweepEngine(spec.model_copy(update={"stall_timeout_s": None}), lambda e: None).deadlines.stall_s is None

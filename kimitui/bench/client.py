@@ -20,7 +20,8 @@ Timing rules (see ``reference/bench-anchors.md`` §9):
   when the server sends it, otherwise each content chunk counts as one token.
 - Completion tokens come from the final ``usage``; without it the count above
   is used and ``tokens_from_usage`` is False.
-- Deadlines: the stall deadline is aiohttp's ``sock_read`` timeout (re-armed
+- Deadlines: the stall deadline (off by default: a long silence is a
+  straggler, not a failure) is aiohttp's ``sock_read`` timeout (re-armed
   on every read without a task per chunk); the total deadline is one timer
   that cancels the request's task.  A request that misses either ends
   incomplete with everything measured so far kept.
@@ -62,8 +63,10 @@ class Clock:
 
 @dataclass(frozen=True)
 class Deadlines:
+    """Connect, stall (None: no limit but the total) and total deadlines; defaults as SweepSpec's."""
+
     connect_s: float = 30.0
-    stall_s: float = 60.0
+    stall_s: float | None = None
     total_s: float = 900.0
 
     @property
@@ -73,7 +76,7 @@ class Deadlines:
 
 
 @functools.lru_cache(maxsize=16)
-def _timeout(connect_s: float, stall_s: float) -> aiohttp.ClientTimeout:
+def _timeout(connect_s: float, stall_s: float | None) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s, sock_read=stall_s)
 
 
@@ -201,7 +204,7 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
             raise
         task.uncancel()
         if trace.cancel_reason == "timeout":
-            trace.fail("timeout", f"no end after the {deadlines.total_s:g} s request deadline")
+            trace.fail("timeout", timeout_message(trace, deadlines))
         else:
             trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
     except aiohttp.SocketTimeoutError:
@@ -223,6 +226,13 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
     if trace.error_class is None and trace.status == 200 and not trace.saw_done and trace.finish_reason is None:
         trace.fail("reset", "stream ended before [DONE]")
     return trace
+
+
+def timeout_message(trace: RequestTrace, deadlines: Deadlines) -> str:
+    """The total deadline's error, saying how long the stream had been silent (a stall shows as one)."""
+    last = trace.last_ns or trace.headers_ns or trace.sent_ns
+    return (f"no end after the {deadlines.total_s:g} s request deadline "
+            f"(silent for the last {(_perf_ns() - last) / 1e9:.1f} s)")
 
 
 async def _read_stream(content: aiohttp.StreamReader, trace: RequestTrace) -> None:

@@ -27,7 +27,7 @@ import time
 
 import yarl
 
-from kimitui.bench.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter
+from kimitui.bench.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, timeout_message
 
 _perf_ns = time.perf_counter_ns
 
@@ -173,8 +173,11 @@ class Conn(asyncio.Protocol):
 
     def arm(self) -> None:
         """Start the stall deadline, counted from the send (armed after a burst's writes, not between them)."""
+        stall_s = self.pool.deadlines.stall_s
+        if stall_s is None:  # no stall limit: only the request's total deadline ends a silent stream
+            return
         loop = asyncio.get_running_loop()
-        self._stall_s = self.pool.deadlines.stall_s
+        self._stall_s = stall_s
         idle_s = (_perf_ns() - self._last_ns) / 1e9
         self._stall = loop.call_at(loop.time() + self._stall_s - idle_s, self._check_stall)
 
@@ -382,7 +385,7 @@ async def run_request(pool: Pool, data: bytes, trace: RequestTrace, deadlines: D
             raise
         task.uncancel()
         if trace.cancel_reason == "timeout":
-            trace.fail("timeout", f"no end after the {deadlines.total_s:g} s request deadline")
+            trace.fail("timeout", timeout_message(trace, deadlines))
         else:
             trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
     finally:

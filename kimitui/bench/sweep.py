@@ -23,7 +23,9 @@ Without ``duration_s`` or ``requests_per_level`` a level measures C requests
 
 Stop rules (checked after each level; the level that tripped one says so in
 ``LevelResult.stopped``): failed fraction above ``max_error_rate`` (also
-checked while a level runs, after max(10, C) requests, to stop dispatching),
+checked while a level runs, counted the moment each request ends, after
+max(10, C) requests, to stop dispatching; a slot whose request failed sends
+nothing while that check cannot yet decide, so C failures at once are C, not 2C),
 over-saturation (:func:`kimitui.bench.stats.oversaturation`), a level running
 past ``level_time_limit_s`` (what is in flight is cancelled and kept as
 incomplete), and abort.  Whatever finished is always reported.
@@ -114,6 +116,7 @@ class SweepEngine:
         self._inflight: dict[str, tuple[RequestTrace, asyncio.Task[object]]] = {}
         self._unfinished: deque[RequestTrace] = deque()
         self._wakers: set[asyncio.Future[None]] = set()
+        self._held: list[asyncio.Future[None]] = []
         self._results: list[RequestResult] = []
         self._n_ok = self._n_failed = self._tokens_done = 0
         self._level_start_ns = 0
@@ -264,6 +267,8 @@ class SweepEngine:
             while (job := take()) is not None:
                 done = await self._one(job[0], job[1], intended)
                 intended = done.end_ns or _perf_ns()  # the slot was free from the moment its request ended
+                if not done.ok and not done.warmup and await self._hold_after_failure():
+                    intended = _perf_ns()  # held back by the stop rule, not free: no dispatch delay
 
         await asyncio.gather(*(slot() for _ in range(c)))
 
@@ -332,7 +337,9 @@ class SweepEngine:
 
         async def one(i: int, warm: bool, intended: int) -> None:
             try:
-                await self._one(i, warm, intended)
+                done = await self._one(i, warm, intended)
+                if not done.ok and not warm:
+                    await self._hold_after_failure()
             finally:
                 sem.release()
 
@@ -396,6 +403,8 @@ class SweepEngine:
             await h1client.run_request(self._pool, data, trace, self.deadlines, conn)
         finally:
             self._inflight.pop(rid, None)
+        if not trace.warmup:
+            self._count(trace.ok)
         # Results are built after this slot's next send, so their cost never shows as dispatch delay.
         self._unfinished.append(trace)
         loop.call_soon(self._finish_pending)
@@ -408,16 +417,51 @@ class SweepEngine:
             result = to_result(trace, self.sweep_id, self.clock, host=self.host)
             self._results.append(result)
             if not trace.warmup:
-                if result.ok:
-                    self._n_ok += 1
-                else:
-                    self._n_failed += 1
                 self._tokens_done += result.completion_tokens
             self.emit(result)
-            n = self._n_ok + self._n_failed
-            if not trace.warmup and not self._stop_dispatch and n >= max(10, self._c):
-                if self._n_failed / n > self.spec.max_error_rate:
-                    self._stop_dispatch = True
+
+    def _count(self, ok: bool) -> None:
+        """Count a measured request the moment it ends and apply the in-level stop rule there.
+
+        Counting later (with the result, after call_soon) let every slot whose
+        request had failed send again first: a level whose C requests all
+        failed sent a second round of C.
+        """
+        if ok:
+            self._n_ok += 1
+        else:
+            self._n_failed += 1
+        n = self._n_ok + self._n_failed
+        if not self._stop_dispatch and n >= max(10, self._c) and self._n_failed / n > self.spec.max_error_rate:
+            self._stop_dispatch = True
+        held, self._held = self._held, []
+        for waiter in held:  # slots held after a failure look again
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _rule_undecided(self) -> bool:
+        """Failures are over the rate, but too few requests have ended for the rule, and more will end."""
+        n = self._n_ok + self._n_failed
+        return (not self._stop_dispatch and bool(self._inflight) and n < max(10, self._c)
+                and self._n_failed > self.spec.max_error_rate * n)
+
+    async def _hold_after_failure(self) -> bool:
+        """After a failed request, send nothing while the stop rule cannot yet decide; True if it held.
+
+        Failures that come together (a stall, a dead server) would otherwise each
+        free a slot that sends again before the max(10, C)-th failure is counted.
+        A healthy level waits here only for a failure among its first requests,
+        and then only until the next one ends (its failed fraction falls back
+        under the rate).
+        """
+        held = False
+        loop = asyncio.get_running_loop()
+        while self._rule_undecided():
+            held = True
+            waiter = loop.create_future()
+            self._held.append(waiter)
+            await waiter
+        return held
 
     def _announce(self, trace: RequestTrace) -> None:
         """Runs just after the request's send (scheduled before it, run after the task first yields)."""
