@@ -212,3 +212,10 @@ def test_client_distortion_thresholds() -> None:
     assert "over 10 % of TTFT p50 60 ms" in (client_distortion(ClientSummary(loop_lag_max_ms=20.0), 0.06) or "")
     assert client_distortion(ClientSummary(loop_lag_max_ms=20.0), 1.0) is None
     assert "95 % of a core" in (client_distortion(ClientSummary(loop_lag_max_ms=1.0, cpu_max_pct=95.0), 1.0) or "")
+
+
+def test_peak_level_by_another_figure() -> None:
+    a = LevelResult(sweep_id="s", concurrency=1, agg_tok_s=100.0, steady_tok_s=300.0, status="ok")
+    b = LevelResult(sweep_id="s", concurrency=2, agg_tok_s=200.0, steady_tok_s=250.0, status="ok")
+    assert peak_level([a, b]) is a and peak_level([a, b], figure=lambda lv: lv.agg_tok_s) is b
+    assert peak_level([]) is None

@@ -46,7 +46,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kimitui.events import ClientSummary, LevelResult, LevelStatus, Percentiles, RequestResult, Straggler, SweepSpec
 
@@ -290,13 +290,16 @@ def level_rate(level: LevelResult) -> float | None:
     return level.steady_tok_s or level.agg_tok_s
 
 
-def peak_level(levels: Iterable[LevelResult]) -> LevelResult | None:
-    """The best valid level by :func:`level_rate`; failed, aborted and cut levels are never the peak."""
+def peak_level(levels: Iterable[LevelResult], figure: Callable[[LevelResult], float | None] = level_rate,
+               max_error_rate: float = 0.5) -> LevelResult | None:
+    """The best valid level by ``figure`` (:func:`level_rate` unless told, e.g. ``lambda lv: lv.agg_tok_s``
+    for the seed-comparable peak); failed, aborted and cut levels are never the peak."""
     best: LevelResult | None = None
+    best_rate = 0.0
     for lv in levels:
-        rate = level_rate(lv)
-        if rate and is_valid(lv) and (best is None or rate > (level_rate(best) or 0.0)):
-            best = lv
+        rate = figure(lv)
+        if rate and math.isfinite(rate) and rate > best_rate and effective_status(lv, max_error_rate)[0] == "ok":
+            best, best_rate = lv, rate
     return best
 
 
