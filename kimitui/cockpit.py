@@ -68,6 +68,8 @@ class LiveController:
         self.session = Session(host=self.host_name)
         self._record_wanted = record
         self._record_path = record_path
+        self.last_recording_path: str | None = None
+        """The closed recording's path on disk (its final name)."""
         self._recorder: Any = None
         self._host: Any = None
         self._launcher: Any = None
@@ -194,9 +196,16 @@ class LiveController:
             self._remove_early_sink()
             self._early = None
         try:
-            path = self._record_path or str(default_recording_path(self.host_name, profile))
+            import time
+
+            when = time.time()
+            path = self._record_path or str(default_recording_path(self.host_name, profile, when=when))
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._recorder = RecordingWriter(path, hosts=[self.host_name], meta={"mode": "live"})
+            # a default name lists every profile the recording holds once it closes; a named path stays as named
+            base = Path(path).parent.parent
+            rename = None if self._record_path else (
+                lambda profiles: default_recording_path(self.host_name, [profile or "", *profiles], base=base, when=when))
+            self._recorder = RecordingWriter(path, hosts=[self.host_name], meta={"mode": "live"}, rename=rename)
         except Exception as exc:  # an unwritable place must not stop the cockpit
             self._error("recording", f"cannot record: {exc}")
             return
@@ -209,7 +218,8 @@ class LiveController:
         if self._recorder is not None:
             self._remove_recorder_sink()
             try:
-                self._recorder.close()
+                self.last_recording_path = str(self._recorder.close())
+                log.info("recording saved to %s", self.last_recording_path)
             except Exception as exc:
                 self._error("recording", f"closing the recording failed: {exc}")
             self._record_path = None

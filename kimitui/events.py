@@ -13,10 +13,11 @@ Conventions:
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, TypeAdapter, field_serializer, field_validator
 
 
 class Event(BaseModel):
@@ -314,6 +315,51 @@ class RequestResult(Event):
     chunk_tokens: list[int] | None = None
     """Tokens carried by each content chunk (per-chunk usage); None when every chunk counted as one."""
     finish_reason: str | None = None
+
+    OFFSET_STEPS_PER_MS: ClassVar[int] = 10
+    """A recording keeps chunk offsets in 0.1 ms steps, as integer deltas (format 2)."""
+
+    @field_validator("chunk_offsets_ms", mode="before")
+    @classmethod
+    def _read_offsets(cls, value: Any) -> Any:
+        """Read the recording form ``{"per_ms": 10, "deltas": [...]}`` as well as a plain float list."""
+        if not isinstance(value, dict):
+            return value
+        per_ms, deltas = value.get("per_ms"), value.get("deltas")
+        if (set(value) != {"per_ms", "deltas"} or type(per_ms) is not int or per_ms <= 0
+                or not isinstance(deltas, list) or any(type(d) is not int for d in deltas)):
+            raise ValueError('expected a list of floats or {"per_ms": <int > 0>, "deltas": [<int>, ...]}')
+        steps = 0
+        out = []
+        for d in deltas:
+            steps += d
+            out.append(steps / per_ms)
+        return out
+
+    @field_serializer("chunk_offsets_ms", when_used="json")
+    def _write_offsets(self, value: list[float] | None, info: SerializationInfo) -> Any:
+        """In a recording (``context={"recording": True}``): integer deltas in 0.1 ms steps, a third of the bytes.
+
+        Each offset is floored to its step, never rounded up (the rule of ``bench.client.to_result``:
+        a chunk must not land after the request's end).  Offsets that are not finite or absurdly
+        large stay a float list, so nothing is lost.
+        """
+        if value is None or not (info.context or {}).get("recording"):
+            return value
+        per_ms = self.OFFSET_STEPS_PER_MS
+        deltas = []
+        prev = 0
+        for o in value:
+            if not -1e12 < o < 1e12:
+                return value
+            k = math.floor(o * per_ms)
+            if (k + 1) / per_ms <= o:  # o * per_ms fell just below a whole step
+                k += 1
+            elif k / per_ms > o:
+                k -= 1
+            deltas.append(k - prev)
+            prev = k
+        return {"per_ms": per_ms, "deltas": deltas}
 
 
 class Percentiles(BaseModel):

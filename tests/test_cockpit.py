@@ -117,13 +117,38 @@ async def test_default_recording_is_named_after_the_profile_and_keeps_the_first_
     try:
         await _until(sub, lambda e: e.kind == "profile_switch", 60, seen)
         path = c.recording_path
-        assert path is not None and Path(path).name.startswith("sim-") and path.endswith("-ep8-tuned.jsonl")
+        assert path is not None and Path(path).name.startswith("sim-") and path.endswith("-ep8-tuned.jsonl.gz")
         assert Path(path).is_relative_to(sim_home / "data")
+        assert Path(path).read_bytes()[:2] == b"\x1f\x8b"  # compressed while recording, under the name shown
     finally:
         await c.shutdown()
-    recording = read_recording(path + ".gz")
+    assert c.last_recording_path == path  # one profile ran: the name stays
+    recording = read_recording(path)
     # the connection event published before the recorder opened is in the file, first
     assert recording.events[0].kind == "connection" and recording.events[0].state == "connected"
+
+
+async def test_a_recording_of_several_profiles_is_named_after_all_of_them(sim_home: Path):
+    (Path.cwd() / "profiles" / "ep8-v2.toml").write_text(
+        f'extends = "ep8-v2"\nport = {_free_port()}\n[sim]\ntime_scale = 40.0\n')
+    c = LiveController()
+    sub = c.session.subscribe("t", maxsize=100_000)
+    seen: list = []
+    await c.start()
+    try:
+        await _until(sub, lambda e: e.kind == "profile_switch", 60, seen)
+        first = c.recording_path
+        assert first is not None and first.endswith("-ep8-tuned.jsonl.gz")
+        await c.swap("ep8-v2")
+        switch = await _until(sub, lambda e: e.kind == "profile_switch" and e.to_profile == "ep8-v2", 90, seen)
+        assert switch.outcome == "ok", switch
+        assert c.recording_path == first  # while recording, the name on disk
+    finally:
+        await c.shutdown()
+    final = c.last_recording_path
+    assert final is not None and final == first.replace("-ep8-tuned.jsonl.gz", "-ep8-tuned+ep8-v2.jsonl.gz")
+    assert Path(final).exists() and not Path(first).exists()
+    assert any(e.kind == "profile_switch" and e.to_profile == "ep8-v2" for e in read_recording(final).events)
 
 
 async def test_unreachable_host_is_an_error_event_not_an_exception(sim_home: Path):

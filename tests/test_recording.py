@@ -29,23 +29,73 @@ from kimitui.session import Session
 from tests.support.recordings import any_event, busy_minute, synthetic_sweep
 
 
-def test_writer_as_session_sink_then_gzip_on_close(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["a.jsonl.gz", "a.jsonl"])
+def test_the_named_path_is_the_path_written(tmp_path: Path, name: str) -> None:
     session = Session(host="sim")
-    writer = RecordingWriter(tmp_path / "a.jsonl", hosts=["sim"], meta={"profile": "ep8-tuned"}).start()
+    writer = RecordingWriter(tmp_path / name, hosts=["sim"], meta={"profile": "ep8-tuned"}).start()
     session.add_sink(writer)
     events = busy_minute(seconds=5)
     session.publish_many(events)
+    assert writer.path == tmp_path / name
     final = writer.close()
-    assert final == tmp_path / "a.jsonl.gz"
-    assert final.exists() and not (tmp_path / "a.jsonl").exists()
-    with gzip.open(final, "rt") as f:
-        header = json.loads(f.readline())
+    assert final == tmp_path / name and [p.name for p in tmp_path.iterdir()] == [name]
+    data = final.read_bytes()
+    assert (data[:2] == b"\x1f\x8b") == name.endswith(".gz")  # compressed exactly when the name says so
+    text = gzip.decompress(data) if name.endswith(".gz") else data  # a complete gzip file once closed
+    header = json.loads(text.split(b"\n")[0])
     assert header["format"] == "kimitui-recording" and header["version"] == FORMAT_VERSION
     assert header["hosts"] == ["sim"] and header["meta"] == {"profile": "ep8-tuned"}
     rec = read_recording(final)
     assert rec.events == events and rec.skipped == []
-    # the live name still finds the compressed file
-    assert read_recording(tmp_path / "a.jsonl").events == events
+
+
+def test_compressed_while_recording_and_readable_before_close(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl.gz"
+    writer = RecordingWriter(path, hosts=["sim"])
+    events = busy_minute(seconds=10)
+    for ev in events[:50]:
+        writer(ev)
+    writer.flush()
+    assert path.read_bytes()[:2] == b"\x1f\x8b" and path.stat().st_size < writer.bytes_in / 3
+    assert read_recording(path).events == events[:50]  # every flush is decodable without the rest
+    for ev in events[50:]:
+        writer(ev)
+    writer.close()
+    assert read_recording(path).events == events
+
+
+def test_a_new_gzip_member_every_few_mb_bounds_what_damage_costs(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from kimitui.recording import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "MEMBER_BYTES", 20_000)
+    events = busy_minute(seconds=30)
+    path = tmp_path / "m.jsonl.gz"
+    w = RecordingWriter(path, hosts=["sim"])
+    for ev in events:
+        w(ev)
+        w.flush()
+    w.close()
+    data = path.read_bytes()
+    starts, lines, pos = [], [], 0  # each member's start and how many lines precede it
+    text = b""
+    while pos < len(data):
+        starts.append(pos)
+        lines.append(text.count(b"\n") - 1)
+        d = zlib.decompressobj(wbits=31)
+        text += d.decompress(data[pos:])
+        pos = len(data) - len(d.unused_data)
+    assert len(starts) > 4
+    damaged = bytearray(data)
+    damaged[(starts[1] + starts[2]) // 2] ^= 0x40  # damage inside the second member
+    path.write_bytes(bytes(damaged))
+    rec = read_recording(path)
+    assert rec.events[: lines[1]] == events[: lines[1]]
+    # reading resumed at the third member: everything from there on is back
+    assert rec.events[-(len(events) - lines[2]):] == events[lines[2]:]
+    assert any(f"resumed at byte {starts[2]}" in s.reason for s in rec.skipped), rec.skipped
 
 
 def test_flushed_within_a_second_and_readable_while_written(tmp_path: Path) -> None:
@@ -69,7 +119,7 @@ def test_flushes_on_size_without_a_timer(tmp_path: Path) -> None:
         writer(Note(text=str(i)))
     assert len(read_recording(tmp_path / "s.jsonl").events) == 20
     writer.close()
-    assert len(read_recording(tmp_path / "s.jsonl.gz").events) == 25
+    assert len(read_recording(tmp_path / "s.jsonl").events) == 25
 
 
 def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
@@ -137,10 +187,23 @@ def test_refuses_to_overwrite(tmp_path: Path) -> None:
     path = write_recording(tmp_path / "o.jsonl", [Note(text="x")], compress=False)
     with pytest.raises(RecordingError, match="already exists"):
         RecordingWriter(path, hosts=["sim"])
-    done = write_recording(tmp_path / "d.jsonl", [Note(text="y")])  # -> d.jsonl.gz
+    done = write_recording(tmp_path / "d.jsonl.gz", [Note(text="y")])
     with pytest.raises(RecordingError, match="d.jsonl.gz: already exists"):
-        RecordingWriter(tmp_path / "d.jsonl", hosts=["sim"])  # would replace d.jsonl.gz on close
+        RecordingWriter(done, hosts=["sim"])
     assert read_recording(done).events[0].text == "y"  # type: ignore[attr-defined]
+
+
+def test_old_recordings_still_load(tmp_path: Path) -> None:
+    """Format 1: chunk offsets as float lists, and a live ``X.jsonl`` that was renamed ``X.jsonl.gz`` on close."""
+    header = {"format": "kimitui-recording", "version": 1, "kimitui": "0.1.0", "hosts": ["sim"],
+              "started": 1.0, "meta": {}}
+    line = ('{"kind":"request_result","t":2.0,"host":"sim","sweep_id":"s","request_id":"r","concurrency":1,'
+            '"ok":true,"intended_send":1.0,"sent":1.0,"chunk_offsets_ms":[150.123,162.456,175.0]}')
+    (tmp_path / "old.jsonl.gz").write_bytes(gzip.compress((json.dumps(header) + "\n" + line + "\n").encode()))
+    for path in (tmp_path / "old.jsonl.gz", tmp_path / "old.jsonl"):
+        rec = read_recording(path)
+        assert rec.header.version == 1 and rec.skipped == []
+        assert rec.events[0].chunk_offsets_ms == [150.123, 162.456, 175.0]  # type: ignore[attr-defined]
 
 
 def test_paused_writer_skips_events(tmp_path: Path) -> None:
@@ -166,8 +229,29 @@ def test_gzip_cut_short_keeps_what_was_there(tmp_path: Path) -> None:
 def test_default_recording_path(tmp_path: Path) -> None:
     when = time.mktime((2026, 3, 4, 10, 41, 7, 0, 0, -1))
     p = default_recording_path("ct200", "ep8-tuned", base=tmp_path, when=when)
-    assert p == tmp_path / "recordings" / "ct200-20260304-104107-ep8-tuned.jsonl"
-    assert default_recording_path("a/b", None, base=tmp_path, when=when).name == "a_b-20260304-104107.jsonl"
+    assert p == tmp_path / "recordings" / "ct200-20260304-104107-ep8-tuned.jsonl.gz"
+    assert default_recording_path("a/b", None, base=tmp_path, when=when).name == "a_b-20260304-104107.jsonl.gz"
+    several = default_recording_path("ct200", ["ep8-tuned", "ep8-v2", "ep8-tuned"], base=tmp_path, when=when)
+    assert several.name == "ct200-20260304-104107-ep8-tuned+ep8-v2.jsonl.gz"
+    many = default_recording_path("ct200", [f"profile-number-{i}" for i in range(20)], base=tmp_path, when=when)
+    assert len(many.name) < 120 and many.name.endswith("+17more.jsonl.gz"), many.name
+
+
+def test_a_recording_of_several_profiles_is_named_after_all_of_them(tmp_path: Path) -> None:
+    from kimitui.events import ProfileState, ProfileSwitch
+
+    when = time.mktime((2026, 3, 4, 10, 41, 7, 0, 0, -1))
+    path = default_recording_path("ct200", "ep8-tuned", base=tmp_path, when=when)
+    w = RecordingWriter(path, hosts=["ct200"],
+                        rename=lambda ps: default_recording_path("ct200", ["ep8-tuned", *ps], base=tmp_path, when=when))
+    w(ProfileState(profile="ep8-tuned", state="serving"))
+    w(ProfileSwitch(from_profile="ep8-tuned", to_profile="ep8-eplb", outcome="failed"))  # never served
+    w(ProfileSwitch(from_profile="ep8-tuned", to_profile="ep8-v2", outcome="ok"))
+    assert w.path == path  # while recording: the name on disk
+    final = w.close()
+    assert final.name == "ct200-20260304-104107-ep8-tuned+ep8-v2.jsonl.gz" and w.path == final
+    assert [p.name for p in final.parent.iterdir()] == [final.name]
+    assert len(read_recording(final).events) == 3
 
 
 def test_spec_from_recording(tmp_path: Path) -> None:
@@ -196,17 +280,33 @@ def test_round_trip_any_events(tmp_path: Path, events: list, compress: bool) -> 
     final = write_recording(path, events, hosts=["sim"], compress=compress)
     rec = read_recording(final)
     assert rec.skipped == []
-    assert rec.events == events
-    assert list(RecordingIndex.open(final).events()) == events
+    expected = [_as_recorded(e) for e in events]
+    assert rec.events == expected
+    assert list(RecordingIndex.open(final).events()) == expected
 
 
-def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
+def _as_recorded(event):  # type: ignore[no-untyped-def]
+    """The event a recording gives back: each chunk offset floored to the largest 0.1 ms step not above it."""
+    from fractions import Fraction
+
+    from kimitui.events import RequestResult
+
+    offs = getattr(event, "chunk_offsets_ms", None)
+    if not isinstance(event, RequestResult) or not offs or not all(-1e12 < o < 1e12 for o in offs):
+        return event
+    ks = [math.floor(Fraction(o) * 10) for o in offs]  # exact arithmetic, then the float step that equals o
+    ks = [k + 1 if (k + 1) / 10 <= o else k for k, o in zip(ks, offs)]
+    return event.model_copy(update={"chunk_offsets_ms": [k / 10 for k in ks]})
+
+
+@pytest.mark.parametrize("name", ["killed.jsonl", "killed.jsonl.gz"])
+def test_kill_9_loses_at_most_the_last_second(tmp_path: Path, name: str) -> None:
     import signal
     import subprocess
     import sys
     import threading
 
-    path = tmp_path / "killed.jsonl"
+    path = tmp_path / name
     child = (
         "import sys, time\n"
         "from kimitui.events import Note\n"
@@ -242,13 +342,16 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
     finally:
         proc.wait(timeout=10)
         reader.join(timeout=5)
-    rec = read_recording(path)  # the plain file: the writer never got to close
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # the writer never got to close: the named file
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")  # compressed while it recorded
+    rec = read_recording(path)
     texts = [int(e.text) for e in rec.events]  # type: ignore[attr-defined]
     assert texts == list(range(len(texts)))  # a gap-free prefix
     old_enough = [i for i, t in published if t <= killed_at - 1.0]
     assert old_enough, "the child published nothing in time (host too loaded?)"
     assert max(old_enough) < len(texts)  # everything handed over more than a second before the kill is there
     assert all(s.reason.startswith("truncated") for s in rec.skipped)
+    assert not any("damaged" in s.reason for s in rec.skipped)  # a cut stream is not damage
 
 
 def test_non_finite_floats_do_not_lose_the_event(tmp_path: Path) -> None:

@@ -181,7 +181,7 @@ async def test_replay_controller_is_a_controller(tmp_path: Path) -> None:
     ctl = ReplayController(write_recording(tmp_path / "c.jsonl", events), speed=None)
     assert isinstance(ctl, Controller) and isinstance(ctl, ReplayControls)
     assert ctl.live is False and ctl.host_name == "sim" and ctl.busy is None
-    assert ctl.recording_path and ctl.recording_path.endswith("c.jsonl.gz")
+    assert ctl.recording_path and ctl.recording_path.endswith("c.jsonl")
     assert ctl.profile_names() == ["ep8-tuned"]
     assert ctl.default_sweep_spec().levels == [1, 8, 32]
     for call in (lambda: ctl.plan_swap("x"), ctl.mark_baseline, ctl.toggle_recording, lambda: ctl.add_note("n")):

@@ -100,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--extra-body", type=_json_object, metavar="JSON",
                    help="extra JSON fields for every request body, e.g. '{\"top_p\": 0.9}'")
     p.add_argument("--profile", help="label the sweep with the profile it ran against")
-    p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzipped on close)")
+    p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip while recording if it ends in .gz)")
     p.add_argument("--json", action="store_true", help="print one machine-readable summary instead of tables")
     p.add_argument("--like", metavar="RECORDING", help="repeat the workload of the sweep in this recording")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +17,8 @@ from kimitui import __version__
 from kimitui.events import Event
 
 FORMAT_NAME = "kimitui-recording"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: chunk offsets as integer deltas, gzip written while recording; readers take 1 and 2."""
 
 PathLike = str | os.PathLike[str]
 
@@ -61,19 +63,19 @@ class Recording:
 
 
 def final_path(path: PathLike) -> Path:
-    """Where a closed (compressed) recording ends up: ``X.jsonl`` -> ``X.jsonl.gz``."""
+    """``X.jsonl`` -> ``X.jsonl.gz`` (before format 2 the writer compressed on close, under this name)."""
     p = Path(path)
     return p if p.name.endswith(".gz") else p.with_name(p.name + ".gz")
 
 
 def live_path(path: PathLike) -> Path:
-    """Where a running writer appends: ``X.jsonl.gz`` -> ``X.jsonl``."""
+    """``X.jsonl.gz`` -> ``X.jsonl`` (where a writer before format 2 appended until it closed)."""
     p = Path(path)
     return p.with_name(p.name[:-3]) if p.name.endswith(".gz") else p
 
 
 def resolve_path(path: PathLike) -> Path:
-    """The file that holds the recording ``path`` names (plain or compressed)."""
+    """The file that holds the recording ``path`` names (plain or compressed; old writers renamed on close)."""
     p = Path(path)
     if p.exists():
         return p
@@ -86,10 +88,29 @@ def resolve_path(path: PathLike) -> Path:
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
-def default_recording_path(host: str, profile: str | None, *, base: PathLike | None = None,
-                           when: float | None = None) -> Path:
-    """``<data dir>/recordings/<host>-<YYYYmmdd-HHMMSS>[-<profile>].jsonl`` (live name; ``.gz`` on close).
+NAME_PROFILES_MAX = 64
+"""Characters of a default name given to the profiles; the rest are counted (``+3more``)."""
 
+
+def profiles_label(profiles: Sequence[str]) -> str:
+    """``ep8-tuned+ep8-v2``: the profiles a recording holds, in order, at most ``NAME_PROFILES_MAX`` characters."""
+    names = [_SAFE.sub("_", p) for p in dict.fromkeys(p for p in profiles if p)]
+    if not names:
+        return ""
+    label = names[0][:NAME_PROFILES_MAX]
+    for i, name in enumerate(names[1:], start=1):
+        more = f"+{len(names) - i}more"
+        if len(label) + 1 + len(name) + (len(more) if i < len(names) - 1 else 0) > NAME_PROFILES_MAX:
+            return label + more
+        label += "+" + name
+    return label
+
+
+def default_recording_path(host: str, profile: str | Sequence[str] | None, *, base: PathLike | None = None,
+                           when: float | None = None) -> Path:
+    """``<data dir>/recordings/<host>-<YYYYmmdd-HHMMSS>[-<profiles>].jsonl.gz``.
+
+    ``profile`` is one name or every profile that ran (joined by ``+``, see :func:`profiles_label`).
     ``base`` replaces ``platformdirs.user_data_dir("kimitui")`` (tests, ``--data-dir``).
     """
     if base is None:
@@ -97,6 +118,7 @@ def default_recording_path(host: str, profile: str | None, *, base: PathLike | N
 
         base = platformdirs.user_data_dir("kimitui")
     stamp = datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y%m%d-%H%M%S")
-    suffix = f"-{_SAFE.sub('_', profile)}" if profile else ""
-    name = f"{_SAFE.sub('_', host) or 'host'}-{stamp}{suffix}.jsonl"
+    label = profiles_label([profile] if isinstance(profile, str) else profile or [])
+    suffix = f"-{label}" if label else ""
+    name = f"{_SAFE.sub('_', host) or 'host'}-{stamp}{suffix}.jsonl.gz"
     return Path(base) / "recordings" / name

@@ -1,26 +1,41 @@
-"""Writing a recording: an append-only Session sink, flushed by a thread, gzipped on close."""
+"""Writing a recording: an append-only Session sink, flushed by a thread, compressed while it records."""
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
-import shutil
 import threading
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kimitui.events import Event, dump_event
-from kimitui.recording.format import (
-    PathLike,
-    RecordingError,
-    RecordingHeader,
-    final_path,
-    live_path,
+from kimitui.events import (
+    Event,
+    LevelResult,
+    LevelStarted,
+    ProfileState,
+    ProfileSwitch,
+    SweepProgress,
+    SweepResult,
+    SweepStarted,
 )
+from kimitui.recording.format import PathLike, RecordingError, RecordingHeader
 
 log = logging.getLogger(__name__)
+
+MEMBER_BYTES = 4 << 20
+"""Uncompressed bytes per gzip member: a damaged byte costs at most the rest of its member
+(readers resume at the next one), and a member's CRC checks what it holds."""
+
+PROGRESS_INTERVAL_S = 1.0
+"""A recording keeps at most one ``sweep_progress`` per sweep and second (the Session gets every one)."""
+
+
+def dump_line(event: Event) -> str:
+    """One event as a recording line (no newline): ``dump_event`` with the recording's compact forms."""
+    return event.model_dump_json(context={"recording": True})
 
 
 class RecordingWriter:
@@ -32,6 +47,12 @@ class RecordingWriter:
     it early.  Without ``start()`` the sink itself flushes when the buffer
     reaches ``max_buffer`` or ``flush_interval`` has passed since the last
     flush; ``close()`` always flushes.
+
+    The file is the path named.  A name ending in ``.gz`` is written as gzip while
+    recording: each flush ends with a zlib sync flush (so everything flushed can be
+    decoded, even after a ``kill -9``), and a new gzip member starts every
+    ``MEMBER_BYTES``.  ``rename``, given the profiles the recording saw, names the
+    file on close (the cockpit's default names list every profile that ran).
     """
 
     def __init__(
@@ -40,24 +61,41 @@ class RecordingWriter:
         *,
         hosts: list[str],
         meta: dict[str, Any] | None = None,
-        compress: bool = True,
+        compress: bool | None = None,
         flush_interval: float = 0.5,
         max_buffer: int = 5000,
+        progress_interval: float = PROGRESS_INTERVAL_S,
+        rename: Callable[[list[str]], PathLike] | None = None,
+        compresslevel: int = 6,
     ) -> None:
-        self.path = live_path(path)
-        self.final_path: Path = final_path(path) if compress else self.path
-        self.compress = compress
+        self.path = Path(path)
+        gz = self.path.name.endswith(".gz")
+        if compress is not None and compress != gz:
+            raise ValueError(f"{self.path}: compress={compress} but the name {'ends' if gz else 'does not end'} "
+                             "in .gz; a recording is compressed exactly when its name ends in .gz")
+        self.compress = gz
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
+        self.progress_interval = progress_interval
         self.header = RecordingHeader(hosts=list(hosts), meta=dict(meta or {}))
         self.paused = False
         """While True, events are not recorded (the operator's record toggle)."""
         self.events_written = 0
         self.events_repr = 0
         """Events with a value JSON cannot hold, written with that value's repr instead."""
+        self.progress_dropped = 0
+        """``sweep_progress`` events left out of the file (more than one per ``progress_interval``)."""
+        self.profiles: list[str] = []
+        """Profiles that ran while recording, in the order they first did."""
+        self.bytes_in = 0
+        """Uncompressed bytes written so far (the header included)."""
         self.error: str | None = None
-        """The last write error (disk full...); the buffer is kept and retried."""
+        """The last write error (disk full...); the unwritten bytes are kept and retried."""
+        self._rename = rename
+        self._level = compresslevel
         self._buf: list[Event] = []
+        self._progress: dict[tuple[str, str], tuple[float, SweepProgress | None]] = {}
+        """(host, sweep) -> (time of the last kept progress, the newest one held back)."""
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._last_flush = time.monotonic()
@@ -65,19 +103,29 @@ class RecordingWriter:
         self._stop = threading.Event()
         self._kick = threading.Event()
         self._thread: threading.Thread | None = None
+        self._z: Any = None
+        self._member_in = 0
+        self._unwritten = b""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for existing in {self.path, self.final_path}:
-            if existing.exists() and existing.stat().st_size > 0:
-                raise RecordingError(f"{existing}: already exists; refusing to overwrite a recording")
-        self._file = open(self.path, "ab")  # noqa: SIM115 - closed in close()
-        self._file.write(self.header.model_dump_json().encode() + b"\n")
-        self._file.flush()
+        if self.path.exists() and self.path.stat().st_size > 0:
+            raise RecordingError(f"{self.path}: already exists; refusing to overwrite a recording")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._write(self.header.model_dump_json().encode() + b"\n")
 
     # -- the sink --------------------------------------------------------------
     def __call__(self, event: Event) -> None:
         if self._closed or self.paused:
             return
         with self._lock:
+            if isinstance(event, SweepProgress):
+                if not self._keep_progress(event):
+                    return
+            elif isinstance(event, (LevelStarted, LevelResult, SweepResult)):
+                self._release_progress(event.host, event.sweep_id)
+                if isinstance(event, LevelStarted):
+                    self._progress.pop((event.host, event.sweep_id), None)  # a level's first progress is kept
+            if isinstance(event, (ProfileSwitch, ProfileState, SweepStarted)):
+                self._note_profile(event)
             self._buf.append(event)
             n = len(self._buf)
         if self._thread is not None:
@@ -85,6 +133,43 @@ class RecordingWriter:
                 self._kick.set()  # the flusher writes now; the publisher never waits on the disk
         elif n >= self.max_buffer or time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush()
+
+    def _keep_progress(self, event: SweepProgress) -> bool:
+        """At most one progress per sweep and ``progress_interval``; the newest held back is kept for later.
+
+        The held-back one is written before the level's end (or the next level, or the sweep's
+        result, or on close), so the last progress of every level is in the file.
+        """
+        key = (event.host, event.sweep_id)
+        last = self._progress.get(key)
+        if last is not None and last[1] is not None and last[1].concurrency != event.concurrency:
+            self._buf.append(last[1])  # the previous level's last progress; this one starts a level
+            self.progress_dropped -= 1
+            last = None
+        if last is None or event.t - last[0] >= self.progress_interval or event.t < last[0]:
+            self._progress[key] = (event.t, None)
+            return True
+        self._progress[key] = (last[0], event)
+        self.progress_dropped += 1
+        return False
+
+    def _release_progress(self, host: str, sweep_id: str) -> None:
+        last = self._progress.get((host, sweep_id))
+        if last is not None and last[1] is not None:
+            self._buf.append(last[1])
+            self.progress_dropped -= 1
+            self._progress[(host, sweep_id)] = (last[1].t, None)
+
+    def _note_profile(self, event: Event) -> None:
+        name: str | None = None
+        if isinstance(event, ProfileSwitch):
+            name = event.to_profile if event.outcome == "ok" else None
+        elif isinstance(event, ProfileState):
+            name = event.profile if event.state == "serving" else None
+        elif isinstance(event, SweepStarted):
+            name = event.profile
+        if name and name not in self.profiles:
+            self.profiles.append(name)
 
     # -- flushing --------------------------------------------------------------
     def start(self) -> "RecordingWriter":
@@ -104,61 +189,102 @@ class RecordingWriter:
                 log.exception("recording flush failed")
 
     def flush(self) -> int:
-        """Write buffered events as whole lines; returns how many were written."""
+        """Write buffered events as whole lines (compressed and sync-flushed); returns how many."""
         with self._write_lock:
             with self._lock:
                 buf, self._buf = self._buf, []
             self._last_flush = time.monotonic()
-            if not buf or self._file.closed:
+            if not buf or self._fd < 0:
                 return 0
-            data = "".join(self._line(ev) for ev in buf).encode()
-            try:
-                self._file.write(data)
-                self._file.flush()
-            except OSError as exc:  # keep the events; retry on the next flush
-                self.error = f"{self.path}: {exc}"
-                log.error("recording write failed: %s", self.error)
-                with self._lock:
-                    self._buf[:0] = buf
-                return 0
-            self.error = None
+            self._write("".join(self._line(ev) for ev in buf).encode())
             self.events_written += len(buf)
             return len(buf)
+
+    def _write(self, data: bytes, finish: bool = False) -> None:
+        """Compress (if gzip) and write ``data``; bytes the disk refused are kept and retried next time."""
+        self.bytes_in += len(data)
+        if self.compress:
+            if self._z is None:
+                self._z = zlib.compressobj(self._level, zlib.DEFLATED, 31)
+            out = self._z.compress(data)
+            self._member_in += len(data)
+            if finish or self._member_in >= MEMBER_BYTES:
+                out += self._z.flush(zlib.Z_FINISH)  # a whole member: its CRC checks what it holds
+                self._z, self._member_in = None, 0
+            else:
+                out += self._z.flush(zlib.Z_SYNC_FLUSH)  # decodable up to here without the rest
+            data = out
+        pending = memoryview(self._unwritten + data)
+        try:
+            while pending:
+                pending = pending[os.write(self._fd, pending):]
+        except OSError as exc:
+            self.error = f"{self.path}: {exc}"
+            log.error("recording write failed: %s", self.error)
+        else:
+            self.error = None
+        self._unwritten = bytes(pending)
 
     def _line(self, event: Event) -> str:
         """One event as a line; a value JSON cannot hold (bytes, a set...) is written as its repr."""
         try:
-            return dump_event(event) + "\n"
+            return dump_line(event) + "\n"
         except Exception:
             self.events_repr += 1
-            return event.model_dump_json(fallback=repr) + "\n"
+            return event.model_dump_json(fallback=repr, context={"recording": True}) + "\n"
 
     # -- closing ---------------------------------------------------------------
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def final_path(self) -> Path:
+        """The file on disk (kept for callers of the time the writer renamed on close)."""
+        return self.path
+
     def close(self) -> Path:
-        """Flush, close and (if ``compress``) gzip; returns the final path. Idempotent."""
+        """Flush, end the gzip stream, close, and rename if asked; returns the path on disk. Idempotent."""
         if self._closed:
-            return self.final_path
+            return self.path
         self._closed = True
         self._stop.set()
         self._kick.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        with self._lock:
+            for _, held in self._progress.values():
+                if held is not None:
+                    self._buf.append(held)
+                    self.progress_dropped -= 1
+            self._progress.clear()
         self.flush()
-        self._file.close()
-        if self.compress and self.final_path != self.path:
-            tmp = self.final_path.with_name(self.final_path.name + ".tmp")
-            with open(self.path, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(tmp, self.final_path)
-            self.path.unlink()
-        return self.final_path
+        with self._write_lock:
+            if self.compress and self._z is not None:
+                self._write(b"", finish=True)
+            os.close(self._fd)
+            self._fd = -1
+        if self._unwritten:
+            raise RecordingError(f"{self.path}: {len(self._unwritten)} bytes could not be written: {self.error}")
+        if self._rename is not None:
+            self._rename_to(Path(self._rename(list(self.profiles))))
+        return self.path
+
+    def _rename_to(self, target: Path) -> None:
+        if target == self.path:
+            return
+        if target.exists():
+            log.warning("recording not renamed to %s: that file exists", target)
+            return
+        try:
+            os.rename(self.path, target)
+        except OSError as exc:
+            log.warning("recording not renamed to %s: %s", target, exc)
+            return
+        self.path = target
 
     async def aclose(self) -> Path:
-        """``close()`` off the event loop (compressing an hour takes a moment)."""
+        """``close()`` off the event loop."""
         import asyncio
 
         return await asyncio.to_thread(self.close)
@@ -171,10 +297,19 @@ class RecordingWriter:
 
 
 def write_recording(path: PathLike, events: list[Event], *, hosts: list[str] | None = None,
-                    meta: dict[str, Any] | None = None, compress: bool = True) -> Path:
-    """Write a whole recording at once (tests, exports); returns the final path."""
-    writer = RecordingWriter(path, hosts=hosts if hosts is not None else sorted({e.host for e in events}),
-                             meta=meta, compress=compress, max_buffer=1 << 30)
+                    meta: dict[str, Any] | None = None, compress: bool | None = None) -> Path:
+    """Write a whole recording at once (tests, exports); returns its path.
+
+    ``compress=True`` on a name without ``.gz`` appends ``.gz`` (``False`` drops it): a
+    program's wish, where a person's named path is always written as named.
+    """
+    p = Path(path)
+    if compress is True and not p.name.endswith(".gz"):
+        p = p.with_name(p.name + ".gz")
+    elif compress is False and p.name.endswith(".gz"):
+        p = p.with_name(p.name[:-3])
+    writer = RecordingWriter(p, hosts=hosts if hosts is not None else sorted({e.host for e in events}),
+                             meta=meta, max_buffer=1 << 30, progress_interval=0.0)
     for ev in events:
         writer(ev)
     return writer.close()
