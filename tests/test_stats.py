@@ -197,7 +197,8 @@ def test_old_recordings_get_a_derived_status() -> None:
 
 
 def test_server_message_unwraps_the_json_error() -> None:
-    assert server_message('HTTP 400: {"error": {"message": "bad  max_tokens", "code": 400}}') == "HTTP 400: bad max_tokens"
+    wrapped = 'HTTP 400: {"error": {"message": "bad  max_tokens", "code": 400}}'
+    assert server_message(wrapped) == "HTTP 400: bad max_tokens"
     assert server_message('HTTP 404: {"detail":"Not Found"}') == "HTTP 404: Not Found"
     assert server_message("HTTP 502: <html>bad gateway</html>") == "HTTP 502: <html>bad gateway</html>"
     assert len(server_message("x" * 1000)) == 300

@@ -310,11 +310,11 @@ def client_distortion(client: ClientSummary | None, ttft_p50_s: float | None) ->
     why = []
     lag = client.loop_lag_max_ms
     if lag is not None:
-        rel = ttft_p50_s * 1000.0 * CLIENT_LAG_TTFT_FRACTION if ttft_p50_s else None
+        ttft_ms = ttft_p50_s * 1000.0 if ttft_p50_s else None
         if lag >= CLIENT_LAG_MAX_MS:
             why.append(f"event-loop lag up to {lag:.0f} ms (limit {CLIENT_LAG_MAX_MS:.0f} ms)")
-        elif rel is not None and lag >= max(CLIENT_LAG_MIN_MS, rel):
-            why.append(f"event-loop lag up to {lag:.0f} ms, over 10 % of TTFT p50 {ttft_p50_s * 1000:.0f} ms")  # type: ignore[operator]
+        elif ttft_ms is not None and lag >= max(CLIENT_LAG_MIN_MS, CLIENT_LAG_TTFT_FRACTION * ttft_ms):
+            why.append(f"event-loop lag up to {lag:.0f} ms, over 10 % of TTFT p50 {ttft_ms:.0f} ms")
     if client.cpu_max_pct is not None and client.cpu_max_pct >= CLIENT_CPU_MAX_PCT:
         why.append(f"load process at {client.cpu_max_pct:.0f} % of a core")
     if not why:
