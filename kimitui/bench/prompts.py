@@ -2,13 +2,17 @@
 
 ``seed`` reproduces the seeds' workload (``/work/shared/seeds/000_*.txt``) so a
 kimitui sweep can be compared with the numbers operators already have.
-``random:N`` builds prompts of about N tokens from short common words (about
-one token each for BPE tokenizers); every prompt starts with its own index so
-two requests never share a cacheable prefix.
+``random:N`` builds prompts from short common words (about one token each
+for a large BPE vocabulary); every prompt starts with its own index so two
+requests never share a cacheable prefix.  Words are not tokens (a small
+vocabulary splits them, the chat template adds its own), so before its first
+level a sweep asks the server how many tokens its prompts come to and picks
+the word count that lands on N (:func:`fit_words`, ``SweepEngine``).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 
@@ -34,10 +38,21 @@ class PromptError(ValueError):
     """The ``prompts`` setting of a sweep spec is not understood."""
 
 
-def prompt_source(spec: str, seed: int = 0) -> Callable[[int], str]:
+def random_tokens(spec: str) -> int | None:
+    """N of ``random:N``; None for any other prompt set."""
+    if not spec.startswith("random:"):
+        return None
+    try:
+        return int(spec.split(":", 1)[1])
+    except ValueError:
+        return None
+
+
+def prompt_source(spec: str, seed: int = 0, words: int | None = None) -> Callable[[int], str]:
     """A function giving the i-th prompt of the set named by ``spec``.
 
-    Raises :class:`PromptError` naming the bad value.
+    ``words`` (for ``random:N``): the prompt's word count, as calibrated against
+    the server; N words when not given.  Raises :class:`PromptError` naming the bad value.
     """
     if spec == "seed":
         return lambda i: SEED_PROMPTS[i % len(SEED_PROMPTS)]
@@ -48,19 +63,49 @@ def prompt_source(spec: str, seed: int = 0) -> Callable[[int], str]:
             raise PromptError(f"prompts: {spec!r}: expected random:N with N an integer token count") from None
         if n < 1 or n > 1_000_000:
             raise PromptError(f"prompts: {spec!r}: N must be between 1 and 1000000")
-        return _random_prompts(n, seed)
+        return _random_prompts(words if words is not None else n, seed)
     raise PromptError(f"prompts: {spec!r}: expected 'seed' or 'random:N'")
 
 
-def _random_prompts(n_tokens: int, seed: int) -> Callable[[int], str]:
+@functools.lru_cache(maxsize=8)
+def _bag(seed: int, k: int) -> tuple[str, ...]:
+    """The words every prompt of a sweep shares (a longer bag starts with a shorter one)."""
+    return tuple(random.Random(seed * 1_000_003 - 1).choices(_WORDS, k=k))
+
+
+def random_prompt(n_words: int, seed: int, i: int) -> str:
+    """The i-th ``random`` prompt of ``n_words`` words (the index counts as the first).
+
+    Every prompt is its own order of the same bag of words: a tokenizer that
+    splits words independently (BPE, SentencePiece) then counts every prompt
+    the same, give or take the index, so one calibration fits them all
+    (independent draws varied by +-8 % per prompt on a 3k-token vocabulary).
+    """
+    bag = _bag(seed, max(0, n_words - 1))
+    return " ".join([f"#{i}", *random.Random(seed * 1_000_003 + i).sample(bag, len(bag))])
+
+
+def fit_words(target: int, points: list[tuple[int, int]]) -> int:
+    """The word count whose prompt the server counts as ``target`` tokens.
+
+    ``points`` are (words, server prompt_tokens) probes; a line through the
+    last two (tokens = overhead + per_word x words) is solved for ``target``:
+    the chat template's overhead and the tokenizer's tokens per word both count.
+    """
+    w2, t2 = points[-1]
+    w1, t1 = next(((w, t) for w, t in reversed(points[:-1]) if w != w2), (0, 0))
+    per_word = (t2 - t1) / (w2 - w1) if t2 > t1 else t2 / max(1, w2)
+    overhead = t2 - per_word * w2
+    return max(1, round((target - overhead) / per_word))
+
+
+def _random_prompts(n_words: int, seed: int) -> Callable[[int], str]:
     cache: dict[int, str] = {}
 
     def make(i: int) -> str:
         text = cache.get(i)
         if text is None:
-            rng = random.Random(seed * 1_000_003 + i)
-            words = [f"#{i}"] + rng.choices(_WORDS, k=max(0, n_tokens - 1))
-            text = " ".join(words)
+            text = random_prompt(n_words, seed, i)
             if len(cache) < 4096:
                 cache[i] = text
         return text

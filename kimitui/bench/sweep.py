@@ -46,13 +46,14 @@ from collections.abc import Callable
 from kimitui.bench import h1client
 from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.bench.health import HealthMonitor
-from kimitui.bench.prompts import PromptError, prompt_source
+from kimitui.bench.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
 from kimitui.bench.stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
 from kimitui.events import (
     ErrorEvent,
     Event,
     LevelResult,
     LevelStarted,
+    Note,
     RequestResult,
     RequestStarted,
     SweepProgress,
@@ -157,6 +158,7 @@ class SweepEngine:
                 raise ValueError("mode 'rate' needs rate_rps > 0")
             if not self._model or self._model == "auto":
                 self._model = await resolve_model(spec.url)
+            await self._calibrate_prompts()
             for repeat in range(spec.repeats):
                 prev: LevelResult | None = None
                 for c in spec.levels:
@@ -468,6 +470,59 @@ class SweepEngine:
         self.health.dispatched(trace.sent_ns - trace.intended_ns)
         self.emit(RequestStarted(host=self.host, t=self.clock.wall(trace.sent_ns), sweep_id=self.sweep_id,
                                  request_id=trace.request_id, concurrency=trace.concurrency, warmup=trace.warmup))
+
+    # -- prompt calibration -------------------------------------------------------
+    CALIBRATION_TOLERANCE = 0.02
+    """A probe this close to N (a fraction of it) ends the fit; prompts vary by a few % around it."""
+
+    async def _calibrate_prompts(self) -> None:
+        """For ``random:N``: find the word count the server counts as N prompt tokens, before the first level.
+
+        Probes are streaming requests for one token, read back through the
+        load client (usage ``prompt_tokens``, chat template included), on the
+        sweep's own bag of words in their own order (no shared prefix).  Said
+        in a Note; a server that reports no prompt tokens is said in an error
+        and the prompts stay N words.
+        """
+        spec = self.spec
+        target = random_tokens(spec.prompts)
+        if target is None or self._setup_error:
+            return
+        deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, min(spec.request_timeout_s, 120.0))
+        pool = h1client.Pool(self._endpoint, deadlines)
+        points: list[tuple[int, int]] = []
+
+        async def probe(words: int) -> int:
+            trace = RequestTrace(f"{self.sweep_id}-calibrate-{len(points)}", 0, True, _perf_ns())
+            body = build_body(self._model, random_prompt(words, spec.seed, 100 + len(points)), 1,
+                              temperature=spec.temperature, ignore_eos=spec.ignore_eos, extra=spec.extra_body)
+            await h1client.run_request(pool, pool.request_bytes(body, trace.request_id), trace, deadlines)
+            if trace.prompt_tokens is None:
+                why = f"{trace.error_class}: {trace.error}" if trace.error_class else "no usage.prompt_tokens in the stream"
+                raise LookupError(why)
+            points.append((words, trace.prompt_tokens))
+            return trace.prompt_tokens
+
+        try:
+            await probe(max(2, target // 2))
+            await probe(target)
+            words = fit_words(target, points)
+            for _ in range(3):
+                if abs(await probe(words) - target) <= self.CALIBRATION_TOLERANCE * target:
+                    break
+                words = fit_words(target, points)
+        except LookupError as exc:
+            self.emit(ErrorEvent(host=self.host, source="sweep",
+                                 message=f"prompt calibration: the server did not count {spec.prompts}'s prompt "
+                                         f"tokens; prompts are {target} words (about a token each on a large "
+                                         "vocabulary), check the levels' prompt_tokens", detail=str(exc)))
+            return
+        finally:
+            pool.close()
+        self._prompt = prompt_source(spec.prompts, spec.seed, words=words)
+        probes = ", ".join(f"{w}->{t}" for w, t in points)
+        self.emit(Note(host=self.host, text=f"prompt calibration: {spec.prompts} = {words} words per prompt "
+                                            f"(server prompt_tokens per probe, words->tokens: {probes})"))
 
     # -- progress and control plane ------------------------------------------------
     async def _progress_loop(self) -> None:
