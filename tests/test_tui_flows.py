@@ -380,7 +380,9 @@ async def test_compare_view_overlays_baseline_and_last_sweep_with_a_verdict():
         await tick(pilot)
         text = screen_text(app)
         assert "A ep8-tuned (s1)  vs  B ep8-eplb (s2)" in text
-        assert "regression" in text and "peak -58 %" in text
+        # B is still running (C=1, 8, 32 done): its peak is judged against A's at those levels, not A's C=256
+        assert "regression" in text and "peak -37 %" in text
+        assert "compared at C=1, 8, 32; only in A: 64, 96, 128, 192, 256" in text
         assert "one knob changed: enable_eplb" in text
 
 
@@ -447,9 +449,86 @@ async def test_sparse_and_odd_events_render_without_errors():
         gpu_lines = app.query_one(GpuPanel).render().plain.splitlines()
         assert "%" not in gpu_lines[0]  # GPU 0 reports nothing: blank, not "0%"
         assert "50%" in gpu_lines[1]
-        assert app.query_one(LevelTable).get_row_at(0)[1] == "-"
+        row = app.query_one(LevelTable).get_row_at(0)
+        assert str(row[1]) == "failed" and str(row[2]) == "-"  # no request measured: not an ok level
+        assert str(row[-1]) == "no measured request was sent"
         app.query_one(StragglerList).focus()
         await pilot.press("enter")
         await tick(pilot)
         assert "has no gap window" in screen_text(app)
         assert app.is_running
+
+
+# --------------------------------------------------------------------------- the seeds' A/B: level lists, status, client
+
+
+def seed_app(**b_kw) -> tuple[KimituiApp, FakeController]:
+    """The field notes' tuned EP8 (eight levels) then EPLB (1, 8, 64, 256), as a session saw them."""
+    from kimitui.events import ConnectionState, ProfileState
+    from tests.support.fakecontrol import T0, caps
+    from tests.support.seedcase import eplb_events, tuned_events
+
+    initial = [ConnectionState(t=T0, state="connected"), caps(T0),
+               ProfileState(t=T0, profile="ep8-tuned", state="serving"), *tuned_events(), *eplb_events(**b_kw)]
+    return make(FakeController(initial=initial))
+
+
+async def _open_compare(app, pilot) -> str:
+    await settle(app, pilot)
+    await pilot.press("c")
+    await tick(pilot)
+    await app.screen.workers.wait_for_complete()
+    await tick(pilot)
+    return screen_text(app)
+
+
+async def test_compare_view_compares_sweeps_with_different_level_lists():
+    app, _ = seed_app()
+    async with app.run_test(size=SIZE) as pilot:
+        text = await _open_compare(app, pilot)
+        assert "not comparable" not in text
+        assert "regression: peak -44 % (beyond noise)" in text
+        assert "compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192" in text
+        assert "1538.0" in text and "862.0" in text  # the C=256 row of the per-level table
+
+
+async def test_compare_view_does_not_judge_a_failed_level_nor_draw_it():
+    from textual_plot.plot_widget import LinePlot, ScatterPlot
+
+    from kimitui.tui.screens.compare import CompareScreen
+
+    app, _ = seed_app(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})
+    async with app.run_test(size=(160, 50)) as pilot:
+        text = await _open_compare(app, pilot)
+        assert isinstance(app.screen, CompareScreen)
+        assert "regression: peak -46 %" in text and "not judged at C=256 (not ok)" in text
+        assert "ok/failed" in text and "not judged" in text and "B's C=256 failed (256/256 failed)" in text
+        assert "⚠ latency distorted by the client: loop lag 730 ms (B)" in text
+        datasets = app.screen.query_one("#compare-plot")._datasets
+        eplb = [d for d in datasets if isinstance(d, LinePlot) and d.line_style == "bold green"][0]
+        assert list(eplb.x) == [0.0, 3.0, 6.0]  # C=1, 8, 64: no point for the failed C=256
+        (floor,) = [d for d in datasets if isinstance(d, ScatterPlot)]
+        assert floor.marker == "✗" and list(floor.x) == [8.0] and list(floor.y) == [0.0]
+
+
+async def test_level_rows_and_curve_mark_failed_and_distorted_levels():
+    from textual_plot.plot_widget import LinePlot, ScatterPlot
+
+    from kimitui.tui.widgets.sweep_curve import SweepCurve
+
+    app, _ = seed_app(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(LevelTable)
+        rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
+        assert rows["256"][1] == "failed" and rows["256"][-1] == "256/256 failed"
+        assert rows["64"][1] == "ok ⚠ client" and rows["64"][-1] == "client: loop lag 730 ms"
+        assert rows["1"][1] == "ok" and rows["1"][-1] == ""
+        curve = app.query_one(SweepCurve)
+        agg = [d for d in curve._datasets if isinstance(d, LinePlot) and d.line_style == "bold green"][0]
+        assert 8.0 not in list(agg.x) and len(agg.x) == 3
+        marks = [d for d in curve._datasets if isinstance(d, ScatterPlot) and d.marker == "✗"]
+        assert len(marks) == 1 and list(marks[0].x) == [8.0]
+        assert "✗ not ok" in curve.legend
+        text = screen_text(app)
+        assert "C=256 failed: 256/256 failed (not a curve point)" in text  # the log says why

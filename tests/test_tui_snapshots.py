@@ -50,3 +50,24 @@ def test_confounded_swap_dialog(snap_compare):
         await pilot.pause(0.05)
 
     assert snap_compare(story_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_compare_view_seed_case_with_a_failed_and_a_distorted_level(snap_compare):
+    """Tuned EP8 (eight levels) vs EPLB (1, 8, 64, 256) whose C=256 failed and whose C=64 the client distorted."""
+    from kimitui.events import ConnectionState, ProfileState
+    from tests.support.fakecontrol import T0, FakeController, caps
+    from tests.support.seedcase import eplb_events, tuned_events
+
+    initial = [ConnectionState(t=T0, state="connected"), caps(T0),
+               ProfileState(t=T0, profile="ep8-tuned", state="serving"), *tuned_events(),
+               *eplb_events(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})]
+
+    async def run_before(pilot) -> None:
+        await _drawn(pilot)
+        await pilot.press("c")
+        await pilot.pause(0.05)
+        await pilot.app.screen.workers.wait_for_complete()
+        await pilot.pause(0.05)
+
+    assert snap_compare(KimituiApp(FakeController(initial=initial), tick=None), terminal_size=(120, 40),
+                        run_before=run_before)

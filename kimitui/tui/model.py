@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from kimitui.analysis.window import EventHistory
+from kimitui.bench.stats import effective_status
 from kimitui.events import (
     Baseline,
     ConnectionState,
@@ -130,6 +131,9 @@ class CurvePoint:
     concurrency: int
     agg_tok_s: float | None
     steady_tok_s: float | None
+    status: str = "ok"
+    """Only an ``ok`` level is a point of the curve; the others are drawn as a mark on the axis."""
+    reason: str = ""
 
 
 class CockpitModel:
@@ -345,8 +349,15 @@ class CockpitModel:
         sw.levels = [lv for lv in sw.levels if (lv.concurrency, lv.repeat) != (ev.concurrency, ev.repeat)]
         sw.levels.append(ev)
         sw.stragglers.extend(ev.stragglers)
+        status, reason = effective_status(ev, sw.spec.max_error_rate)
         self.curves.setdefault(sw.profile or "?", {})[ev.concurrency] = CurvePoint(
-            ev.concurrency, ev.agg_tok_s, ev.steady_tok_s)
+            ev.concurrency, ev.agg_tok_s, ev.steady_tok_s, status, reason)
+        if status != "ok":
+            self._log(ev.t, "error" if status == "failed" else "warning", "sweep",
+                      f"C={ev.concurrency} {status}: {reason or 'no reason recorded'} (not a curve point)")
+        if ev.client_distorted:
+            self._log(ev.t, "warning", "sweep", f"C={ev.concurrency} latency figures distorted by the client: "
+                      f"{ev.client_distorted}")
         if ev.stopped:
             self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
         return {"curve", "levels", "stragglers", "log"}

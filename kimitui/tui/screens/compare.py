@@ -3,6 +3,9 @@
 A (the reference) defaults to the baseline profile's last sweep, else the sweep
 before the last; B is the last sweep.  ``[``/``]`` pick another A.  The
 comparison (bootstrap noise) runs in a thread so the cockpit keeps drawing.
+Sweeps with different level lists are compared on the levels both have; a level
+that is not ``ok`` on a side is no point of its curve (a ``✗`` on the floor) and
+its row says why it is not judged.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from textual_plot.plot_widget import LegendLocation
 from kimitui.report.compare import Comparison, compare
 from kimitui.report.model import SweepRun, sweeps_of
 from kimitui.tui.model import CockpitModel
-from kimitui.tui.widgets.sweep_curve import ConcurrencyAxis
+from kimitui.tui.widgets.sweep_curve import NOT_OK_MARK, NOT_OK_STYLE, ConcurrencyAxis
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no_change": "bold",
                  "not_comparable": "bold yellow"}
@@ -40,19 +43,33 @@ def default_pair(runs: list[SweepRun], baseline: str | None) -> tuple[int, int] 
     return b - 1, b
 
 
+STATUS_STYLE = {"ok": "", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
+
+
 def level_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("C", "A agg", "B agg", "change", "verdict", "strag A/B", "fail A/B"):
-        table.add_column(col, justify="right" if col not in ("verdict",) else "left")
+    for col in ("C", "status A/B", "A agg", "B agg", "change", "verdict", "strag A/B", "fail A/B", "note"):
+        table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right")
     for lv in cmp.levels:
         agg = next((f for f in lv.figures if f.figure == "agg_tok_s"), None)
         if agg is None:
             continue
-        table.add_row(str(lv.concurrency), f"{agg.a:.1f}" if agg.a is not None else "-",
-                      f"{agg.b:.1f}" if agg.b is not None else "-",
-                      f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-",
-                      Text(agg.verdict.replace("_", " "), VERDICT_STYLE.get(agg.verdict, "")),
-                      f"{lv.stragglers[0]}/{lv.stragglers[1]}", f"{lv.failed[0]}/{lv.failed[1]}")
+        status = Text()
+        for i, st in enumerate(lv.status):
+            status.append(("/" if i else "") + st, STATUS_STYLE.get(st, ""))
+        if lv.judged:
+            verdict = Text(agg.verdict.replace("_", " "), VERDICT_STYLE.get(agg.verdict, ""))
+            why = lv.distortion.split("by the client: ", 1)[-1]
+            note = Text(f"⚠ latency distorted by the client: {why}", "yellow") if lv.distortion else Text("")
+        else:
+            verdict = Text("not judged", "bold yellow")
+            note = Text(lv.not_judged, "yellow")
+        strike = "" if lv.judged else "dim strike"
+        table.add_row(str(lv.concurrency), status,
+                      Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
+                      Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
+                      f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict,
+                      f"{lv.stragglers[0]}/{lv.stragglers[1]}", f"{lv.failed[0]}/{lv.failed[1]}", note)
     return table
 
 
@@ -113,16 +130,21 @@ class CompareScreen(ModalScreen[None]):
         plot.clear()
         ymax, levels = 10.0, []
         for run, style in ((a, "grey70"), (b, "bold green")):
-            pts = [(row.concurrency, row.agg_tok_s) for row in run.ordered_levels if row.agg_tok_s is not None]
+            levels += list(run.levels)
+            pts = [(row.concurrency, row.agg_tok_s) for row in run.ordered_levels
+                   if row.valid and row.agg_tok_s is not None]
             if pts:
-                levels += [c for c, _ in pts]
                 ymax = max(ymax, *(y for _, y in pts))
                 plot.plot([math.log2(c) for c, _ in pts], [y for _, y in pts], line_style=style,
                           hires_mode=HiResMode.BRAILLE, label=run.label)
+        bad = sorted({row.concurrency for run in (a, b) for row in run.ordered_levels if not row.valid})
+        if bad:  # where a level ran but measured no real point: on the floor, never on a curve
+            plot.scatter([math.log2(c) for c in bad], [0.0] * len(bad), marker=NOT_OK_MARK,
+                         marker_style=NOT_OK_STYLE, label="level not ok: no point")
         if levels:
             plot.set_xlimits(math.log2(min(levels)) - 0.3, math.log2(max(levels)) + 0.3)
         plot.set_ylimits(0, ymax * 1.1)
-        plot.show_legend(LegendLocation.BOTTOMRIGHT)
+        plot.show_legend(LegendLocation.TOPLEFT)  # curves rise to the right; the floor marks sit bottom right
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _compare(self, a: SweepRun, b: SweepRun) -> None:
@@ -140,9 +162,12 @@ class CompareScreen(ModalScreen[None]):
         head = Text(cmp.headline(), VERDICT_STYLE.get(cmp.verdict, "bold"))
         head.append(f"\nA {cmp.a.label}  vs  B {cmp.b.label}   ([ ] picks another A, esc closes)", "dim")
         self.query_one("#compare-head", Static).update(head)
-        body = Text("\n".join(cmp.summary_lines()[1:]) + "\n")
-        table = level_table(cmp)
+        lines = cmp.summary_lines()[1:]
         grid = Table.grid()
-        grid.add_row(body)
-        grid.add_row(table)
+        if cmp.verdict == "not_comparable":
+            grid.add_row(Text("\n".join(lines)))
+        else:  # which levels, the per-level table and the knobs first: they must stay in view
+            grid.add_row(Text(lines[0], "bold"))
+            grid.add_row(level_table(cmp))
+            grid.add_row(Text("\n" + "\n".join([lines[-1], *lines[1:-1]])))
         self.query_one("#compare-body", Static).update(grid)

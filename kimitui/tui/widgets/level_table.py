@@ -1,13 +1,21 @@
-"""One row per finished level (both aggregates, latency percentiles, failures) plus the running one."""
+"""One row per finished level (status, both aggregates, latency percentiles, failures) plus the running one.
+
+A level that is not ``ok`` says so in its status cell and has its aggregates struck through (they
+are not the server's throughput); ``⚠ client`` marks a level whose latencies the load process
+itself distorted.  The last column says why.
+"""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.widgets import DataTable
 
+from kimitui.bench.stats import effective_status
 from kimitui.tui.model import CockpitModel
 from kimitui.tui.render import num
 
-COLUMNS = ("C", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag")
+COLUMNS = ("C", "status", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag", "why")
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
 def pair(p50: float | None, p99: float | None, fmt) -> str:  # type: ignore[no-untyped-def]
@@ -34,7 +42,7 @@ class LevelTable(DataTable):
         super().__init__(cursor_type="none", zebra_stripes=True, **kwargs)
         self.model = model
         self.can_focus = False
-        self._last: list[tuple[str, tuple[str, ...]]] = []
+        self._last: list[tuple[str, tuple[str | Text, ...]]] = []
 
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
@@ -56,24 +64,31 @@ class LevelTable(DataTable):
                 self.add_row(*cells, key=key)
         self._last = rows
 
-    def _rows(self) -> list[tuple[str, tuple[str, ...]]]:
+    def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:
         sw = self.model.sweep
-        rows: list[tuple[str, tuple[str, ...]]] = []
+        rows: list[tuple[str, tuple[str | Text, ...]]] = []
         if sw is None:
             return rows
         for lv in sorted(sw.levels, key=lambda lv: (lv.concurrency, lv.repeat)):
             fail = f"{lv.failed}" if not lv.failures else f"{lv.failed} " + ",".join(
                 f"{k}:{v}" for k, v in sorted(lv.failures.items()))
+            status, reason = effective_status(lv, sw.spec.max_error_rate)
+            label = Text(status, STATUS_STYLE.get(status, ""))
+            why = [reason] if status != "ok" and reason else []
+            if lv.client_distorted:
+                label.append(" ⚠ client", "bold yellow")
+                why.append(f"client: {lv.client_distorted}")
+            figure = (lambda v: v) if status == "ok" else (lambda v: Text(v, "dim strike"))
             rows.append((f"{lv.concurrency}:{lv.repeat}", (
-                str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""),
-                _rate(lv.agg_tok_s), _rate(lv.steady_tok_s),
+                str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""), label,
+                figure(_rate(lv.agg_tok_s)), figure(_rate(lv.steady_tok_s)),
                 pair(lv.ttft.p50, lv.ttft.p99, _ms) + "ms", pair(lv.tpot.p50, lv.tpot.p99, _ms) + "ms",
                 pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, lambda v: num(v, ".1f")),
-                fail, str(len(lv.stragglers)) if lv.stragglers else "",
+                fail, str(len(lv.stragglers)) if lv.stragglers else "", "; ".join(why),
             )))
         live = sw.live_point
         if live is not None and sw.concurrency is not None and sw.outcome is None:
             prog = sw.progress
-            rows.append(("live", (f"{live[0]}…", _rate(live[1]), "", "", "", "",
-                                  str(prog.failed) if prog else "", "running")))
+            rows.append(("live", (f"{live[0]}…", "running", _rate(live[1]), "", "", "", "",
+                                  str(prog.failed) if prog else "", "", "")))
         return rows

@@ -3,6 +3,8 @@
 X is log2(C) with ticks labelled by C, so 1..256 spreads evenly.  Solid line =
 seed-comparable aggregate (tokens / level wall); dots = steady-state aggregate;
 ``●`` = the running level so far.  Other profiles' last runs stay as dim lines.
+A level that failed, was aborted or cut is no point of any line: a red ``✗`` on
+the floor marks where it ran (its figures are not a measurement of the server).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from rich.markup import escape
 from kimitui.tui.model import CockpitModel
 
 OTHER_STYLES = ("grey58", "magenta", "dark_orange", "cyan", "purple")
+NOT_OK_MARK = "✗"
+NOT_OK_STYLE = "bold red"
 
 
 class ConcurrencyAxis(AxisFormatter):
@@ -59,20 +63,24 @@ class SweepCurve(PlotWidget):
         current = m.sweep.profile if m.sweep else None
         ymax = 10.0
         levels: list[int] = []
+        not_ok: list[int] = []
         for i, (profile, points) in enumerate(m.curves.items()):
             if profile == (current or "?") or not points:
                 continue
-            xs = sorted(points)
+            xs = sorted(c for c in points if points[c].status == "ok")
+            levels += list(points)
+            if not xs:
+                continue
             ys = [points[c].agg_tok_s or 0.0 for c in xs]
             ymax = max(ymax, *ys)
-            levels += xs
             style = OTHER_STYLES[i % len(OTHER_STYLES)]
             self.plot([math.log2(c) for c in xs], ys, line_style=style, hires_mode=HiResMode.BRAILLE)
             legend.append(f"[{style}]━ {escape(profile)}[/]")
         if m.sweep is not None:
             levels += list(m.sweep.spec.levels)
             points = m.curves.get(current or "?", {})
-            xs = sorted(points)
+            not_ok = sorted(c for c, p in points.items() if p.status != "ok")
+            xs = sorted(c for c in points if points[c].status == "ok")
             agg = [(c, points[c].agg_tok_s) for c in xs if points[c].agg_tok_s is not None]
             steady = [(c, points[c].steady_tok_s) for c in xs if points[c].steady_tok_s is not None]
             if agg:
@@ -83,13 +91,17 @@ class SweepCurve(PlotWidget):
                 ymax = max(ymax, *(y for _, y in steady))
                 self.scatter([math.log2(c) for c, _ in steady], [y for _, y in steady], marker="·",
                              marker_style="bold cyan")
+            if not_ok:
+                self.scatter([math.log2(c) for c in not_ok], [0.0] * len(not_ok), marker=NOT_OK_MARK,
+                             marker_style=NOT_OK_STYLE)
             live = m.sweep.live_point
             if live is not None:
                 ymax = max(ymax, live[1])
                 self.scatter([math.log2(live[0])], [live[1]], marker="●", marker_style="bold yellow")
         if m.sweep is not None:
             legend = [f"[b green]━ {escape(current or '?')} agg[/]", "[b cyan]· steady[/]",
-                      *(["[b yellow]● now[/]"] if m.sweep.live_point else []), *legend]
+                      *(["[b yellow]● now[/]"] if m.sweep.live_point else []),
+                      *([f"[{NOT_OK_STYLE}]{NOT_OK_MARK} not ok[/]"] if not_ok else []), *legend]
         self.legend = "  ".join(legend)
         if levels:
             self.set_xlimits(math.log2(max(1, min(levels))) - 0.3, math.log2(max(levels)) + 0.3)
