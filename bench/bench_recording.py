@@ -1,17 +1,30 @@
-"""How big is an hour of a busy session, and how fast do we open and seek it?
+"""How big is an hour of a session, and how fast do we open and seek it?
 
-Builds one hour of synthetic but realistically shaped events (8 GPUs at 4 Hz,
+First, bytes per hour of a realistic session: a first use of the cockpit (18 minutes: the
+swap to ep8-tuned, then the cockpit's default sweep, sustained, C = 1 ... 256, 2C requests of
+512 tokens per level at the seeds' rates: 65 tok/s at C=1, 1538 tok/s aggregate at C=256), with
+8 GPUs at the agent's rates (4 Hz samples, processes every 2 s), SGLang's log (a decode line per
+40 decode steps per DP rank, each also a log-derived ServerStats), /metrics at 1 Hz, client
+health at 1 Hz and sweep progress at 4 Hz carrying every in-flight request.  A request's
+chunks come one per forward pass of its batch (the simulator's model: a step time with 3 %
+jitter, plus network and read jitter of 0.3 ms on average, and a rare 6x stall).  It is written
+through a Session into the RecordingWriter as the cockpit does (a flush every 0.5 s of session
+time) and printed as MB per hour: format 1 (float chunk offsets, every progress, gzipped on
+close) against format 2 (what the writer writes now), plain and compressed, against the goal
+of 20 MB per hour.
+
+Then one hour of synthetic but realistically shaped events (8 GPUs at 4 Hz,
 server log lines, /metrics stats at 1 Hz, and a sweep of levels up to 256
 streams with per-request chunk offsets and 4 Hz progress snapshots), records
 them through a Session into a RecordingWriter, then measures:
 
 * the sink cost per event (what ``publish`` pays for recording),
-* the file size after close (gzip) — goal <= 20 MB per hour,
-* the time to close (compress), to open the index, to seek (middle, end)
+* the file size (gzip, written while recording) — goal <= 20 MB per hour,
+* the time to close, to open the index, to seek (middle, end)
   and to jump to a straggler — goal <= 1 s for open + seek,
 * the time for a full ``read_recording`` (every event validated), for reference.
 
-Run:  .venv/bin/python bench/bench_recording.py [--minutes 60]
+Run:  .venv/bin/python bench/bench_recording.py [--minutes 60] [--first-use-minutes 18] [--size-only]
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import gzip
 import random
 import sys
 import tempfile
@@ -28,7 +42,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kimitui.events import (  # noqa: E402
+    ClientHealth,
     Event,
+    GpuProcess,
+    GpuProcs,
+    ProfileState,
+    ProfileSwitch,
+    RequestStarted,
+    SwapProgress,
     GpuReading,
     GpuSample,
     InFlight,
@@ -44,6 +65,7 @@ from kimitui.events import (  # noqa: E402
     SweepSpec,
     SweepStarted,
 )
+from kimitui.events import dump_event  # noqa: E402
 from kimitui.recording import RecordingIndex, RecordingWriter, read_recording  # noqa: E402
 from kimitui.replay import Replayer  # noqa: E402
 from kimitui.report import compare, summarize  # noqa: E402
@@ -146,6 +168,154 @@ def build_hour(minutes: float, seed: int = 1) -> list[Event]:
     return events
 
 
+SEED_AGG_TOK_S = {1: 65.0, 8: 250.0, 32: 600.0, 64: 900.0, 96: 1100.0, 128: 1250.0, 192: 1450.0, 256: 1538.0}
+"""Aggregate tok/s of ep8-tuned by concurrency: 65 at C=1, 345 at C=16, a 1538 peak (the field notes)."""
+GOAL_MB_PER_HOUR = 20.0
+
+
+def build_first_use(minutes: float = 18.0, seed: int = 2) -> list[Event]:
+    """A first use of the cockpit: the swap to ep8-tuned, then its default sweep (see the module doc)."""
+    rng = random.Random(seed)
+    t0 = 1_772_618_400.0
+    span = minutes * 60
+    events: list[Event] = [ProfileState(t=t0, profile="ep8-tuned", state="starting")]
+    for k, phase in enumerate(("stop", "launch", "weights", "cuda_graph", "ready")):
+        events.append(SwapProgress(t=t0 + k * 20, profile="ep8-tuned", phase=phase, message=f"{phase}..."))
+    events.append(ProfileSwitch(t=t0 + 100, to_profile="ep8-tuned", outcome="ok", phases={"weights": 61.0}))
+    events.append(ProfileState(t=t0 + 100, profile="ep8-tuned", state="serving"))
+    sweep_t0 = t0 + 150
+    spec = SweepSpec(url="http://127.0.0.1:30000", model="kimi-k2.6", levels=LEVELS, max_tokens=MAX_TOKENS)
+    events.append(SweepStarted(t=sweep_t0, sweep_id="sw-7f3a", spec=spec, profile="ep8-tuned"))
+    busy: list[tuple[float, float, int]] = []  # (start, end, concurrency)
+    lt = sweep_t0
+    for c in LEVELS:
+        per = SEED_AGG_TOK_S[c] / c
+        e2e = MAX_TOKENS / per
+        events.append(LevelStarted(t=lt, sweep_id="sw-7f3a", concurrency=c))
+        slots = [lt + rng.uniform(0, 0.02) for _ in range(c)]
+        running: list[tuple[float, float, str, float]] = []  # (sent, end, id, rate)
+        for j in range(2 * c):  # sustained: each slot sends its next request when the last ends
+            k = j % c
+            sent = slots[k]
+            rate = per * rng.uniform(0.85, 1.15)
+            rid = f"sw-7f3a-c{c}-r{j:04d}"
+            us, acc = [], int(rng.uniform(150_000, 400_000) * (1 + c / 64))
+            step_us = 1e6 / rate  # one token per forward pass of the whole batch (the sim's model)
+            for _ in range(MAX_TOKENS):
+                us.append(acc)
+                gap = step_us * rng.gauss(1.0, 0.03) + rng.expovariate(1 / 300)  # + network/read jitter
+                acc += int(gap * (6 if rng.random() < 0.002 else 1))  # a rare stall
+            offs = [u / 1000 for u in us]  # floored to the microsecond, as bench.client.to_result does
+            end = sent + us[-1] / 1e6 + 0.0003
+            gaps = [(b - a) / 1e6 for a, b in zip(us, us[1:])]
+            gi = max(range(len(gaps)), key=gaps.__getitem__)
+            events.append(RequestStarted(t=sent, sweep_id="sw-7f3a", request_id=rid, concurrency=c))
+            events.append(RequestResult(
+                t=end, sweep_id="sw-7f3a", request_id=rid, concurrency=c, ok=True, status=200,
+                intended_send=sent - 0.00004, sent=sent, ttfb_s=us[0] / 1e6 - 0.004, ttft_s=us[0] / 1e6,
+                e2e_s=end - sent, prompt_tokens=rng.randint(20, 60), completion_tokens=MAX_TOKENS,
+                tokens_from_usage=True, chunks=MAX_TOKENS, decode_tok_s=(MAX_TOKENS - 1) / ((us[-1] - us[0]) / 1e6),
+                e2e_tok_s=MAX_TOKENS / (end - sent), tpot_s=(end - sent - us[0] / 1e6) / (MAX_TOKENS - 1),
+                itl_p50_s=sorted(gaps)[len(gaps) // 2], itl_p99_s=sorted(gaps)[int(len(gaps) * 0.99)],
+                max_gap_s=gaps[gi], max_gap_at=sent + us[gi] / 1e6, chunk_offsets_ms=offs, finish_reason="length"))
+            running.append((sent, end, rid, rate))
+            slots[k] = end + rng.uniform(0.0001, 0.0005)
+        level_end = max(slots)
+        n = 0
+        t = lt + 0.25
+        while t < level_end:  # 4 Hz progress with every in-flight request
+            fl = [InFlight(request_id=rid, elapsed_s=round(t - sent, 3), tokens=min(MAX_TOKENS, int((t - sent) * rate)),
+                           tok_s=round(rate * rng.uniform(0.95, 1.05), 2))
+                  for sent, end, rid, rate in running if sent <= t < end]
+            done = sum(1 for r in running if r[1] <= t)
+            events.append(SweepProgress(t=t, sweep_id="sw-7f3a", concurrency=c, done=done, in_flight=fl,
+                                        level_tokens=done * MAX_TOKENS + sum(f.tokens for f in fl),
+                                        level_elapsed_s=round(t - lt, 3)))
+            if n % 4 == 0:
+                events.append(ClientHealth(t=t, sweep_id="sw-7f3a", dispatch_delay_p99_ms=round(rng.uniform(0.05, 0.4), 3),
+                                           loop_lag_ms=round(rng.uniform(0.1, 2.0), 3), cpu_pct=round(rng.uniform(5, 60), 1)))
+            n += 1
+            t += 0.25
+        events.append(SweepProgress(t=level_end, sweep_id="sw-7f3a", concurrency=c, done=2 * c, in_flight=[],
+                                    level_tokens=2 * c * MAX_TOKENS, level_elapsed_s=round(level_end - lt, 3)))
+        p = Percentiles(p50=per, p90=per * 1.05, p99=per * 1.1, mean=per)
+        events.append(LevelResult(t=level_end + 0.001, sweep_id="sw-7f3a", concurrency=c, requests=2 * c, ok=2 * c,
+                                  wall_s=level_end - lt, output_tokens=2 * c * MAX_TOKENS, agg_tok_s=SEED_AGG_TOK_S[c],
+                                  steady_tok_s=SEED_AGG_TOK_S[c] * 1.02, ttft=p, tpot=p, itl=p, decode_tok_s=p,
+                                  e2e_tok_s=p))
+        busy.append((lt, level_end, c))
+        lt = level_end + 0.5
+    events.append(SweepResult(t=lt, sweep_id="sw-7f3a", levels=LEVELS, peak_tok_s=1538.0))
+    # telemetry over the whole session
+    procs = [GpuProcess(gpu_index=i, pid=4242 + i, name="sglang::scheduler", used_mib=87_000.0) for i in range(8)]
+    for i in range(int(span * 4)):
+        t = t0 + i * 0.25
+        level = next((c for a, b, c in busy if a <= t <= b), 0)
+        events.append(gpu_sample(rng, t, i, level > 0))
+        if i % 8 == 0:
+            events.append(GpuProcs(t=t, procs=procs))
+        if i % 4 == 0:
+            events.append(ServerStats(t=t, source="metrics", running_reqs=float(level), queued_reqs=0.0,
+                                      token_usage=round(rng.random(), 4), gen_throughput=round(rng.uniform(0, 1600), 2),
+                                      num_tokens=float(rng.randint(0, 200_000)), cache_hit_rate=round(rng.random(), 4)))
+        if level or i % 40 == 0:  # a decode line per 40 decode steps per DP rank when busy (8 ranks, ~4/s in all)
+            line = decode_line(rng, t, level)
+            events.append(line)
+            events.append(ServerStats(t=t, source="log", running_reqs=float(level), queued_reqs=0.0,
+                                      token_usage=line.fields["token_usage"], gen_throughput=line.fields["gen_throughput"],
+                                      cuda_graph=True, num_tokens=float(line.fields["token"])))
+    events.sort(key=lambda e: e.t)
+    return [e for e in events if e.t <= t0 + span]
+
+
+def measure_size(events: list[Event], minutes: float, tmp: Path) -> dict[str, float]:
+    """MB per hour: format 1 (dump_event lines, gzipped at close) and format 2 (the writer, plain and gzip)."""
+    per_h = 60.0 / minutes
+    plain1 = "".join(dump_event(e) + "\n" for e in events).encode()
+    out = {"v1_plain": len(plain1) / 1e6 * per_h, "v1_gzip": len(gzip.compress(plain1, 6)) / 1e6 * per_h}
+    del plain1
+    for name in ("v2.jsonl", "v2.jsonl.gz"):
+        session = Session()
+        writer = RecordingWriter(tmp / name, hosts=["ct200"], max_buffer=1 << 30, flush_interval=1e9)
+        session.add_sink(writer)
+        next_flush = events[0].t + 0.5
+        t = time.perf_counter()
+        for ev in events:
+            if ev.t >= next_flush:  # the flusher's 0.5 s, in session time
+                writer.flush()
+                next_flush = ev.t + 0.5
+            session.publish(ev)
+        path = writer.close()
+        out[f"{name}_cpu_s"] = time.perf_counter() - t
+        out[name] = path.stat().st_size / 1e6 * per_h
+        out["progress_dropped"] = writer.progress_dropped
+    return out
+
+
+def print_size(minutes: float) -> None:
+    t = time.perf_counter()
+    events = build_first_use(minutes)
+    kinds: dict[str, list[int]] = {}
+    for e in events:
+        k = kinds.setdefault(e.kind, [0, 0])
+        k[0] += 1
+        k[1] += len(dump_event(e)) + 1
+    print(f"first use of the cockpit: {len(events)} events over {minutes:g} min, built in {time.perf_counter() - t:.1f} s")
+    print("  plain bytes (format 1) by kind: " + ", ".join(
+        f"{k}={n} ({b / 1e6:.1f} MB)" for k, (n, b) in sorted(kinds.items(), key=lambda kv: -kv[1][1])))
+    with tempfile.TemporaryDirectory() as tmp:
+        r = measure_size(events, minutes, Path(tmp))
+    print(f"  format 1 (float offsets, 4 Hz progress, gzip on close): {r['v1_plain']:.1f} MB/h plain, "
+          f"{r['v1_gzip']:.1f} MB/h gzip")
+    print(f"  format 2 (0.1 ms integer-delta offsets, 1 Hz progress, gzip while recording, a sync flush per 0.5 s): "
+          f"{r['v2.jsonl']:.1f} MB/h plain, {r['v2.jsonl.gz']:.1f} MB/h gzip "
+          f"({int(r['progress_dropped'])} progress snapshots left out of the file)")
+    verdict = "meets" if r["v2.jsonl.gz"] <= GOAL_MB_PER_HOUR else "MISSES"
+    print(f"  goal <= {GOAL_MB_PER_HOUR:g} MB/h: format 2 gzip {verdict} it ({r['v2.jsonl.gz']:.1f}); "
+          f"recorder CPU (publish + serialise + compress): {r['v2.jsonl.gz_cpu_s'] / (minutes * 60) * 100:.2f} % "
+          f"of one core at the session's rate")
+
+
 async def measure_replay(path: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     t, c = time.perf_counter(), time.process_time()
@@ -175,7 +345,13 @@ async def measure_replay(path: Path) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--first-use-minutes", type=float, default=18.0)
+    ap.add_argument("--size-only", action="store_true", help="only the first use's bytes per hour")
     args = ap.parse_args()
+
+    print_size(args.first_use_minutes)
+    if args.size_only:
+        return
 
     t = time.perf_counter()
     events = build_hour(args.minutes)
@@ -188,7 +364,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         session = Session()
         # the flusher thread is not started: sink cost alone, then the flush cost alone
-        writer = RecordingWriter(Path(tmp) / "hour.jsonl", hosts=["sim"], max_buffer=1 << 30, flush_interval=1e9)
+        writer = RecordingWriter(Path(tmp) / "hour.jsonl.gz", hosts=["sim"], max_buffer=1 << 30, flush_interval=1e9)
         session.add_sink(writer)
         t = time.perf_counter()
         worst = 0.0
@@ -200,10 +376,10 @@ def main() -> None:
         t = time.perf_counter()
         writer.flush()
         flush_s = time.perf_counter() - t
-        raw_mb = writer.path.stat().st_size / 1e6
+        raw_mb = writer.bytes_in / 1e6
         n = len(events)
         print(f"publish with the recorder as sink: {sink_s / n * 1e6:.2f} us/event mean, worst {worst * 1e6:.0f} us")
-        print(f"flush (serialise + write): {flush_s / n * 1e6:.1f} us/event -> {flush_s / (args.minutes * 60) * 100:.2f} % "
+        print(f"flush (serialise + compress + write, one flush of everything): {flush_s / n * 1e6:.1f} us/event -> {flush_s / (args.minutes * 60) * 100:.2f} % "
               f"of one core at this session's event rate ({n / (args.minutes * 60):.1f} events/s)")
         del events
         gc.collect()
@@ -213,7 +389,7 @@ def main() -> None:
         gz_mb = final.stat().st_size / 1e6
         per_hour = gz_mb * 60 / args.minutes
         print(f"size: {raw_mb:.1f} MB plain -> {gz_mb:.2f} MB gzip ({per_hour:.2f} MB per hour; goal <= 20)")
-        print(f"close (flush + gzip): {close_s:.2f} s")
+        print(f"close (end the gzip stream): {close_s:.2f} s")
         r = asyncio.run(measure_replay(final))
         print(f"open index: {r['open_index_s']:.3f} s wall, {r['open_index_cpu_s']:.3f} s CPU")
         print(f"seek middle: {r['seek_middle_s']:.3f} s wall, {r['seek_middle_cpu_s']:.3f} s CPU "

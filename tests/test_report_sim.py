@@ -59,7 +59,7 @@ def fast_profile(tmp: Path, name: str) -> Path:
 
 async def record(sim: SimServerProcess, tmp: Path, profile: str, name: str) -> Recorded:
     session = Session(host="sim")
-    writer = RecordingWriter(tmp / f"{name}.jsonl", hosts=["sim"], meta={"profile": profile}).start()
+    writer = RecordingWriter(tmp / f"{name}.jsonl.gz", hosts=["sim"], meta={"profile": profile}).start()
     session.add_sink(writer)
     live: list[LevelResult] = []
     session.add_sink(lambda ev: live.append(ev) if isinstance(ev, LevelResult) else None)

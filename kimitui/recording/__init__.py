@@ -2,23 +2,26 @@
 
 Format (see ``docs/recording-format.md``): JSON Lines.  Line 1 is a
 :class:`RecordingHeader`; every other line is one event as written by
-:func:`kimitui.events.dump_event`, in the order the Session published them.
+:func:`kimitui.recording.writer.dump_line` (``dump_event`` with chunk offsets as
+integer deltas), in the order the Session published them.
 
 Life of a file:
 
-* while a session runs, :class:`RecordingWriter` appends to ``X.jsonl``.  Events
-  are buffered in memory by the sink call (O(1), never blocks) and written as
-  whole lines by a flusher thread at least every ``flush_interval`` seconds
-  (and at once when the buffer grows large), so a ``kill -9`` loses at most the
-  last second and the file is readable while being written;
-* :meth:`RecordingWriter.close` flushes, then gzips ``X.jsonl`` into
-  ``X.jsonl.gz`` (via a temp file + rename) and removes the plain file.  A crash
-  during compression leaves the plain file intact.
+* :class:`RecordingWriter` writes the path it is given: gzip while recording if
+  the name ends in ``.gz`` (the cockpit's default names do), plain otherwise.
+  Events are buffered in memory by the sink call (O(1), never blocks) and
+  written as whole lines by a flusher thread at least every ``flush_interval``
+  seconds, each flush ending in a zlib sync flush, so a ``kill -9`` loses at
+  most the last second and the file is readable while being written;
+* sweep progress is recorded at most once a second per sweep (the Session
+  still gets every one; a level's last progress is always kept);
+* :meth:`RecordingWriter.close` ends the gzip stream and, for the cockpit's
+  default names, renames the file after every profile that ran.
 
-Readers accept either form (and find ``X.jsonl.gz`` when given ``X.jsonl``
-after it was compressed).  A truncated last line (a crash mid-write, or a
-writer still running) and malformed lines in the middle are skipped and
-reported with their line numbers; the rest is never lost.
+Readers accept either form and format versions 1 and 2.  A truncated last line
+(a crash mid-write, or a writer still running), malformed lines in the middle
+and damaged gzip bytes are skipped and reported with their line numbers; the
+rest is never lost.
 """
 
 from kimitui.recording.format import (
@@ -31,6 +34,7 @@ from kimitui.recording.format import (
     SkippedLine,
     default_recording_path,
     final_path,
+    profiles_label,
     live_path,
     resolve_path,
 )
@@ -43,7 +47,7 @@ from kimitui.recording.reader import (
     read_recording,
     spec_from_recording,
 )
-from kimitui.recording.writer import RecordingWriter, write_recording
+from kimitui.recording.writer import RecordingWriter, dump_line, write_recording
 
 __all__ = [
     "FORMAT_NAME",
@@ -57,11 +61,13 @@ __all__ = [
     "RecordingWriter",
     "SkippedLine",
     "default_recording_path",
+    "dump_line",
     "final_path",
     "iter_recording",
     "live_path",
     "load_recording",
     "parse_line",
+    "profiles_label",
     "read_recording",
     "resolve_path",
     "spec_from_recording",
