@@ -35,7 +35,11 @@ def handler(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bad config or host must read as one clear line, not a traceback
         print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)
         return 2
-    return run_app(controller, config_keys=_config_keys(controller))
+    rc = run_app(controller, config_keys=_config_keys(controller))
+    saved = getattr(controller, "last_recording_path", None)
+    if isinstance(saved, str):  # after quitting: the recording's final name on disk
+        print(f"kimitui: recording saved to {saved}", file=sys.stderr)
+    return rc
 
 
 def _config_keys(controller: Any) -> dict[str, str] | None:
