@@ -14,8 +14,8 @@ aiohttp client uses.  httpx stays the client for everything else.
 
 Error classes match :func:`kimitui.bench.client.run_request`: ``connect``
 (refused, connect timeout, closed before any response byte), ``http_status``,
-``stall`` (no byte for ``stall_s``), ``timeout`` (total deadline, via task
-cancellation), ``reset`` (closed mid-response or before ``[DONE]``),
+``stall`` (no byte for ``stall_s``, only when one is set), ``timeout`` (total deadline, via task
+cancellation; it says how long the stream had been silent), ``reset`` (closed mid-response or before ``[DONE]``),
 ``malformed`` and ``stream_error``.
 """
 

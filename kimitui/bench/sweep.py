@@ -19,7 +19,9 @@ before its clock starts, then writes them back to back without yielding, each
 stamped just before its write (connection set-up is not dispatch).
 
 Without ``duration_s`` or ``requests_per_level`` a level measures C requests
-(burst) or max(2C, 5) requests (sustained, rate).
+(burst) or max(2C, 5) requests (sustained, rate).  ``random:N`` prompts are
+fitted to N tokens as the server counts them before the first level
+(:meth:`SweepEngine._calibrate_prompts`).
 
 Stop rules (checked after each level; the level that tripped one says so in
 ``LevelResult.stopped``): failed fraction above ``max_error_rate`` (also
