@@ -52,7 +52,10 @@ def once_gz(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, bytes
     return path, events, path.read_bytes()
 
 
-def _check_flip(path: Path, events: list, data: bytes, bit: int, out: Path) -> None:
+def _check_flip(path: Path, events: list, data: bytes, bit: int, out: Path) -> tuple[int, int, bool]:
+    """Flip ``bit``, read: every event before it must be there.
+
+    Returns (events before it, events read, whether reading resumed after the damage)."""
     damaged = bytearray(data)
     damaged[bit // 8] ^= 1 << (bit % 8)
     out.write_bytes(bytes(damaged))
@@ -63,12 +66,16 @@ def _check_flip(path: Path, events: list, data: bytes, bit: int, out: Path) -> N
     except RecordingError as exc:  # only when the header line itself was hit
         assert whole == 0, f"bit {bit}: {exc}"
         assert str(out) in str(exc) and "line 1" in str(exc)
-        return
+        return 0, 0, False
     n = max(0, whole - 1)
     assert rec.events[:n] == events[:n], f"bit {bit}: an event before the damage was lost"
     assert list(index.events())[:n] == events[:n]
     if rec.events != events:
         assert rec.skipped, f"bit {bit}: events differ but nothing says where reading stopped"
+    resumed = any("reading resumed at byte" in k.reason for k in rec.skipped)
+    if resumed:  # what came after the damaged member is back too, to the end
+        assert rec.events[-1] == events[-1]
+    return n, len(rec.events), resumed
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -144,3 +151,26 @@ def test_report_names_file_and_line_of_a_malformed_t(tmp_path: Path, capsys: pyt
     err = capsys.readouterr().err
     assert "could not convert" not in err
     assert f"{path}: line {i + 1} skipped" in err
+
+
+def test_flips_all_over_a_file_written_while_recording(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """400 flips spread over a multi-member file from the writer: nothing before a flip is lost, nothing raises."""
+    from kimitui.recording import RecordingWriter
+    from kimitui.recording import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "MEMBER_BYTES", 30_000)
+    events = busy_minute(seconds=20) + synthetic_sweep(levels=[1, 4])
+    w = RecordingWriter(tmp_path / "w.jsonl.gz", hosts=["sim"], progress_interval=0.0)
+    for i, ev in enumerate(events):
+        w(ev)
+        if i % 7 == 0:
+            w.flush()
+    path = w.close()
+    data = path.read_bytes()
+    expected = read_recording(path).events  # what the file holds (chunk offsets at 0.1 ms)
+    assert len(expected) == len(events)
+    resumed = 0
+    for k in range(400):
+        bit = (k * len(data) * 8) // 400 + k % 8
+        resumed += _check_flip(path, expected, data, bit, tmp_path / "f.jsonl.gz")[2]
+    assert resumed > 200  # most flips cost only the rest of their member (all but those in the last)
