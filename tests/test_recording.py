@@ -218,7 +218,7 @@ def test_paused_writer_skips_events(tmp_path: Path) -> None:
 
 def test_gzip_cut_short_keeps_what_was_there(tmp_path: Path) -> None:
     events = busy_minute(seconds=30)
-    path = write_recording(tmp_path / "g.jsonl", events)
+    path = write_recording(tmp_path / "g.jsonl.gz", events)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     rec = read_recording(path)
