@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         for k in s.skipped:
             print(f"kimitui report: {s.source}: line {k.line_no} skipped: {k.reason}", file=sys.stderr)
     if comparison is not None:
-        for line in comparison.summary_lines()[:1]:
-            print(f"kimitui report: {line}", file=sys.stderr)
+        for line in comparison.summary_lines()[:2]:  # the verdict, and which levels it speaks for (or why not)
+            print(f"kimitui report: {line.strip()}", file=sys.stderr)
         if args.fail_on_regression:
             if comparison.verdict == "regressed":
                 return EXIT_REGRESSION

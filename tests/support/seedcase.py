@@ -115,6 +115,6 @@ def write_seed_pair(tmp: Path, **b_kw) -> tuple[Path, Path]:
     tmp.mkdir(parents=True, exist_ok=True)
     a = tmp / "tuned.jsonl.gz"
     if not a.exists():
-        write_recording(tmp / "tuned.jsonl", tuned_events())
-    b = write_recording(tmp / f"eplb-{len(list(tmp.glob('eplb-*')))}.jsonl", eplb_events(**b_kw))
+        a = write_recording(a, tuned_events())
+    b = write_recording(tmp / f"eplb-{len(list(tmp.glob('eplb-*')))}.jsonl.gz", eplb_events(**b_kw))
     return a, b
