@@ -335,6 +335,11 @@ def test_seed_case_with_different_level_lists_is_a_regression(tmp_path: Path,
     assert "| 256 | aggregate tok/s | 1,538 | 862 | -44.0 %" in out
     assert err.splitlines()[-2:] == ["kimitui report: regression: ep8-tuned (s1) vs ep8-eplb (s2)",
                                      "kimitui report: compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192"]
+    assert main(["report", str(a), "--vs", str(b), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("regression: ep8-tuned (s1) vs ep8-eplb (s2)\n")
+    assert "  compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192" in text
+    assert "  peak aggregate tok/s -44 % (regressed, ±8 %): 1538 tok/s at C=256 -> 862 tok/s at C=256" in text
     assert main(["report", str(a), "--vs", str(b), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)["comparison"]
     assert data["verdict"] == "regressed" and data["compared"] == [1, 8, 64, 256]
@@ -369,6 +374,12 @@ def test_a_failed_level_is_not_judged_and_never_the_peak(tmp_path: Path, capsys:
     assert "1. C=256 failed: 256/256 failed — not a peak, not drawn, not judged." in md
     assert "| 256 | aggregate tok/s | 1,538 | — | — | — | not judged |" in md
     assert "✗ not drawn: C=256 B failed" in md
+    assert main(["report", str(a), "--vs", str(b), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "   256  aggregate tok/s       1,538     —        —             —  not judged" in text
+    assert ["256", "failed", "256", "256", "—", "—", "—", "—", "—", "—", "0"] in [line.split() for line in text.splitlines()]
+    assert "  C=256 failed: 256/256 failed (figures in parentheses: not a peak, not judged)" in text
+    assert "  C=256 failures: http_status 256 (HTTP 503: server overloaded)" in text
     assert main(["report", str(b), "--format", "json"]) == 0
     (sweep,) = json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"]
     level = sweep["levels"][-1]
@@ -413,6 +424,10 @@ def test_a_client_distorted_level_is_marked_and_the_verdict_says_so(tmp_path: Pa
     md = capsys.readouterr().out
     assert "| 64 | ok ⚠ client (1) |" in md and "1. C=64 latency figures distorted by the client: loop lag 730 ms." in md
     assert "| 64 | decode p50 | 20.2 | 11.0 | -45.7 % | ±8.3 % | **regressed** ⚠ client |" in md
+    assert main(["report", str(b), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "   64  ok !client   64       0          23        700" in text
+    assert "  C=64 latency figures distorted by the client: loop lag 730 ms" in text
     assert main(["report", str(b), "--format", "json"]) == 0
     level = json.loads(capsys.readouterr().out)["recordings"][0]["sweeps"][0]["levels"][2]
     assert level["client_distorted"] == "loop lag 730 ms" and level["client"]["loop_lag_max_ms"] == 730.0

@@ -1,4 +1,4 @@
-"""``kimitui report FILE [--vs FILE2] [--format md|json|csv] [--fail-on-regression]``.
+"""``kimitui report FILE [--vs FILE2] [--format md|text|json|csv] [--fail-on-regression]``.
 
 ``--sweep A --vs-sweep B`` without ``--vs`` compares two sweeps of one recording
 (the cockpit records both sides of a swap in one file).

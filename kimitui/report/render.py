@@ -1,4 +1,5 @@
-"""Reports as Markdown (tables + Unicode charts), JSON (stable, see ``docs/report-json.md``) and CSV."""
+"""Reports as Markdown (tables + Unicode charts), plain text (aligned columns), JSON (stable, see
+``docs/report-json.md``) and CSV."""
 
 from __future__ import annotations
 
@@ -397,4 +398,86 @@ def render_md(summaries: list[RecordingSummary], comparison: Comparison | None =
     return "\n".join(out).rstrip() + "\n"
 
 
-RENDERERS = {"md": render_md, "json": render_json, "csv": render_csv}
+# --------------------------------------------------------------------------- plain text
+
+
+def _columns(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Rows aligned in columns two spaces apart (numbers right-aligned)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    out = []
+    for r in [header, *rows]:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _plain_status(row: LevelRow) -> str:
+    return row.status + (" !client" if row.client_distorted else "")
+
+
+def sweep_text(run: SweepRun) -> list[str]:
+    out = [f"{run.profile or 'unknown profile'} — sweep {run.sweep_id}: host {run.host}, {_workload(run)}, outcome "
+           f"{run.outcome or 'unfinished (recording ends mid-sweep)'}" + (f" ({run.reason})" if run.reason else "")]
+    if not run.levels:
+        return out + ["  no level finished"]
+    rows = []
+    for row in run.ordered_levels:
+        dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
+        fig = (lambda v: v) if row.valid else (lambda v: v if v == "—" else f"({v})")
+        rows.append([str(row.concurrency), _plain_status(row), str(row.n_requests), str(row.n_failed),
+                     _f(row.prompt_tokens_p50), fig(_f(row.agg_tok_s)), fig(_f(row.steady_tok_s)), _f(dec["p50"], 1),
+                     _f(ttft["p50"], 2), _f(None if tpot["p50"] is None else tpot["p50"] * 1000, 1),
+                     str(len(row.stragglers))])
+    out += ["  " + line for line in _columns(
+        ["C", "status", "req", "failed", "prompt tok", "agg tok/s", "steady tok/s", "decode p50", "TTFT p50 s",
+         "TPOT p50 ms", "stragglers"], rows, right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10})]
+    for row in run.ordered_levels:
+        if not row.valid:
+            out.append(f"  C={row.concurrency} {row.status}: {row.status_reason or 'no reason recorded'} "
+                       "(figures in parentheses: not a peak, not judged)")
+        if row.client_distorted:
+            out.append(f"  C={row.concurrency} latency figures distorted by the client: {row.client_distorted}")
+        if row.n_failed:
+            errors = row.errors
+            out.append(f"  C={row.concurrency} failures: " + ", ".join(
+                f"{k} {v}" + (f" ({errors[k]})" if k in errors else "") for k, v in sorted(row.failures.items())))
+    peak = run.peak
+    if peak:
+        out.append(f"  peak (seed-comparable aggregate, ok levels only): {peak[1]:,.0f} tok/s at C={peak[0]}")
+    return out
+
+
+def comparison_text(cmp: Comparison) -> list[str]:
+    out = [cmp.summary_lines()[0], f"A {cmp.a.label} from {cmp.a.source}", f"B {cmp.b.label} from {cmp.b.source}"]
+    out += [f"  {line.strip()}" for line in cmp.summary_lines()[1:]]
+    if cmp.verdict == "not_comparable":
+        return out
+    rows = []
+    for f in ([cmp.peak] if cmp.peak else []) + cmp.rows():
+        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        verdict = "not judged" if f.note.startswith("not judged") else f.verdict.replace("_", " ")
+        rows.append(["peak" if f.concurrency is None else str(f.concurrency), f.label, _f(f.a, digits),
+                     _f(f.b, digits), _change(f), _noise(f),
+                     verdict + ("" if f.primary else " (info)") + (" !client" if f.note.startswith("distorted") else "")])
+    out += [""] + ["  " + line for line in _columns(["C", "figure", "A", "B", "change", "noise (95 %)", "verdict"],
+                                                     rows, right={0, 2, 3, 4, 5})]
+    return out
+
+
+def render_text(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+    """What a terminal or a chat shows: the verdict and the level tables in aligned columns."""
+    out: list[str] = []
+    if comparison is not None:
+        out += comparison_text(comparison) + [""]
+    for s in summaries:
+        out.append(f"{s.source}: hosts {', '.join(s.header.hosts) or '—'}, {len(s.sweeps)} sweep(s)")
+        if s.skipped:
+            out.append(f"  skipped {len(s.skipped)} unreadable line(s): " +
+                       "; ".join(f"line {k.line_no}: {k.reason}" for k in s.skipped[:5]))
+        for run in s.sweeps:
+            out += [""] + sweep_text(run)
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+RENDERERS = {"md": render_md, "json": render_json, "csv": render_csv, "text": render_text}
