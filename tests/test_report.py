@@ -452,3 +452,16 @@ def test_prompt_tokens_and_first_errors_are_in_the_report(tmp_path: Path, capsys
 def test_chart_flags_levels_that_are_not_drawn() -> None:
     lines = line_chart({"a": [(1, 10.0), (8, 100.0)]}, height=5, flagged={64: "failed"})
     assert "✗" in lines[-3] and lines[-1].endswith("✗ not drawn: C=64 failed") and "64" in lines[-2]
+
+
+def test_a_level_with_one_bad_repeat_is_not_ok() -> None:
+    """Pooled figures that include a failed repeat are not the server's: the level is not judged."""
+    from kimitui.report.model import LevelRow
+
+    good = LevelResult(sweep_id="s", concurrency=8, requests=8, ok=8, agg_tok_s=400.0, status="ok")
+    bad = good.model_copy(update={"repeat": 1, "ok": 0, "failed": 8, "status": "failed",
+                                  "status_reason": "all 8 requests failed (timeout 8)"})
+    row = LevelRow(8, repeats=[good, bad])
+    assert not row.valid and row.status == "failed"
+    assert row.status_reason == "repeat 1: failed (all 8 requests failed (timeout 8))"
+    assert LevelRow(8, repeats=[good]).valid
