@@ -8,6 +8,7 @@ point it at; a raw socket server writes responses in awkward pieces.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
@@ -309,3 +310,34 @@ def test_parser_takes_raw_utf8_but_not_broken_utf8_or_trailing_data() -> None:
         SseSplitter(trace).feed(b"data: " + payload + b"\n\n", 1)
         assert (trace.error_class is None) is ok, (payload, trace.error)
         assert trace.tokens == (1 if ok else 0)
+
+
+def test_tokens_of_a_chunk_without_text_go_to_the_next_text_chunk() -> None:
+    """vLLM sends a token that makes no text yet (half of a UTF-8 character) as an empty chunk with its
+    usage; the next text chunk carries it.  Per-chunk counts must still add up to the server's count."""
+    from kimitui.bench.client import SseSplitter
+
+    def chunk(content: str, ct: int, finish: str | None = None) -> bytes:
+        return b"data: " + json.dumps({"choices": [{"delta": {"content": content}, "finish_reason": finish}],
+                                       "usage": {"prompt_tokens": 9, "completion_tokens": ct}},
+                                      ensure_ascii=False).encode() + b"\n\n"
+
+    trace = RequestTrace("v", 1, False, 0)
+    sse = SseSplitter(trace)
+    for i, piece in enumerate([chunk("", 0), chunk("a", 1), chunk("", 2), chunk("é", 3), chunk("", 4),
+                               chunk("", 5), chunk("日", 6, "length")]):
+        sse.feed(piece, 10 + i)
+    sse.feed(b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":6}}\n\ndata: [DONE]\n\n', 20)
+    assert trace.chunk_tok == [1, 2, 3] and sum(trace.chunk_tok) == trace.usage_tokens == 6
+    assert trace.chunk_ns == [11, 13, 16] and trace.first_ns == 11
+
+    # the last tokens made no text: the final count still lands in the chunks (on the last one)
+    from kimitui.bench.client import Clock, to_result
+
+    trace = RequestTrace("w", 1, False, 0)
+    sse = SseSplitter(trace)
+    for i, piece in enumerate([chunk("a", 1), chunk("b", 2), chunk("", 3), chunk("", 4, "length")]):
+        sse.feed(piece, 10 + i)
+    sse.feed(b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4}}\n\ndata: [DONE]\n\n', 20)
+    result = to_result(trace, "s", Clock())
+    assert result.completion_tokens == 4 and result.chunks == 2 and result.chunk_tokens == [1, 3]

@@ -86,7 +86,7 @@ class RequestTrace:
     __slots__ = (
         "request_id", "concurrency", "warmup", "intended_ns", "sent_ns", "headers_ns", "first_ns",
         "last_ns", "end_ns", "tokens", "chunk_ns", "chunk_tok", "multi_token", "usage_tokens",
-        "cum_usage", "prompt_tokens", "status", "error_class", "error", "finish_reason", "saw_done",
+        "cum_usage", "last_usage", "prompt_tokens", "status", "error_class", "error", "finish_reason", "saw_done",
         "cancel_reason",
     )
 
@@ -106,6 +106,9 @@ class RequestTrace:
         self.multi_token = False
         self.usage_tokens: int | None = None
         self.cum_usage: int | None = None
+        """The server's completion count at the last chunk that carried text."""
+        self.last_usage: int | None = None
+        """The highest completion count any chunk reported (an early-ended stream's best count)."""
         self.prompt_tokens: int | None = None
         self.status: int | None = None
         self.error_class: str | None = None
@@ -329,11 +332,15 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
             trace.tokens += n
             trace.chunk_ns.append(now)
             trace.chunk_tok.append(n)
+            if ct is not None:
+                # Only a chunk that carries text advances the count: vLLM sends a token that makes no
+                # text yet (half a UTF-8 character) as an empty chunk, and the next text chunk carries it.
+                trace.cum_usage = ct
         fr = choice.get("finish_reason")
         if fr:
             trace.finish_reason = fr
-        if ct is not None:
-            trace.cum_usage = ct
+        if ct is not None and (trace.last_usage is None or ct > trace.last_usage):
+            trace.last_usage = ct
     elif usage and ct is not None:
         trace.usage_tokens = ct  # the final usage chunk (choices == [])
     return True
@@ -383,8 +390,8 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
     """Derive every per-request figure from what the stream recorded."""
     if trace.usage_tokens is not None:  # the final usage chunk: the server's own count
         tokens, from_usage = trace.usage_tokens, True
-    elif trace.cum_usage is not None:  # per-chunk usage, but the stream ended early
-        tokens, from_usage = max(trace.cum_usage, trace.tokens), True
+    elif trace.last_usage is not None:  # per-chunk usage, but the stream ended early
+        tokens, from_usage = max(trace.last_usage, trace.tokens), True
     else:
         tokens, from_usage = trace.tokens, False
     sent, end = trace.sent_ns, trace.end_ns or trace.sent_ns
@@ -399,6 +406,12 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
     tpot = (e2e - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
     itls = sorted(token_itls(trace))
     gap, gap_at = max_gap(trace)
+    chunk_tok: list[int] | None = list(trace.chunk_tok) if trace.multi_token else None
+    if trace.cum_usage is not None and trace.chunk_tok and from_usage and tokens > trace.tokens:
+        # Per-chunk usage, yet the server counted more: the last tokens made no text (vLLM's trailing
+        # empty chunks).  They arrived with or after the last text chunk; credit them there.
+        chunk_tok = list(trace.chunk_tok)
+        chunk_tok[-1] += tokens - trace.tokens
     return RequestResult(
         t=clock.wall(end),
         host=host,
@@ -429,6 +442,6 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
         # Floored to the microsecond, never rounded up: a chunk that came in the same read as [DONE]
         # must not land after the request's end (sent + e2e_s) and drop out of the steady window.
         chunk_offsets_ms=[(n - sent) // 1000 / 1000 for n in trace.chunk_ns] if keep_chunks else None,
-        chunk_tokens=list(trace.chunk_tok) if trace.multi_token else None,
+        chunk_tokens=chunk_tok,
         finish_reason=trace.finish_reason,
     )
