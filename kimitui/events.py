@@ -537,6 +537,9 @@ class ErrorEvent(Event):
     source: str
     message: str
     detail: str = ""
+    severity: Literal["error", "warning", "info"] = "error"
+    """``info``: something the operator should know once that is not a failure (vLLM's /metrics
+    lacks SGLang's gauges); shown as information, not counted as an error."""
 
 
 class Dropped(Event):

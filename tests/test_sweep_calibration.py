@@ -14,7 +14,7 @@ import pytest
 
 from kimitui.bench.prompts import fit_words, random_prompt
 from kimitui.bench.sweep import SweepEngine
-from kimitui.events import ErrorEvent, Event, LevelResult, Note, RequestResult, SweepSpec
+from kimitui.events import ErrorEvent, Event, LevelResult, RequestResult, SweepSpec
 from tests.support.simserver import start_sim
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
 from tests.support.tok_server import TOKENIZER_DIR, start_tok_server
@@ -45,8 +45,8 @@ async def test_random_n_lands_on_n_on_the_simulator(tmp_path: Path, n: int) -> N
         events, results = await sweep(sim.url, sim.model, n)
     assert results and all(r.ok for r in results)
     assert all(abs(r.prompt_tokens - n) <= 0.05 * n for r in results), [r.prompt_tokens for r in results]
-    [note] = [e for e in events if isinstance(e, Note)]
-    assert note.text.startswith(f"prompt calibration: random:{n} = ")
+    [note] = [e for e in events if isinstance(e, ErrorEvent)]
+    assert note.severity == "info" and note.message.startswith(f"prompt calibration: random:{n} = ")
 
 
 @pytest.mark.skipif(not TOKENIZER_DIR.exists(), reason="no tok-tiny tokenizer on this machine")
@@ -59,13 +59,13 @@ async def test_random_n_lands_on_n_with_a_tiny_real_tokenizer(n: int) -> None:
     assert uncalibrated > 1.5 * n  # words alone would be far off here
     assert results and all(r.ok for r in results)
     assert all(abs(r.prompt_tokens - n) <= 0.05 * n for r in results), [r.prompt_tokens for r in results]
-    assert any(isinstance(e, Note) and "prompt calibration" in e.text for e in events)
+    assert any(isinstance(e, ErrorEvent) and e.severity == "info" and "prompt calibration" in e.message
+               for e in events)
 
 
 async def test_a_server_without_usage_is_said_and_prompts_stay_n_words(minimal_server) -> None:
     events, results = await sweep(minimal_server.url, "minimal", 64, extra_body={"tick_ms": 1, "no_usage": True})
     [err] = [e for e in events if isinstance(e, ErrorEvent)]
-    assert "prompt calibration" in err.message and "64 words" in err.message
-    assert not any(isinstance(e, Note) for e in events)
+    assert "prompt calibration" in err.message and "64 words" in err.message and err.severity == "warning"
     assert all(r.ok for r in results) and [lv for lv in events if isinstance(lv, LevelResult)]
     assert len(minimal_server.state.request_ids) == 1 + 6  # one probe (no count: no fit), then the level

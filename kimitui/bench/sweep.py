@@ -55,7 +55,6 @@ from kimitui.events import (
     Event,
     LevelResult,
     LevelStarted,
-    Note,
     RequestResult,
     RequestStarted,
     SweepProgress,
@@ -483,8 +482,8 @@ class SweepEngine:
         Probes are streaming requests for one token, read back through the
         load client (usage ``prompt_tokens``, chat template included), on the
         sweep's own bag of words in their own order (no shared prefix).  Said
-        in a Note; a server that reports no prompt tokens is said in an error
-        and the prompts stay N words.
+        as information (``kimitui sweep`` prints it once); a server that reports
+        no prompt tokens is said as a warning and the prompts stay N words.
         """
         spec = self.spec
         target = random_tokens(spec.prompts)
@@ -517,14 +516,16 @@ class SweepEngine:
             self.emit(ErrorEvent(host=self.host, source="sweep",
                                  message=f"prompt calibration: the server did not count {spec.prompts}'s prompt "
                                          f"tokens; prompts are {target} words (about a token each on a large "
-                                         "vocabulary), check the levels' prompt_tokens", detail=str(exc)))
+                                         "vocabulary), check the levels' prompt_tokens", detail=str(exc),
+                                 severity="warning"))
             return
         finally:
             pool.close()
         self._prompt = prompt_source(spec.prompts, spec.seed, words=words)
         probes = ", ".join(f"{w}->{t}" for w, t in points)
-        self.emit(Note(host=self.host, text=f"prompt calibration: {spec.prompts} = {words} words per prompt "
-                                            f"(server prompt_tokens per probe, words->tokens: {probes})"))
+        self.emit(ErrorEvent(host=self.host, source="sweep", severity="info",
+                             message=f"prompt calibration: {spec.prompts} = {words} words per prompt",
+                             detail=f"the server's prompt_tokens per probe, words->tokens: {probes}"))
 
     # -- progress and control plane ------------------------------------------------
     async def _progress_loop(self) -> None:

@@ -302,9 +302,11 @@ class CockpitModel:
             self.health = ev
             return {"server"}
         if isinstance(ev, ErrorEvent):
-            self.errors += 1
-            self._log(ev.t, "error", "error", f"{ev.source}: {ev.message}")
-            self.notices.append(Notice("error", f"{ev.source}: {ev.message}"))
+            if ev.severity == "error":
+                self.errors += 1
+            level = "information" if ev.severity == "info" else ev.severity
+            self._log(ev.t, "info" if ev.severity == "info" else ev.severity, "error", f"{ev.source}: {ev.message}")
+            self.notices.append(Notice(level, f"{ev.source}: {ev.message}"))  # type: ignore[arg-type]
             return {"log", "header"}
         if isinstance(ev, Note):
             self.notes += 1
