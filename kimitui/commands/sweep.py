@@ -93,7 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--repeats", type=_positive(int), help="run the levels this many times")
     p.add_argument("--flush-cache", action="store_true", default=None, help="POST /flush_cache before each level")
     p.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (lengths then vary)")
-    p.add_argument("--stall-timeout", type=_positive(float), metavar="S", help="give up on a stream silent for S s (60)")
+    p.add_argument("--stall-timeout", type=_positive(float), metavar="S",
+                   help="give up on a stream silent for S s (default off: a silence is a straggler, "
+                        "measured, until the request deadline)")
     p.add_argument("--request-timeout", type=_positive(float), metavar="S", help="per-request deadline (900)")
     p.add_argument("--level-time-limit", type=_positive(float), metavar="S", help="stop the sweep when a level runs longer")
     p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
