@@ -1,0 +1,195 @@
+"""kimitui against a real inference engine (vLLM's CPU build, tests/support/real_engine.py).
+
+Everything here that passes on the simulator must pass on a server kimitui did
+not write: raw UTF-8 in the stream, vLLM's own usage chunks, error bodies and
+keep-alive.  Skipped (with the set-up command) where the engine's venv is not
+built; ``.ci/run`` builds it and sets ``KIMITUI_REQUIRE_ENGINE=1``, so in CI
+these tests always run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kimitui.recording import read_recording
+from tests.support import real_engine
+from tests.support.simserver import free_port
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _engine_python() -> Path:
+    py = real_engine.engine_python()
+    if py is None:
+        why = (f"no engine venv at {real_engine.engine_venv()}: build it with "
+               f"`python3 tests/support/real_engine.py setup`")
+        if real_engine.required():
+            pytest.fail(why + " (KIMITUI_REQUIRE_ENGINE=1)")
+        pytest.skip(why)
+    return py
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[real_engine.EngineServer]:
+    """One vLLM server for the module (it takes ~30 s to start)."""
+    py = _engine_python()
+    model = real_engine.build_model(py)
+    log = tmp_path_factory.mktemp("engine") / "vllm.log"
+    with real_engine.EngineServer(py, model, free_port(), log) as server:
+        yield server
+
+
+def sweep(url: str, *args: str, out: Path | None = None, timeout: float = 240) -> tuple[int, dict, str]:
+    """``kimitui sweep ... --json`` as an operator runs it (a real process, the real load process)."""
+    argv = [sys.executable, "-m", "kimitui", "sweep", "--url", url, "--json", "--no-progress", *args]
+    if out is not None:
+        argv += ["--out", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    try:
+        summary = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"sweep printed no JSON (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return proc.returncode, summary, proc.stderr
+
+
+def raw_stream(url: str, body: dict) -> bytes:
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return resp.read()
+
+
+def test_the_engine_streams_raw_utf8(engine: real_engine.EngineServer) -> None:
+    """The premise of the UTF-8 tests: a real server writes non-ASCII unescaped, as SGLang does."""
+    data = raw_stream(engine.url, {"model": real_engine.MODEL_NAME, "max_tokens": 256, "temperature": 1.0,
+                                   "seed": 7, "ignore_eos": True, "stream": True,
+                                   "messages": [{"role": "user", "content": "héllo “world”"}]})
+    assert re.search(rb"[\x80-\xff]", data), "no raw UTF-8 in 256 random tokens"
+    assert data.rstrip().endswith(b"data: [DONE]")
+
+
+@pytest.mark.parametrize("mode", ["burst", "sustained", "rate"])
+def test_sweep_every_mode_counts_every_request(engine: real_engine.EngineServer, mode: str, tmp_path: Path) -> None:
+    """C = 1, 4, 16 with 64 output tokens: no failures, tokens from the server's usage, every figure there."""
+    extra = ["--rate", "40"] if mode == "rate" else []
+    rc, summary, err = sweep(engine.url, "--mode", mode, "--levels", "1,4,16", "--max-tokens", "64",
+                             "--requests", "16", "--extra-body", '{"temperature": 1.0}', *extra,
+                             out=tmp_path / "run.jsonl")
+    assert rc == 0, err
+    assert summary["outcome"] == "completed", summary["reason"]
+    assert [lv["concurrency"] for lv in summary["levels"]] == [1, 4, 16]
+    for lv in summary["levels"]:
+        assert (lv["ok"], lv["failed"], lv["failures"]) == (16, 0, {}), lv["errors"]
+        assert lv["status"] == "ok" and lv["output_tokens"] == 16 * 64
+        assert lv["ttft"]["p50"] and lv["tpot"]["p50"] and lv["decode_tok_s"]["p50"]
+        assert lv["agg_tok_s"] and lv["prompt_tokens"]["p50"]
+    rec = read_recording(summary["recording"])
+    results = [e for e in rec.events if e.kind == "request_result"]
+    assert len(results) == 48
+    assert all(r.ok and r.tokens_from_usage and r.completion_tokens == 64 for r in results)
+    # vLLM holds back a partial UTF-8 character and sends its tokens in one later chunk: per-chunk usage
+    # says so, and the chunks' token counts still add up to the server's own count.
+    assert all(sum(r.chunk_tokens or [1] * r.chunks) == 64 for r in results)
+    assert summary["peak_tok_s"] == max(lv["steady_tok_s"] or lv["agg_tok_s"] for lv in summary["levels"])
+
+
+def test_wrong_model_fails_loudly_with_the_servers_message(engine: real_engine.EngineServer) -> None:
+    rc, summary, err = sweep(engine.url, "--model", "no-such-model", "--levels", "1", "--requests", "2",
+                             "--max-tokens", "8")
+    assert rc != 0
+    level = summary["levels"][0]
+    assert level["status"] == "failed" and level["failures"] == {"http_status": 2}
+    message = level["errors"]["http_status"]
+    assert "404" in message and "no-such-model" in message  # vLLM's own words, not just a status code
+    assert summary["peak_tok_s"] is None
+
+
+def test_prompt_longer_than_the_context_is_an_http_error_with_the_reason(engine: real_engine.EngineServer) -> None:
+    rc, summary, _ = sweep(engine.url, "--prompts", "random:3000", "--levels", "1", "--requests", "2",
+                           "--max-tokens", "8")
+    assert rc != 0
+    level = summary["levels"][0]
+    assert level["failures"] == {"http_status": 2}
+    assert "400" in level["errors"]["http_status"]
+    assert re.search(r"context|max_model_len|maximum", level["errors"]["http_status"], re.I)
+
+
+def test_server_stopped_mid_sweep_ends_every_open_request_as_a_failure(tmp_path: Path) -> None:
+    """Its own server: this one is stopped (SIGTERM) while 16 streams are open.
+
+    vLLM aborts open requests on shutdown with an error object inside the 200 stream
+    (``stream_error``, its message kept); a harder death would be ``reset``/``connect``.
+    """
+    py = _engine_python()
+    server = real_engine.EngineServer(py, real_engine.build_model(py), free_port(), tmp_path / "vllm.log",
+                                      max_model_len=2048)
+    with server:
+        argv = [sys.executable, "-m", "kimitui", "sweep", "--url", server.url, "--json", "--no-progress",
+                "--levels", "16", "--mode", "burst", "--max-tokens", "2000", "--requests", "16",
+                "--prompts", "random:16"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4.0)  # the burst is streaming (16 x 2000 tokens take ~20 s on one core)
+        server.stop(grace_s=0.5)
+        out, err = proc.communicate(timeout=120)
+    summary = json.loads(out)
+    level = summary["levels"][0]
+    assert level["ok"] < 16 and level["failed"] >= 1
+    assert set(level["failures"]) <= {"stream_error", "reset", "connect"}, level["failures"]
+    assert all(level["errors"][cls] for cls in level["failures"])
+    assert proc.returncode != 0 or level["ok"] > 0
+
+
+async def test_metrics_poller_reads_vllms_metrics_and_says_once_what_it_lacks(
+        engine: real_engine.EngineServer) -> None:
+    """The cockpit's server gauges on a server that is not SGLang: mapped where vLLM has an equivalent."""
+    import asyncio
+
+    from kimitui.events import ErrorEvent, ServerStats
+    from kimitui.session import Session
+    from kimitui.telemetry.metrics import MetricsPoller
+    from tests.support.telemetry import Collector
+
+    session = Session()
+    seen = Collector(session)
+    poller = MetricsPoller(session, engine.url, host="engine", metrics_interval=0.25, info_interval=0.25,
+                           loads_interval=0.25, health_interval=0.5, startup_grace_s=0.0)
+    await poller.start()
+    load = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kimitui", "sweep", "--url", engine.url, "--levels", "8", "--mode", "burst",
+        "--max-tokens", "256", "--requests", "16", "--no-progress", "--json",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        assert await asyncio.wait_for(load.wait(), 120) == 0
+        await asyncio.sleep(0.6)  # one more scrape after the load: the rate falls back
+    finally:
+        await poller.stop()
+    stats = [e for e in seen.events if isinstance(e, ServerStats) and e.source == "metrics"]
+    assert max(s.running_reqs or 0 for s in stats) >= 1
+    assert max(s.gen_throughput or 0 for s in stats) > 0
+    assert all(s.token_usage is not None and 0 <= s.token_usage <= 1 for s in stats)
+    said = [e for e in seen.events if isinstance(e, ErrorEvent)]
+    messages = [e.message for e in said]
+    # each said once: what vLLM's /metrics lacks (information), no /server_info, no /v1/loads
+    assert sum(m.startswith("/metrics is vLLM's") for m in messages) == 1
+    assert sum("no /server_info" in m for m in messages) == 1
+    assert sum(m.startswith("loads:") for m in messages) == 1
+    assert len(messages) == 3, messages
+    assert poller.stopped_polls == {"server_info", "loads"}
+
+
+def test_flush_cache_and_server_info_missing_are_said_once(engine: real_engine.EngineServer) -> None:
+    rc, summary, err = sweep(engine.url, "--levels", "1,2", "--requests", "2", "--max-tokens", "8",
+                             "--flush-cache")
+    assert rc == 0 and summary["outcome"] == "completed"
+    lines = [line for line in err.splitlines() if line.startswith("kimitui sweep:")]
+    assert sum("/flush_cache" in line for line in lines) == 1, lines
+    assert sum("/server_info" in line for line in lines) == 1, lines
