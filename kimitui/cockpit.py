@@ -55,7 +55,9 @@ class LiveController:
         default_profile: str = DEFAULT_PROFILE,
         autostart: bool = True,
         sim_time_scale: float | None = None,
+        watch_url: str | None = None,
     ) -> None:
+        """``watch_url``: watch a server kimitui did not start (metrics, health, sweeps); never swap it."""
         from kimitui.config import load_config
 
         self.config = load_config(config_path)
@@ -63,8 +65,9 @@ class LiveController:
         self.default_profile = default_profile
         self.autostart = autostart
         self.sim_time_scale = sim_time_scale
-        self._host_choice = host
-        self.host_name = self._resolve_host_name(host)
+        self.watch_url = watch_url.rstrip("/") if watch_url else None
+        self._host_choice = host or ("local" if watch_url and not getattr(self.config, "hosts", None) else None)
+        self.host_name = self._resolve_host_name(self._host_choice)
         self.session = Session(host=self.host_name)
         self._record_wanted = record
         self._record_path = record_path
@@ -164,6 +167,9 @@ class LiveController:
         python = getattr(getattr(self.config, "hosts", {}).get(self.host_name, None), "python", None) or "python3"
         self._gpu = GpuStream(self._host, self.session, backend=backend, python=python)
         await self._gpu.start()
+        if self.watch_url is not None:
+            await self._watch_server(self.watch_url)
+            return
         found = None
         try:
             found = await find_running(self._host, simulated=self.simulated)
@@ -184,6 +190,29 @@ class LiveController:
             self.session.publish(Baseline(host=self.host_name, profile=base))
         if autostart:
             await self.swap(self.default_profile)
+
+    async def _watch_server(self, url: str) -> None:
+        """A server kimitui did not start: poll it and sweep it, but never stop, start or swap it."""
+        from kimitui.bench.sweep import base_url
+        from kimitui.telemetry.metrics import MetricsPoller
+
+        self._server_url = base_url(url)
+        self._serving = True
+        self._open_recorder("watched")
+        self.session.publish(ProfileState(host=self.host_name, profile=None, state="serving",
+                                          detail=f"watching {self._server_url}: not started by kimitui"))
+        self.session.publish(ErrorEvent(
+            host=self.host_name, source="cockpit", severity="info",
+            message=f"watching {self._server_url}, a server kimitui did not start: metrics, health and sweeps; "
+                    "its log is not followed and swaps are refused"))
+        self._metrics = MetricsPoller(self.session, self._server_url, host=self.host_name)
+        await self._metrics.start()
+
+    def _refuse_if_watched(self) -> None:
+        if self.watch_url is not None:
+            raise NotAvailable(f"{self.watch_url} is watched, not controlled: kimitui did not start it, so it "
+                               "never stops or swaps it (open the cockpit on its host to control a server "
+                               "kimitui starts)")
 
     def _open_recorder(self, profile: str | None) -> None:
         """Open the recording (named after ``profile``); events seen before it come first."""
@@ -322,6 +351,7 @@ class LiveController:
         from kimitui.launcher.plan import plan_swap
         from kimitui.profiles import load_profile
 
+        self._refuse_if_watched()
         target = load_profile(profile, self.profile_dirs)
         running = None
         if self._running_profile:
@@ -333,6 +363,7 @@ class LiveController:
         return plan_swap(target, running=running, baseline=baseline)
 
     async def swap(self, profile: str) -> None:
+        self._refuse_if_watched()
         if self._busy == "sweep":
             raise NotAvailable("a sweep is running: stop it before swapping profiles")
         if self._busy == "swap":
@@ -396,6 +427,9 @@ class LiveController:
 
     def _server_url_and_model(self) -> tuple[str, str]:
         from kimitui.launcher.swap import server_url
+
+        if self.watch_url is not None and self._server_url is not None:
+            return self._server_url, "auto"  # the sweep asks the server's /v1/models
 
         bind_host, port, model = None, 30001, "default"
         if self._running_profile:

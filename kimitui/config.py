@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 ENV_VAR = "KIMITUI_CONFIG"
 SIM_HOST = "sim"
+LOCAL_HOST = "local"
+"""This machine itself (real NVML, local processes): for a cockpit run on the GPU host."""
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _JUMP_SPEC = re.compile(r"^(?:[^@\s]+@)?[^@\s:]+(?::\d+)?$")
 

@@ -12,6 +12,9 @@ def register(subparsers: Any) -> None:
                               description="Open the cockpit. With no hosts configured it runs on the "
                                           "embedded simulated host 'sim'.")
     p.add_argument("--host", metavar="NAME", help="a host from the config file (default: the first, or 'sim')")
+    p.add_argument("--url", metavar="URL",
+                   help="watch a server kimitui did not start (metrics, health, sweeps; never swapped), "
+                        "e.g. http://127.0.0.1:30000; its GPUs are read on --host (default: this machine)")
     rec = p.add_mutually_exclusive_group()
     rec.add_argument("--record", metavar="PATH", help="write the session recording here")
     rec.add_argument("--no-record", action="store_true", help="do not record this session")
@@ -31,6 +34,7 @@ def handler(args: argparse.Namespace) -> int:
             profile_dirs=getattr(args, "profiles", None),
             record_path=args.record,
             record=not args.no_record,
+            watch_url=args.url,
         )
     except Exception as exc:  # a bad config or host must read as one clear line, not a traceback
         print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)

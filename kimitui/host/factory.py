@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kimitui.config import SIM_HOST, Config, ConfigError, HostConfig
+from kimitui.config import LOCAL_HOST, SIM_HOST, Config, ConfigError, HostConfig
 from kimitui.host.base import EventCallback, Host
 from kimitui.host.local import LocalHost
 
@@ -25,7 +25,8 @@ def make_host(config: Config, name: str | None = None, on_event: EventCallback |
     """The Host called ``name`` (see :func:`choose_host_name`), not yet connected.
 
     ``sim`` with no such table is the embedded simulated host: a LocalHost
-    whose ``simulated`` flag makes launchers start the simulator.  Raises
+    whose ``simulated`` flag makes launchers start the simulator; ``local`` is
+    this machine itself.  Raises
     ConfigError for a name the config does not define.
     """
     chosen = choose_host_name(config, name)
@@ -33,8 +34,11 @@ def make_host(config: Config, name: str | None = None, on_event: EventCallback |
     if entry is None:
         if chosen == SIM_HOST:
             return LocalHost(SIM_HOST, on_event, simulated=True)
+        if chosen == LOCAL_HOST:
+            return LocalHost(LOCAL_HOST, on_event)
         where = f" in {config.path}" if config.path else " (no config file)"
-        raise ConfigError(f"no host {chosen!r}{where}; configured: {', '.join(config.hosts) or 'none'}, or 'sim'")
+        raise ConfigError(f"no host {chosen!r}{where}; configured: {', '.join(config.hosts) or 'none'}, "
+                          "or 'sim' (simulated), or 'local' (this machine)")
     if entry.sim and not entry.address:
         host: Host = LocalHost(chosen, on_event, simulated=True)
     else:
