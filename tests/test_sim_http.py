@@ -188,6 +188,10 @@ def test_bad_requests_say_which_field(sim):
     assert r.status_code == 400
     r = httpx.post(sim.url + "/v1/chat/completions", json={"messages": msgs("x"), "max_tokens": 40000}, timeout=10)
     assert r.status_code == 400 and "maximum context length of 32768" in r.json()["message"]
+    # a prompt longer than the context is refused first, in SGLang's own words
+    r = httpx.post(sim.url + "/v1/chat/completions", json={"messages": msgs("go " * 40000), "max_tokens": 8},
+                   timeout=10)
+    assert r.status_code == 400 and r.json()["message"].endswith("longer than the model's context length (32768 tokens).")
 
 
 def test_client_disconnect_frees_the_slot(sim):

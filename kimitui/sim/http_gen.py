@@ -86,6 +86,9 @@ class GenerationRoutes:
 
     def _make_req(self: SimServer, p: api.GenParams) -> tuple[Req | None, Response | None]:
         ctx = self.s.context_length
+        if p.prompt_tokens >= ctx:  # SGLang 0.5.23 tokenizer_manager.py::_validate_one_request, first check
+            msg = f"The input ({p.prompt_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
+            return None, JSONResponse(api.error_body(msg), status_code=400)
         max_new = p.max_new_tokens if p.max_new_tokens is not None else max(0, ctx - p.prompt_tokens)
         if p.prompt_tokens + max_new > ctx:
             msg = (
