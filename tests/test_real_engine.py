@@ -193,3 +193,134 @@ def test_flush_cache_and_server_info_missing_are_said_once(engine: real_engine.E
     lines = [line for line in err.splitlines() if line.startswith("kimitui sweep:")]
     assert sum("/flush_cache" in line for line in lines) == 1, lines
     assert sum("/server_info" in line for line in lines) == 1, lines
+
+
+async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.EngineServer, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kimitui run --url``: the real cockpit (Pilot) on vLLM: sweep, curve and spread work; swaps refused."""
+    import asyncio
+
+    from textual.widgets import Input
+
+    from kimitui.cockpit import LiveController
+    from kimitui.tui.app import KimituiApp
+    from kimitui.tui.screens.sweep_form import SweepForm
+    from kimitui.tui.widgets.level_table import LevelTable
+    from tests.support.tuiscreen import screen_text, tick
+
+    for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        (tmp_path / var).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / var))
+    monkeypatch.delenv("KIMITUI_CONFIG", raising=False)
+    ctrl = LiveController(record_path=str(tmp_path / "watch.jsonl"), watch_url=engine.url)
+    app = KimituiApp(ctrl, tick=None)
+
+    async def wait(pred, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            app.pump(force_charts=True)
+            if pred():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}: {[e.text for e in list(app.model.logs)[-8:]]}")
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait(lambda: app.model.server is not None, 30, "the server's metrics")
+        assert ctrl.host_name == "local" and "watching" in screen_text(app)
+        await pilot.press("1")  # a profile key: refused, the server is not kimitui's
+        await tick(pilot)
+        assert not isinstance(app.screen, SweepForm) and ctrl.busy is None
+        assert any("watched, not controlled" in str(n.message) for n in app._notifications)
+
+        await pilot.press("s")
+        await tick(pilot)
+        assert isinstance(app.screen, SweepForm)
+        app.screen.query_one("#sweep-levels", Input).value = "1,4"
+        app.screen.query_one("#sweep-max-tokens", Input).value = "64"
+        await pilot.click("#sweep-start")
+        await wait(lambda: app.model.sweep is not None and app.model.sweep.outcome is not None, 120,
+                   "the sweep to finish")
+        assert app.model.sweep.outcome.outcome == "completed", app.model.sweep.outcome.reason
+        await tick(pilot)
+        table = app.query_one(LevelTable)
+        assert table.row_count == 2
+        levels = [lv for lv in app.model.sweep.levels.values()] if isinstance(app.model.sweep.levels, dict) \
+            else list(app.model.sweep.levels)
+        assert levels and all(lv.ok == lv.requests and lv.status == "ok" for lv in levels)
+        await pilot.press("q")
+        await tick(pilot)
+
+
+def _shape_of_stream(data: bytes) -> dict:
+    """What a client depends on in a streamed chat completion, read off the raw bytes."""
+    text = data.decode("utf-8")  # raw UTF-8 must be valid UTF-8 once the whole body is in
+    assert text.endswith("data: [DONE]\n\n"), text[-200:]
+    events = [json.loads(part[6:]) for part in text.split("\n\n") if part.startswith("data: {")]
+    content = [e for e in events if e["choices"] and e["choices"][0]["delta"].get("content")]
+    finals = [e for e in events if e["choices"] and e["choices"][0].get("finish_reason")]
+    usage_only = [i for i, e in enumerate(events) if not e["choices"]]
+    return {
+        "object": {e["object"] for e in events},
+        "first_delta_role": events[0]["choices"][0]["delta"].get("role"),
+        "first_delta_content": events[0]["choices"][0]["delta"].get("content"),
+        "usage_on_every_content_chunk": all(e.get("usage") for e in content),
+        "finish_reasons": [e["choices"][0]["finish_reason"] for e in finals],
+        "usage_chunk_is_last": usage_only == [len(events) - 1],
+        "completion_tokens": events[-1]["usage"]["completion_tokens"],
+        "prompt_tokens_counted": events[-1]["usage"]["prompt_tokens"] > 0,
+        "separator": "\n\n",
+    }
+
+
+def _raw_exchange(url: str, bodies: list[dict]) -> list[tuple[int, dict[str, str], bytes]]:
+    """Several requests on ONE connection (keep-alive), as the load client sends them."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    out = []
+    try:
+        for body in bodies:
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            out.append((resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()))
+            assert not resp.will_close, f"{url} closed the connection after a {resp.status}"
+    finally:
+        conn.close()
+    return out
+
+
+def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_engine.EngineServer) -> None:
+    """The same requests to both servers: stream framing, usage placement, finish reasons, raw UTF-8,
+    keep-alive and error bodies.  Where SGLang's form differs from vLLM's (its error body), the
+    simulator follows SGLang 0.5.23 (``entrypoints/openai/serving_base.py::create_error_response``)."""
+    from kimitui.bench.stats import server_message
+    from tests.support.simserver import start_sim
+
+    stream = {"max_tokens": 32, "stream": True, "ignore_eos": True, "temperature": 1.0,
+              "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+              "messages": [{"role": "user", "content": "Explain “relativity” in 3 sentences, s’il vous plaît."}]}
+    too_long = {"max_tokens": 2_000_000, "messages": [{"role": "user", "content": "hello"}]}  # past any context
+    with start_sim("ep8-tuned", time_scale=50) as sim:
+        answers = {}
+        for name, url, model in (("sim", sim.url, sim.model), ("vllm", engine.url, real_engine.MODEL_NAME)):
+            answers[name] = _raw_exchange(url, [{**stream, "model": model}, {**stream, "model": model},
+                                                {**too_long, "model": model}])
+    shapes = {}
+    for name, ((s1, h1, b1), (s2, _, b2), (s3, h3, b3)) in answers.items():
+        assert (s1, s2) == (200, 200) and h1["content-type"].startswith("text/event-stream"), name
+        shapes[name] = _shape_of_stream(b1)
+        assert _shape_of_stream(b2) == shapes[name]  # the second request on the same connection
+        assert s3 == 400 and h3["content-type"].startswith("application/json"), (name, s3, b3[:200])
+        error = json.loads(b3)
+        message = server_message(f"HTTP {s3}: {b3.decode()}")
+        assert re.search(r"context length|max_model_len", message), (name, message)
+        if name == "sim":  # SGLang's ErrorResponse: top-level object/message/type/param/code
+            assert error["object"] == "error" and error["code"] == 400 and error["type"] == "BadRequestError"
+            assert set(error) == {"object", "message", "type", "param", "code"}
+        else:  # vLLM wraps it in "error"
+            assert error["error"]["code"] == 400 and error["error"]["message"]
+    assert shapes["sim"] == shapes["vllm"], (shapes["sim"], shapes["vllm"])
+    assert shapes["sim"]["finish_reasons"] == ["length"] and shapes["sim"]["completion_tokens"] == 32
