@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -324,3 +325,69 @@ def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_en
             assert error["error"]["code"] == 400 and error["error"]["message"]
     assert shapes["sim"] == shapes["vllm"], (shapes["sim"], shapes["vllm"])
     assert shapes["sim"]["finish_reasons"] == ["length"] and shapes["sim"]["completion_tokens"] == 32
+
+
+# Agreement with SGLang's bench_serving on the same real server, interleaved (k, b, b, k ...).  Tolerances
+# measured on a 2-core machine (engine on one core, clients on the other; docs/sweeps.md "Agreement with
+# SGLang's bench_serving" explains the definitions): TPOT p50 and output throughput within 10 %.
+# Temperature 1: at 0 this random model repeats a token that makes no text, and then neither client
+# has a first *text* chunk to time (both define TTFT by text, as bench_serving's chat backend does).
+AGREE_LEVELS = (1, 4)
+AGREE_REQUESTS, AGREE_TOKENS, AGREE_TRIALS = 16, 128, 2
+AGREE_TOLERANCE = 0.10
+
+
+def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: Path) -> dict:
+    argv = [str(py), str(real_engine.REPO_ROOT / "bench" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat",
+            "--base-url", url, "--model", real_engine.MODEL_NAME, "--tokenizer", str(model),
+            "--dataset-name", "custom", "--dataset-path", str(prompts), "--sharegpt-output-len", str(AGREE_TOKENS),
+            "--num-prompts", str(AGREE_REQUESTS), "--max-concurrency", str(c), "--warmup-requests", "0",
+            "--output-file", str(out), "--disable-tqdm",
+            "--extra-request-body", json.dumps({"temperature": 1.0, "stream_options": {
+                "include_usage": True, "continuous_usage_stats": True}})]
+    out.unlink(missing_ok=True)
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=out.parent)
+    assert res.returncode == 0 and out.exists(), (res.stdout + res.stderr)[-3000:]
+    return json.loads(out.read_text().splitlines()[-1])
+
+
+def test_figures_agree_with_sglang_bench_serving_on_the_same_server(engine: real_engine.EngineServer,
+                                                                     tmp_path: Path) -> None:
+    from kimitui.bench.prompts import prompt_source
+
+    py = _engine_python()
+    prompts = tmp_path / "prompts.jsonl"  # kimitui's own prompts (the seeds'), so both send the same
+    make = prompt_source("seed", 0)
+    prompts.write_text("".join(json.dumps({"conversations": [{"from": "human", "value": make(i)},
+                                                             {"from": "gpt", "value": "ok"}]}) + "\n"
+                               for i in range(AGREE_REQUESTS)))
+    rows = []
+    for c in AGREE_LEVELS:
+        k_runs, b_runs = [], []
+        for trial in range(AGREE_TRIALS):
+            order = ("k", "b") if trial % 2 == 0 else ("b", "k")
+            for who in order:
+                if who == "k":
+                    rc, summary, err = sweep(engine.url, "--levels", str(c), "--requests", str(AGREE_REQUESTS),
+                                             "--max-tokens", str(AGREE_TOKENS), "--prompts", "seed",
+                                             "--mode", "sustained", "--extra-body", '{"temperature": 1.0}')
+                    assert rc == 0, err
+                    k_runs.append(summary["levels"][0])
+                else:
+                    b_runs.append(_bench_serving(py, engine.url, real_engine.build_model(py), c, prompts,
+                                                 tmp_path / f"bs-{c}-{trial}.jsonl"))
+        k_tpot = statistics.median(lv["tpot"]["p50"] * 1000 for lv in k_runs)
+        b_tpot = statistics.median(r["median_tpot_ms"] for r in b_runs)
+        k_tput = statistics.median(lv["agg_tok_s"] for lv in k_runs)
+        b_tput = statistics.median(r["output_throughput"] for r in b_runs)
+        assert all(lv["output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS for lv in k_runs)
+        assert all(r["total_output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS and r["completed"] == AGREE_REQUESTS
+                   for r in b_runs)
+        rows.append((c, k_tpot, b_tpot, k_tput, b_tput))
+    report = "\n".join(f"C={c}: TPOT p50 {kt:.2f} vs {bt:.2f} ms ({kt / bt - 1:+.1%}); "
+                       f"throughput {kp:.0f} vs {bp:.0f} tok/s ({kp / bp - 1:+.1%})" for c, kt, bt, kp, bp in rows)
+    print("\nkimitui vs bench_serving on vLLM:\n" + report)
+    for c, kt, bt, kp, bp in rows:
+        assert abs(kt / bt - 1) <= AGREE_TOLERANCE, report
+        assert abs(kp / bp - 1) <= AGREE_TOLERANCE, report
