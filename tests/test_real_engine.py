@@ -199,15 +199,13 @@ def test_flush_cache_and_server_info_missing_are_said_once(engine: real_engine.E
 async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.EngineServer, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``kimitui run --url``: the real cockpit (Pilot) on vLLM: sweep, curve and spread work; swaps refused."""
-    import asyncio
-
     from textual.widgets import Input
 
     from kimitui.cockpit import LiveController
     from kimitui.tui.app import KimituiApp
     from kimitui.tui.screens.sweep_form import SweepForm
     from kimitui.tui.widgets.level_table import LevelTable
-    from tests.support.tuiscreen import screen_text, tick
+    from tests.support.tuiscreen import screen_text, tick, wait_for
 
     for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         (tmp_path / var).mkdir()
@@ -217,13 +215,7 @@ async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.Eng
     app = KimituiApp(ctrl, tick=None)
 
     async def wait(pred, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            app.pump(force_charts=True)
-            if pred():
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}: {[e.text for e in list(app.model.logs)[-8:]]}")
+        await wait_for(app, pred, timeout, what)
 
     async with app.run_test(size=(160, 50)) as pilot:
         await wait(lambda: app.model.server is not None, 30, "the server's metrics")

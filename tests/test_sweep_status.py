@@ -22,19 +22,14 @@ from kimitui.events import (
     LevelStarted,
     RequestResult,
     RequestStarted,
-    SweepSpec,
 )
 from tests.support.strict_server import StrictServer
-from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
+from tests.support.sweep_servers import minimal_server, minimal_spec  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def spec(url: str, **kw: Any) -> SweepSpec:
-    base: dict[str, Any] = dict(url=url, model="minimal", levels=[2], max_tokens=20, requests_per_level=4,
-                                extra_body={"tick_ms": 5})
-    base.update(kw)
-    return SweepSpec(**base)
+spec = minimal_spec
 
 
 def of(events: list[Event], cls: type) -> list[Any]:

@@ -7,10 +7,8 @@ the screen.  ep8-eplb at a 40x clock: its EPLB rebalance stalls a C=1 request.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.straggler_list import StragglerList
-from tests.support.tuiscreen import screen_text, tick
+from tests.support.tuiscreen import screen_text, tick, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -57,14 +55,7 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _wait(app: KimituiApp, pilot, pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        app.pump(force_charts=True)
-        if pred():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; log tail: "
-                         f"{[e.text for e in list(app.model.logs)[-8:]]}")
+    await wait_for(app, pred, timeout, what)
 
 
 async def test_live_cockpit_sweeps_and_shows_levels_and_a_straggler(sim_home: Path):

@@ -12,8 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+
+from kimitui.events import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,3 +41,11 @@ def minimal_server() -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+def minimal_spec(url: str, **kw: Any) -> SweepSpec:
+    """A small sweep against the minimal server (one level of C=2, 4 requests of 20 tokens, 5 ms a chunk)."""
+    base: dict[str, Any] = dict(url=url, model="minimal", levels=[2], max_tokens=20, requests_per_level=4,
+                                extra_body={"tick_ms": 5})
+    base.update(kw)
+    return SweepSpec(**base)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import time
+from collections.abc import Callable
 from typing import Any
 
 _TEXT = re.compile(r"<text[^>]*>(.*?)</text>", re.S)
@@ -28,3 +31,14 @@ async def settle(app: Any, pilot: Any, rounds: int = 2) -> None:
         await tick(pilot)
         app.pump(force_charts=True)
         await tick(pilot)
+
+
+async def wait_for(app: Any, pred: Callable[[], Any], timeout: float, what: str) -> None:
+    """Pump the app until ``pred()`` holds; on time-out say what was awaited and the log's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.pump(force_charts=True)
+        if pred():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; log tail: {[e.text for e in list(app.model.logs)[-8:]]}")
