@@ -247,21 +247,49 @@ async def _read_stream(content: aiohttp.StreamReader, trace: RequestTrace) -> No
     sse.end(_perf_ns())
 
 
+MAX_LINE = 1 << 20
+"""The longest SSE line accepted (1 MiB; a chat chunk is well under 1 KiB): a longer one ends the request ``malformed``."""
+_MAX_COUNT = 1 << 31
+"""Token counts at or above this are not counts (and would overflow the float figures)."""
+
+
 class SseSplitter:
-    """Splits SSE bytes, read by read, into ``data:`` payloads for :func:`_on_payload` (both clients use it)."""
+    """Splits SSE bytes, read by read, into ``data:`` payloads for :func:`_on_payload` (both clients use it).
+
+    Linear in the bytes: an unfinished line is kept in a ``bytearray`` and
+    extended, only each read's new bytes are searched for a newline, and a
+    line beyond :data:`MAX_LINE` ends the request at once, so one endless line
+    costs no more than its bytes and never starves the other streams of the
+    load process.
+    """
 
     __slots__ = ("trace", "pending")
 
     def __init__(self, trace: RequestTrace) -> None:
         self.trace = trace
-        self.pending = b""
+        self.pending: bytes | bytearray = b""
+        """The unfinished line: one read's tail as is (the common case), a bytearray once it spans reads."""
 
     def feed(self, data: bytes, now: int) -> bool:
         """One read's bytes, all stamped ``now``; False once the stream is over or broken."""
-        if self.pending:
-            data = self.pending + data
+        pending = self.pending
+        if pending:
+            if data.find(b"\n") < 0:  # the line goes on: keep the bytes, search only the new ones
+                if type(pending) is bytes:
+                    pending = self.pending = bytearray(pending)
+                pending += data
+                if len(pending) > MAX_LINE:
+                    return self._too_long()
+                return True
+            data = pending + data
+            if type(data) is not bytes:
+                data = bytes(data)
+            self.pending = b""
         lines = data.split(b"\n")
-        self.pending = lines.pop()
+        tail = lines.pop()
+        if len(data) > MAX_LINE and (len(tail) > MAX_LINE or any(len(line) > MAX_LINE for line in lines)):
+            self.pending = data
+            return self._too_long()
         trace = self.trace
         for line in lines:
             if line[:5] == b"data:":
@@ -270,11 +298,18 @@ class SseSplitter:
             elif line and line[:1] != b":" and line.strip() and not line.startswith((b"event:", b"id:", b"retry:")):
                 trace.fail("malformed", f"not an SSE line: {line[:120]!r}")
                 return False
+        if tail:
+            self.pending = tail
         return True
+
+    def _too_long(self) -> bool:
+        self.trace.fail("malformed", f"SSE line longer than {MAX_LINE >> 20} MiB: {bytes(self.pending[:80])!r}...")
+        self.pending = b""
+        return False
 
     def end(self, now: int) -> None:
         """The body ended: a last line without its newline still counts."""
-        pending, self.pending = self.pending, b""
+        pending, self.pending = bytes(self.pending), b""
         if pending.strip():
             if pending[:5] == b"data:":
                 _on_payload(pending[5:].strip(), now, self.trace)
@@ -282,8 +317,38 @@ class SseSplitter:
                 self.trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
 
 
+def _kind(value: Any) -> str:
+    """``value``'s JSON type in words, for an error a person reads."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _brief(value: Any) -> str:
+    """A short printable form of a parsed value (never raises: deep nesting has no repr)."""
+    if type(value) is str:
+        return value[:300]
+    try:
+        return repr(value)[:300]
+    except RecursionError:
+        return f"<{_kind(value)}>"
+
+
+def _bad(trace: RequestTrace, field: str, value: Any, expected: str, payload: bytes) -> bool:
+    """A chunk of the wrong shape: the request ends ``malformed`` with what was wrong, where."""
+    what = f"{_kind(value)} {_brief(value)[:40]}" if type(value) in (int, float, str, bool) else _kind(value)
+    trace.fail("malformed", f"stream chunk's {field} is {what}, not {expected}: {payload[:120]!r}")
+    return False
+
+
 def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
-    """Handle one SSE event; returns False when the stream is over or broken."""
+    """Handle one SSE event; returns False when the stream is over or broken.
+
+    Every field read is type-checked (``type(x) is dict``: cheap on the hot
+    path): a chunk of the wrong shape ends the request ``malformed`` with a
+    reason, never an exception that would pass for a reset connection.
+    """
     if payload == b"[DONE]":
         trace.saw_done = True
         trace.end_ns = now  # the request is over; draining the HTTP framing after it is not its time
@@ -295,7 +360,7 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         obj, end = _raw_decode(text)
         if end != len(text) and text[end:].strip():
             raise ValueError("trailing data")
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; RecursionError: nesting too deep
         trace.fail("malformed", f"bad JSON in stream: {payload[:120]!r}")
         return False
     if type(obj) is not dict:
@@ -303,20 +368,36 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         return False
     err = obj.get("error")
     if err is not None or obj.get("object") == "error":
-        msg = err.get("message", err) if isinstance(err, dict) else (err or obj.get("message", ""))
-        trace.fail("stream_error", f"error in stream: {msg}")
+        msg = err.get("message", err) if type(err) is dict else (err or obj.get("message", ""))
+        trace.fail("stream_error", f"error in stream: {_brief(msg)}")
         return True  # SGLang still sends [DONE]
     usage = obj.get("usage")
     ct = None
-    if usage:
+    if usage is not None:
+        if type(usage) is not dict:
+            return _bad(trace, "usage", usage, "an object", payload)
         ct = usage.get("completion_tokens")
-        if usage.get("prompt_tokens") is not None:
-            trace.prompt_tokens = usage["prompt_tokens"]
+        if ct is not None and (type(ct) is not int or not 0 <= ct < _MAX_COUNT):
+            return _bad(trace, "usage.completion_tokens", ct, "a token count", payload)
+        pt = usage.get("prompt_tokens")
+        if pt is not None:
+            if type(pt) is not int or not 0 <= pt < _MAX_COUNT:
+                return _bad(trace, "usage.prompt_tokens", pt, "a token count", payload)
+            trace.prompt_tokens = pt
     choices = obj.get("choices")
     if choices:
+        if type(choices) is not list:
+            return _bad(trace, "choices", choices, "a list", payload)
         choice = choices[0]
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
+        if type(choice) is not dict:
+            return _bad(trace, "choices[0]", choice, "an object", payload)
+        delta = choice.get("delta")
+        if delta and type(delta) is not dict:
+            return _bad(trace, "choices[0].delta", delta, "an object", payload)
+        text = delta and (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+        if text:
+            if type(text) is not str:
+                return _bad(trace, "choices[0].delta text", text, "a string", payload)
             if ct is not None and trace.cum_usage is not None:
                 n = ct - trace.cum_usage
                 n = n if n > 0 else 1
@@ -338,10 +419,12 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
                 trace.cum_usage = ct
         fr = choice.get("finish_reason")
         if fr:
-            trace.finish_reason = fr
+            if type(fr) is not str:
+                return _bad(trace, "choices[0].finish_reason", fr, "a string", payload)
+            trace.finish_reason = fr[:100]
         if ct is not None and (trace.last_usage is None or ct > trace.last_usage):
             trace.last_usage = ct
-    elif usage and ct is not None:
+    elif ct is not None:
         trace.usage_tokens = ct  # the final usage chunk (choices == [])
     return True
 

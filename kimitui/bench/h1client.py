@@ -30,6 +30,8 @@ import yarl
 from kimitui.bench.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, timeout_message
 
 _perf_ns = time.perf_counter_ns
+_MAX_SIZE_LINE = 1024
+"""A chunk-size line (hex size and extensions) longer than this is not HTTP/1.1 from a real server."""
 
 
 class ConnectFailed(Exception):
@@ -228,27 +230,32 @@ class Conn(asyncio.Protocol):
         self._last_ns = now
         if self.trace is None:
             return  # bytes after a finished request (a drained or dropped response): ignore
-        if self._state == "head":
-            self._buf += data
-            end = self._buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buf) > 65536:
-                    self.trace.fail("malformed", "response headers larger than 64 KiB")
-                    self._finish(reuse=False)
-                return
-            if not self._head(self._buf[:end], now):
-                return
-            data, self._buf = self._buf[end + 4:], b""
-        if self._framing == "chunked":
-            self._dechunk(data, now)
-        elif self._framing == "length":
-            take = data[:self._left]
-            self._left -= len(take)
-            self._body(take, now)
-            if self._left == 0 and self.trace is not None:
-                self._message_end(now)
-        else:
-            self._body(data, now)
+        try:  # zero-cost until raised
+            if self._state == "head":
+                self._buf += data
+                end = self._buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self._buf) > 65536:
+                        self.trace.fail("malformed", "response headers larger than 64 KiB")
+                        self._finish(reuse=False)
+                    return
+                if not self._head(self._buf[:end], now):
+                    return
+                data, self._buf = self._buf[end + 4:], b""
+            if self._framing == "chunked":
+                self._dechunk(data, now)
+            elif self._framing == "length":
+                take = data[:self._left]
+                self._left -= len(take)
+                self._body(take, now)
+                if self._left == 0 and self.trace is not None:
+                    self._message_end(now)
+            else:
+                self._body(data, now)
+        except Exception as exc:  # a parser bug must read as what it is, never as a reset connection
+            if self.trace is not None:
+                self.trace.fail("malformed", f"cannot parse the response: {type(exc).__name__}: {exc}")
+                self._finish(reuse=False)
 
     def _head(self, head: bytes, now: int) -> bool:
         trace = self.trace
@@ -268,7 +275,12 @@ class Conn(asyncio.Protocol):
             if name == b"transfer-encoding" and b"chunked" in value.lower():
                 self._framing = "chunked"
             elif name == b"content-length" and self._framing != "chunked":
-                self._framing, self._left = "length", int(value.strip() or 0)
+                length = value.strip()
+                if not length.isdigit() or len(length) > 18:  # ASCII digits only: no sign, no '_', no 1e9
+                    trace.fail("malformed", f"bad Content-Length {length[:40]!r} (not a byte count)")
+                    self._finish(reuse=False)
+                    return False
+                self._framing, self._left = "length", int(length)
             elif name == b"connection":
                 self._keep = value.strip().lower() != b"close"
         self._state = "body"
@@ -296,14 +308,18 @@ class Conn(asyncio.Protocol):
                 self._left = 0
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
+                if len(buf) - pos > _MAX_SIZE_LINE:  # an endless size line: never buffered without bound
+                    self.trace.fail("malformed", f"chunk size line longer than {_MAX_SIZE_LINE} bytes: "
+                                                 f"{buf[pos:pos + 40]!r}")
+                    self._finish(reuse=False)
+                    return
                 break
             size_s = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_s, 16)
-            except ValueError:
+            if not size_s or len(size_s) > 16 or size_s.strip(b"0123456789abcdefABCDEF"):
                 self.trace.fail("malformed", f"bad chunk size {size_s[:40]!r}")
                 self._finish(reuse=False)
                 return
+            size = int(size_s, 16)
             pos = eol + 2
             if size == 0:  # last chunk: no trailers from the servers we talk to
                 self._message_end(now)
