@@ -263,3 +263,12 @@ def test_worker_can_write_its_events_to_a_file(minimal_server, tmp_path) -> None
     assert events[0].kind == "sweep_started" and events[-1].kind == "sweep_result"
     assert events[-1].outcome == "completed" and events[-1].sweep_id == "file-test"
     assert sum(e.kind == "request_result" for e in events) == 3
+
+
+async def test_load_process_starts_from_the_parent_of_a_clone(minimal_server, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A working directory holding a folder named ``kimitui`` (with ``bench/``, as a clone has) is not imported."""
+    (tmp_path / "kimitui" / "bench").mkdir(parents=True)
+    (tmp_path / "kimitui" / "kimitui").mkdir()
+    monkeypatch.chdir(tmp_path)
+    result, events, _ = await run(spec(minimal_server.url, requests_per_level=2))
+    assert result.outcome == "completed", (result.reason, [e for e in events if type(e).__name__ == "ErrorEvent"])

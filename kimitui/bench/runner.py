@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from collections import deque
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -31,6 +32,24 @@ from kimitui.events import ErrorEvent, LevelResult, SweepResult, SweepSpec, pars
 from kimitui.session import Session
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one progress event at C=1024 is ~100 KB; results with chunk offsets more
+
+
+_BOOT = "import sys; sys.path.append(sys.argv.pop(1)); from kimitui.bench.worker import main; sys.exit(main())"
+
+
+def worker_command() -> list[str]:
+    """How to start the load process so it imports the same kimitui from any working directory.
+
+    ``-P`` (safe path) keeps the working directory off ``sys.path``: run from
+    the parent of a clone (a folder holding ``kimitui/`` with a ``bench/``
+    inside), ``kimitui`` would otherwise import as that folder's namespace
+    package ("No module named kimitui.bench.worker").  The folder this
+    process's kimitui came from is appended, so an uninstalled checkout
+    still finds itself.
+    """
+    import kimitui
+
+    return [sys.executable, "-P", "-c", _BOOT, str(Path(kimitui.__file__).resolve().parents[1])]
 
 
 class SweepRunner:
@@ -62,7 +81,7 @@ class SweepRunner:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kimitui.bench.worker",
+            *worker_command(),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             limit=_LINE_LIMIT, env=env,
         )
