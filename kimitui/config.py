@@ -24,6 +24,9 @@ Example::
     [ui]
     gpu_refresh_hz = 2
 
+    [profiles]
+    order = ["ep8-tuned", "ep8-eplb"]  # key 1, key 2 (a profile's own key = "N" wins)
+
 Every mistake is a :class:`ConfigError` whose message starts with
 ``FILE:LINE:`` and names the field, e.g.
 ``config.toml:7: hosts.gpu1.port: Input should be less than or equal to 65535``.
@@ -96,6 +99,26 @@ class HostConfig(BaseModel):
         return self
 
 
+class ProfilesConfig(BaseModel):
+    """``[profiles]``: which cockpit key each profile sits on (``order[0]`` is key 1, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    order: list[str] = Field(default_factory=list, max_length=9)
+    """Profile names by key; a profile's own ``key = "N"`` wins over this (docs/profiles.md)."""
+
+    @field_validator("order")
+    @classmethod
+    def _unique(cls, order: list[str]) -> list[str]:
+        for name in order:
+            if not _HOST_NAME.match(name):
+                raise ValueError(f"{name!r} is not a profile name")
+        dupes = sorted({n for n in order if order.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{', '.join(dupes)} listed more than once (one key per profile)")
+        return order
+
+
 class Config(BaseModel):
     """The whole file.  An empty Config means: run on the simulated host."""
 
@@ -107,6 +130,8 @@ class Config(BaseModel):
     """action -> key, remapping the cockpit's bindings."""
     ui: dict[str, float | int | str | bool] = Field(default_factory=dict)
     """Small free-form UI settings (refresh rates...)."""
+    profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
+    """``[profiles] order``: the cockpit's profile keys."""
     path: Path | None = Field(default=None, exclude=True)
     """The file this was read from (None: no file)."""
 

@@ -11,6 +11,12 @@ from kimitui.profiles import load_profile, render_command, render_unit
 from tests.support.profiles import BASE, ProfileDirs, profile_env, write_profile  # noqa: F401
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``profiles list`` remembers profile keys: in this test's own state directory."""
+    monkeypatch.setenv("KIMITUI_STATE_DIR", str(tmp_path / "state"))
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

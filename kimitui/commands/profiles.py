@@ -28,6 +28,7 @@ from kimitui.profiles import (
     scan_profiles,
     single_knob_alternatives,
 )
+from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
 from kimitui.profiles.loader import locate_field
 from kimitui.profiles.model import Profile
@@ -121,27 +122,42 @@ def _own_settings(p: Profile) -> str:
         data = tomllib.loads(p.source_path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         return ""
-    own = {k: v for k, v in data.items() if k not in ("name", "description", "extends")}
+    own = {k: v for k, v in data.items() if k not in ("name", "description", "extends", "key")}
     if p.extends is None:
         return f"{len(own)} settings"
     return ", ".join(f"{k}={_fmt(v)}" for k, v in own.items())
 
 
+def _config_order(args: argparse.Namespace) -> list[str]:
+    """The config's ``[profiles] order``; a bad config is said once and does not stop the listing."""
+    from kimitui.config import ConfigError, load_config  # noqa: PLC0415
+
+    try:
+        return list(load_config(getattr(args, "config", None)).profiles.order)
+    except ConfigError as exc:
+        _err().print(f"[bold yellow]config:[/] {escape(str(exc))} (profile keys ignore its order)")
+        return []
+
+
 def _list(args: argparse.Namespace) -> int:
     good, bad = scan_profiles(_dirs(args))
+    keys = stable_keys(good, _config_order(args))
     table = Table(title="profiles", title_justify="left")
+    table.add_column("key", no_wrap=True, justify="right")
     table.add_column("name", no_wrap=True)
     table.add_column("tp/ep", no_wrap=True)
     table.add_column("extends + own settings", overflow="fold")
     table.add_column("description", overflow="fold", ratio=1)
-    for p in good:
+    for p in sorted(good, key=lambda q: (keys.key_of(q.name) or "~", q.name)):
         base = f"{p.extends} + " if p.extends else ""
-        table.add_row(escape(p.name), f"{p.tp_size or 1}/{p.ep_size or 1}", escape(base + _own_settings(p)), escape(p.description))
+        table.add_row(keys.key_of(p.name) or "-", escape(p.name), f"{p.tp_size or 1}/{p.ep_size or 1}", escape(base + _own_settings(p)), escape(p.description))
     out = _out()
     out.print(table)
     dirs = sorted({str(p.source_path.parent) for p in good if p.source_path})
     out.print("from: " + escape(", ".join(dirs)), style="dim")
     out.print("searched: " + escape(", ".join(str(d) for d in profile_dirs(_dirs(args)))), style="dim")
+    for note in keys.notes:
+        _err().print(f"[yellow]keys:[/] {escape(note)}")
     for exc in bad:
         _err().print(f"[bold red]invalid:[/] {escape(str(exc))}")
     return EXIT_BAD_PROFILE if bad else 0

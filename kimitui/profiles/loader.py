@@ -27,7 +27,7 @@ ENV_VAR = "KIMITUI_PROFILES"
 SUFFIX = ".toml"
 _MAX_DEPTH = 32
 # Keys that belong to one file and are never inherited from a parent.
-_NOT_INHERITED = ("name", "description", "extends")
+_NOT_INHERITED = ("name", "description", "extends", "key")
 # Tables merged key by key (child wins per key); every other value is replaced whole.
 _MERGED_TABLES = ("launcher", "sim", "env")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -265,7 +265,34 @@ def scan_profiles(extra_dirs: Sequence[Path | str] | None = None) -> tuple[list[
             good.append(load_profile_file(p, extra_dirs))
         except ProfileError as exc:
             bad.append(exc)
-    return good, bad
+    return good, bad + key_clashes(good)
+
+
+def _key_line(profile: Profile) -> int | None:
+    try:
+        return find_key_line(profile.source_path.read_text(encoding="utf-8"), ["key"]) if profile.source_path else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def key_clashes(profiles: Sequence[Profile]) -> list[ProfileError]:
+    """One error per profile that declares a cockpit key another profile already declares.
+
+    Both files are named with their lines, so the operator sees which two to reconcile.
+    """
+    holders: dict[str, Profile] = {}
+    errors: list[ProfileError] = []
+    for p in sorted(profiles, key=lambda q: q.name):
+        if p.key is None:
+            continue
+        first = holders.setdefault(p.key, p)
+        if first is p:
+            continue
+        line = _key_line(first)
+        where = f"{first.source_path}{f':{line}' if line else ''}"
+        errors.append(ProfileError(f"key {p.key} is also declared by {first.name} ({where}); a key belongs to one "
+                                   f"profile", path=p.source_path, line=_key_line(p), field="key"))
+    return errors
 
 
 def locate_field(profile: Profile, loc: Sequence[str | int], extra_dirs: Sequence[Path | str] | None = None) -> tuple[Path, int | None] | None:

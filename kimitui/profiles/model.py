@@ -134,7 +134,10 @@ class SimSettings(_Strict):
 # --------------------------------------------------------------------------- the profile
 
 # Fields that describe the profile rather than launch the server (excluded from knobs()).
-META_FIELDS: frozenset[str] = frozenset({"name", "description", "extends", "sim", "launcher", "source_path"})
+META_FIELDS: frozenset[str] = frozenset({"name", "description", "extends", "key", "sim", "launcher", "source_path"})
+
+PROFILE_KEYS: tuple[str, ...] = tuple("123456789")
+"""The cockpit keys a profile can sit on."""
 
 
 class Profile(_Strict):
@@ -144,6 +147,8 @@ class Profile(_Strict):
     name: SafeStr = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: SafeStr = ""
     extends: SafeStr | None = None
+    key: str | None = None
+    """The cockpit key (``"1"``–``"9"``) this profile sits on; never inherited (see docs/profiles.md)."""
 
     # -- what and where
     model_path: SafeStr = Field(min_length=1)
@@ -220,6 +225,17 @@ class Profile(_Strict):
 
     source_path: Path | None = Field(default=None, exclude=True)
     """The file this profile was loaded from (not part of dumps)."""
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _profile_key(cls, value: Any) -> Any:
+        """``key = 3`` and ``key = "3"`` both mean key 3; anything but 1-9 is an error."""
+        if value is None:
+            return None
+        text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+        if text not in PROFILE_KEYS:
+            raise ValueError(f"key must be one of 1-9 (the cockpit's profile keys), not {value!r}")
+        return text
 
     def knobs(self) -> dict[str, Any]:
         """The launch-relevant values, in field order: what ``diff`` compares."""
