@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import gc
 import math
+import os
 import random
 import time
 import uuid
@@ -77,17 +78,57 @@ def base_url(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-async def resolve_model(url: str, timeout_s: float = 10.0) -> str:
-    """The first model the server lists at ``/v1/models`` (control plane: httpx)."""
+MODEL_LOOKUP_TIMEOUT_S = 10.0
+"""How long ``/v1/models`` may take to answer before the sweep says so."""
+
+
+class ModelLookupError(ValueError):
+    """``/v1/models`` did not name a model; the message says what happened (never empty)."""
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The OS's own words under httpx's wrappers ("connection refused", not "All connection attempts failed")."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno).lower()
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+async def resolve_model(url: str, timeout_s: float | None = None) -> str:
+    """The first model the server lists at ``/v1/models`` (control plane: httpx).
+
+    Raises :class:`ModelLookupError` saying what happened: a timeout and its
+    length, a refused connection, the HTTP status and body, or what the
+    answer held instead of a model (an httpx timeout's own text is empty).
+    """
     import httpx  # control plane only; kept out of the load process's start-up
 
+    timeout_s = MODEL_LOOKUP_TIMEOUT_S if timeout_s is None else timeout_s
+    where = base_url(url) + "/v1/models"
     async with httpx.AsyncClient(timeout=timeout_s) as client:
-        resp = await client.get(base_url(url) + "/v1/models")
-        resp.raise_for_status()
-        data = resp.json().get("data") or []
-        if not data or "id" not in data[0]:
-            raise ValueError(f"{url}/v1/models lists no model")
-        return str(data[0]["id"])
+        try:
+            resp = await client.get(where)
+        except httpx.ConnectTimeout:
+            raise ModelLookupError(f"{where}: could not connect within {timeout_s:g} s") from None
+        except httpx.TimeoutException:
+            raise ModelLookupError(f"{where}: connected, but no answer within {timeout_s:g} s") from None
+        except httpx.ConnectError as exc:
+            raise ModelLookupError(f"{where}: cannot connect: {_root_cause(exc)}") from None
+        except httpx.HTTPError as exc:
+            raise ModelLookupError(f"{where}: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")) from None
+    if resp.status_code != 200:
+        body = " ".join(resp.text.split())[:200]
+        raise ModelLookupError(f"{where}: HTTP {resp.status_code}" + (f": {body}" if body else ""))
+    try:
+        doc = resp.json()
+    except ValueError:
+        raise ModelLookupError(f"{where}: the answer is not JSON: {resp.text[:120]!r}") from None
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict) or not data[0].get("id"):
+        raise ModelLookupError(f"{where}: the answer lists no model: {resp.text[:120]!r}")
+    return str(data[0]["id"])
 
 
 class SweepEngine:

@@ -156,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             spec = spec.model_copy(update={"model": asyncio.run(resolve_model(spec.url))})
-        except Exception as exc:
-            print(f"kimitui sweep: cannot ask {spec.url}/v1/models for the model ({exc}); pass --model",
+        except Exception as exc:  # ModelLookupError says what happened; anything else at least its type
+            print(f"kimitui sweep: cannot ask for the model: {str(exc) or type(exc).__name__}; pass --model",
                   file=sys.stderr)
             return EXIT_BAD_ARGS
     return asyncio.run(_run(spec, args))
