@@ -16,25 +16,63 @@ import time
 
 import pytest
 
-from kimitui.events import LevelResult, RequestResult, SweepSpec, parse_event
+from kimitui.events import ErrorEvent, LevelResult, LevelStarted, RequestResult, SweepSpec, parse_event
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _run_worker(spec: SweepSpec, nofile: int) -> tuple[list[object], float]:
-    """The real load process with RLIMIT_NOFILE lowered to ``nofile``; its events and its run time."""
+def _run_worker(spec: SweepSpec, nofile: int, hard: int | None = None,
+                hold_stdin: bool = False) -> tuple[list[object], float]:
+    """The real load process with RLIMIT_NOFILE lowered to ``nofile`` (hard too unless given); its events and run time."""
 
     def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))  # hard too: the worker raises soft to hard
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard or nofile))  # the worker raises soft to hard
 
     config = {"spec": spec.model_dump(mode="json"), "sweep_id": "fd-test"}
     t0 = time.time()
+    if hold_stdin:  # the parent stays: end of stdin would abort the sweep after its first level
+        with subprocess.Popen([sys.executable, "-m", "kimitui.bench.worker"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, preexec_fn=limit) as popen:
+            assert popen.stdin is not None and popen.stdout is not None
+            popen.stdin.write(json.dumps(config).encode() + b"\n")
+            popen.stdin.flush()
+            events = []
+            for line in popen.stdout:
+                events.append(parse_event(line))
+                if events[-1].kind == "sweep_result":
+                    break
+            popen.stdin.close()
+            assert popen.wait(timeout=30) == 0
+        return events, time.time() - t0
     proc = subprocess.run([sys.executable, "-m", "kimitui.bench.worker"], input=json.dumps(config).encode() + b"\n",
                           capture_output=True, timeout=45, preexec_fn=limit)
     took = time.time() - t0
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     return [parse_event(line) for line in proc.stdout.splitlines()], took
+
+
+def test_a_hard_file_limit_below_a_level_is_said_before_it(minimal_server) -> None:
+    """``ulimit -n`` sets the hard limit too: the worker cannot raise it, so it says so, once, before the level."""
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[8, 96], mode="burst", max_tokens=4,
+                     requests_per_level=96, max_error_rate=1.0, extra_body={"ttft_ms": 50, "tick_ms": 5}, repeats=2)
+    events, _ = _run_worker(spec, nofile=64, hold_stdin=True)
+    warnings = [(i, e) for i, e in enumerate(events) if isinstance(e, ErrorEvent) and e.severity == "warning"]
+    assert len(warnings) == 1, [e for e in events if isinstance(e, ErrorEvent)]
+    i, warning = warnings[0]
+    assert warning.message.startswith("C=96 needs ~") and "the hard limit is 64: raise it (`ulimit -Hn" in warning.message
+    assert "expect connect failures" in warning.message and warning.source == "sweep"
+    after = events[i + 1]
+    assert isinstance(after, LevelStarted) and after.concurrency == 96 and after.repeat == 0
+    assert [e.concurrency for e in events if isinstance(e, LevelResult)] == [8, 96, 8, 96]
+
+
+def test_a_soft_file_limit_is_raised_to_the_hard_one(minimal_server) -> None:
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[96], mode="burst", max_tokens=4,
+                     requests_per_level=96, max_error_rate=1.0, extra_body={"ttft_ms": 50, "tick_ms": 5})
+    events, _ = _run_worker(spec, nofile=64, hard=4096)
+    assert not [e for e in events if isinstance(e, ErrorEvent)]
+    assert all(e.ok for e in events if isinstance(e, RequestResult))
 
 
 def test_burst_with_failed_connects_keeps_every_time_true(minimal_server) -> None:
