@@ -144,7 +144,10 @@ async def test_sweep_form_starts_with_remembered_defaults_and_s_stops_it():
         assert app.query_one(StragglerList).row_count == 1
         row = [str(c) for c in app.query_one(StragglerList).get_row_at(0)]
         assert row[:4] == ["1", "7.7", "63", "9.8s"]
-        await pilot.press("s")  # while running: stop
+        await pilot.press("s")  # while running: asks first (tests/test_tui_keys.py), Enter stops it
+        await tick(pilot)
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("enter")
         await settle(app, pilot)
         assert ("stop_sweep",) in ctrl.calls and ctrl.busy is None
         assert "stopped" in screen_text(app)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import replace
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -26,8 +27,9 @@ from kimitui.events import SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import LIVE_ONLY, REPLAY_ONLY
+from kimitui.tui.keys import blocked_reason, profile_keys
 from kimitui.tui.model import CockpitModel
-from kimitui.tui.palette import cockpit_commands
+from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.help import HelpScreen
@@ -79,6 +81,7 @@ class KimituiApp(App[int]):
         self._gpu_rows = -1
         self._sub: Subscription | None = None
         self._shutdown_done = False
+        self._key_state: tuple[str | None, str] = (None, "unknown")
         self.started = False
         self.renders = 0
         """Panel redraws so far (benchmarks and tests read it)."""
@@ -138,6 +141,7 @@ class KimituiApp(App[int]):
             self._dirty.discard("reset")
             for panel in self.query(LogPanel):
                 panel.rebuild()
+        self._update_key_state()
         for notice in self.model.take_notices():
             self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)  # type: ignore[arg-type]
         now = time.monotonic()
@@ -224,6 +228,17 @@ class KimituiApp(App[int]):
             header.recording = status
             self._dirty.add("header")
 
+    def _update_key_state(self) -> None:
+        """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
+        state = (self._safe(lambda: self.controller.busy), self.model.profile_state)
+        if state != self._key_state:
+            self._key_state = state
+            self.refresh_bindings()
+
+    def _blocked(self, action: str) -> str | None:
+        busy = self._safe(lambda: self.controller.busy)
+        return blocked_reason(action, busy, self.model.profile_state)
+
     def _update_replay(self) -> None:
         """Play state, speed and position, when the replay controller exposes them (plain properties)."""
         bar = self.query_one(ReplayBar)
@@ -263,17 +278,29 @@ class KimituiApp(App[int]):
             return False
         if action in REPLAY_ONLY or action == "jump":
             return self.replay is not None
-        return True
+        return None if self._blocked(action) else True
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """A dimmed key (or palette entry) says why it cannot run now instead of doing nothing."""
+        if isinstance(action, str) and default_namespace in (None, self):
+            name = action.split("(")[0].removeprefix("app.")
+            reason = self._blocked(name) if self.check_action(name, ()) is None else None
+            if reason:
+                self.notify(reason, severity="warning", timeout=4)
+                return True
+        return await super().run_action(action, default_namespace, namespaces)
 
     # ------------------------------------------------------------------ actions: profiles
     async def action_pick_profile(self, number: int) -> None:
-        names = await self._call("profiles", self.controller.profile_names)
-        if names is _FAILED:
+        keys = await self._call("profiles", lambda: profile_keys(self.controller))
+        if keys is _FAILED:
             return
-        if not 1 <= number <= len(names):
-            self.notify(f"no profile on key {number} ({len(names)} profiles)", severity="warning")
+        by_key, _notes = keys
+        name = by_key.get(str(number))
+        if name is None:
+            taken = ", ".join(by_key) or "none"
+            self.notify(f"no profile on key {number} (profile keys: {taken})", severity="warning")
             return
-        name = names[number - 1]
         plan = await self._call("plan swap", self.controller.plan_swap, name)
         if plan is _FAILED:
             return
@@ -299,8 +326,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ actions: sweeps
     async def action_sweep(self) -> None:
         if self._safe(lambda: self.controller.busy) == "sweep":
-            self.notify("stopping the sweep (finished levels are kept)…", severity="warning")
-            self._background("stop sweep", self.controller.stop_sweep)
+            self._ask_stop_sweep()
             return
         spec = await self._call("sweep defaults", self.controller.default_sweep_spec)
         if spec is _FAILED:
@@ -312,6 +338,24 @@ class KimituiApp(App[int]):
                 self._background("sweep", self.controller.start_sweep, new)
 
         self.push_screen(SweepForm(spec), chosen)
+
+    def _ask_stop_sweep(self) -> None:
+        """A sweep can take a quarter of an hour: one stray ``s`` must not end it."""
+        sw = self.model.sweep
+        where = ""
+        if sw is not None:
+            done = len({lv.concurrency for lv in sw.levels})
+            where = f" on {sw.profile or '?'} ({done} of {len(sw.spec.levels)} levels done, now C={sw.concurrency})"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.notify("stopping the sweep (finished levels are kept)…", severity="warning")
+                self._background("stop sweep", self.controller.stop_sweep)
+
+        self.push_screen(Confirm(f"Stop the sweep{where}?\n"
+                                 "Finished levels are kept; the running level is recorded as aborted "
+                                 "(not a curve point).\n[dim]Enter or y: stop · Esc or n: keep sweeping[/]",
+                                 yes="Stop sweep", no="Keep sweeping", default=True), answered)
 
     # ------------------------------------------------------------------ actions: recording
     def action_note(self) -> None:
@@ -340,10 +384,19 @@ class KimituiApp(App[int]):
 
     # ------------------------------------------------------------------ actions: view
     def action_help(self) -> None:
-        keys = [(b.key, b.description) for b in self.BINDINGS if isinstance(b, Binding)
-                and not b.action.startswith("pick_profile") and self.check_action(b.action.split("(")[0], ())]
-        names = self._safe(self.controller.profile_names) or []
-        self.push_screen(HelpScreen(keys, names))
+        def now(action: str) -> str:
+            reason = self._blocked(action)
+            return f"  [dim](not now: {reason})[/]" if reason else ""
+
+        keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in self.cockpit_bindings()
+                if not b.action.startswith("pick_profile") and self.check_action(b.action.split("(")[0], ()) is not False]
+        found = self._safe(lambda: profile_keys(self.controller))
+        self.push_screen(HelpScreen(keys, found[0] if found else {}, now("pick_profile")))
+
+    def cockpit_bindings(self) -> list[Binding]:
+        """The app's bindings with the config's ``[keys]`` applied (what the operator presses)."""
+        keymap = {(n if n.startswith("kimitui.") else f"kimitui.{n}"): k for n, k in self.config_keys.items()}
+        return [replace(b, key=keymap.get(b.id or "", b.key)) for b in self.BINDINGS if isinstance(b, Binding)]
 
     def action_toggle_maximize(self) -> None:
         screen = self.screen
@@ -446,7 +499,7 @@ class KimituiApp(App[int]):
 
     # ------------------------------------------------------------------ command palette
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        yield from without_textual_duplicates(super().get_system_commands(screen))
         yield from cockpit_commands(self)
 
     # ------------------------------------------------------------------ quitting

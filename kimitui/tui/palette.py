@@ -7,39 +7,56 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import SystemCommand
 
+from kimitui.tui.keys import profile_keys
+
 if TYPE_CHECKING:
     from kimitui.tui.app import KimituiApp
+
+
+TEXTUAL_DUPLICATES = frozenset({"Quit", "Keys", "Maximize", "Minimize"})
+"""Textual's own entries that the cockpit already offers in its words (quit, help, maximise)."""
+
+
+def without_textual_duplicates(commands: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+    """Textual's system commands less those the cockpit lists itself: each action once."""
+    return (c for c in commands if c.title not in TEXTUAL_DUPLICATES)
 
 
 def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
     """The app's actions, with the profile list and replay controls when they apply."""
     live = app.controller.live
 
+    shown = {b.id: app.get_key_display(b) for b in app.cockpit_bindings()}
+
+    def key(name: str) -> str:
+        """The key as the operator types it, after the config's ``[keys]`` remaps."""
+        return shown.get(f"kimitui.{name}", "?")
+
     def run(action: str) -> Callable[[], Any]:
         return lambda: app.call_later(app.run_action, action)
 
     if live:
         try:
-            names = app.controller.profile_names()
+            by_key, _notes = profile_keys(app.controller)
         except Exception:  # the palette must open even if the controller cannot list profiles
-            names = []
-        for i, name in enumerate(names[:9], start=1):
-            yield SystemCommand(f"Swap to profile {name}", f"key {i}: diff, confound check, confirm",
-                                run(f"pick_profile({i})"))
-        yield SystemCommand("Start or stop a sweep", "key s", run("sweep"))
-        yield SystemCommand("Mark the running profile as baseline", "key b", run("baseline"))
-        yield SystemCommand("Toggle recording", "key r", run("record"))
-    yield SystemCommand("Add a note to the recording", "key n", run("note"))
-    yield SystemCommand("Drop a marker", "key m", run("marker"))
-    yield SystemCommand("Maximise / restore the focused panel", "key z", run("toggle_maximize"))
-    yield SystemCommand("Log: cycle severity filter", "key f", run("log_severity"))
-    yield SystemCommand("Log: cycle kind filter", "key t", run("log_kind"))
-    yield SystemCommand("Log: search", "key /", run("log_search"))
-    yield SystemCommand("Log: pause / resume", "key p", run("log_pause"))
-    yield SystemCommand("Compare two runs", "key c", run("compare"))
-    yield SystemCommand("Show the keys", "key ?", run("help"))
+            by_key = {}
+        for k, name in by_key.items():
+            yield SystemCommand(f"Swap to profile {name}", f"key {k}: diff, confound check, confirm",
+                                run(f"pick_profile({k})"))
+        yield SystemCommand("Start or stop a sweep", f"key {key('sweep')}", run("sweep"))
+        yield SystemCommand("Mark the running profile as baseline", f"key {key('baseline')}", run("baseline"))
+        yield SystemCommand("Toggle recording", f"key {key('record')}", run("record"))
+    yield SystemCommand("Add a note to the recording", f"key {key('note')}", run("note"))
+    yield SystemCommand("Drop a marker", f"key {key('marker')}", run("marker"))
+    yield SystemCommand("Maximise / restore the focused panel", f"key {key('toggle_maximize')}", run("toggle_maximize"))
+    yield SystemCommand("Log: cycle severity filter", f"key {key('log_severity')}", run("log_severity"))
+    yield SystemCommand("Log: cycle kind filter", f"key {key('log_kind')}", run("log_kind"))
+    yield SystemCommand("Log: search", f"key {key('log_search')}", run("log_search"))
+    yield SystemCommand("Log: pause / resume", f"key {key('log_pause')}", run("log_pause"))
+    yield SystemCommand("Compare two runs", f"key {key('compare')}", run("compare"))
+    yield SystemCommand("Show the keys", f"key {key('help')}", run("help"))
     if app.replay is not None:
         yield SystemCommand("Replay: play / pause", "space", run("play_pause"))
         for kind in ("straggler", "profile_switch", "error", "marker"):
             yield SystemCommand(f"Replay: next {kind.replace('_', ' ')}", "", run(f"jump('{kind}', True)"))
-    yield SystemCommand("Quit kimitui", "key q (the recording is kept)", run("quit"))
+    yield SystemCommand("Quit kimitui", f"key {key('quit')} (the recording is kept)", run("quit"))

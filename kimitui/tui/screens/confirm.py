@@ -1,4 +1,4 @@
-"""A yes/no question (quit while a sweep runs)."""
+"""A yes/no question (quit while a sweep runs, stop a running sweep)."""
 
 from __future__ import annotations
 
@@ -19,19 +19,21 @@ class Confirm(ModalScreen[bool]):
     Confirm Button { margin-right: 1; }
     """
 
-    def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(self, question: str, yes: str = "Yes", no: str = "No", *, default: bool = False) -> None:
+        """``default``: which button has the focus, so Enter answers it (Escape is always No)."""
         super().__init__()
-        self.question, self.yes, self.no = question, yes, no
+        self.question, self.yes, self.no, self.default = question, yes, no, default
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.question, id="confirm-question")
             with Horizontal():
                 yield Button(self.yes, id="confirm-yes", variant="error")
-                yield Button(self.no, id="confirm-no", variant="primary")
+                # the focused answer is the coloured one: a blue "No" beside a focused "Yes" reads as chosen
+                yield Button(self.no, id="confirm-no", variant="default" if self.default else "primary")
 
     def on_mount(self) -> None:
-        self.query_one("#confirm-no", Button).focus()
+        self.query_one("#confirm-yes" if self.default else "#confirm-no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "confirm-yes")

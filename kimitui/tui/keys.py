@@ -1,0 +1,49 @@
+"""When a cockpit key can fire, and which profile each number key picks (no Textual here: testable alone)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SWAPPING_STATES = frozenset({"starting", "stopping"})
+"""Profile states during which the server is changing under a swap."""
+
+
+def blocked_reason(action: str, busy: str | None, profile_state: str) -> str | None:
+    """Why ``action`` cannot run now (the footer dims it, pressing it says this), or None.
+
+    Mirrors what the controller would refuse, so a key never opens a dialog that
+    can only end in "a swap is already running".
+    """
+    swapping = busy == "swap" or profile_state in SWAPPING_STATES
+    if swapping:
+        if action == "pick_profile":
+            return "a swap is running: wait for it to finish (progress is in the header)"
+        if action == "sweep":
+            return "a swap is running: sweep once the new profile serves"
+        if action == "baseline":
+            return "a swap is running: mark the baseline once the new profile serves"
+    if busy == "sweep" and action == "pick_profile":
+        return "a sweep is running: stop it (s) before swapping profiles"
+    return None
+
+
+def profile_keys(controller: Any) -> tuple[dict[str, str], list[str]]:
+    """Key -> profile name for the number keys, and notes about the assignment.
+
+    A controller may offer ``profile_keys()`` (key -> name).  The live controller
+    offers its profile directories and config instead: the keys then follow the same
+    rule as ``kimitui profiles list`` (:mod:`kimitui.profiles.keys`).  Otherwise
+    (a replay, a test double) the names are in key order.
+    """
+    offered = getattr(controller, "profile_keys", None)
+    if callable(offered):
+        return dict(offered()), []
+    dirs = getattr(controller, "profile_dirs", None)
+    config = getattr(controller, "config", None)
+    if getattr(controller, "live", False) and isinstance(dirs, list) and hasattr(config, "profiles"):
+        from kimitui.profiles.keys import profile_keys as assign  # noqa: PLC0415
+
+        assignment = assign(dirs, order=config.profiles.order)
+        return assignment.by_key, assignment.notes
+    names = controller.profile_names()
+    return {str(i): name for i, name in enumerate(names[:9], start=1)}, []
