@@ -94,3 +94,17 @@ def test_extra_dir_option_and_bad_profile_errors(profile_env: ProfileDirs, capsy
     write_profile(extra, "mine", BASE)
     code, out, _ = run(capsys, "--profiles", str(extra), "profiles", "render", "mine")
     assert code == 0 and "--model-path /models/m" in out
+
+
+def test_a_broken_extends_never_breaks_the_other_profiles(profile_env: ProfileDirs,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    long = write_profile(profile_env.local, "long", BASE + f'extends = "{"a" * 300}"\n')
+    esc = write_profile(profile_env.local, "esc", BASE + 'extends = "../../../../etc/hostname"\n')
+    code, out, err = run(capsys, "profiles", "list")
+    assert code == 2 and "ep8-tuned" in out and "Traceback" not in err
+    flat = err.replace("\n", "")
+    assert f"{long}:3: extends: invalid profile name" in flat and f"{esc}:3: extends: names a profile" in flat
+    code, out, err = run(capsys, "profiles", "show", "ep8-tuned")
+    assert code == 0 and "ep8-tuned" in out
+    code, out, err = run(capsys, "profiles", "lint")
+    assert "Traceback" not in out + err and f"{long}:3" in (out + err).replace("\n", "") and "ok tp8" in out

@@ -87,10 +87,36 @@ def test_a_profile_can_refine_a_shadowed_profile_of_the_same_name(profile_env: P
     assert (p.max_running_requests, p.ep_size, p.num_continuous_decode_steps) == (512, 8, 8)
 
 
-def test_extends_by_relative_path(profile_env: ProfileDirs) -> None:
+@pytest.mark.parametrize("value", ["../lib/parent.toml", "../../../../etc/hostname", "parent.toml", "/etc/hostname",
+                                   "lib/parent", "lib\\\\parent", "a..b"])
+def test_extends_names_a_profile_never_a_path(profile_env: ProfileDirs, value: str) -> None:
+    """extends never leaves the profile search path (``../../../../etc/hostname`` was read)."""
     write_profile(profile_env.tmp / "lib", "parent", BASE + "ep_size = 4\n")
-    child = write_profile(profile_env.tmp / "mine", "child", 'extends = "../lib/parent.toml"\n')
-    assert load_profile(str(child)).ep_size == 4
+    child = write_profile(profile_env.local, "child", BASE + f"extends = {value!r}\n".replace("'", '"'))
+    with pytest.raises(ProfileError) as err:
+        load_profile("child")
+    assert (err.value.path, err.value.line, err.value.field) == (child, 3, "extends")
+    assert "names a profile, not a file" in err.value.message and "--profiles DIR" in err.value.message
+
+
+def test_a_profile_in_another_folder_is_extended_through_the_search_path(profile_env: ProfileDirs) -> None:
+    lib = profile_env.tmp / "lib"
+    write_profile(lib, "parent", BASE + "ep_size = 4\n")
+    child = write_profile(profile_env.tmp / "mine", "child", 'extends = "parent"\n')
+    assert load_profile(str(child), [lib]).ep_size == 4
+
+
+def test_a_300_character_extends_is_one_broken_profile(profile_env: ProfileDirs) -> None:
+    """Was an OSError traceback (file name too long) that broke listing, show, lint and swap for all."""
+    long = write_profile(profile_env.local, "long", BASE + f'extends = "{"a" * 300}"\n')
+    write_profile(profile_env.local, "fine", BASE)
+    good, bad = scan_profiles()
+    assert "fine" in {p.name for p in good} and "ep8-tuned" in {p.name for p in good}
+    [e] = bad
+    assert (e.path, e.line, e.field) == (long, 3, "extends") and "at most 250 characters" in e.message
+    assert load_profile("fine").name == "fine"
+    with pytest.raises(ProfileError, match="invalid profile name"):
+        load_profile("b" * 300)
 
 
 def test_missing_parent_names_the_child_file(profile_env: ProfileDirs) -> None:

@@ -4,6 +4,13 @@ Search order (first match wins): each ``--profiles DIR``, each entry of
 ``$KIMITUI_PROFILES`` (``os.pathsep``-separated), ``./profiles``, the user's
 config dir (``platformdirs.user_config_dir("kimitui")/profiles``), and the
 profiles shipped inside the package.
+
+``extends`` names a profile, which is looked up on that same search path: never
+a file path, so a profile cannot reach outside the profile folders (a value
+with ``/``, ``\\``, ``..`` or ``.toml`` is an error at its line; to extend a
+profile kept elsewhere, add its folder with ``--profiles DIR`` or
+``$KIMITUI_PROFILES``).  Every extends error names the file and line of the
+``extends`` that caused it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ _NOT_INHERITED = ("name", "description", "extends", "key")
 # Tables merged key by key (child wins per key); every other value is replaced whole.
 _MERGED_TABLES = ("launcher", "sim", "env")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_MAX_NAME = 250
+"""A profile name's longest: ``NAME.toml`` must fit one file-name component (255 bytes)."""
 
 
 def shipped_dir() -> Path:
@@ -76,8 +85,11 @@ def find_profile_file(name: str, extra_dirs: Sequence[Path | str] | None = None,
             skip = (after / f"{name}{SUFFIX}").resolve()
     for d in dirs:
         candidate = d / f"{name}{SUFFIX}"
-        if candidate.is_file() and candidate.resolve() != skip:
-            return candidate
+        try:
+            if candidate.is_file() and candidate.resolve() != skip:
+                return candidate
+        except OSError:  # a name too long for the file system, a folder we may not read: not there
+            continue
     searched = ", ".join(str(d) for d in dirs) or "(no directories)"
     raise ProfileError(f"no profile named {name!r} (searched: {searched})")
 
@@ -143,23 +155,28 @@ def _chain(path: Path, extra_dirs: Sequence[Path | str] | None) -> list[_Source]
         if parent is None:
             current = None
         elif not isinstance(parent, str) or not parent:
-            raise src.error("must be a profile name or a path", "extends")
+            raise src.error("must be a profile name", "extends")
         else:
             current = _resolve_parent(src, parent, extra_dirs)
     return chain
 
 
 def _resolve_parent(src: _Source, parent: str, extra_dirs: Sequence[Path | str] | None) -> Path:
-    """A path is relative to the child's file; a name is searched for.
+    """The file of the profile ``parent`` names, searched on the profile search path (never a path).
 
     A child may extend its own name: it then shadows and refines a profile of
     that name further down the search path (e.g. a local ``ep8-tuned`` that
     tweaks the shipped one).
     """
+    shown = parent if len(parent) <= 60 else parent[:60] + f"... ({len(parent)} characters)"
+    if _looks_like_path(parent) or "\\" in parent or ".." in parent:
+        raise src.error(f"names a profile, not a file: {shown!r} (extends looks a name up on the profile "
+                        "search path; for a profile in another folder add it with --profiles DIR "
+                        f"or ${ENV_VAR})", "extends")
+    if len(parent) > _MAX_NAME or not _NAME.match(parent):
+        raise src.error(f"invalid profile name {shown!r} (letters, digits, '.', '_', '-'; "
+                        f"at most {_MAX_NAME} characters)", "extends")
     try:
-        if _looks_like_path(parent):
-            p = Path(parent).expanduser()
-            return p if p.is_absolute() else src.path.parent / p
         if parent == src.data["name"]:
             return find_profile_file(parent, extra_dirs, after=src.path.parent)
         return find_profile_file(parent, extra_dirs)
@@ -229,12 +246,19 @@ def load_profile_file(path: Path | str, extra_dirs: Sequence[Path | str] | None 
     return profile
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        return False
+
+
 def load_profile(name_or_path: str, extra_dirs: Sequence[Path | str] | None = None) -> Profile:
     """A profile by name (searched in ``profile_dirs``) or by path (``x.toml`` or with a '/')."""
-    if _looks_like_path(name_or_path) or Path(name_or_path).is_file():
+    if _looks_like_path(name_or_path) or _is_file(Path(name_or_path)):
         return load_profile_file(name_or_path, extra_dirs)
-    if not _NAME.match(name_or_path):
-        raise ProfileError(f"invalid profile name {name_or_path!r}")
+    if len(name_or_path) > _MAX_NAME or not _NAME.match(name_or_path):
+        raise ProfileError(f"invalid profile name {name_or_path[:60]!r}")
     return load_profile_file(find_profile_file(name_or_path, extra_dirs), extra_dirs)
 
 
@@ -265,6 +289,8 @@ def scan_profiles(extra_dirs: Sequence[Path | str] | None = None) -> tuple[list[
             good.append(load_profile_file(p, extra_dirs))
         except ProfileError as exc:
             bad.append(exc)
+        except OSError as exc:  # never expected; still one broken profile, not a broken listing
+            bad.append(ProfileError(f"cannot read: {exc}", path=p))
     return good, bad + key_clashes(good)
 
 
