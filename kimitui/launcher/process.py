@@ -10,7 +10,9 @@ log file under a kimitui state dir on the host::
     <base>/<port>/<stamp>-<run id>.log
 
 ``<base>`` is ``$XDG_STATE_HOME/kimitui`` (``~/.local/state/kimitui``) on a
-real host and ``$TMPDIR/kimitui-sim-<uid>`` for the simulated one.
+real host and ``<that>/sim`` for the simulated one (where the simulator's GPU
+state lives too, :func:`kimitui.sim.gpustate.sim_state_dir`), so each user's
+simulated host is their own.  The old shared ``$TMPDIR/kimitui-sim-<uid>`` is ignored.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.profiles import argv_for, env_for, profile_name, profile_port, profile_source, sim_python
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+SIM_STATE_HOME = r"""printf '%s/kimitui/sim\n' "${XDG_STATE_HOME:-$HOME/.local/state}" """
+"""The simulated host's state dir, found on the host: the user's own kimitui state dir plus ``/sim``."""
 
 
 def _sh(script: str, *args: str) -> list[str]:
@@ -63,7 +68,7 @@ class ProcessLauncher(Launcher):
         """The kimitui state dir on the host (resolved once, on the host itself)."""
         if self._state_dir is None:
             if self.simulated:
-                res = await self.host.run(_sh('printf "%s/kimitui-sim-%s\\n" "${TMPDIR:-/tmp}" "$(id -u)"'), timeout=20)
+                res = await self.host.run(_sh(SIM_STATE_HOME), timeout=20)
                 base = res.stdout.strip()
             else:
                 res = await self.host.run(_sh(procscript.STATE_HOME), timeout=20)

@@ -6,7 +6,12 @@ share a small JSON state file, rewritten atomically by the simulator a few
 times per second, so the real agent code can run in another process (or over
 SSH) against the fake NVML unchanged.
 
-Location: ``$KIMITUI_SIM_STATE`` if set, else ``<tmp>/kimitui-sim-<uid>/gpus.json``.
+Location: ``$KIMITUI_SIM_STATE`` if set, else ``<state>/sim/gpus.json`` where
+``<state>`` is the user's kimitui state dir (platformdirs' ``user_state_dir``:
+``$XDG_STATE_HOME/kimitui``, by default ``~/.local/state/kimitui``), the same
+place the launcher keeps the simulated host's run records.  It used to be
+``/tmp/kimitui-sim-<uid>``, shared by everyone on a machine account; that old
+place is ignored.
 No file, or a file whose ``written_at`` is older than ``STALE_S``, or whose
 server ``pid`` is dead, means no server runs: the GPUs are idle and empty.
 """
@@ -15,10 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
+import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 STALE_S = 5.0
@@ -62,11 +67,16 @@ class SimGpuState(BaseModel):
     gpus: list[SimGpu]
 
 
+def sim_state_dir() -> Path:
+    """The simulated host's home: under the user's own state dir, so two users never share a simulator."""
+    return Path(platformdirs.user_state_dir("kimitui")) / "sim"
+
+
 def state_path() -> Path:
     env = os.environ.get("KIMITUI_SIM_STATE")
     if env:
         return Path(env)
-    return Path(tempfile.gettempdir()) / f"kimitui-sim-{os.getuid()}" / "gpus.json"
+    return sim_state_dir() / "gpus.json"
 
 
 def idle_state() -> SimGpuState:

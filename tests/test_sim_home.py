@@ -1,0 +1,91 @@
+"""The simulated host has a home of its own: its state lives under the user's state dir,
+and a port held by a process kimitui did not start is named (pid, command line, user) with
+the ways on (another port, or watching that server).  Real processes throughout: the sim
+server, the launcher's shell scripts, sockets held by this test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from kimitui.cockpit import LiveController
+from kimitui.control import NotAvailable
+from kimitui.host.local import LocalHost
+from kimitui.launcher import ports
+from kimitui.launcher.process import ProcessLauncher
+from kimitui.launcher.select import find_running
+from kimitui.launcher.swap import swap
+from kimitui.sim import gpustate
+from tests.support.launcher_env import free_port, stop_everything, write_profile
+from tests.support.simserver import start_sim
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test override of the sim's places: only XDG_STATE_HOME decides (as for a user)."""
+    for var in ("KIMITUI_SIM_STATE", "KIMITUI_STATE_DIR", "KIMITUI_CONFIG", "KIMITUI_PROFILES"):
+        monkeypatch.delenv(var, raising=False)
+    for var, sub in [("TMPDIR", "tmp"), ("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config")]:
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / "profiles").mkdir()
+    return tmp_path
+
+
+async def _serving(path: Path, timeout: float = 20.0) -> gpustate.SimGpuState:
+    deadline = time.monotonic() + timeout
+    while (state := gpustate.read_state(path)).phase != "serving" and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return state
+
+
+async def test_two_state_dirs_on_one_account_never_see_each_others_simulated_server(
+    homes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, bob = homes / "alice-state", homes / "bob-state"
+    port = free_port()
+    good = write_profile(homes / "profiles", "good", "ep8-tuned", port=port)
+    monkeypatch.setenv("XDG_STATE_HOME", str(alice))
+    try:
+        async with LocalHost("sim", simulated=True) as host:
+            launcher = ProcessLauncher(host, simulated=True)
+            assert await launcher.state_dir() == str(alice / "kimitui" / "sim")
+            assert gpustate.state_path() == alice / "kimitui" / "sim" / "gpus.json"
+            out = await swap(host, str(good), timeout=60)
+            assert out.ok, out.reason
+            theirs = await launcher.current()
+            assert theirs is not None and theirs.record_path.startswith(str(alice / "kimitui" / "sim"))
+            assert (await _serving(alice / "kimitui" / "sim" / "gpus.json")).phase == "serving"
+
+        monkeypatch.setenv("XDG_STATE_HOME", str(bob))
+        async with LocalHost("sim", simulated=True) as host:
+            assert await find_running(host) is None  # not "found running": alice's server is not bob's
+            assert gpustate.read_state().phase == "idle"  # nor are her GPUs
+            # bob's swap to the same port is refused by that port, naming alice's server; it lives on
+            refused = await swap(host, str(good), timeout=30, port_wait_s=0.3)
+            assert refused.outcome == "failed", refused
+            assert f"pid {theirs.pid}" in refused.reason and "kimitui sim serve" in refused.reason, refused.reason
+            assert await ProcessLauncher(LocalHost("alice"), simulated=True,
+                                         state_dir=str(alice / "kimitui" / "sim")).alive(theirs)
+            # and his swap elsewhere starts his own server, again without stopping hers
+            mine = await swap(host, str(write_profile(homes / "profiles", "mine", "ep8-tuned", port=free_port())),
+                              timeout=60)
+            assert mine.ok and mine.previous is None, mine
+            assert await ProcessLauncher(LocalHost("alice"), simulated=True,
+                                         state_dir=str(alice / "kimitui" / "sim")).alive(theirs)
+            assert (await _serving(bob / "kimitui" / "sim" / "gpus.json")).profile == "mine"
+    finally:
+        await stop_everything(alice / "kimitui" / "sim")
+        await stop_everything(bob / "kimitui" / "sim")
