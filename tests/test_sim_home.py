@@ -89,3 +89,41 @@ async def test_two_state_dirs_on_one_account_never_see_each_others_simulated_ser
     finally:
         await stop_everything(alice / "kimitui" / "sim")
         await stop_everything(bob / "kimitui" / "sim")
+
+
+async def test_a_held_port_names_the_process_its_command_line_and_user() -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        held = await ports.holder(LocalHost("sim"), port)
+        assert held is not None
+        assert (held.pid, held.uid, held.user) == (os.getpid(), os.getuid(), pwd.getpwuid(os.getuid()).pw_name)
+        assert held.command == Path("/proc/self/cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+        text = await ports.listening(LocalHost("sim"), port)
+        assert text.startswith(f"pid {os.getpid()}, user {held.user} (uid {os.getuid()}): ")
+    assert await ports.holder(LocalHost("sim"), port) is None
+
+
+class _AsUser(LocalHost):
+    """This machine, every command run as another (unprivileged) user: what a colleague's kimitui sees."""
+
+    def __init__(self, user: str) -> None:
+        super().__init__("sim")
+        self.ids = pwd.getpwnam(user)
+
+    async def run(self, argv, **kwargs):  # type: ignore[override]
+        return await super().run(["setpriv", f"--reuid={self.ids.pw_uid}", f"--regid={self.ids.pw_gid}",
+                                  "--clear-groups", *argv], **kwargs)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to be another user")
+async def test_another_users_process_is_said_to_be_unseen_with_its_user() -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        held = await ports.holder(_AsUser("nobody"), port)
+        assert held is not None and held.pid is None and held.user == pwd.getpwuid(os.getuid()).pw_name
+        text = held.describe()
+        assert "cannot see" in text and f"user {held.user}" in text and f"sport = :{port}" in text
