@@ -19,3 +19,21 @@ def test_an_oom_is_fatal_and_kept_with_its_line():
     oom = "[2026-11-30 10:00:02 TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     r.feed(oom)
     assert r.fatal == "oom" and r.fatal_line() == oom and not r.ready
+
+
+def test_a_crash_during_weight_load_quotes_the_exception_line_not_the_traceback_header():
+    """Issue 13: the reason was "Scheduler hit an exception: Traceback (most recent call last):"."""
+    from kimitui.sim.faults import crash_load_lines
+
+    first, rest = crash_load_lines()
+    r = Readiness()
+    r.feed(f"[2025-12-09 11:20:00 TP3] {first}")
+    for line in rest:
+        r.feed(line)
+    r.feed("[2025-12-09 11:20:00] Received sigquit from a child process. It usually means the child failed.")
+    assert r.fatal == "scheduler_exception"
+    assert r.fatal_quote() == "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"
+    # a fatal line that is not a traceback header is quoted as it is
+    oom = Readiness()
+    oom.feed("[2025-12-09 11:20:00 TP0] RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert oom.fatal_quote().endswith("Tried to allocate 2.00 GiB")

@@ -34,16 +34,23 @@ def _ago(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
-async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] | None = None) -> dict[str, Any]:
-    """Everything ``status`` reports, as a dict (also used by tests and the cockpit)."""
+async def collect(
+    host: Any, *, unit: str | None = None, extra_dirs: list[str] | None = None, state_dir: str | None = None
+) -> dict[str, Any]:
+    """Everything ``status`` reports, as a dict (also used by tests and the cockpit).
+
+    ``last_swap``: how the last swap on the host ended, from its supervisor's
+    record, so a swap whose controller died or detached is named.
+    """
     import httpx
 
     from kimitui.launcher.drift import drift, fetch_server_info
     from kimitui.launcher.select import find_running
     from kimitui.launcher.swap import reach_server
 
-    found = await find_running(host, unit=unit)
+    found = await find_running(host, unit=unit, state_dir=state_dir)
     out: dict[str, Any] = {"host": host.name, "running": found is not None}
+    await _last_swap(host, out, state_dir)
     if found is None:
         return out
     launcher, record = found
@@ -83,6 +90,23 @@ async def collect(host: Any, *, unit: str | None = None, extra_dirs: list[str] |
     return out
 
 
+async def _last_swap(host: Any, out: dict[str, Any], state_dir: str | None) -> None:
+    from kimitui.host.base import HostError
+    from kimitui.launcher.base import LaunchError
+    from kimitui.launcher.process import ProcessLauncher
+    from kimitui.launcher.select import is_simulated_host
+    from kimitui.launcher.supervisor import describe, last_swap
+
+    try:
+        directory = await ProcessLauncher(host, simulated=is_simulated_host(host), state_dir=state_dir).state_dir()
+        last = await last_swap(host, directory)
+    except (HostError, LaunchError):
+        return
+    if last is not None:
+        out["last_swap"] = last
+        out["last_swap_text"] = describe(last)
+
+
 async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -110,6 +134,8 @@ def _print(console: Any, info: dict[str, Any]) -> None:
     host = escape(info["host"])
     if not info["running"]:
         console.print(f"{host}: nothing kimitui started is running")
+        if info.get("last_swap_text"):
+            console.print(f"  {escape(info['last_swap_text'])}")
         return
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["since"]))
     console.print(
@@ -121,6 +147,8 @@ def _print(console: Any, info: dict[str, Any]) -> None:
     console.print(f"  {escape(info['url'])}: {state}" + (f", SGLang {escape(str(info['version']))}" if info.get("version") else ""))
     if info.get("log"):
         console.print(f"  log: {escape(info['log'])}")
+    if info.get("last_swap_text"):
+        console.print(f"  {escape(info['last_swap_text'])}")
     if "drift" in info:
         if info["drift"]:
             console.print(f"  [yellow]drift[/]: the server runs differently from profile {escape(info['profile'])}:")

@@ -50,6 +50,8 @@ class Launcher(abc.ABC):
     """Start, follow, check and stop a server on one host."""
 
     kind: str = "?"
+    next_run_id: str | None = None
+    """The run id the next start takes (the swap announces it to the host's supervisor first)."""
 
     def __init__(self, host: Host) -> None:
         self.host = host

@@ -160,7 +160,7 @@ class ProcessLauncher(Launcher):
             raise LaunchError(f"profile {name}: invalid environment variable name(s) {bad}")
         if not argv:
             raise LaunchError(f"profile {name}: empty command")
-        run_id = uuid.uuid4().hex
+        run_id, self.next_run_id = self.next_run_id or uuid.uuid4().hex, None
         run_dir = await self._run_dir(port)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = posixpath.join(run_dir, f"{stamp}-{run_id[:8]}.log")

@@ -9,6 +9,7 @@ decides which error lines end a start (OOM, scheduler exception, watchdog...).
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -130,6 +131,19 @@ class Readiness:
                 return line
         return ""
 
+    def fatal_quote(self) -> str:
+        """The line to quote for the failure: for "... Traceback (most recent call last):" the exception
+        line that ends that traceback (``safetensors_rust.SafetensorError: ...``), else the fatal line."""
+        line = self.fatal_line()
+        if "Traceback (most recent call last)" not in line:
+            return line.strip()
+        for lines in (self.around_fatal, list(self.recent)):
+            if line in lines:
+                found = exception_line(lines[lines.index(line) + 1:])
+                if found:
+                    return found
+        return line.strip()
+
     @staticmethod
     def _is_fatal(parsed: Parsed) -> bool:
         return (
@@ -153,6 +167,22 @@ class Readiness:
         if step == "ready":
             self.ready = True
         return Step(step, fraction, _message(step, fields))
+
+
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+_TIMESTAMPED = re.compile(r"^\[\d{4}-\d\d-\d\d")
+
+
+def exception_line(after: list[str]) -> str:
+    """The last ``Name: message`` line of the traceback that ``after`` continues ("" if none)."""
+    found = ""
+    for raw in after[:80]:
+        text = raw.rsplit("\r", 1)[-1].strip()
+        if found and _TIMESTAMPED.match(text):
+            break  # the next log record: the traceback has ended
+        if _EXCEPTION.match(text):
+            found = text
+    return found
 
 
 def _fraction(step: str, fields: dict) -> float | None:

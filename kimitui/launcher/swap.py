@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from kimitui.launcher.hostlock import HostBusy, swap_lock
 from kimitui.launcher.health import NotHealthy, client, served_model, wait_healthy, warmup
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
+from kimitui.launcher.supervisor import Supervisor, supervised
 from kimitui.session import Session
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -164,6 +166,17 @@ class _Swap:
         """Starts the target."""
         self.prev_launcher = prev_launcher
         """Runs what was running before (stop, and relaunch for a rollback)."""
+        self.sup: Supervisor | None = None
+        """The host-side supervisor told each step first (None where the host cannot run one)."""
+
+    async def note(self, phase: str, **fields: Any) -> None:
+        if self.sup is not None:
+            await self.sup.note(phase, **fields)
+
+    def announce_run(self, launcher: Launcher) -> str:
+        """Fix the next start's run id, so the supervisor can find that start even if we die during it."""
+        launcher.next_run_id = uuid.uuid4().hex
+        return launcher.next_run_id
 
     def publish(self, event: Event) -> None:
         if self.session is not None:
@@ -197,6 +210,7 @@ class _Swap:
         do_warmup: bool,
         base_url: str | None,
         launcher: Launcher,
+        started_phase: str = "started",
     ) -> RunRecord:
         """Start (``start()`` returns the record) and wait until serving; raises SwapFailed."""
         phases.enter("start")
@@ -205,6 +219,7 @@ class _Swap:
             record: RunRecord = await start()
         except (LaunchError, HostError) as exc:
             raise SwapFailed(f"could not start {name}: {exc}") from exc
+        await self.note(started_phase, record=record.model_dump(mode="json"))
         self.state(name, "starting")
         try:
             await self._await_ready(name, record, deadline, phases, launcher)
@@ -398,7 +413,7 @@ _FATAL_WORDS = {
 
 def _fatal_reason(name: str, readiness: Readiness) -> str:
     what = _FATAL_WORDS.get(readiness.fatal or "", readiness.fatal or "error")
-    return f"{name} failed during start-up ({_last_step(readiness)}): {what}: {readiness.fatal_line().strip()}"
+    return f"{name} failed during start-up ({_last_step(readiness)}): {what}: {readiness.fatal_quote()}"
 
 
 async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, record: RunRecord) -> SwapFailed:
@@ -411,7 +426,7 @@ async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, r
     if readiness.fatal:
         what = _FATAL_WORDS.get(readiness.fatal, readiness.fatal)
         return SwapFailed(
-            f"{name} printed ready but then failed ({exc}): {what}: {readiness.fatal_line().strip()}",
+            f"{name} printed ready but then failed ({exc}): {what}: {readiness.fatal_quote()}",
             _excerpt(readiness),
             record,
         )
@@ -496,8 +511,12 @@ async def swap(
                 found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
                 target_launcher = launcher_for(host, target, simulated=simulated, sim_args=sim_args)
                 sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
-            async with swap_lock(host, await sw.prev_launcher.state_dir()):
-                return await _swap_locked(
+            state_dir = await sw.prev_launcher.state_dir()
+            async with contextlib.AsyncExitStack() as stack:
+                sw.sup = await stack.enter_async_context(supervised(host, state_dir))
+                if sw.sup is None:  # no Python on the host: the plain lock, no supervisor
+                    await stack.enter_async_context(swap_lock(host, state_dir))
+                outcome = await _swap_locked(
                     sw,
                     target,
                     timeout=timeout,
@@ -510,7 +529,11 @@ async def swap(
                     rollback=rollback,
                     rollback_timeout=rollback_timeout,
                     port_wait_s=port_wait_s,
+                    sim_args=sim_args,
                 )
+                if sw.sup is not None:
+                    await sw.sup.done(outcome.outcome, outcome.serving, outcome.reason)
+                return outcome
         except HostBusy as exc:
             return _lost(host, session, target.name, exc, refused=True)
         except (HostError, LaunchError) as exc:
@@ -551,6 +574,7 @@ async def _swap_locked(
     rollback: bool,
     rollback_timeout: float,
     port_wait_s: float,
+    sim_args: Sequence[str] = (),
 ) -> SwapOutcome:
     from kimitui.launcher.profiles import load
 
@@ -590,6 +614,8 @@ async def _swap_locked(
             previous_profile = load(running.profile_path or running.profile, extra_dirs)
         except Exception:  # noqa: BLE001 - the diff is optional; rollback uses the run record
             previous_profile = None
+    await _send_plan(sw, target, running, timeout=timeout, rollback_timeout=rollback_timeout,
+                     grace=stop_grace_s, rollback=rollback, sim_args=sim_args)
     errors, warnings, diff = preflight(target, previous_profile)
     if flag_check and not launcher_is_simulated(launcher):
         errors += await check_flags(sw.host, target)
@@ -607,6 +633,7 @@ async def _swap_locked(
         phases.enter("stop")
         sw.state(prev_name, "stopping")
         sw.progress(name, "stop", 0.0, f"stopping {prev_name}")
+        await sw.note("stop")
         try:
             await sw.prev_launcher.stop(running, grace_s=grace_for(previous_profile or target))
         except (LaunchError, HostError) as exc:
@@ -614,6 +641,7 @@ async def _swap_locked(
             return finish("failed", prev_name, f"could not stop {prev_name}: {exc}", prev=prev_name, diff=diff)
         sw.state(prev_name, "stopped")
         sw.progress(name, "stop", 1.0, f"{prev_name} stopped")
+        await sw.note("stopped")
     phases.enter("port")
     busy = await ports.wait_free(sw.host, target.port, timeout=min(port_wait_s, timeout))
     phases.close()
@@ -624,6 +652,7 @@ async def _swap_locked(
 
     # -- 3. start the target, wait until it serves
     record: RunRecord | None = None
+    await sw.note("start", run_id=sw.announce_run(launcher))
     try:
         record = await sw.bring_up(
             name,
@@ -641,6 +670,7 @@ async def _swap_locked(
         failed_record = exc.record
         sw.progress(name, "failed", None, "failed" + (f"; rolling back to {prev_name}" if running and rollback else ""))
         sw.state(name, "failed", exc.reason)
+        await sw.note("failed", reason=exc.reason)
         if failed_record is not None:
             with contextlib.suppress(LaunchError, HostError):
                 await launcher.stop(failed_record, grace_s=min(grace_for(target), 10.0))
@@ -651,6 +681,33 @@ async def _swap_locked(
     sw.progress(name, "serving", 1.0, f"{name} serving")
     sw.state(name, "serving")
     return finish("ok", name, "", [], record, prev_name, diff, warnings)
+
+
+async def _send_plan(sw: _Swap, target: Any, running: RunRecord | None, *, timeout: float,
+                     rollback_timeout: float, grace: float | None, rollback: bool, sim_args: Sequence[str]) -> None:
+    """Tell the supervisor everything it needs to finish this swap alone (plain-process launchers)."""
+    if sw.sup is None:
+        return
+    from kimitui.launcher.process import ProcessLauncher
+    from kimitui.launcher.profiles import argv_for, env_for, sim_python
+
+    launcher = sw.launcher
+    kind = "process" if isinstance(launcher, ProcessLauncher) and isinstance(sw.prev_launcher, ProcessLauncher) else launcher.kind
+    spec: dict[str, Any] = {"name": target.name, "port": target.port, "bind_host": target.host,
+                            "profile_path": getattr(target, "source_path", None) and str(target.source_path)}
+    if isinstance(launcher, ProcessLauncher):
+        with contextlib.suppress(Exception):  # a profile that cannot render: the supervisor cannot start it
+            spec["argv"] = argv_for(target, simulated=launcher.simulated,
+                                    python=sim_python(sw.host) if launcher.simulated else None,
+                                    sim_args=tuple(launcher.sim_args) or tuple(sim_args))
+            spec["env"] = env_for(target)
+    await sw.sup.send({
+        "host": sw.host.name, "kind": kind, "target": spec,
+        "previous": running.model_dump(mode="json") if running is not None else None,
+        "timeout_s": timeout, "rollback_timeout_s": rollback_timeout,
+        "grace_s": grace if grace is not None else float(getattr(target.launcher, "stop_timeout_s", 60)),
+        "rollback": rollback, "simulated": launcher_is_simulated(launcher),
+    })
 
 
 def launcher_is_simulated(launcher: Launcher) -> bool:
@@ -674,6 +731,7 @@ async def _roll_back(
         return "failed", None, reason + ("" if previous is None else " (rollback disabled)"), None
     prev = previous.profile
     sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
+    await sw.note("rollback", run_id=sw.announce_run(sw.prev_launcher))
     rb_phases = _Phases(prefix="rollback_")
     try:
         record = await sw.bring_up(
@@ -687,6 +745,7 @@ async def _roll_back(
             do_warmup=do_warmup,
             base_url=None,
             launcher=sw.prev_launcher,
+            started_phase="rollback_started",
         )
     except SwapFailed as exc:
         phases.durations.update(rb_phases.durations)

@@ -1,0 +1,151 @@
+"""The controller's side of the host-side swap supervisor (:mod:`kimitui.launcher.supervisor_host`).
+
+Why: a swap's host side (stop, start, readiness, rollback) must finish even
+when this kimitui dies or its link drops.  For each swap a small Python
+process is started detached on the host (nothing installed: its source
+travels with ``python3 -c``, like the NVML agent).  It holds the swap lock,
+hears each step before the controller takes it, and carries the swap through
+alone if the controller goes away.  ``<state>/swap.json`` says how the last
+swap went, and whether its controller was still there (``kimitui status``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import posixpath
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from kimitui.host.base import Host, HostError, Stream
+from kimitui.launcher.hostlock import HostBusy
+
+SCRIPT = Path(__file__).with_name("supervisor_host.py").read_text()
+STATE_FILE = "swap.json"
+EXIT_WAIT_S = 10.0
+"""How long a finished swap waits for the supervisor to write the outcome and release the lock."""
+
+
+def host_python(host: Host) -> str:
+    """The Python that runs the supervisor: this one locally (and on the simulated host), else ``python3``."""
+    from kimitui.host.local import LocalHost
+    from kimitui.launcher.select import is_simulated_host
+
+    configured = getattr(host, "python", None)
+    if configured:
+        return str(configured)
+    return sys.executable if isinstance(host, LocalHost) or is_simulated_host(host) else "python3"
+
+
+class Supervisor:
+    """A live link to the host's supervisor: :meth:`note` each step, :meth:`done` at the end."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.closed = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            await self.stream.write(json.dumps(message, default=str) + "\n")
+        except HostError:
+            self.closed = True  # the link dropped: the supervisor carries on alone
+
+    async def note(self, phase: str, **fields: Any) -> None:
+        await self.send({"phase": phase, **fields})
+
+    async def done(self, outcome: str, serving: str | None, reason: str) -> None:
+        await self.send({"done": outcome, "serving": serving, "reason": reason})
+        await self.release()
+
+    async def release(self) -> None:
+        """Close our end; a supervisor told ``done`` exits, one that was not takes over."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(HostError):
+            await self.stream.close_stdin()
+        with contextlib.suppress(HostError, asyncio.TimeoutError):
+            await asyncio.wait_for(self.stream.wait(), EXIT_WAIT_S)
+
+
+@asynccontextmanager
+async def supervised(host: Host, state_dir: str) -> AsyncIterator[Supervisor | None]:
+    """Start the supervisor (it takes the swap lock); the swap sends it the plan first.
+
+    Yields None when the host cannot run it (no Python there): the caller falls
+    back to the plain lock.  Raises HostBusy when another swap holds the lock.
+    On leaving without :meth:`Supervisor.done` (an error, a cancellation) only our
+    end is closed, so the supervisor finishes the host side.
+    """
+    argv = ["setsid", "-w", host_python(host), "-c", SCRIPT, state_dir]
+    try:
+        stream = await host.stream(argv)
+    except HostError:
+        yield None
+        return
+    first = None
+    async for line in stream:
+        first = line.strip()
+        break
+    if first != "locked":
+        with contextlib.suppress(HostError, asyncio.TimeoutError):
+            await asyncio.wait_for(stream.wait(), 5.0)
+        if first == "busy":
+            raise HostBusy(f"another swap is running on {host.name} (it holds {posixpath.join(state_dir, 'swap.lock')})")
+        yield None
+        return
+    sup = Supervisor(stream)
+    try:
+        yield sup
+    finally:
+        await asyncio.shield(sup.release())
+
+
+async def last_swap(host: Host, state_dir: str) -> dict[str, Any] | None:
+    """The last supervised swap's record on the host (``swap.json``), or None."""
+    try:
+        data = json.loads(await host.read_file(posixpath.join(state_dir, STATE_FILE)))
+    except (HostError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("outcome") is None and data.get("supervisor_pid"):
+        res = await host.run(["kill", "-0", str(int(data["supervisor_pid"]))], timeout=10)
+        data["in_progress"] = res.ok
+    return data
+
+
+def describe(last: dict[str, Any]) -> str:
+    """One line for ``kimitui status``: the last swap, whether its controller detached, how it ended."""
+    target, prev = last.get("target") or "?", last.get("previous")
+    when = last.get("ended_at") or last.get("updated_at") or last.get("started_at") or time.time()
+    ago = max(0, int(time.time() - float(when)))
+    head = f"last swap: {prev or 'nothing'} -> {target}"
+    lost = last.get("controller") == "lost"
+    if last.get("outcome") is None:
+        if last.get("in_progress"):
+            who = "its controller went away; the supervisor is finishing it" if lost else "in progress"
+            return f"{head}: {who} (step {last.get('phase')}, supervisor pid {last.get('supervisor_pid')})"
+        return f"{head}: the supervisor ended without an outcome (step {last.get('phase')})"
+    words = {
+        "ok": f"{target} serving",
+        "rolled_back": f"rolled back, {last.get('serving') or prev} serving again",
+        "rollback_failed": "failed and the rollback failed too: nothing serves",
+        "failed": "failed",
+        "interrupted": "interrupted" + (f", {last.get('serving')} still serving" if last.get("serving") else ""),
+        "unknown": "ended in an unknown state",
+    }
+    outcome = words.get(str(last.get("outcome")), str(last.get("outcome")))
+    line = f"{head}: {outcome} ({ago}s ago)"
+    if lost:
+        line += f"; its controller went away during '{last.get('lost_at')}' and the supervisor on the host finished it"
+    if last.get("reason"):
+        line += f": {last['reason']}"
+    return line

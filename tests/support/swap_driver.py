@@ -1,0 +1,74 @@
+"""A swap controller as its own process, for the SIGKILL tests.
+
+Runs ``kimitui.launcher.swap`` on the simulated host (locally, or through the
+in-process SSH server given ``--ssh JSON``) and prints each event as a JSON
+line.  ``--pause-at KEY`` freezes the whole process (a blocking sleep inside
+the event sink, so nothing else happens) right after the first event with that
+key, prints ``PAUSED``, and waits to be killed: the kill lands exactly at that
+moment of the swap.  Keys: ``<role>:<state|progress>:<state or phase>``,
+role ``target`` or ``prev`` (e.g. ``prev:state:stopping``, ``target:progress:weights``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+
+def key_of(event, target: str) -> str | None:
+    role = "target" if getattr(event, "profile", None) == target else "prev"
+    if event.kind == "profile_state":
+        return f"{role}:state:{event.state}"
+    if event.kind == "swap_progress":
+        return f"{role}:progress:{event.phase}"
+    return None
+
+
+async def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("target")
+    p.add_argument("--state", required=True)
+    p.add_argument("--ssh")
+    p.add_argument("--pause-at")
+    p.add_argument("--timeout", type=float, default=60.0)
+    args = p.parse_args()
+
+    from kimitui.host.local import LocalHost
+    from kimitui.launcher.process import ProcessLauncher
+    from kimitui.launcher.profiles import load
+    from kimitui.launcher.swap import swap
+    from kimitui.session import Session
+
+    if args.ssh:
+        from kimitui.host.ssh import SSHHost
+
+        host = SSHHost("sim", **json.loads(args.ssh))
+    else:
+        host = LocalHost("sim")
+    target = load(args.target)
+    session = Session(host="sim")
+    paused = False
+
+    def sink(event) -> None:
+        nonlocal paused
+        key = key_of(event, target.name)
+        print(json.dumps({"key": key, "kind": event.kind}), flush=True)
+        if key is not None and key == args.pause_at and not paused:
+            paused = True
+            print("PAUSED", flush=True)
+            time.sleep(120)  # frozen here until SIGKILL
+
+    session.add_sink(sink)
+    async with host:
+        launcher = ProcessLauncher(host, simulated=True, state_dir=args.state)
+        out = await swap(host, target, session=session, launcher=launcher, timeout=args.timeout,
+                         rollback_timeout=args.timeout)
+    print(json.dumps({"outcome": out.outcome, "serving": out.serving, "reason": out.reason}), flush=True)
+    return 0 if out.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

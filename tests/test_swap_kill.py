@@ -1,0 +1,183 @@
+"""SIGKILL the swap controller at 10 moments of a swap, locally and over SSH: a server always serves.
+
+The controller is its own process (``tests/support/swap_driver.py``) that freezes
+right after a chosen swap event and is then killed, so each moment is a phase
+of the swap, not a sleep.  Each time, within the readiness timeout, exactly one
+healthy server serves and ``kimitui status`` names the interrupted swap and how
+the host-side supervisor finished it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kimitui.commands.status import collect
+from kimitui.host.local import LocalHost
+from kimitui.launcher.process import ProcessLauncher
+from kimitui.launcher.supervisor import last_swap
+from kimitui.launcher.swap import swap
+from tests.support.launcher_env import make_env, stop_everything
+
+pytestmark = pytest.mark.timeout(300)
+
+DRIVER = Path(__file__).resolve().parent / "support" / "swap_driver.py"
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 30.0
+"""The readiness timeout the controller and its supervisor work to."""
+
+# (where the controller is frozen and killed, the outcome the supervisor records)
+GOOD_MOMENTS = [
+    ("prev:state:stopping", "interrupted"),  # before the stop: nothing was touched
+    ("prev:state:stopped", "ok"),  # between stop and start
+    ("target:progress:start", "ok"),  # the start announced, not yet run
+    ("target:state:starting", "ok"),
+    ("target:progress:weights", "ok"),
+    ("target:progress:kv_cache", "ok"),
+    ("target:progress:cuda_graph", "ok"),
+    ("target:progress:uvicorn", "ok"),
+    ("target:progress:ready", "ok"),
+    ("target:progress:warmup", "ok"),
+]
+CRASH_MOMENTS = [
+    ("prev:state:stopping", "interrupted"),
+    ("prev:state:stopped", "rolled_back"),
+    ("target:progress:start", "rolled_back"),
+    ("target:state:starting", "rolled_back"),
+    ("target:progress:weights", "rolled_back"),
+    ("target:progress:failed", "rolled_back"),
+    ("target:state:failed", "rolled_back"),
+    ("prev:progress:start", "rolled_back"),  # "rolling back to ...", the relaunch not yet run
+    ("prev:state:starting", "rolled_back"),
+    ("prev:progress:weights", "rolled_back"),
+]
+
+
+def _ssh_options(server: Any) -> dict[str, Any]:
+    return dict(address=server.host, port=server.port, user=server.user,
+                client_keys=[str(server.client_key_path)], known_hosts=[str(server.known_hosts_path)],
+                tofu_known_hosts=str(server.tofu_known_hosts_path), agent=False, ssh_config=None,
+                keepalive_s=2.0, connect_timeout_s=5.0)
+
+
+async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None) -> None:
+    """Run the controller until ``moment``, then SIGKILL it."""
+    argv = [sys.executable, str(DRIVER), str(target), "--state", str(state), "--pause-at", moment,
+            "--timeout", str(TIMEOUT_S)]
+    if ssh is not None:
+        argv += ["--ssh", json.dumps(ssh)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    try:
+        while True:
+            line = (await asyncio.wait_for(proc.stdout.readline(), TIMEOUT_S)).decode().strip()
+            assert line, f"the controller ended before {moment}: {seen}"
+            if line == "PAUSED":
+                break
+            seen.append(line)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+
+
+async def _settled(host: Any, state: Path, since: float) -> dict[str, Any]:
+    """Wait (within the readiness timeout) until the supervisor of the swap begun after ``since``
+    recorded how it ended."""
+    end = time.monotonic() + TIMEOUT_S
+    while True:
+        last = await last_swap(host, str(state))
+        if last is not None and last.get("started_at", 0) >= since and last.get("outcome") is not None:
+            # the lock is free again once the supervisor exits
+            pid = int(last["supervisor_pid"])
+            if not Path(f"/proc/{pid}").exists() or ssh_pid_gone(pid):
+                return last
+        assert time.monotonic() < end, f"the supervisor did not finish within {TIMEOUT_S}s: {last}"
+        await asyncio.sleep(0.1)
+
+
+def ssh_pid_gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(") ", 1)[-1].startswith("Z")
+
+
+async def _one_server_serves(host: Any, state: Path, port: int, where: Any) -> str:
+    launcher = ProcessLauncher(LocalHost("check"), simulated=True, state_dir=str(state))
+    alive = [r for r in await launcher.records() if await launcher.alive(r)]
+    assert len(alive) == 1, (where, [r.profile for r in alive])
+    async with httpx.AsyncClient(trust_env=False) as http:
+        assert (await http.get(f"http://127.0.0.1:{port}/health", timeout=5)).status_code == 200
+    return alive[0].profile
+
+
+async def _chain(host: Any, env: Any, ssh: dict[str, Any] | None, kind: str) -> list[str]:
+    """One swap killed at each moment, each starting from what the last left serving."""
+    a = env.profile("base", "ep8-tuned")
+    b = env.profile("eplb", "ep8-eplb")
+    crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
+    launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
+    first = await swap(host, str(a), launcher=launcher, timeout=TIMEOUT_S)
+    assert first.ok, first.reason
+    serving, results = "base", []
+    for moment, expected in GOOD_MOMENTS if kind == "good" else CRASH_MOMENTS:
+        if kind == "good":
+            target, name = (b, "eplb") if serving == "base" else (a, "base")
+        else:
+            target, name = crashy, "crashy"
+        t0, since = time.monotonic(), time.time()
+        await _kill_at(target, env.state, moment, ssh)
+        last = await _settled(host, env.state, since)
+        took = time.monotonic() - t0
+        where = f"{'ssh' if ssh else 'local'} {kind} killed at {moment}"
+        now = await _one_server_serves(host, env.state, env.port, (where, last))
+        assert last["outcome"] == expected, (where, last)
+        assert last["controller"] == "lost", (where, last)
+        want = name if expected == "ok" else serving
+        assert now == want and (last["serving"] or now) == now, (where, now, last)
+        status = await collect(host, state_dir=str(env.state))
+        assert status["running"] and status["profile"] == now, (where, status)
+        text = status["last_swap_text"]
+        assert "controller went away" in text and f"-> {name}" in text, (where, text)
+        if expected == "rolled_back":
+            assert "rolled back" in text and "SafetensorError" in text, (where, text)
+        results.append(f"{where}: {last['outcome']}, {now} serving, settled in {took:.1f}s")
+        serving = now
+    return results
+
+
+@pytest.mark.parametrize("kind", ["good", "crash"])
+async def test_sigkill_of_the_controller_at_10_moments_leaves_one_server_serving(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.sshd import SSHTestServer
+
+    monkeypatch.setenv("KIMITUI_SIM_STATE", str(tmp_path / "gpus.json"))
+    monkeypatch.setenv("KIMITUI_STATE_DIR", str(tmp_path / "kimitui-state"))
+    local_env, ssh_env = make_env(tmp_path / "local"), make_env(tmp_path / "ssh")
+    server = SSHTestServer(tmp_path / "sshd")
+    await server.start()
+    try:
+        async with LocalHost("sim") as local, server.make_host("sim") as remote:
+            results = await asyncio.gather(
+                _chain(local, local_env, None, kind), _chain(remote, ssh_env, _ssh_options(server), kind)
+            )
+    finally:
+        await stop_everything(local_env.state)
+        await stop_everything(ssh_env.state)
+        await server.stop()
+    for line in results[0] + results[1]:
+        print(line)
