@@ -105,7 +105,7 @@ class ProfilesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     order: list[str] = Field(default_factory=list, max_length=9)
-    """Profile names by key; a profile's own ``key = "N"`` wins over this (docs/profiles.md)."""
+    """Profile names by key; a profile's own ``key = "N"`` wins over this (docs/keys.md)."""
 
     @field_validator("order")
     @classmethod

@@ -148,7 +148,7 @@ class Profile(_Strict):
     description: SafeStr = ""
     extends: SafeStr | None = None
     key: str | None = None
-    """The cockpit key (``"1"``–``"9"``) this profile sits on; never inherited (see docs/profiles.md)."""
+    """The cockpit key (``"1"``–``"9"``) this profile sits on; never inherited (see docs/keys.md)."""
 
     # -- what and where
     model_path: SafeStr = Field(min_length=1)
