@@ -251,3 +251,15 @@ def test_fuzzed_streams_never_raise_and_stay_fast(lines: list[bytes], seps: list
     assert r.error_class in (None, "malformed", "stream_error", "reset"), r
     if r.error_class == "malformed":
         assert r.error
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_the_bench_fuzz_cases_never_raise_and_stay_fast(rng) -> None:  # noqa: ANN001
+    """``bench/bench_fuzz.py --targets sse``'s generator (10^5 cases there), a few hundred here."""
+    from tests.support.ssefuzz import run_sse, sse_case
+
+    case = sse_case(rng)
+    t0 = time.thread_time()
+    run_sse(case)
+    assert time.thread_time() - t0 < 0.1  # thread CPU; the bench holds the 10 ms goal
