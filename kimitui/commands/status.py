@@ -119,8 +119,14 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return 2
-    async with host:
-        info = await collect(host, unit=args.unit, extra_dirs=list(getattr(args, "profiles", None) or []))
+    from kimitui.host.base import HostError
+
+    try:
+        async with host:
+            info = await collect(host, unit=args.unit, extra_dirs=list(getattr(args, "profiles", None) or []))
+    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return 2
     if args.json:
         print(json.dumps(info, default=str))
     else:

@@ -27,9 +27,8 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.launcher.base import LaunchError
+    from kimitui.host.base import HostError
     from kimitui.launcher.cliutil import open_host
-    from kimitui.launcher.select import find_running
 
     console = Console(highlight=False)
     try:
@@ -37,6 +36,19 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return 2
+    try:
+        return await _stop(console, host, args)
+    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return 2
+
+
+async def _stop(console, host, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    from kimitui.launcher.base import LaunchError
+    from kimitui.launcher.select import find_running
+
     async with host:
         found = await find_running(host, unit=args.unit)
         if found is None:

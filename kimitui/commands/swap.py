@@ -48,11 +48,8 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.launcher.cliutil import HostChoiceError, SwapBar, open_host
+    from kimitui.launcher.cliutil import HostChoiceError, open_host
     from kimitui.launcher.profiles import load
-    from kimitui.launcher.select import find_running
-    from kimitui.launcher.swap import swap
-    from kimitui.session import Session
     from kimitui.profiles import ProfileError
 
     console = Console(stderr=False, highlight=False)
@@ -70,6 +67,23 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a bad config file is reported, not raised
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return EXIT_USAGE
+    from kimitui.host.base import HostError
+
+    try:
+        return await _swap(console, host, target, args, extra)
+    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return EXIT_USAGE
+
+
+async def _swap(console: "Console", host, target, args: argparse.Namespace, extra: list[str]) -> int:  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    from kimitui.launcher.cliutil import SwapBar
+    from kimitui.launcher.select import find_running
+    from kimitui.launcher.swap import swap
+    from kimitui.session import Session
+
     async with host:
         found = await find_running(host, unit=target.launcher.unit)
         running = found[1] if found else None

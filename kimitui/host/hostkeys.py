@@ -55,7 +55,8 @@ class HostKeyPolicy:
         bracketed = f"[{host}]:{port}" if match_port else host
         files = ", ".join(str(f) for f in [*self.files, self.tofu_file])
         if trusted or cas:
-            old = ", ".join(k.get_fingerprint() for k in trusted) or "a certificate authority"
+            # one line can match both the name and the address: name each fingerprint once
+            old = ", ".join(dict.fromkeys(k.get_fingerprint() for k in trusted)) or "a certificate authority"
             return False, (
                 f"{self.name}: the host key of {bracketed} has CHANGED: it now offers {fingerprint}, "
                 f"known_hosts trusts {old}. Someone may be intercepting the connection, or the host was "
