@@ -29,10 +29,21 @@ on precompiled regexes.
 Every kind may also carry ``ts`` (the line's own timestamp text), ``rank``
 (``"DP3_TP3_EP3"``, the same spelling as the scheduler's process title) and
 ``ranks`` ({"dp": 3, "tp": 3, "ep": 3}).
+
+Bad input costs bounded time and never a line (issue 13): a line longer than
+:data:`MAX_LINE_CHARS` is parsed (and kept in its :class:`LogLine`) as its first
+``MAX_LINE_CHARS`` characters (a tqdm line: its last redraw) with
+``truncated: true`` and ``raw_chars`` (the original length) in its fields; every
+pattern is linear-time (no quantifier that can restart inside a run it already
+scanned; watchdog and shard lines are found with ``str.find`` first).  A number
+longer than :data:`_NUM_CHARS` characters, or one that is not finite (``inf``,
+``nan``, ``1e999``), stays text; a body key that would overwrite one of the
+line's own fields (``rank: 3`` next to a ``TP3`` prefix) is kept as ``field_rank``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from typing import Any, NamedTuple
@@ -46,6 +57,41 @@ class Parsed(NamedTuple):
     line_kind: str
     severity: str
     fields: Fields
+
+
+MAX_LINE_CHARS = 16384
+"""Longer lines are cut to this many characters and flagged ``truncated`` (SGLang's longest real
+lines, ``server_args=ServerArgs(...)`` dumps, are ~6 KB)."""
+
+_NUM_CHARS = 300
+"""A digit run longer than this stays text: as a float it could overflow, as an int it is no figure."""
+
+_RESERVED = frozenset({"ts", "rank", "ranks", "iter", "truncated", "raw_chars", "unparsed", "parse_error"})
+"""Fields the parser sets from the line's prefix or about the line itself; a body key never overwrites one."""
+
+
+def _int(text: str) -> int | str:
+    """Digits (``\\d+``) -> int; an absurdly long run stays text."""
+    return int(text) if len(text) <= _NUM_CHARS else text
+
+
+def _float(text: str) -> float | str:
+    """A finite float, else the text (``inf``/``nan``/``1e999`` would not survive JSON)."""
+    if len(text) <= _NUM_CHARS:
+        try:
+            f = float(text)
+        except ValueError:
+            return text
+        if math.isfinite(f):
+            return f
+    return text
+
+
+def _ratio(i: Any, n: Any) -> float | None:
+    """``i / n`` as progress (0..1) when both are sane counts, else None; never overflows."""
+    if type(i) is int and type(n) is int and n > 0 and i >= 0:
+        return min(i, n) / n
+    return None
 
 
 # --------------------------------------------------------------------------- prefixes
@@ -63,7 +109,7 @@ _CUSTOM = re.compile(
     r"(?:\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[\s|:-]+)?"
     r"(?:\d+\s+)?(?:\[([^\]]*)\]\s*)?"
 )
-_RANK_TAG = re.compile(r"\b(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)\b")
+_RANK_TAG = re.compile(r"\b(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d{1,9})\b")
 _UVICORN_LEVEL = re.compile(r"^(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 
 _LEVEL_SEVERITY = {
@@ -79,14 +125,18 @@ _LEVEL_SEVERITY = {
 
 # --------------------------------------------------------------------------- message regexes
 
-_BATCH = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] (.*)$")
+# no trailing "(.*)$": after a "\n" inside the line it made every "Decode batch. " rescan to the end
+_BATCH = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ")
 _ACCESS = re.compile(r'^(\S+) - "([A-Z]+) (\S+)(?: (HTTP/[\d.]+))?" (\d{3})')
-_KV_EQ = re.compile(r"([A-Za-z_][\w.]*)=([^\s,]+)")
+# A key starts at a word's start (the lookbehind): restarting inside a long run made it quadratic.
+_KV_EQ = re.compile(r"(?<![\w.])([\w.]+)=([^\s,]+)")
 _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )(\d+(?:\.\d+)?) ?s")
 _CAPTURING = re.compile(
     r"Capturing (batches|num tokens) \((?:bs|num_tokens)=(\d+) avail_mem=(\d+(?:\.\d+)?) GB\):\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)"
 )
-_SHARDS = re.compile(r"(?:Loading|loading) [^:]*shards:\s*(\d+)% Completed \|\s*(\d+)/(\d+)")
+# "(?:Loading|loading) [^:]*shards:" rescanned from every "loading "; now: find "shards:", look back.
+_SHARDS = re.compile(r"shards:\s*(\d+)% Completed \|\s*(\d+)/(\d+)")
+_LOADING = re.compile(r"[Ll]oading ")
 _KV_ALLOC = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+)")
 _CAPTURE_BEGIN_END = re.compile(r"Capture (.+?) (begin|end)\.")
 _GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)\]")
@@ -100,7 +150,10 @@ _EPLB_SKIP = re.compile(r"utilization (\d+(?:\.\d+)?) > minimum rebalance thresh
 _RETRACT = re.compile(
     r"#retracted_reqs: (\d+), #new_tokens_gained: (\d+), #new_token_ratio: (\d+(?:\.\d+)?) -> (\d+(?:\.\d+)?)"
 )
-_WATCHDOG = re.compile(r"(\w+)? ?[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=(\d+(?:\.\d+)?)")
+# Was r"(\w+)? ?[Ww]atchdog timeout \(...": the leading "(\w+)?" restarted at every character of a
+# long word (a 20 KB line took 15 s).  Now: str.find the literal, match the tail, walk back for the word.
+_WATCHDOG_NEEDLE = "atchdog timeout ("
+_WATCHDOG_TAIL = re.compile(r"(?:self\.)?watchdog_timeout=(\d+(?:\.\d+)?)")
 _SUBPROC = re.compile(r"Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
 _OOM_ALLOC = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(MiB|GiB|tokens)?")
 _NCCL_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
@@ -141,21 +194,23 @@ def _slug(key: str) -> str:
 
 
 def _value(text: str) -> Any:
-    """A log value as int / float / bool when it is one, else the text."""
+    """A log value as int / float / bool when it is one (finite, not absurdly long), else the text."""
     if text == "True":
         return True
     if text == "False":
         return False
+    if len(text) > _NUM_CHARS:
+        return text
     try:
         if "." in text or "e" in text:
-            return float(text)
+            f = float(text)
+            return f if math.isfinite(f) else text
         return int(text)
     except ValueError:
         if text.endswith("%"):
-            try:
-                return float(text[:-1])
-            except ValueError:
-                pass
+            f2 = _float(text[:-1])
+            if isinstance(f2, float):
+                return f2
         return text
 
 
@@ -169,8 +224,9 @@ def _key_info(key: str) -> tuple[str, bool]:
         if key in _GRAPH_KEYS:
             info = (key[:-6], True)
         else:
-            info = (_KEY_NAMES.get(key) or _slug(key), False)
-        if len(_KEY_INFO) < 4096:  # bounded: fuzzed or hostile input must not grow memory
+            name = _KEY_NAMES.get(key) or _slug(key)
+            info = ("field_" + name if name in _RESERVED else name, False)
+        if len(_KEY_INFO) < 4096 and len(key) <= 64:  # bounded: fuzzed or hostile input must not grow memory
             _KEY_INFO[key] = info
     return info
 
@@ -188,13 +244,17 @@ def _batch_fields(body: str, fields: Fields) -> None:
         if info[1]:
             fields["cuda_graph"] = val == "True"
             fields["graph_backend"] = info[0]
-        elif val.isdigit():
+        elif val.isdecimal() and len(val) <= _NUM_CHARS:  # isdecimal, not isdigit: int("²") raises
             fields[info[0]] = int(val)
         else:
             try:
-                fields[info[0]] = float(val)
+                if len(val) > _NUM_CHARS:
+                    raise ValueError(val)  # text, not a number; and float() of a huge run is slow
+                f = float(val)
             except ValueError:
                 fields[info[0]] = _value(val)
+            else:
+                fields[info[0]] = f if math.isfinite(f) else val
     if "token_usage" not in fields:  # hybrid pools: the max, as SGLang's own gauge does
         pools = [fields[p] for p in _USAGE_POOLS if isinstance(fields.get(p), (int, float))]
         if pools:
@@ -212,7 +272,8 @@ _DECODE_FAST = re.compile(
 
 
 def _decode_fields(body: str, fields: Fields) -> None:
-    m = _DECODE_FAST.match(body)
+    # a real body is ~100-200 characters; a longer one could hold numbers that overflow: generic loop
+    m = _DECODE_FAST.match(body) if len(body) <= _NUM_CHARS else None
     if m is None:
         _batch_fields(body, fields)
         return
@@ -240,7 +301,7 @@ _PREFILL_FAST = re.compile(
 
 
 def _prefill_fields(body: str, fields: Fields) -> None:
-    m = _PREFILL_FAST.match(body)
+    m = _PREFILL_FAST.match(body) if len(body) <= _NUM_CHARS else None
     if m is None:
         _batch_fields(body, fields)
         return
@@ -260,8 +321,18 @@ def _prefill_fields(body: str, fields: Fields) -> None:
         fields["input_throughput"] = float(thr)
 
 
+_KEY_START = re.compile(r"[A-Za-z_]")
+
+
 def _kv_pairs(text: str, fields: Fields) -> None:
+    """``key=value`` pairs; never overwrites what the line already set (``step``, ``ts``, ``rank``...)."""
     for key, val in _KV_EQ.findall(text):
+        start = _KEY_START.search(key)  # the key begins at its first letter, as r"[A-Za-z_][\w.]*" did
+        if start is None:
+            continue
+        key = key[start.start():]
+        if key in fields or key in _RESERVED:
+            key = "field_" + key
         fields[key] = _value(val.rstrip(".,)"))
 
 
@@ -302,10 +373,10 @@ def _startup(msg: str, fields: Fields) -> bool:
     if "Capturing " in msg:
         m = _CAPTURING.search(msg)
         if m:
-            i, n = int(m.group(5)), int(m.group(6))
-            fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=i / n if n else None)
-            fields["bs" if m.group(1) == "batches" else "num_tokens"] = int(m.group(2))
-            fields["avail_mem_gb"] = float(m.group(3))
+            i, n = _int(m.group(5)), _int(m.group(6))
+            fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=_ratio(i, n))
+            fields["bs" if m.group(1) == "batches" else "num_tokens"] = _int(m.group(2))
+            fields["avail_mem_gb"] = _float(m.group(3))
             if m.group(1) != "batches":
                 fields["graph"] = "piecewise"
             return True
@@ -326,21 +397,21 @@ def _startup(msg: str, fields: Fields) -> bool:
         _gb_fields(msg, fields)
         return True
     if "shards:" in msg:
-        m = _SHARDS.search(msg)
+        m = _shards(msg)
         if m:
-            i, n = int(m.group(2)), int(m.group(3))
-            fields.update(step="weights", phase="progress", i=i, n=n, progress=i / n if n else None)
+            i, n = _int(m.group(2)), _int(m.group(3))
+            fields.update(step="weights", phase="progress", i=i, n=n, progress=_ratio(i, n))
             return True
     if "KV Cache is allocated" in msg:
         fields.update(step="kv_cache", phase="end")
         m = _KV_ALLOC.search(msg)
         if m:
             fields["dtype"] = m.group(1)
-            fields["kv_tokens"] = int(m.group(2))
+            fields["kv_tokens"] = _int(m.group(2))
         _gb_fields(msg, fields)
         return True
     if msg.startswith("Capture ") and (" begin." in msg or " end." in msg):
-        m = _CAPTURE_BEGIN_END.search(msg)
+        m = _CAPTURE_BEGIN_END.match(msg)  # match, not search: each "Capture " re-scanned the rest
         if m:
             what = m.group(1).lower()  # "cuda graph", "piecewise cuda graph", "draft extend cuda graph"...
             fields.update(step="cuda_graph", phase=m.group(2))
@@ -352,7 +423,7 @@ def _startup(msg: str, fields: Fields) -> bool:
             return True
     if msg.startswith("Capture cuda graph bs"):
         m = _GRAPH_BS.search(msg)
-        sizes = [int(x) for x in m.group(1).replace(",", " ").split()] if m else []
+        sizes = [_int(x) for x in m.group(1).replace(",", " ").split()] if m else []
         fields.update(step="cuda_graph", phase="plan", batch_sizes=sizes, n=len(sizes))
         return True
     if "max_total_num_tokens=" in msg:
@@ -385,7 +456,7 @@ def _startup(msg: str, fields: Fields) -> bool:
         return True
     if msg.startswith("Started server process"):
         m = _PID.search(msg)
-        fields.update(step="uvicorn", phase="process", pid=int(m.group(1)) if m else None)
+        fields.update(step="uvicorn", phase="process", pid=_int(m.group(1)) if m else None)
         return True
     if msg.startswith("Waiting for application startup") or msg.startswith("Application startup complete"):
         fields.update(step="uvicorn", phase="startup")
@@ -396,7 +467,19 @@ def _startup(msg: str, fields: Fields) -> bool:
 def _elapsed(msg: str, fields: Fields) -> None:
     m = _ELAPSED.search(msg)
     if m:
-        fields["elapsed_s"] = float(m.group(1))
+        fields["elapsed_s"] = _float(m.group(1))
+
+
+def _shards(msg: str) -> re.Match[str] | None:
+    """The first ``shards: N% Completed | i/n`` preceded by ``Loading``/``loading `` with no ``:`` between.
+
+    Linear: each candidate looks back only to the previous ``:``, which is at most the previous ``shards:``.
+    """
+    for m in _SHARDS.finditer(msg):
+        head = msg[msg.rfind(":", 0, m.start()) + 1 : m.start()]
+        if _LOADING.search(head):
+            return m
+    return None
 
 
 _ARG = re.compile(r"[(,] ?(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=[,)])")
@@ -422,17 +505,17 @@ def _eplb(msg: str, fields: Fields) -> bool:
         elif "rebalance end" in msg:
             fields["phase"] = "end"
             m = _EPLB_END.search(msg)
-            fields["duration_s"] = float(m.group(1)) if m and m.group(1) else None
+            fields["duration_s"] = _float(m.group(1)) if m and m.group(1) else None
         elif "system started" in msg:
             fields["phase"] = "init"
             m = _EPLB_EVERY.search(msg)
             if m:
-                fields["every_iters"] = int(m.group(1))
+                fields["every_iters"] = _int(m.group(1))
         elif "Skipped" in msg:
             fields["phase"] = "skipped"
             m = _EPLB_SKIP.search(msg)
             if m:
-                fields["utilization"], fields["threshold"] = float(m.group(1)), float(m.group(2))
+                fields["utilization"], fields["threshold"] = _float(m.group(1)), _float(m.group(2))
         else:
             fields["phase"] = "other"
         return True
@@ -500,29 +583,52 @@ def _problem_details(error: str, msg: str, fields: Fields) -> None:
     if error == "kv_retract":
         m = _RETRACT.search(msg)
         if m:
-            fields["retracted_reqs"] = int(m.group(1))
-            fields["new_tokens_gained"] = int(m.group(2))
-            fields["new_token_ratio_from"] = float(m.group(3))
-            fields["new_token_ratio_to"] = float(m.group(4))
+            fields["retracted_reqs"] = _int(m.group(1))
+            fields["new_tokens_gained"] = _int(m.group(2))
+            fields["new_token_ratio_from"] = _float(m.group(3))
+            fields["new_token_ratio_to"] = _float(m.group(4))
     elif error == "watchdog":
-        m = _WATCHDOG.search(msg)
-        if m:
-            fields["component"] = m.group(1) or "Scheduler"
-            fields["timeout_s"] = float(m.group(2))
+        found = _watchdog(msg)
+        if found:
+            fields["component"] = found[0] or "Scheduler"
+            fields["timeout_s"] = _float(found[1])
     elif error == "subprocess_crash":
         m = _SUBPROC.search(msg)
         if m:
-            fields.update(process=m.group(1), pid=int(m.group(2)), exit_code=int(m.group(3)))
+            fields.update(process=m.group(1), pid=_int(m.group(2)), exit_code=_int(m.group(3)))
     elif error == "oom":
         m = _OOM_ALLOC.search(msg)
         if m:
-            fields["tried_alloc"] = float(m.group(1))
+            fields["tried_alloc"] = _float(m.group(1))
             fields["tried_alloc_unit"] = m.group(2) or ""
         fields["phase"] = "prefill" if "Prefill out of" in msg else "decode" if "Decode out of" in msg else None
     elif error == "nccl":
         m = _NCCL_TIMEOUT.search(msg)
         if m:
-            fields["timeout_s"] = int(m.group(1)) / 1000.0
+            ms = _float(m.group(1))
+            if isinstance(ms, float):
+                fields["timeout_s"] = ms / 1000.0
+
+
+def _watchdog(msg: str) -> tuple[str | None, str] | None:
+    """(component word or None, timeout text) of the first ``[Ww]atchdog timeout (...watchdog_timeout=N``.
+
+    What ``(\\w+)? ?[Ww]atchdog timeout \\((?:self\\.)?watchdog_timeout=(N)`` found, in linear time: the
+    component is the run of word characters right before the ``W`` (or before one space before it).
+    """
+    i = msg.find(_WATCHDOG_NEEDLE, 1)
+    while i > 0:
+        w = i - 1
+        if msg[w] in "Ww":
+            m = _WATCHDOG_TAIL.match(msg, i + len(_WATCHDOG_NEEDLE))
+            if m:
+                end = w - 1 if w >= 1 and msg[w - 1] == " " else w
+                start = end
+                while start > 0 and (msg[start - 1].isalnum() or msg[start - 1] == "_"):
+                    start -= 1
+                return (msg[start:end] or None), m.group(1)
+        i = msg.find(_WATCHDOG_NEEDLE, i + 1)
+    return None
 
 
 # --------------------------------------------------------------------------- entry points
@@ -569,19 +675,50 @@ def _ranks(tags: str, fields: Fields) -> None:
     if hit is False:
         found = _RANK_TAG.findall(tags)
         hit = ({n.lower(): int(v) for n, v in found}, "_".join(n + v for n, v in found)) if found else None
-        if len(_RANK_CACHE) < 4096:
+        if len(_RANK_CACHE) < 4096 and len(tags) <= 128:
             _RANK_CACHE[tags] = hit
     if hit is not None:
         fields["ranks"] = dict(hit[0])
         fields["rank"] = hit[1]
 
 
+def _bounded(raw: str) -> tuple[str, int | None]:
+    """The line to parse and keep, and its original length when that was over :data:`MAX_LINE_CHARS`.
+
+    Work per line is bounded by the cap, not by what a host sends: a tqdm line (many ``\\r``
+    redraws) is first reduced to its last non-empty redraw, as :func:`_clean` would.
+    """
+    if len(raw) <= MAX_LINE_CHARS:
+        return raw, None
+    text = raw.rstrip("\r\n")
+    if "\r" in text:
+        end = len(text)
+        while end > 0:
+            start = text.rfind("\r", 0, end) + 1
+            if text[start:end].strip():
+                break
+            end = start - 1
+        text = text[start:end] if end > 0 else ""
+    if len(text) <= MAX_LINE_CHARS:
+        return text, len(raw)
+    return text[:MAX_LINE_CHARS], len(raw)
+
+
 def parse_line(raw: str) -> Parsed:
-    """Classify one log line and extract its fields; never raises."""
+    """Classify one log line and extract its fields; never raises, bounded time (see :data:`MAX_LINE_CHARS`)."""
+    return _parse_bounded(raw)[0]
+
+
+def _parse_bounded(raw: str) -> tuple[Parsed, str]:
+    text, length = _bounded(raw)
     try:
-        return _parse(raw)
+        parsed = _parse(text)
     except Exception as exc:  # a parser bug must never cost the line
-        return Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {exc}"})
+        parsed = Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    if length is not None:
+        parsed.fields["truncated"] = True
+        parsed.fields["raw_chars"] = length
+    return parsed, text
 
 
 def _parse(raw: str) -> Parsed:
@@ -589,6 +726,10 @@ def _parse(raw: str) -> Parsed:
     fields: Fields = {}
     severity = "info"
     level: str | None = None
+    if line[:1].isdigit():  # journalctl short-iso: strip its prefix once (no recursion: no depth to exhaust)
+        m = _JOURNAL.match(line)
+        if m:
+            line = line[m.end() :]
     msg = line
     if line[:1] == "[":
         m = _PREFIX.match(line)
@@ -599,9 +740,6 @@ def _parse(raw: str) -> Parsed:
                 _ranks(tags, fields)
             msg = line[m.end() :]
     elif line[:1].isdigit():
-        m = _JOURNAL.match(line)
-        if m:
-            return _parse(line[m.end() :])
         m = _CUSTOM.match(line)
         if m:
             fields["ts"] = m.group(1)
@@ -629,9 +767,10 @@ def _parse(raw: str) -> Parsed:
     if " batch" in msg:
         m = _BATCH.match(msg) or _BATCH.search(msg)
         if m:
-            which, iteration, body = m.groups()
+            which, iteration = m.groups()
+            body = msg[m.end() :]
             if iteration:
-                fields["iter"] = int(iteration)
+                fields["iter"] = _int(iteration)
             if which == "Decode":
                 _decode_fields(body, fields)
                 return Parsed("decode", severity, fields)
@@ -662,9 +801,11 @@ def to_event(
     cursor: str | None = None,
     t: float | None = None,
 ) -> LogLine:
-    """One raw line as a :class:`LogLine` event (``t`` defaults to now)."""
-    text = raw.rstrip("\r\n")
-    parsed = parse_line(text)
+    """One raw line as a :class:`LogLine` event (``t`` defaults to now); never raises.
+
+    Over :data:`MAX_LINE_CHARS` the event keeps the text that was parsed, flagged ``truncated``.
+    """
+    parsed, text = _parse_bounded(raw.rstrip("\r\n"))
     return LogLine(
         t=time.time() if t is None else t,
         host=host,
@@ -680,29 +821,45 @@ def to_event(
 _STATS_KEYS = ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "num_tokens")
 
 
+def _figure(val: Any) -> float | None:
+    """A stats figure: a finite int/float (not bool), else None (text, huge, inf, nan, anything else)."""
+    if type(val) is float:
+        return val if math.isfinite(val) else None
+    if type(val) is int:
+        return float(val) if -1e300 < val < 1e300 else None
+    return None
+
+
 def to_stats(parsed: Parsed, *, host: str, t: float | None = None) -> ServerStats | None:
-    """A Decode line's figures as :class:`ServerStats` (source="log"); None for other kinds."""
+    """A Decode line's figures as :class:`ServerStats` (source="log"); None for other kinds.
+
+    Total over any fields (extra keys, text where a number was expected, huge numbers): a figure
+    that is not one is left out.  It feeds the follower's stream, so it must never raise.
+    """
     if parsed.line_kind != "decode":
         return None
-    f = parsed.fields
-    kw: dict[str, Any] = {}
-    for key in _STATS_KEYS:
-        val = f.get(key)
-        kw[key] = float(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else None
-    extra: dict[str, float] = {}
-    for key in ("accept_len", "accept_rate"):
-        val = f.get(key)
-        if isinstance(val, (int, float)) and not isinstance(val, bool):
-            extra[key] = float(val)
-    if "rank" in f:
-        for name, num in f["ranks"].items():
-            extra[f"rank_{name}"] = float(num)
-    cuda_graph = f.get("cuda_graph")
-    return ServerStats(
-        t=time.time() if t is None else t,
-        host=host,
-        source="log",
-        cuda_graph=cuda_graph if isinstance(cuda_graph, bool) else None,
-        extra=extra,
-        **kw,
-    )
+    try:
+        f = parsed.fields
+        kw: dict[str, Any] = {key: _figure(f.get(key)) for key in _STATS_KEYS}
+        extra: dict[str, float] = {}
+        for key in ("accept_len", "accept_rate"):
+            val = _figure(f.get(key))
+            if val is not None:
+                extra[key] = val
+        ranks = f.get("ranks")
+        if isinstance(ranks, dict):
+            for name, num in ranks.items():
+                val = _figure(num)
+                if isinstance(name, str) and val is not None:
+                    extra[f"rank_{name}"] = val
+        cuda_graph = f.get("cuda_graph")
+        return ServerStats(
+            t=time.time() if t is None else t,
+            host=host,
+            source="log",
+            cuda_graph=cuda_graph if isinstance(cuda_graph, bool) else None,
+            extra=extra,
+            **kw,
+        )
+    except Exception:  # noqa: BLE001 - a Parsed built elsewhere with odd types: no stats, not a dead stream
+        return None
