@@ -269,3 +269,34 @@ async def test_a_line_cut_by_the_dropped_link_arrives_whole_once(tmp_path: Path,
         await host.close()
     assert raws(seen) == ["first", "a line cut by the link drop", "after"]
     assert [e.cursor for e in seen.of("log_line")] == ["1", "2", "3"]
+
+
+async def test_bad_lines_in_the_followed_file_neither_stall_nor_restart_the_stream(tmp_path: Path) -> None:
+    """Issue 13: a 20 KB watchdog line took 15 s to parse; a Decode line with an extra ``rank: 3`` (and no
+    rank tags) crashed the stats conversion and restarted the stream.  Both are published, nothing is lost."""
+    bad_decode = ("[2026-05-28 10:05:13] Decode batch, #running-req: 7, #token: 10, token usage: 0.01, "
+                  "cuda graph: True, gen throughput (token/s): 65.00, #queue-req: 0, rank: 3")
+    watchdog = "[2025-12-09 11:20:00 TP5] Watchdog timeout (self.watchdog_" + "9" * 20000
+    huge = "[2026-05-28 10:05:13] Decode batch, #running-req: " + "9" * 5000 + ", #queue-req: 1e999"
+    lines = [DECODE.format(n=1), bad_decode, watchdog, huge, DECODE.format(n=2), "after"]
+    log = tmp_path / "server.log"
+    log.write_text("")
+    session = Session()
+    seen = Collector(session)
+    follower = LogFollower(LocalHost("sim"), session, path=str(log), backlog=0)
+    await follower.start()
+    try:
+        await asyncio.sleep(0.3)
+        with open(log, "a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        await seen.wait_for(lambda ev: "after" in raws(seen), timeout=10)
+    finally:
+        await follower.stop()
+    got = [e for e in seen.of("log_line") if isinstance(e, LogLine)]
+    assert [e.raw for e in got] == [lines[0], bad_decode, watchdog[:16384], huge, lines[4], "after"]
+    assert [e.cursor for e in got] == ["1", "2", "3", "4", "5", "6"]
+    assert got[2].fields["truncated"] is True and got[2].fields["error"] == "watchdog"
+    stats = [e for e in seen.of("server_stats") if isinstance(e, ServerStats)]
+    assert [s.running_reqs for s in stats] == [1.0, 7.0, None, 2.0]  # the huge figure is no figure
+    assert follower.starts == 1 and follower.bad_lines == 0
+    assert not seen.of("error"), seen.of("error")

@@ -38,10 +38,10 @@ import json
 import time
 from typing import Any
 
-from kimitui.events import ErrorEvent
+from kimitui.events import ErrorEvent, LogLine
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
-from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
+from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, split_glued, to_event, to_stats
 
 MARK = "\x1e"
 # stdin is the lifeline: a dropped SSH link closes it (sshd does not kill a command that has no PTY).
@@ -85,6 +85,8 @@ class LogFollower:
         self.source = f"journal:{unit}" if unit else str(path)
         self.lines = 0
         self.starts = 0
+        self.bad_lines = 0
+        """Lines whose conversion failed (a bug): each was still published, as plain text."""
         self._inode: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._stream: Stream | None = None
@@ -219,13 +221,29 @@ class LogFollower:
 
     # -- lines -> events -------------------------------------------------------------
     def _publish_line(self, raw: str, cursor: str, t: float | None) -> None:
-        for piece in split_glued(raw):  # a tqdm bar with a log line glued on is two lines
-            event = to_event(piece, host=self.host.name, source=self.source, cursor=cursor, t=t)
+        """Publish one line (and its stats); never raises: the cursor has already moved past it."""
+        try:
+            pieces = split_glued(raw)  # a tqdm bar with a log line glued on is two lines
+        except Exception:  # noqa: BLE001
+            pieces = [raw]
+        for piece in pieces:
+            try:
+                event = to_event(piece, host=self.host.name, source=self.source, cursor=cursor, t=t)
+                stats = None
+                if event.line_kind == "decode":  # the event's fields are the parse: no second parse
+                    stats = to_stats(Parsed(event.line_kind, event.severity, event.fields), host=self.host.name,
+                                     t=event.t)
+            except Exception as exc:  # noqa: BLE001 - a converter bug costs the fields, never the line
+                self.bad_lines += 1
+                if self.bad_lines == 1:
+                    self._error("a log line could not be converted; it is kept as plain text",
+                                f"{type(exc).__name__}: {exc}"[:300])
+                event = LogLine(t=time.time() if t is None else t, host=self.host.name, raw=piece[:MAX_LINE_CHARS],
+                                fields={"parse_error": type(exc).__name__}, source=self.source, cursor=cursor)
+                stats = None
             self.session.publish(event)
-            if event.line_kind == "decode":
-                stats = to_stats(parse_line(piece), host=self.host.name, t=event.t)
-                if stats is not None:
-                    self.session.publish(stats)
+            if stats is not None:
+                self.session.publish(stats)
             self.lines += 1
 
     def _file_line(self, line: str) -> None:
@@ -246,6 +264,8 @@ class LogFollower:
             message = bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
         elif message is None:
             message = ""
+        elif "\\u" in line and isinstance(message, str):  # a lone surrogate escape: no recording could write it
+            message = message.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         t = None
         with contextlib.suppress(KeyError, ValueError, TypeError):
             t = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
