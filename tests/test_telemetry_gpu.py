@@ -92,7 +92,7 @@ async def test_agent_killed_is_restarted_and_the_gap_is_marked(sim_gpus: Path) -
     assert await wait_gone(tag) == []
 
 
-def test_bad_frames_become_error_events_never_exceptions() -> None:
+def test_bad_frames_are_counted_reported_once_and_skipped() -> None:
     session = Session()
     seen = Collector(session)
     gpu = GpuStream(LocalHost("x"), session)
@@ -100,9 +100,70 @@ def test_bad_frames_become_error_events_never_exceptions() -> None:
     for line in ["not json", '{"type":"tick","gpus":[{"index":"zero"}]}', '{"type":"warp"}', "[1,2]",
                  '{"type":"tick","seq":1,"gpus":[{"index":0,"util_pct":5,"future_field":1}]}']:
         gpu._handle(line, state)
-    assert len(seen.of("error")) == 4
+    assert len(seen.of("error")) == 1 and gpu.bad_frames == 4  # once, not one per frame (issue 13)
+    assert "not JSON" in seen.of("error")[0].detail  # type: ignore[attr-defined]
     sample = seen.of("gpu_sample")[0]
     assert isinstance(sample, GpuSample) and sample.gpus[0].util_pct == 5.0
+    gpu._report_bad_frames()  # what the end of an agent (or the next minute) says: the count
+    assert "4 frames skipped in all" in seen.of("error")[-1].message  # type: ignore[attr-defined]
+
+
+BAD_FRAMES = [
+    '{"type":"tick","seq":99,"t":1.0,"gpus":[{"util_pct":5.0}]}',  # no index: restarted the agent 4 times
+    "[" * 100000,  # RecursionError
+    '{"type":"tick","seq":1e400,"gpus":[]}',  # OverflowError (int(inf))
+    '{"type":"tick","seq":' + "9" * 5000 + ',"gpus":[]}',  # more digits than int() takes
+    '{"type":"caps","gpus":[{"uuid":"GPU-x","name":"x"}]}',  # caps without index: KeyError
+    '{"type":"procs","procs":[1,2]}',
+    '{"type":"tick","seq":3,"gpus":{"index":0}}',
+    '{"type":"tick","seq":4,"gpus":[{"index":0,"util_pct":NaN}]}',
+    '{"type":"tick","seq":5,"gpus":[{"index":0,"power_w":1e999}]}',
+    "x" * 300000,
+]
+INJECT = """import sys
+ticks = 0
+for line in sys.stdin:
+    sys.stdout.write(line)
+    if line.startswith('{"type":"tick"'):
+        ticks += 1
+        if ticks == 3:
+            sys.stdout.write(open(sys.argv[1]).read())
+    sys.stdout.flush()
+"""
+
+
+async def test_bad_frames_between_good_ones_are_skipped_and_the_ticks_after_them_arrive(
+    sim_gpus: Path, tmp_path: Path
+) -> None:
+    """The real agent, its output passed through a filter that puts bad frames after its 3rd tick."""
+    (tmp_path / "bad.jsonl").write_text("".join(line + "\n" for line in BAD_FRAMES))
+    (tmp_path / "inject.py").write_text(INJECT)
+    python = tmp_path / "python-injecting"
+    python.write_text(f'#!/bin/sh\n"{sys.executable}" "$@" | "{sys.executable}" -u "{tmp_path}/inject.py" '
+                      f'"{tmp_path}/bad.jsonl"\n')
+    python.chmod(0o755)
+    session, tag = Session(), f"t-{uuid.uuid4().hex}"
+    seen = Collector(session)
+    gpu = GpuStream(LocalHost("sim"), session, interval=0.1, backend="fake", python=str(python),
+                    agent_args=("--tag", tag), min_backoff_s=0.2)
+    await gpu.start()
+    try:
+        await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) >= 10)
+        assert gpu.bad_frames == len(BAD_FRAMES)
+    finally:
+        await gpu.stop()
+    samples = [e for e in seen.of("gpu_sample") if isinstance(e, GpuSample)]
+    seqs = [s.seq for s in samples]
+    assert seqs == list(range(len(seqs))), seqs  # not one good tick lost, none from the bad frames
+    assert all(len(s.gpus) == 8 for s in samples)
+    assert gpu.starts == 1 and len(seen.of("gpu_caps")) == 1  # the agent was never restarted
+    errors = [e for e in seen.of("error") if isinstance(e, ErrorEvent)]
+    assert [e.message for e in errors] == [
+        "GPU agent sent a frame kimitui does not understand; such frames are skipped",
+        f"GPU agent: {len(BAD_FRAMES)} frames skipped in all ({len(BAD_FRAMES) - 1} since the last report)",
+    ], errors
+    assert "without 'index'" in errors[0].detail
+    assert await wait_gone(tag) == []
 
 
 def test_bootstrap_is_a_single_argument_without_newlines() -> None:

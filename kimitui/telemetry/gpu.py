@@ -15,12 +15,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 import kimitui
 from kimitui.events import (
@@ -51,6 +50,66 @@ _READING_FIELDS = frozenset(GpuReading.model_fields)
 _STATIC_FIELDS = frozenset(GpuStatic.model_fields)
 _PROCESS_FIELDS = frozenset(GpuProcess.model_fields)
 EXIT_INIT_FAILED = 2
+
+MAX_FRAME_CHARS = 1 << 18
+"""A longer line is a bad frame, not parsed (real frames: ~3 KB caps, ~2 KB ticks for 8 GPUs)."""
+
+BAD_FRAME_REPORT_S = 60.0
+"""After the first bad frame is reported, the running count is reported at most this often."""
+
+
+class BadFrame(ValueError):
+    """A frame kimitui cannot turn into events; counted and skipped."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise BadFrame(f"{name} is not a number")  # NaN / Infinity: not JSON, and not a reading
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadFrame(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _decode_frame(line: str) -> dict[str, Any]:
+    """One agent line -> a dict frame; raises only :class:`BadFrame` (any depth, size or shape)."""
+    if len(line) > MAX_FRAME_CHARS:
+        raise BadFrame(f"frame of {len(line)} characters (limit {MAX_FRAME_CHARS})")
+    try:
+        frame = json.loads(line, parse_constant=_reject_constant, parse_float=_finite_float)
+    except BadFrame:
+        raise
+    except RecursionError:
+        raise BadFrame("nested too deeply") from None
+    except (ValueError, TypeError) as exc:  # JSONDecodeError; an int over 4300 digits is a ValueError too
+        raise BadFrame(f"not JSON: {str(exc)[:120]}") from None
+    if not isinstance(frame, dict):
+        raise BadFrame(f"not an object but {type(frame).__name__}")
+    if "\\u" in line:  # a lone surrogate ("\\ud800") decodes, but no recording could write it
+        try:
+            json.dumps(frame, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadFrame("a string with a lone surrogate (not text)") from None
+    return frame
+
+
+def _objects(frame: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """``frame[key]`` as a list of objects (missing = empty); anything else is a bad frame."""
+    items = frame.get(key, [])
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(g, dict) for g in items):
+        raise BadFrame(f"{key!r} is not a list of objects")
+    return items
+
+
+def _index(g: dict[str, Any]) -> int:
+    index = g.get("index")
+    if type(index) is not int or not 0 <= index < 1 << 16:
+        raise BadFrame(f"GPU index {str(index)[:40]!r} is not a GPU index" if "index" in g else "a GPU without 'index'")
+    return index
 
 
 def agent_source() -> bytes:
@@ -99,7 +158,11 @@ class GpuStream:
         self._task: asyncio.Task[None] | None = None
         self._stream: Stream | None = None
         self._stopping = False
-        self._bad_frames = 0
+        self.bad_frames = 0
+        """Frames skipped because kimitui could not turn them into events (all agents of this stream)."""
+        self._bad_reported = 0
+        self._bad_reported_at = 0.0
+        self._bad_last = ""
         self._gap_since: float | None = None
         """Wall time the current gap in telemetry began (None while streaming)."""
 
@@ -214,6 +277,7 @@ class GpuStream:
             with contextlib.suppress(Exception):
                 await stream.stop(grace_s=1.0)
             self._stream = None
+        self._report_bad_frames()
         if self._stopping:
             return "stopped"
         if state["no_pynvml"]:
@@ -237,65 +301,102 @@ class GpuStream:
         self._publish(ErrorEvent(host=self.host.name, source="gpu", message=message, detail=detail))
 
     def _handle(self, line: str, state: dict[str, Any]) -> None:
+        """One agent line -> events.  Total: a frame that cannot be understood (bad JSON, nested too
+        deeply, huge or non-finite numbers, a tick without ``index``...) is counted, reported once
+        (then its count, at most every :data:`BAD_FRAME_REPORT_S`) and skipped; the agent is not
+        restarted, so the good frames after it keep coming."""
         if not line.strip():
             return
         try:
-            frame = json.loads(line)
-            kind = frame.get("type") if isinstance(frame, dict) else None
-            if kind == "tick":
-                self._tick(frame)
-            elif kind == "caps":
-                self._caps(frame)
-                if self._gap_since is not None:
-                    gap = time.time() - self._gap_since
-                    self._publish(GpuEvent(host=self.host.name, event="gap", gpu_index=None,
-                                           detail=f"GPU telemetry resumed after a {gap:.1f} s gap"))
-                    self._gap_since = None
-            elif kind == "procs":
-                self._procs(frame)
-            elif kind == "event":
-                xid = frame.get("xid")
-                self._publish(GpuEvent(host=self.host.name, gpu_index=frame.get("index"), event=str(frame.get("event")),
-                                       detail=str(frame.get("detail", "")), xid=xid if isinstance(xid, int) else None))
-            elif kind == "error":
-                detail = str(frame.get("detail", ""))
-                if "No module named 'pynvml'" in detail:
-                    state["no_pynvml"] = True
-                self._error(str(frame.get("message", "agent error")), detail)
-            elif kind == "bye":
-                state["bye"] = True
-            else:
-                raise ValueError(f"unknown frame type {kind!r}")
-        except (ValueError, ValidationError, TypeError, AttributeError) as exc:
-            self._bad_frames += 1
-            if self._bad_frames <= 5 or self._bad_frames % 1000 == 0:
-                self._error("GPU agent sent a frame kimitui does not understand",
-                            f"#{self._bad_frames}: {exc}; line: {line[:200]!r}")
+            events = self._events(_decode_frame(line), state)
+        except Exception as exc:  # noqa: BLE001 - BadFrame, pydantic's ValidationError, anything else
+            self._bad_frame(exc, line)
+            return
+        for event in events:
+            self._publish(event)
 
-    def _caps(self, frame: dict[str, Any]) -> None:
-        gpus = []
-        for g in frame.get("gpus", []):
+    def _bad_frame(self, exc: BaseException, line: str) -> None:
+        self.bad_frames += 1
+        self._bad_last = f"{type(exc).__name__}: {str(exc)[:200]}; line: {line[:200]!r}"
+        if self.bad_frames == 1:
+            self._bad_reported, self._bad_reported_at = 1, time.monotonic()
+            self._error("GPU agent sent a frame kimitui does not understand; such frames are skipped",
+                        f"#1: {self._bad_last}")
+        elif time.monotonic() - self._bad_reported_at >= BAD_FRAME_REPORT_S:
+            self._report_bad_frames()
+
+    def _report_bad_frames(self) -> None:
+        """The running count, when frames were skipped since it was last reported."""
+        if self.bad_frames <= self._bad_reported:
+            return
+        new = self.bad_frames - self._bad_reported
+        self._bad_reported, self._bad_reported_at = self.bad_frames, time.monotonic()
+        self._error(f"GPU agent: {self.bad_frames} frames skipped in all ({new} since the last report)",
+                    f"last: {self._bad_last}")
+
+    def _events(self, frame: dict[str, Any], state: dict[str, Any]) -> list[Event]:
+        """The events of one frame, built in full before anything is published or remembered."""
+        kind = frame.get("type")
+        if kind == "tick":
+            return [self._tick(frame)]
+        if kind == "caps":
+            events: list[Event] = [self._caps(frame)]
+            if self._gap_since is not None:
+                gap = time.time() - self._gap_since
+                events.append(GpuEvent(host=self.host.name, event="gap", gpu_index=None,
+                                       detail=f"GPU telemetry resumed after a {gap:.1f} s gap"))
+                self._gap_since = None
+            return events
+        if kind == "procs":
+            return [GpuProcs(host=self.host.name, procs=[
+                GpuProcess(**{k: v for k, v in p.items() if k in _PROCESS_FIELDS and v is not None})
+                for p in _objects(frame, "procs")])]
+        if kind == "event":
+            xid, index = frame.get("xid"), frame.get("index")
+            return [GpuEvent(host=self.host.name, gpu_index=index if type(index) is int else None,
+                             event=str(frame.get("event"))[:200], detail=str(frame.get("detail", ""))[:2000],
+                             xid=xid if type(xid) is int and abs(xid) < 1 << 31 else None)]
+        if kind == "error":
+            detail = str(frame.get("detail", ""))[:4000]
+            if "No module named 'pynvml'" in detail:
+                state["no_pynvml"] = True
+            return [ErrorEvent(host=self.host.name, source="gpu", message=str(frame.get("message", "agent error"))[:500],
+                               detail=detail)]
+        if kind == "bye":
+            state["bye"] = True
+            return []
+        raise BadFrame(f"unknown frame type {str(kind)[:40]!r}")
+
+    def _caps(self, frame: dict[str, Any]) -> GpuCaps:
+        gpus, uuids = [], {}
+        for g in _objects(frame, "gpus"):
             static = {k: v for k, v in g.items() if k in _STATIC_FIELDS}
+            static["index"] = _index(g)
             static["uuid"] = str(static.get("uuid", ""))
             static["name"] = str(static.get("name", ""))
             gpus.append(GpuStatic(**static))
-            self.uuids[int(g["index"])] = static["uuid"]
-        features = {str(k): str(v) for k, v in (frame.get("features") or {}).items()}
-        self.caps = GpuCaps(host=self.host.name, driver=frame.get("driver"), nvml_version=frame.get("nvml_version"),
-                            backend=str(frame.get("backend", self.backend)), gpus=gpus, features=features)
-        self._publish(self.caps)
+            uuids[static["index"]] = static["uuid"]
+        features = frame.get("features") or {}
+        if not isinstance(features, dict):
+            raise BadFrame("'features' is not an object")
+        caps = GpuCaps(host=self.host.name, driver=frame.get("driver"), nvml_version=frame.get("nvml_version"),
+                       backend=str(frame.get("backend", self.backend)), gpus=gpus,
+                       features={str(k): str(v) for k, v in features.items()})
+        self.uuids, self.caps = uuids, caps
+        return caps
 
-    def _tick(self, frame: dict[str, Any]) -> None:
+    def _tick(self, frame: dict[str, Any]) -> GpuSample:
         readings = []
-        for g in frame.get("gpus", []):
+        for g in _objects(frame, "gpus"):
             fields = {k: v for k, v in g.items() if k in _READING_FIELDS}
-            fields.setdefault("uuid", self.uuids.get(int(g["index"]), ""))
+            fields["index"] = _index(g)
+            fields.setdefault("uuid", self.uuids.get(fields["index"], ""))
             readings.append(GpuReading(**fields))
-        self.last_sample_t = time.time()
-        self._publish(GpuSample(host=self.host.name, t=self.last_sample_t, seq=int(frame.get("seq", 0)),
-                                host_t=frame.get("t"), gpus=readings))
-
-    def _procs(self, frame: dict[str, Any]) -> None:
-        procs = [GpuProcess(**{k: v for k, v in p.items() if k in _PROCESS_FIELDS and v is not None})
-                 for p in frame.get("procs", [])]
-        self._publish(GpuProcs(host=self.host.name, procs=procs))
+        seq, host_t = frame.get("seq", 0), frame.get("t")
+        if type(seq) is not int or not 0 <= seq < 1 << 63:
+            raise BadFrame(f"seq {str(seq)[:40]!r} is not a count")
+        if host_t is not None and type(host_t) not in (int, float):
+            raise BadFrame(f"t {str(host_t)[:40]!r} is not a time")
+        sample = GpuSample(host=self.host.name, t=time.time(), seq=seq, host_t=host_t, gpus=readings)
+        self.last_sample_t = sample.t
+        return sample
