@@ -215,6 +215,34 @@ def test_control_channel_changes_interval(tmp_path: Path) -> None:
         proc.wait()
 
 
+def test_a_bad_interval_on_the_control_channel_is_ignored(tmp_path: Path) -> None:
+    """``interval inf`` made the tick loop sleep(inf): OverflowError, no tick ever again (issue 13)."""
+    proc = start_agent("--interval", "0.05", scenario="pcie_delay=0.001", state=tmp_path / "s.json")
+    try:
+        frames(proc, until="tick")
+        proc.stdin.write("interval nan\ninterval x\ninterval\n")
+        proc.stdin.flush()
+        assert len([f for f in frames(proc, until="never", limit=10, timeout=10) if f["type"] == "tick"]) >= 5
+        proc.stdin.write("interval inf\ninterval 1e9\n")  # ignored: ticks go on every 0.05 s
+        proc.stdin.flush()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        assert len([f for f in frames(proc, until="never", limit=10, timeout=5) if f["type"] == "tick"]) >= 5
+        assert time.monotonic() - t0 < 3.0 and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_nvidia_smi_values_that_are_no_reading_become_none() -> None:
+    row = parse_smi_line("0, GPU-a, n, inf, nan, 1, 97887, 1e999, 600.00, 35, 180, 405, P², 0x1, ², 16")
+    assert row["util_pct"] is None and row["mem_util_pct"] is None and row["power_w"] is None
+    assert row["pstate"] is None and row["pcie_max_gen"] is None and row["pcie_max_width"] == 16
+    import json
+
+    json.loads(json.dumps(row), parse_constant=lambda c: pytest.fail(f"{c} in a frame"))
+
+
 def test_helpers() -> None:
     assert rank_from_title("sglang::scheduler_DP2_TP2_EP2") == "DP2_TP2_EP2"
     assert rank_from_title("sglang::scheduler_TP3") == "TP3"

@@ -151,9 +151,11 @@ class Control:
                 _exit(EXIT_OK)
             if cmd.startswith("interval "):
                 try:
-                    self.interval = max(0.02, float(cmd.split()[1]))
+                    value = float(cmd.split()[1])
                 except (ValueError, IndexError):
-                    pass
+                    continue
+                if 0.0 < value <= 60.0:  # not NaN, inf (sleep overflows: no more ticks) or an hour-long stall
+                    self.interval = max(0.02, value)
             elif cmd == "procs":
                 self.procs_now.set()
 
@@ -678,15 +680,16 @@ def parse_smi_line(line: str, fields: tuple[str, ...] = SMI_FIELDS) -> dict[str,
     for key, name in _SMI_NUMERIC.items():
         if key in raw:
             val = _smi_value(raw[key])
-            row[name] = float(val) if val is not None else None
+            num = float(val) if val is not None else None
+            row[name] = num if num is None or num - num == 0.0 else None  # inf/nan: no reading, not a bad JSON
     pstate = _smi_value(raw.get("pstate", ""))
-    row["pstate"] = int(pstate[1:]) if pstate and pstate[:1] == "P" and pstate[1:].isdigit() else None
+    row["pstate"] = int(pstate[1:]) if pstate and pstate[:1] == "P" and pstate[1:].isdecimal() else None
     reasons_key = next((k for k in raw if k.startswith("clocks_") and k.endswith(".active")), None)
     mask = _smi_value(raw[reasons_key]) if reasons_key else None
     row["throttle_reasons"] = reason_names(int(mask, 16)) if mask else None
     for key, name in (("pcie.link.gen.max", "pcie_max_gen"), ("pcie.link.width.max", "pcie_max_width")):
         val = _smi_value(raw.get(key, ""))
-        row[name] = int(val) if val and val.isdigit() else None
+        row[name] = int(val) if val and val.isdecimal() and len(val) < 10 else None
     return row
 
 
