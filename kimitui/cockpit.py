@@ -175,6 +175,7 @@ class LiveController:
             found = await find_running(self._host, simulated=self.simulated)
         except Exception as exc:
             self._error("launcher", f"cannot tell what runs on {self.host_name}: {exc}")
+        self._found_at_start = found is not None
         if found is not None:
             self._launcher, self._record = found
             self._running_profile = self._record.profile
@@ -529,11 +530,49 @@ class LiveController:
         log.warning("%s: %s", source, message)
         self.session.publish(ErrorEvent(host=self.host_name, source=source, message=message))
 
+    def _stops_server_on_quit(self) -> bool:
+        """The quit rule: only on the simulated host, and only when this kimitui brought it up from nothing."""
+        return self.simulated and self._started_here and not getattr(self, "_found_at_start", False)
+
+    def quit_rule(self) -> str:
+        """What quitting does to this host's server, in words, for the quit confirmation."""
+        parts = []
+        if self._busy == "swap":
+            parts.append("The swap under way is finished or rolled back first (its progress stays on screen), "
+                         "then kimitui exits.")
+        elif self._busy == "sweep":
+            parts.append("The sweep is stopped; everything so far stays in the recording.")
+        if not self.simulated:
+            parts.append(f"The server on {self.host_name} keeps running: quitting never stops a real host's server.")
+        elif getattr(self, "_found_at_start", False):
+            parts.append("The simulated server was running before this kimitui started, so it keeps running.")
+        else:
+            parts.append("The simulated server this kimitui started is stopped (on a real host it would keep running).")
+        return " ".join(parts)
+
+    async def _finish_swap(self) -> None:
+        """A swap under way ends on its own terms (served or rolled back) before kimitui exits.
+
+        Bounded by the readiness and rollback timeouts; past them the task is cancelled and the
+        host's swap supervisor finishes the host side alone.
+        """
+        from kimitui.launcher.swap import DEFAULT_TIMEOUT_S
+
+        swaps = [t for t in self._tasks if getattr(t.get_coro(), "__name__", "") == "_swap" and not t.done()]
+        if not swaps:
+            return
+        await asyncio.wait(swaps, timeout=2 * DEFAULT_TIMEOUT_S + 60)
+
     async def shutdown(self) -> None:
-        """Stop sources (not the server: it keeps serving), then close the recording."""
+        """Finish a swap under way, stop sources, then close the recording.
+
+        The server keeps serving, except on the simulated host when this kimitui started it from
+        nothing (:meth:`quit_rule` says which, in words).
+        """
         if self._closed:
             return
         self._closed = True
+        await self._finish_swap()
         if self._sweep is not None and self._sweep.running:
             try:
                 await self._sweep.abort()
@@ -542,9 +581,9 @@ class LiveController:
         for task in list(self._tasks):
             task.cancel()
         await self._stop_following()
-        if self.simulated and self._started_here and self._launcher is not None and self._record is not None:
-            # The embedded simulated host is this cockpit's own: leave no server behind.
-            # On a real host the server keeps serving after the cockpit quits.
+        if self._stops_server_on_quit() and self._launcher is not None and self._record is not None:
+            # The embedded simulated host this cockpit brought up: leave no server of its own behind.
+            # On a real host, or a simulated one that had a server already, the server keeps serving.
             try:
                 await self._launcher.stop(self._record, grace_s=5.0)
             except Exception as exc:

@@ -503,6 +503,11 @@ class KimituiApp(App[int]):
         yield from cockpit_commands(self)
 
     # ------------------------------------------------------------------ quitting
+    def _quit_rule(self) -> str:
+        """What quitting does to the host's server, from the controller (a replay has no rule)."""
+        rule = getattr(self.controller, "quit_rule", None)
+        return (self._safe(rule) or "") if callable(rule) else ""
+
     async def action_quit(self) -> None:
         busy = self._safe(lambda: self.controller.busy)
         if busy:
@@ -510,14 +515,17 @@ class KimituiApp(App[int]):
                 if yes:
                     self.run_worker(self._quit(), exit_on_error=False)
 
-            self.push_screen(Confirm(f"A {busy} is running. Quit anyway?\n"
-                                     "It will be stopped; everything so far stays in the recording.",
+            rule = self._quit_rule() or "It will be stopped; everything so far stays in the recording."
+            self.push_screen(Confirm(f"A {busy} is running. Quit anyway?\n{rule}",
                                      yes="Quit", no="Keep running"), answered)
             return
         await self._quit()
 
     async def _quit(self) -> None:
-        self.notify("shutting down (flushing the recording)…")
+        if self._safe(lambda: self.controller.busy) == "swap":
+            self.notify("finishing the swap first (or rolling it back), then shutting down…", timeout=30)
+        else:
+            self.notify("shutting down (flushing the recording)…")
         await self._stop_controller()
         self.exit(0)
 
