@@ -5,8 +5,8 @@ Shared by the suite (hypothesis drives the ``Random`` and shrinks it) and by
 both attack the same way: real SGLang/vLLM chunks mutated where a parser
 breaks (a field of the wrong type, huge, negative and non-finite counts,
 missing and extra keys, deep nesting, cut JSON, broken UTF-8), SSE framing
-(comments, ``event:`` lines, CRLF, no final newline), lines past the 1 MiB cap,
-and the whole stream cut into reads at random points.
+(comments, ``event:`` lines, CRLF, no final newline), lines past the 1 MiB cap
+(some of them in 4 KiB reads), and the whole stream cut into reads at random points.
 """
 
 from __future__ import annotations
@@ -114,7 +114,14 @@ def _line(rng: random.Random) -> bytes:
 
 
 def sse_case(rng: random.Random) -> tuple[list[bytes], bool]:
-    """One stream: up to 8 lines, cut into reads at random points; whether the body then ends."""
+    """One stream: up to 8 lines, cut into reads at random points; whether the body then ends.
+
+    One case in a hundred is one long line in 4 KiB reads (half the cap, or past it): where a
+    splitter that re-joins its buffer on every read goes quadratic.
+    """
+    if rng.random() < 0.01:
+        line = b"data: " + b"x" * rng.choice([MAX_LINE // 2, MAX_LINE + 4096]) + b"\n"
+        return [line[i:i + 4096] for i in range(0, len(line), 4096)], True
     body = b"".join(_line(rng) + rng.choice([b"\n", b"\n\n", b"\r\n", b"\n"]) for _ in range(rng.randrange(9)))
     if rng.random() < 0.2:
         body = body.rstrip(b"\n")
