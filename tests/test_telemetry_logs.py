@@ -300,3 +300,23 @@ async def test_bad_lines_in_the_followed_file_neither_stall_nor_restart_the_stre
     assert [s.running_reqs for s in stats] == [1.0, 7.0, None, 2.0]  # the huge figure is no figure
     assert follower.starts == 1 and follower.bad_lines == 0
     assert not seen.of("error"), seen.of("error")
+
+
+def test_a_line_whose_conversion_fails_is_still_published_and_reported_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net for a converter bug (none is known: the fuzzers find none): the cursor has moved past
+    the line, so it must be published anyway, as plain text, and the stream must go on."""
+    from kimitui.telemetry import logs
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OverflowError("a bug")
+
+    monkeypatch.setattr(logs, "to_stats", broken)
+    session = Session()
+    seen = Collector(session)
+    f = LogFollower(LocalHost("x"), session, path="/nonexistent", from_cursor="0")
+    for n in (1, 2, 3):
+        f._file_line(DECODE.format(n=n) + MARK)
+    assert raws(seen) == [DECODE.format(n=n) for n in (1, 2, 3)] and f.cursor == "3" and f.bad_lines == 3
+    assert [e.fields for e in seen.of("log_line")] == [{"parse_error": "OverflowError"}] * 3  # type: ignore[attr-defined]
+    errors = seen.of("error")
+    assert len(errors) == 1 and "kept as plain text" in errors[0].message  # type: ignore[attr-defined]
