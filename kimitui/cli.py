@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kimitui {__version__}")
     parser.add_argument("--config", metavar="PATH", help="config file (default: $KIMITUI_CONFIG or the platform config dir)")
     parser.add_argument("--profiles", metavar="DIR", action="append", help="extra profile directory (repeatable; also $KIMITUI_PROFILES)")
+    parser.add_argument("--sim-port", metavar="N", type=port_number, default=None,
+                        help="the simulated host's profiles serve on port N (overrides [sim] port; for when "
+                             "another process holds their own port)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -50,7 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_GLOBAL_OPTS_WITH_VALUE = {"--config", "--profiles"}
+_GLOBAL_OPTS_WITH_VALUE = {"--config", "--profiles", "--sim-port"}
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port 1-65535, refused in words otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (1-65535)")
+    return value
 
 
 def _with_default_command(argv: list[str], commands: set[str]) -> list[str]:

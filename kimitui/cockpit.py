@@ -9,7 +9,10 @@
 * swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.bench.runner``).
 
 On the simulated host with nothing running it launches the known-good
-profile, so a newcomer sees a server start.  Nothing here imports Textual, and
+profile, so a newcomer sees a server start — unless a process kimitui did not
+start holds its port: then it says which process and the two ways on (another
+port, ``--sim-port N`` / ``[sim] port``, or watching that server), and offers
+:meth:`LiveController.watch` when it answers ``/v1/models``.  Nothing here imports Textual, and
 nothing raises into the UI: failures become ``ErrorEvent``s.
 """
 
@@ -40,6 +43,18 @@ def _state_file(name: str) -> Path:
     return Path(platformdirs.user_state_dir("kimitui")) / name
 
 
+async def _openai_model(url: str) -> str | None:
+    """The first model id ``url`` serves at ``/v1/models``, or None when it is no OpenAI-compatible server."""
+    from kimitui.launcher.health import client, served_model
+
+    try:
+        async with client(url, timeout=3.0) as http:
+            return await served_model(http, url)
+    except Exception as exc:  # NotHealthy, or anything else on that port: not a server to watch
+        log.debug("%s/v1/models: %s", url, exc)
+        return None
+
+
 class LiveController:
     """Controller of a live host (see ``kimitui.control.Controller``)."""
 
@@ -56,8 +71,11 @@ class LiveController:
         autostart: bool = True,
         sim_time_scale: float | None = None,
         watch_url: str | None = None,
+        sim_port: int | None = None,
     ) -> None:
-        """``watch_url``: watch a server kimitui did not start (metrics, health, sweeps); never swap it."""
+        """``watch_url``: watch a server kimitui did not start (metrics, health, sweeps); never swap it.
+
+        ``sim_port``: the simulated host's profiles serve on this port (``--sim-port``; else ``[sim] port``)."""
         from kimitui.config import load_config
 
         self.config = load_config(config_path)
@@ -66,6 +84,11 @@ class LiveController:
         self.autostart = autostart
         self.sim_time_scale = sim_time_scale
         self.watch_url = watch_url.rstrip("/") if watch_url else None
+        sim_config = getattr(self.config, "sim", None)
+        self.sim_port: int | None = sim_port or getattr(sim_config, "port", None)
+        self.watch_offer: str | None = None
+        """A server kimitui did not start that holds the simulated host's port and answers
+        ``/v1/models``: :meth:`watch` it (``None``: nothing to offer)."""
         self._host_choice = host or ("local" if watch_url and not getattr(self.config, "hosts", None) else None)
         self.host_name = self._resolve_host_name(self._host_choice)
         self.session = Session(host=self.host_name)
@@ -170,6 +193,11 @@ class LiveController:
         if self.watch_url is not None:
             await self._watch_server(self.watch_url)
             return
+        if self.sim_port is not None and not self.simulated:
+            self.session.publish(ErrorEvent(
+                host=self.host_name, source="cockpit", severity="info",
+                message=f"the simulated host's port {self.sim_port} does not apply to {self.host_name}, a real "
+                        "host: its profiles serve on their own ports"))
         found = None
         try:
             found = await find_running(self._host, simulated=self.simulated)
@@ -189,8 +217,76 @@ class LiveController:
         base = baseline_name(self.host_name, self._running_profile)
         if base:
             self.session.publish(Baseline(host=self.host_name, profile=base))
-        if autostart:
+        if autostart and not await self._port_taken(self.default_profile):
             await self.swap(self.default_profile)
+
+    def _target(self, profile: str) -> Any:
+        """The profile as it will run here: on the simulated host, on ``sim_port`` when one is set."""
+        from kimitui.profiles import load_profile
+
+        target = load_profile(profile, self.profile_dirs)
+        if self.simulated and self.sim_port is not None and target.port != self.sim_port:
+            target = target.model_copy(update={"port": self.sim_port})
+        return target
+
+    async def _port_taken(self, profile: str) -> bool:
+        """Before the simulated host's first start: is its port held by a process kimitui did not start?
+
+        If so, say who holds it and the ways on, offer to watch it when it is an OpenAI-compatible
+        server, and start nothing (the swap would only fail on the same port)."""
+        from kimitui.launcher import ports
+        from kimitui.launcher.swap import reach_server, server_url
+
+        try:
+            target = self._target(profile)
+            holder = await ports.holder(self._host, target.port)
+            if holder is None:
+                return False
+            url = await reach_server(self._host, target.host, target.port)
+        except Exception as exc:  # a broken profile or host: the swap itself will say it
+            log.debug("port check for %s: %s", profile, exc)
+            return False
+        model = await _openai_model(url)
+        on_host = "" if getattr(self._host, "address", None) is None else f" --host {self.host_name}"
+        command = f"kimitui run{on_host} --url {server_url(self._host, target.host, target.port)}"
+        ways = (f"start the simulated host on another port (`kimitui --sim-port N`, or `port = N` under [sim] "
+                f"in {self.config.path or 'the config file'}), or watch that server without controlling it "
+                f"(`{command}`: metrics, health and sweeps; never stopped or swapped)")
+        message = (f"port {target.port} on {self.host_name} is in use by a process kimitui did not start: "
+                   f"{holder.describe()}; {profile} was not started. Ways on: {ways}")
+        self.session.publish(ProfileState(host=self.host_name, profile=None, state="stopped",
+                                          detail=f"port {target.port} held by a process kimitui did not start"))
+        self.session.publish(ErrorEvent(host=self.host_name, source="launcher", message=message,
+                                        detail=f"{holder.socket}; uid {holder.uid}"))
+        if model is not None:
+            self.watch_offer = url
+            self.session.publish(ErrorEvent(
+                host=self.host_name, source="cockpit", severity="info",
+                message=f"it answers /v1/models (model {model}), so it can be watched without being "
+                        f"controlled: quit and run `{command}` (metrics, health, sweeps; swaps refused). "
+                        "kimitui does not adopt it: it cannot know how to restart a server it did not start."))
+        return True
+
+    async def watch(self, url: str | None = None) -> None:
+        """Switch this session to watch mode: follow ``url`` (default: :attr:`watch_offer`) without controlling it.
+
+        Only while kimitui runs nothing here itself, so no server of ours is left unfollowed."""
+        url = url or self.watch_offer
+        if not url:
+            raise NotAvailable("there is no server to watch: pass its URL (`kimitui run --url URL`)")
+        if self.watch_url is not None:
+            raise NotAvailable(f"already watching {self.watch_url}")
+        if self._busy is not None:
+            raise NotAvailable(f"a {self._busy} is running")
+        if self._record is not None:
+            raise NotAvailable(f"kimitui runs {self._record.profile} on {self.host_name}: watching another "
+                               "server would leave it unfollowed")
+        if self._host is None or not self._connected:
+            raise NotAvailable(f"host {self.host_name} is not connected")
+        self.watch_url = url.rstrip("/")
+        self.watch_offer = None
+        await self._stop_following()
+        await self._watch_server(self.watch_url)
 
     async def _watch_server(self, url: str) -> None:
         """A server kimitui did not start: poll it and sweep it, but never stop, start or swap it."""
@@ -353,11 +449,13 @@ class LiveController:
         from kimitui.profiles import load_profile
 
         self._refuse_if_watched()
-        target = load_profile(profile, self.profile_dirs)
+        target = self._target(profile)
         running = None
         if self._running_profile:
             try:
                 running = load_profile(self._running_profile, self.profile_dirs)
+                if self._record is not None and self._record.port and self._record.port != running.port:
+                    running = running.model_copy(update={"port": self._record.port})  # where it really serves
             except Exception as exc:  # a running profile whose file went away: plan without it
                 log.debug("running profile %s: %s", self._running_profile, exc)
         baseline = load_baseline(self.host_name, self._running_profile, self.profile_dirs)
@@ -381,7 +479,15 @@ class LiveController:
             sim_args: tuple[str, ...] = ()
             if self.simulated and self.sim_time_scale is not None:
                 sim_args = ("--time-scale", str(self.sim_time_scale))
-            outcome = await swap(self._host, profile, session=self.session, extra_dirs=self.profile_dirs,
+            target: Any = profile
+            if self.simulated and self.sim_port is not None:
+                from kimitui.profiles import ProfileError
+
+                try:
+                    target = self._target(profile)
+                except ProfileError:
+                    target = profile  # the swap refuses it in its own words
+            outcome = await swap(self._host, target, session=self.session, extra_dirs=self.profile_dirs,
                                  sim_args=sim_args)
             self._started_here = self._started_here or outcome.ok
             self._busy = None

@@ -24,6 +24,9 @@ Example::
     [ui]
     gpu_refresh_hz = 2
 
+    [sim]
+    port = 30011                      # the simulated host's profiles serve here (default: each profile's port)
+
     [profiles]
     order = ["ep8-tuned", "ep8-eplb"]  # key 1, key 2 (a profile's own key = "N" wins)
 
@@ -119,6 +122,16 @@ class ProfilesConfig(BaseModel):
         return order
 
 
+class SimConfig(BaseModel):
+    """``[sim]``: settings of the embedded simulated host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Every profile started on the simulated host serves on this port instead of its own
+    (for when another process holds the profiles' port; ``kimitui --sim-port N`` for one run)."""
+
+
 class Config(BaseModel):
     """The whole file.  An empty Config means: run on the simulated host."""
 
@@ -130,6 +143,7 @@ class Config(BaseModel):
     """action -> key, remapping the cockpit's bindings."""
     ui: dict[str, float | int | str | bool] = Field(default_factory=dict)
     """Small free-form UI settings (refresh rates...)."""
+    sim: SimConfig = Field(default_factory=SimConfig)
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     """``[profiles] order``: the cockpit's profile keys."""
     path: Path | None = Field(default=None, exclude=True)

@@ -31,6 +31,9 @@ sweep = "w"
 
 [ui]
 gpu_refresh_hz = 2
+
+[sim]
+port = 30011
 """
 
 
@@ -46,6 +49,7 @@ def test_full_config_is_read(tmp_path: Path) -> None:
     assert gpu.trust_on_first_use is False and gpu.keepalive_s == 1.0  # defaults
     assert c.hosts["bastion"].trust_on_first_use and c.hosts["lab"].sim
     assert c.keys == {"sweep": "w"} and c.ui == {"gpu_refresh_hz": 2}
+    assert c.sim.port == 30011 and Config().sim.port is None  # default: each profile's own port
 
 
 def test_where_the_file_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,6 +84,9 @@ def test_where_the_file_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         ('[ui]\nrates = [1, 2]\n', "c.toml:2: ui.rates"),
         ('[hosts.gpu]\naddress = "a"\nport = \n', "c.toml:3:8: invalid TOML: Invalid value"),
         ("[hosts.gpu\n", "c.toml:1:11: invalid TOML: Expected ']'"),
+        ('[ui]\nx = 1\n\n[sim]\nport = 70000\n', "c.toml:5: sim.port: Input should be less than or equal to 65535"),
+        ('[sim]\nport = "high"\n', "c.toml:2: sim.port: Input should be a valid integer"),
+        ('[sim]\nprot = 30011\n', "c.toml:2: sim.prot: unknown field `prot`"),
     ],
 )
 def test_errors_name_file_line_and_field(text: str, expected: str) -> None:

@@ -127,3 +127,115 @@ async def test_another_users_process_is_said_to_be_unseen_with_its_user() -> Non
         assert held is not None and held.pid is None and held.user == pwd.getpwuid(os.getuid()).pw_name
         text = held.describe()
         assert "cannot see" in text and f"user {held.user}" in text and f"sport = :{port}" in text
+
+
+@pytest.fixture
+def cockpit_home(homes: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(homes / "state"))
+    cwd = homes / "cwd"
+    (cwd / "profiles").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
+def _default_profile_on(cwd: Path, port: int) -> None:
+    (cwd / "profiles" / "ep8-tuned.toml").write_text(
+        f'extends = "ep8-tuned"\nport = {port}\n[sim]\ntime_scale = 60.0\n')
+
+
+async def _until(sub, pred, timeout: float, seen: list) -> list:
+    """Keep every event in ``seen`` until one satisfies ``pred``."""
+    deadline = time.monotonic() + timeout
+    while not any(pred(e) for e in seen):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; errors: {[e.message for e in seen if e.kind == 'error']}; states: {[(e.state, e.profile, e.detail) for e in seen if e.kind == 'profile_state']}")
+        await asyncio.sleep(0.05)
+        seen.extend(sub.drain())
+    return seen
+
+
+async def test_the_cockpit_names_a_foreign_server_on_its_port_and_can_watch_it(cockpit_home: Path) -> None:
+    with start_sim("ep8-tuned", time_scale=60) as foreign:
+        _default_profile_on(cockpit_home, foreign.port)
+        c = LiveController(record=False)
+        sub = c.session.subscribe("all", maxsize=100_000)
+        seen: list = []
+        await c.start()
+        try:
+            await _until(sub, lambda e: e.kind == "error" and e.severity == "info" and "/v1/models" in e.message,
+                         30, seen)
+            (held,) = [e for e in seen if e.kind == "error" and e.source == "launcher"]
+            assert f"port {foreign.port}" in held.message and f"pid {foreign.proc.pid}" in held.message
+            assert "kimitui sim serve" in held.message and "user " in held.message
+            assert "--sim-port N" in held.message and f"kimitui run --url http://127.0.0.1:{foreign.port}" in held.message
+            assert c.watch_offer == f"http://127.0.0.1:{foreign.port}"
+            assert not any(e.kind in ("profile_switch", "swap_progress") for e in seen)  # nothing started or stopped
+            await c.watch()
+            await _until(sub, lambda e: e.kind == "server_stats" and e.source == "metrics", 30, seen)
+            with pytest.raises(NotAvailable, match="kimitui did not start"):
+                await c.swap("ep8-v2")
+            assert c.default_sweep_spec().url == foreign.url
+        finally:
+            await c.shutdown()
+        assert foreign.health() == 200  # quitting left the foreign server alone
+
+
+async def test_the_sim_port_setting_starts_the_simulated_host_elsewhere(cockpit_home: Path) -> None:
+    with socket.socket() as stranger:  # not a server: nothing to watch, so nothing is offered
+        stranger.bind(("127.0.0.1", free_port()))
+        stranger.listen()
+        held = stranger.getsockname()[1]
+        _default_profile_on(cockpit_home, held)
+        c = LiveController(record=False)
+        sub, seen = c.session.subscribe("all", maxsize=100_000), []
+        await c.start()
+        try:
+            await _until(sub, lambda e: e.kind == "error" and e.source == "launcher", 30, seen)
+            assert f"pid {os.getpid()}" in next(e.message for e in seen if e.kind == "error")
+            assert c.watch_offer is None
+            with pytest.raises(NotAvailable, match="no server to watch"):
+                await c.watch()
+        finally:
+            await c.shutdown()
+
+        other = free_port()
+        config = cockpit_home / "config.toml"
+        config.write_text(f"[sim]\nport = {other}\n")
+        for controller in (LiveController(config_path=str(config), record=False),
+                           LiveController(record=False, sim_port=other)):
+            c = controller
+            sub, seen = c.session.subscribe("all", maxsize=100_000), []
+            await c.start()
+            try:
+                await _until(sub, lambda e: e.kind == "profile_switch", 90, seen)
+                switch = next(e for e in seen if e.kind == "profile_switch")
+                assert switch.outcome == "ok", switch.reason
+                assert not any(e.kind == "error" and e.source == "launcher" for e in seen)
+                found = await find_running(c._host)  # noqa: SLF001
+                assert found is not None and found[1].port == other
+                assert found[1].record_path.startswith(str(cockpit_home.parent / "state" / "kimitui" / "sim"))
+                assert c.default_sweep_spec().url == f"http://127.0.0.1:{other}"
+            finally:
+                await c.shutdown()
+                await stop_everything(cockpit_home.parent / "state" / "kimitui" / "sim")
+
+
+def test_headless_swap_on_the_simulated_host_serves_on_the_sim_port(cockpit_home: Path, capsys) -> None:
+    """`kimitui --sim-port N swap` (and `[sim] port`) put the profile where the cockpit would."""
+    from kimitui.cli import main
+
+    held, other = free_port(), free_port()
+    good = write_profile(cockpit_home / "profiles", "good", "ep8-tuned", port=held)
+    state = cockpit_home.parent / "state" / "kimitui" / "sim"
+    try:
+        assert main(["--sim-port", str(other), "swap", str(good), "--yes", "--timeout", "60"]) == 0, capsys.readouterr()
+        record = asyncio.run(ProcessLauncher(LocalHost("sim"), simulated=True).current())
+        assert record is not None and record.port == other and record.record_path.startswith(str(state))
+        config = cockpit_home / "config.toml"
+        third = free_port()
+        config.write_text(f"[sim]\nport = {third}\n")
+        assert main(["--config", str(config), "swap", str(good), "--yes", "--timeout", "60"]) == 0, capsys.readouterr()
+        record = asyncio.run(ProcessLauncher(LocalHost("sim"), simulated=True).current())
+        assert record is not None and record.port == third
+    finally:
+        asyncio.run(stop_everything(state))

@@ -25,3 +25,37 @@ def test_bad_config_is_reported_without_a_traceback(tmp_path: Path, capsys, monk
     err = capsys.readouterr().err
     assert err.startswith("kimitui: cannot start the cockpit: ") and "config.toml" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--sim-port", "30011"], ["run", "--sim-port", "30011"], ["--sim-port=30011", "run"],
+                                  ["--config", "c.toml", "--sim-port", "30011", "--no-record"]])
+def test_sim_port_is_a_top_level_and_a_run_option(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
+    """Every spelling reaches the cockpit's controller (the UI itself is not started here)."""
+    import kimitui.tui.app as app
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text("")
+    seen: list = []
+    monkeypatch.setattr(app, "run_app", lambda controller, **_: seen.append(controller) or 0)
+    assert main(argv) == 0
+    assert seen[0].sim_port == 30011
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "high"])
+def test_a_bad_sim_port_is_one_clear_line(value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--sim-port", value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--sim-port" in err and "is not a port number (1-65535)" in err and "Traceback" not in err
+
+
+def test_the_config_sim_port_is_used_and_the_flag_wins(tmp_path: Path, monkeypatch) -> None:
+    from kimitui.cockpit import LiveController
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[sim]\nport = 30011\n")
+    assert LiveController(config_path=str(cfg), record=False).sim_port == 30011
+    assert LiveController(config_path=str(cfg), record=False, sim_port=30012).sim_port == 30012

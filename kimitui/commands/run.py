@@ -1,4 +1,4 @@
-"""``kimitui [--host NAME] [--record PATH | --no-record]``: open the cockpit on a live host."""
+"""``kimitui [--host NAME] [--url URL] [--sim-port N] [--record PATH | --no-record]``: open the cockpit on a live host."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--url", metavar="URL",
                    help="watch a server kimitui did not start (metrics, health, sweeps; never swapped), "
                         "e.g. http://127.0.0.1:30000; its GPUs are read on --host (default: this machine)")
+    from kimitui.cli import port_number  # noqa: PLC0415
+
+    p.add_argument("--sim-port", metavar="N", type=port_number, default=argparse.SUPPRESS,
+                   help="the simulated host's profiles serve on port N (overrides [sim] port in the config)")
     rec = p.add_mutually_exclusive_group()
     rec.add_argument("--record", metavar="PATH", help="write the session recording here")
     rec.add_argument("--no-record", action="store_true", help="do not record this session")
@@ -35,6 +39,7 @@ def handler(args: argparse.Namespace) -> int:
             record_path=args.record,
             record=not args.no_record,
             watch_url=args.url,
+            sim_port=getattr(args, "sim_port", None),
         )
     except Exception as exc:  # a bad config or host must read as one clear line, not a traceback
         print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)

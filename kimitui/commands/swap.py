@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,6 +67,7 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a bad config file is reported, not raised
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return EXIT_USAGE
+    target = _on_sim_port(args, host, target)
     from kimitui.host.base import HostError
 
     try:
@@ -112,6 +113,17 @@ async def _swap(console: "Console", host, target, args: argparse.Namespace, extr
             console.print(f"recorded to {escape(str(path))}")
     _show_outcome(console, host.name, outcome)
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
+
+
+def _on_sim_port(args: argparse.Namespace, host: Any, target: Any) -> Any:
+    """On the simulated host, ``kimitui --sim-port N`` (else ``[sim] port``) is where every profile serves."""
+    from kimitui.config import load_config
+    from kimitui.launcher.select import is_simulated_host
+
+    port = getattr(args, "sim_port", None) or load_config(getattr(args, "config", None)).sim.port
+    if port and is_simulated_host(host) and target.port != port:
+        return target.model_copy(update={"port": port})
+    return target
 
 
 def _show_plan(console: "Console", host: str, running, target, extra: list[str]) -> None:
