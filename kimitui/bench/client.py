@@ -220,6 +220,8 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
             ConnectionError) as exc:
         trace.fail("reset" if trace.headers_ns is not None else "connect",
                    f"{type(exc).__name__}: {exc}")
+    except aiohttp.ClientResponseError as exc:  # aiohttp could not parse the response (a bad Content-Length...)
+        trace.fail("malformed", "cannot parse the response: " + " ".join(exc.message.split()).rstrip(" ^"))
     except aiohttp.ClientError as exc:
         trace.fail("reset" if trace.headers_ns is not None else "connect", f"{type(exc).__name__}: {exc}")
     finally:

@@ -9,7 +9,7 @@ before the clock starts (~3 us), the send is stamped right before that write,
 and responses are parsed in ``data_received`` callbacks (no task wake-up per
 chunk).  Only what an OpenAI-compatible server sends is handled: a status line,
 headers, and a chunked, ``Content-Length`` or read-until-close body (over TLS for ``https://``); SSE
-events go through :func:`kimitui.bench.client.feed_sse`, the same code the
+events go through :class:`kimitui.bench.client.SseSplitter`, the same code the
 aiohttp client uses.  httpx stays the client for everything else.
 
 Error classes match :func:`kimitui.bench.client.run_request`: ``connect``
