@@ -148,7 +148,9 @@ async def _until(sub, pred, timeout: float, seen: list) -> list:
     deadline = time.monotonic() + timeout
     while not any(pred(e) for e in seen):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out; errors: {[e.message for e in seen if e.kind == 'error']}; states: {[(e.state, e.profile, e.detail) for e in seen if e.kind == 'profile_state']}")
+            errors = [e.message for e in seen if e.kind == "error"]
+            states = [(e.state, e.profile, e.detail) for e in seen if e.kind == "profile_state"]
+            raise AssertionError(f"timed out; errors: {errors}; states: {states}")
         await asyncio.sleep(0.05)
         seen.extend(sub.drain())
     return seen
