@@ -1,0 +1,93 @@
+"""CPU per streamed chunk of the load client's SSE path (``SseSplitter.feed`` + ``_on_payload``).
+
+The per-chunk work on the load process's hot path, measured in-process: 256
+SGLang-shaped chunks (per-chunk usage, as kimitui asks for), one chunk per read
+(what a paced server looks like) and each chunk split over two reads; process
+CPU time, best of 5 x 4 rounds.  ``--vs REV`` measures ``kimitui/bench/client.py``
+of that git revision the same way, interleaved, so a change's cost is read off
+one run.
+
+Run: ``.venv/bin/python bench/bench_sse_chunk.py [--vs HEAD~1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from types import ModuleType
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+
+def chunk(i: int) -> bytes:
+    return ("data: " + json.dumps({
+        "id": "0123456789abcdef", "object": "chat.completion.chunk", "created": 1733000000, "model": "m",
+        "choices": [{"index": 0, "delta": {"role": None, "content": " word", "reasoning_content": None,
+                                           "tool_calls": None}, "logprobs": None, "finish_reason": None,
+                     "matched_stop": None}],
+        "usage": {"prompt_tokens": 100, "total_tokens": 100 + i, "completion_tokens": i}},
+        separators=(",", ":")) + "\n\n").encode()
+
+
+CHUNKS = [chunk(i + 1) for i in range(256)]
+
+
+def per_chunk_us(mod: ModuleType, split: bool) -> float:
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.process_time_ns()
+        for _ in range(40):
+            sse = mod.SseSplitter(mod.RequestTrace("r", 1, False, 0))
+            for c in CHUNKS:
+                if split:
+                    h = len(c) // 2
+                    sse.feed(c[:h], 1)
+                    sse.feed(c[h:], 2)
+                else:
+                    sse.feed(c, 1)
+        best = min(best, (time.process_time_ns() - t0) / (40 * len(CHUNKS)) / 1000)
+    return best
+
+
+def load_rev(rev: str) -> ModuleType:
+    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:kimitui/bench/client.py"], check=True,
+                          capture_output=True, text=True).stdout
+    path = os.path.join(tempfile.mkdtemp(), "client_rev.py")
+    with open(path, "w") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location("client_rev", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["client_rev"] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--vs", metavar="REV", help="also measure kimitui/bench/client.py at this git revision")
+    args = ap.parse_args()
+    from kimitui.bench import client
+
+    mods = {"now": client}
+    if args.vs:
+        mods[args.vs] = load_rev(args.vs)
+    best: dict[tuple[str, bool], float] = {}
+    for _ in range(4):  # interleaved rounds: a busy neighbour slows every variant alike
+        for name, mod in mods.items():
+            for split in (False, True):
+                best[name, split] = min(best.get((name, split), float("inf")), per_chunk_us(mod, split))
+    for name in mods:
+        print(f"{name:>10s}: one chunk per read {best[name, False]:.2f} us/chunk; "
+              f"split over two reads {best[name, True]:.2f} us/chunk")
+
+
+if __name__ == "__main__":
+    main()
