@@ -71,3 +71,36 @@ def test_compare_view_seed_case_with_a_failed_and_a_distorted_level(snap_compare
 
     assert snap_compare(KimituiApp(FakeController(initial=initial), tick=None), terminal_size=(120, 40),
                         run_before=run_before)
+
+
+def test_keys_dimmed_during_a_swap(snap_compare):
+    """Issue 13: while a swap runs, 1-9, s and b are grey in the footer (the header shows the swap)."""
+    ctrl = StoryController()
+    ctrl.swap_gate.clear()
+
+    async def run_before(pilot) -> None:
+        await _drawn(pilot)
+        await pilot.press("1")
+        await pilot.pause(0.05)
+        await pilot.click("#swap-go")
+        for _ in range(5):  # the swap worker waits on the gate: draw without waiting for workers
+            await pilot.pause(0.02)
+        pilot.app.pump(force_charts=True)
+        await pilot.pause(0.05)
+        pilot.app.clear_notifications()
+        await pilot.pause(0.05)
+
+    assert snap_compare(KimituiApp(ctrl, tick=None), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_stop_sweep_question(snap_compare):
+    """Issue 13: s during a sweep asks first; the focused answer is the coloured one."""
+    ctrl = StoryController()
+
+    async def run_before(pilot) -> None:
+        await _drawn(pilot)
+        ctrl._busy = "sweep"
+        await pilot.press("s")
+        await pilot.pause(0.05)
+
+    assert snap_compare(KimituiApp(ctrl, tick=None), terminal_size=(120, 40), run_before=run_before)
