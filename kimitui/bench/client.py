@@ -276,7 +276,7 @@ class SseSplitter:
         """One read's bytes, all stamped ``now``; False once the stream is over or broken."""
         pending = self.pending
         if pending:
-            if data.find(b"\n") < 0:  # the line goes on: keep the bytes, search only the new ones
+            if data.rfind(b"\n") < 0:  # the line goes on: keep the bytes, search only the new ones
                 if type(pending) is bytes:
                     pending = self.pending = bytearray(pending)
                 pending += data
