@@ -147,3 +147,14 @@ def test_profiles_list_reports_a_key_clash_and_exits_2(pdir: Path, capsys: pytes
     assert code == 2
     assert "key 2 is also declared by a" in err and "b.toml:3" in err
     assert {(r[0], r[1]) for r in rows} == {("2", "a"), ("1", "b")}
+
+
+def test_profiles_show_names_the_cockpit_key(pdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    write(pdir, "tp8", 'key = "4"\n')
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    write(outside, "tp8")
+    assert main(["profiles", "show", "tp8"]) == 0
+    assert "cockpit key: 4" in capsys.readouterr().out
+    assert main(["profiles", "show", str(outside / "tp8.toml")]) == 0
+    assert "cockpit key: none" in capsys.readouterr().out, "a file outside the search path is on no key"

@@ -173,8 +173,12 @@ def _show(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         return _fail(exc)
     out = _out()
+    good, _bad = scan_profiles(dirs)
+    key = stable_keys(good, _config_order(args)).key_of(p.name) if any(
+        q.source_path and p.source_path and q.source_path.resolve() == p.source_path.resolve() for q in good) else None
     out.print(f"[bold]{escape(p.name)}[/]  {escape(p.description)}")
-    out.print(f"file: {escape(str(p.source_path))}" + (f"   extends: {escape(p.extends)}" if p.extends else ""), style="dim")
+    out.print(f"file: {escape(str(p.source_path))}" + (f"   extends: {escape(p.extends)}" if p.extends else "")
+              + f"   cockpit key: {key or 'none'}", style="dim")
     table = Table(show_header=True, header_style="bold")
     table.add_column("knob")
     table.add_column("value", overflow="fold")
