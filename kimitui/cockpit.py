@@ -235,7 +235,7 @@ class LiveController:
         If so, say who holds it and the ways on, offer to watch it when it is an OpenAI-compatible
         server, and start nothing (the swap would only fail on the same port)."""
         from kimitui.launcher import ports
-        from kimitui.launcher.swap import reach_server, server_url
+        from kimitui.launcher.swap import reach_server
 
         try:
             target = self._target(profile)
@@ -247,11 +247,7 @@ class LiveController:
             log.debug("port check for %s: %s", profile, exc)
             return False
         model = await _openai_model(url)
-        on_host = "" if getattr(self._host, "address", None) is None else f" --host {self.host_name}"
-        command = f"kimitui run{on_host} --url {server_url(self._host, target.host, target.port)}"
-        ways = (f"start the simulated host on another port (`kimitui --sim-port N`, or `port = N` under [sim] "
-                f"in {self.config.path or 'the config file'}), or watch that server without controlling it "
-                f"(`{command}`: metrics, health and sweeps; never stopped or swapped)")
+        command, ways = self._ways_on(target)
         message = (f"port {target.port} on {self.host_name} is in use by a process kimitui did not start: "
                    f"{holder.describe()}; {profile} was not started. Ways on: {ways}")
         self.session.publish(ProfileState(host=self.host_name, profile=None, state="stopped",
@@ -266,6 +262,34 @@ class LiveController:
                         f"controlled: quit and run `{command}` (metrics, health, sweeps; swaps refused). "
                         "kimitui does not adopt it: it cannot know how to restart a server it did not start."))
         return True
+
+    def _ways_on(self, target: Any) -> tuple[str, str]:
+        """The command that watches what holds ``target``'s port, and both ways on, in words."""
+        from kimitui.launcher.swap import server_url
+
+        on_host = "" if getattr(self._host, "address", None) is None else f" --host {self.host_name}"
+        command = f"kimitui run{on_host} --url {server_url(self._host, target.host, target.port)}"
+        ways = (f"start the simulated host on another port (`kimitui --sim-port N`, or `port = N` under [sim] "
+                f"in {self.config.path or 'the config file'}), or watch that server without controlling it "
+                f"(`{command}`: metrics, health and sweeps; never stopped or swapped)")
+        return command, ways
+
+    async def _held_port_hint(self, profile: str) -> str:
+        """After a failed swap on the simulated host: the ways on, if a foreign process holds the target's port."""
+        from kimitui.launcher import ports
+
+        if not self.simulated:
+            return ""
+        try:
+            target = self._target(profile)
+            if self._record is not None and self._record.port == target.port:
+                return ""  # ours serves there (the rollback)
+            if await ports.holder(self._host, target.port, quick=True) is None:
+                return ""
+        except Exception as exc:  # the swap's own reason stands alone
+            log.debug("port hint for %s: %s", profile, exc)
+            return ""
+        return f". Ways on: {self._ways_on(target)[1]}"
 
     async def watch(self, url: str | None = None) -> None:
         """Switch this session to watch mode: follow ``url`` (default: :attr:`watch_offer`) without controlling it.
@@ -495,7 +519,8 @@ class LiveController:
                 self._running_profile = outcome.serving
                 await self._refollow()
             if not outcome.ok:
-                self._error("swap", f"swap to {profile}: {outcome.outcome}: {outcome.reason}")
+                hint = await self._held_port_hint(profile)
+                self._error("swap", f"swap to {profile}: {outcome.outcome}: {outcome.reason}{hint}")
         except Exception as exc:
             self._error("swap", f"swap to {profile} failed: {exc}")
         finally:

@@ -241,3 +241,21 @@ def test_headless_swap_on_the_simulated_host_serves_on_the_sim_port(cockpit_home
         assert record is not None and record.port == third
     finally:
         asyncio.run(stop_everything(state))
+
+
+async def test_a_cockpit_swap_onto_a_held_port_says_the_ways_on(cockpit_home: Path) -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", free_port()))
+        stranger.listen()
+        _default_profile_on(cockpit_home, stranger.getsockname()[1])
+        c = LiveController(record=False, autostart=False)
+        sub, seen = c.session.subscribe("all", maxsize=100_000), []
+        await c.start()
+        try:
+            await _until(sub, lambda e: e.kind == "gpu_sample", 30, seen)
+            await c.swap("ep8-tuned")
+            await _until(sub, lambda e: e.kind == "error" and e.source == "swap", 60, seen)
+            error = next(e for e in seen if e.kind == "error" and e.source == "swap")
+            assert f"pid {os.getpid()}" in error.message and "--sim-port N" in error.message, error.message
+        finally:
+            await c.shutdown()
