@@ -260,3 +260,13 @@ def test_the_live_controller_uses_the_stable_keys(only_my_profiles: Path, tmp_pa
     cfg.write_text('[profiles]\norder = ["a"]\n')
     by_key, notes = profile_keys(LiveController(config_path=str(cfg), profile_dirs=[str(d)]))
     assert by_key["7"] == "b" and by_key["1"] == "a" and not notes
+
+
+async def test_a_key_clash_is_said_in_the_cockpit(only_my_profiles: Path):
+    d = only_my_profiles
+    _profile(d, "a", 'key = "2"\n')
+    _profile(d, "b", 'key = "2"\n')
+    app = KimituiApp(DirController([str(d)]), tick=None)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        assert any("profile keys:" in m and "key 2 is also declared by a" in m for m in _messages(app))

@@ -120,8 +120,12 @@ def stable_keys(profiles: Sequence[Profile], order: Sequence[str] = (), path: Pa
 
 
 def profile_keys(extra_dirs: Sequence[Path | str] | None = None, order: Sequence[str] = ()) -> KeyAssignment:
-    """The keys of every valid visible profile (what ``kimitui profiles list`` and the cockpit show)."""
-    from kimitui.profiles.loader import scan_profiles  # noqa: PLC0415
+    """The keys of every valid visible profile (what ``kimitui profiles list`` and the cockpit show).
+
+    Key clashes are in ``notes`` too, so the cockpit can say them.
+    """
+    from kimitui.profiles.loader import key_clashes, scan_profiles  # noqa: PLC0415
 
     good, _bad = scan_profiles(extra_dirs)
-    return stable_keys(good, order)
+    assignment = stable_keys(good, order)
+    return KeyAssignment(assignment.by_key, [str(e) for e in key_clashes(good)] + assignment.notes)

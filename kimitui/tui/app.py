@@ -122,6 +122,9 @@ class KimituiApp(App[int]):
     async def _start_controller(self) -> None:
         ok = await self._call("start", self.controller.start)
         self.started = ok is not _FAILED
+        found = self._safe(lambda: profile_keys(self.controller))
+        for note in found[1] if found else []:  # a key clash or an order the config cannot have
+            self.notify(f"profile keys: {note}", severity="warning", timeout=10)
 
     # ------------------------------------------------------------------ rendering
     def pump(self, force_charts: bool = False) -> set[str]:
