@@ -277,3 +277,67 @@ def test_the_bench_fuzz_cases_never_raise_and_stay_fast(rng) -> None:  # noqa: A
     t0 = time.thread_time()
     run_sse(case)
     assert time.thread_time() - t0 < 0.1  # thread CPU; the bench holds the 10 ms goal
+
+
+_ERROR_CLASSES = {None, "connect", "http_status", "reset", "malformed", "stream_error", "timeout"}
+
+
+@st.composite
+def _response(draw: st.DrawFn) -> bytes:
+    """A whole HTTP response: a status line, framing headers (good and bad), a fuzzed SSE body."""
+    from tests.support.ssefuzz import sse_case
+
+    reads, _ = sse_case(draw(st.randoms(use_true_random=False)))
+    body = b"".join(reads)[:20_000]
+    status = draw(st.sampled_from([b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK", b"HTTP/1.1 500 Oops", b"HTTP/2 200",
+                                   b"garbage", b"HTTP/1.1 abc"]))
+    framing = draw(st.sampled_from(["length", "chunked", "close", "bad-length", "bad-chunk"]))
+    head = status + b"\r\nContent-Type: text/event-stream\r\n"
+    if framing == "length":
+        n = len(body) + draw(st.sampled_from([0, 0, -3, 5]))
+        head += b"Content-Length: %d\r\n" % n
+    elif framing == "bad-length":
+        head += b"Content-Length: " + draw(st.sampled_from([b"x", b"-1", b"", b"1_0", b"\xff"])) + b"\r\n"
+    elif framing in ("chunked", "bad-chunk"):
+        head += b"Transfer-Encoding: chunked\r\n"
+        size = draw(st.integers(1, 64))
+        parts = [body[i:i + size] for i in range(0, len(body), size)]
+        body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+        if framing == "bad-chunk":
+            at = draw(st.integers(0, len(body)))
+            body = body[:at] + draw(st.sampled_from([b"zz\r\n", b"-1\r\n", b"\r\n\r\n", b"f" * 2000])) + body[at:]
+    return head + b"\r\n" + body
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(response=_response(), piece=st.sampled_from([1, 7, 100, 65536]))
+def test_fuzzed_responses_through_the_load_client_end_cleanly(response: bytes, piece: int) -> None:
+    """Real sockets: whatever the server sends, the request ends in time with a known class, no parser
+    exception (``cannot parse the response`` is the net that would catch one), and a result."""
+
+    async def once() -> RequestResult:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await _read_request(reader)
+            try:
+                for i in range(0, len(response), piece):
+                    writer.write(response[i:i + piece])
+                    await writer.drain()
+            except ConnectionError:
+                pass
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        async with server:
+            return await _h1(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+
+    t0 = time.perf_counter()
+    r = asyncio.run(once())
+    assert time.perf_counter() - t0 < 5.0
+    assert r.error_class in _ERROR_CLASSES and "cannot parse the response" not in r.error, r.error
+    if r.error_class == "reset":  # the server closed early, cleanly: an exception here was a parser crash
+        assert r.error in ("connection closed mid-response", "stream ended before [DONE]"), r.error
+    if r.error_class == "malformed":
+        assert r.error
+    from kimitui.events import dump_event
+
+    dump_event(r)
