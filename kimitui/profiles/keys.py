@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,7 @@ def save_memory(assignment: KeyAssignment, previous: Mapping[str, str], path: Pa
     target = path or memory_path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # two cockpits never share a temp file
         tmp.write_text(json.dumps(dict(sorted(merged.items())), indent=1), encoding="utf-8")
         tmp.replace(target)
     except OSError as exc:  # keys still work this time; they may move next time
