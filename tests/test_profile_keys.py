@@ -41,6 +41,10 @@ def test_the_rule_declared_then_config_order_then_remembered_then_lowest_free():
     # a config entry on a declared key is not honoured, and said
     got = assign_keys({"a": "1", "b": None}, order=["b"])
     assert got.by_key == {"1": "a", "2": "b"} and "b on key 1, but a declares key 1" in got.notes[0]
+    # the operator's own say (declared, config order) beats a key merely remembered
+    got = assign_keys({"new": "1", "old": None, "cfg": None}, order=["absent", "cfg"],
+                      remembered={"old": "1", "cfg": "5"})
+    assert got.by_key == {"1": "new", "2": "cfg", "3": "old"}
     # nine keys at most; the rest are palette-only
     assert len(assign_keys({f"p{i:02}": None for i in range(12)}).by_key) == 9
 
