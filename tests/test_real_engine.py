@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -50,11 +49,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[real_engine.Eng
 
 
 def sweep(url: str, *args: str, out: Path | None = None, timeout: float = 240) -> tuple[int, dict, str]:
-    """``kimitui sweep ... --json`` as an operator runs it (a real process, the real load process)."""
+    """``kimitui sweep ... --json`` as an operator runs it (a real process, the real load process,
+    pinned to the core the engine does not have)."""
     argv = [sys.executable, "-m", "kimitui", "sweep", "--url", url, "--json", "--no-progress", *args]
     if out is not None:
         argv += ["--out", str(out)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(real_engine.client_pinned(argv), capture_output=True, text=True, timeout=timeout)
     try:
         summary = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -325,7 +325,7 @@ def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_en
 # Temperature 1: at 0 this random model repeats a token that makes no text, and then neither client
 # has a first *text* chunk to time (both define TTFT by text, as bench_serving's chat backend does).
 AGREE_LEVELS = (1, 4)
-AGREE_REQUESTS, AGREE_TOKENS, AGREE_TRIALS = 16, 128, 2
+AGREE_REQUESTS, AGREE_TOKENS, AGREE_TRIALS = 16, 128, 3
 AGREE_TOLERANCE = 0.10
 
 
@@ -339,7 +339,8 @@ def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: 
                 "include_usage": True, "continuous_usage_stats": True}})]
     out.unlink(missing_ok=True)
     env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=out.parent)
+    res = subprocess.run(real_engine.client_pinned(argv), capture_output=True, text=True, env=env, timeout=300,
+                         cwd=out.parent)
     assert res.returncode == 0 and out.exists(), (res.stdout + res.stderr)[-3000:]
     return json.loads(out.read_text().splitlines()[-1])
 
@@ -369,10 +370,12 @@ def test_figures_agree_with_sglang_bench_serving_on_the_same_server(engine: real
                 else:
                     b_runs.append(_bench_serving(py, engine.url, real_engine.build_model(py), c, prompts,
                                                  tmp_path / f"bs-{c}-{trial}.jsonl"))
-        k_tpot = statistics.median(lv["tpot"]["p50"] * 1000 for lv in k_runs)
-        b_tpot = statistics.median(r["median_tpot_ms"] for r in b_runs)
-        k_tput = statistics.median(lv["agg_tok_s"] for lv in k_runs)
-        b_tput = statistics.median(r["output_throughput"] for r in b_runs)
+        # Each tool's best trial: whatever else the machine runs only ever slows a client down, and
+        # the two would otherwise be compared on how much interference each happened to meet.
+        k_tpot = min(lv["tpot"]["p50"] * 1000 for lv in k_runs)
+        b_tpot = min(r["median_tpot_ms"] for r in b_runs)
+        k_tput = max(lv["agg_tok_s"] for lv in k_runs)
+        b_tput = max(r["output_throughput"] for r in b_runs)
         assert all(lv["output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS for lv in k_runs)
         assert all(r["total_output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS and r["completed"] == AGREE_REQUESTS
                    for r in b_runs)

@@ -144,6 +144,15 @@ def _cores() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
+def client_pinned(argv: list[str]) -> list[str]:
+    """``argv`` pinned to the first core, the engine having the last: two clients compared on the
+    same server then get the same CPU, whatever else the machine runs."""
+    cores = _cores()
+    if len(cores) >= 2 and shutil.which("taskset"):
+        return ["taskset", "-c", str(cores[0]), *argv]
+    return argv
+
+
 class EngineServer:
     """``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1, pinned to the last core.
 
