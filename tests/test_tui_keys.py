@@ -270,3 +270,23 @@ async def test_a_key_clash_is_said_in_the_cockpit(only_my_profiles: Path):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         assert any("profile keys:" in m and "key 2 is also declared by a" in m for m in _messages(app))
+
+
+def test_a_watched_server_blocks_profile_keys_and_baseline_but_not_sweeps():
+    url = "http://127.0.0.1:30000"
+    assert "watched, not controlled" in blocked_reason("pick_profile", None, "serving", watched=url)
+    assert blocked_reason("baseline", None, "serving", watched=url)
+    assert blocked_reason("sweep", None, "serving", watched=url) is None
+
+
+async def test_profile_keys_are_dimmed_while_watching_a_server_kimitui_did_not_start():
+    ctrl = FakeController()
+    ctrl.watch_url = "http://127.0.0.1:30000"  # what LiveController(watch_url=...) exposes
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert not _enabled(app, "1") and _enabled(app, "s")
+        await pilot.press("1")
+        await tick(pilot)
+        assert not isinstance(app.screen, SwapConfirm)
+        assert any("watched, not controlled" in m for m in _messages(app))

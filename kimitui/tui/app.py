@@ -240,7 +240,8 @@ class KimituiApp(App[int]):
 
     def _blocked(self, action: str) -> str | None:
         busy = self._safe(lambda: self.controller.busy)
-        return blocked_reason(action, busy, self.model.profile_state)
+        watched = self._safe(lambda: getattr(self.controller, "watch_url", None))
+        return blocked_reason(action, busy, self.model.profile_state, watched if isinstance(watched, str) else None)
 
     def _update_replay(self) -> None:
         """Play state, speed and position, when the replay controller exposes them (plain properties)."""

@@ -8,12 +8,15 @@ SWAPPING_STATES = frozenset({"starting", "stopping"})
 """Profile states during which the server is changing under a swap."""
 
 
-def blocked_reason(action: str, busy: str | None, profile_state: str) -> str | None:
+def blocked_reason(action: str, busy: str | None, profile_state: str, watched: str | None = None) -> str | None:
     """Why ``action`` cannot run now (the footer dims it, pressing it says this), or None.
 
     Mirrors what the controller would refuse, so a key never opens a dialog that
-    can only end in "a swap is already running".
+    can only end in "a swap is already running".  ``watched``: the URL of a server
+    this session watches but did not start (never swapped).
     """
+    if watched and action in ("pick_profile", "baseline"):
+        return f"{watched} is watched, not controlled: kimitui did not start it, so it never swaps it"
     swapping = busy == "swap" or profile_state in SWAPPING_STATES
     if swapping:
         if action == "pick_profile":
