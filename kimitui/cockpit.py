@@ -259,7 +259,8 @@ class LiveController:
             self.session.publish(ErrorEvent(
                 host=self.host_name, source="cockpit", severity="info",
                 message=f"it answers /v1/models (model {model}), so it can be watched without being "
-                        f"controlled: quit and run `{command}` (metrics, health, sweeps; swaps refused). "
+                        f"controlled: choose 'Watch {url}' in the command palette (ctrl+p), or run `{command}` "
+                        "(metrics, health, sweeps; swaps refused). "
                         "kimitui does not adopt it: it cannot know how to restart a server it did not start."))
         return True
 

@@ -290,3 +290,22 @@ async def test_profile_keys_are_dimmed_while_watching_a_server_kimitui_did_not_s
         await tick(pilot)
         assert not isinstance(app.screen, SwapConfirm)
         assert any("watched, not controlled" in m for m in _messages(app))
+
+
+async def test_the_palette_offers_to_watch_a_foreign_server_on_the_sim_port():
+    ctrl = FakeController()
+    ctrl.watch_offer = "http://127.0.0.1:30001"  # set by the live controller when a foreign server holds its port
+    watched: list[str] = []
+
+    async def watch(url: str | None = None) -> None:
+        watched.append(url or ctrl.watch_offer)
+
+    ctrl.watch = watch
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        [cmd] = [c for c in app.get_system_commands(app.screen) if c.title.startswith("Watch ")]
+        assert cmd.title == "Watch http://127.0.0.1:30001" and "never stopped or swapped" in cmd.help
+        cmd.callback()
+        await settle(app, pilot)
+        assert watched == ["http://127.0.0.1:30001"]

@@ -43,6 +43,10 @@ def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
         for k, name in by_key.items():
             yield SystemCommand(f"Swap to profile {name}", f"key {k}: diff, confound check, confirm",
                                 run(f"pick_profile({k})"))
+        offer = getattr(app.controller, "watch_offer", None)
+        if isinstance(offer, str):  # a server kimitui did not start holds the simulated host's port
+            yield SystemCommand(f"Watch {offer}", "a server kimitui did not start: metrics, health, sweeps; "
+                                "never stopped or swapped", lambda: app._background("watch", app.controller.watch))
         yield SystemCommand("Start or stop a sweep", f"key {key('sweep')}", run("sweep"))
         yield SystemCommand("Mark the running profile as baseline", f"key {key('baseline')}", run("baseline"))
         yield SystemCommand("Toggle recording", f"key {key('record')}", run("record"))
