@@ -1,7 +1,9 @@
 """Pieces both host kinds share: splitting byte chunks into lines, exit codes.
 
 Output is split by hand (not ``readline``) so that an overlong line never
-raises: it is simply delivered whole when its newline arrives.
+raises; it is delivered when its newline arrives, cut at ``MAX_LINE_BYTES`` so
+an endless line (a process printing without newlines) cannot grow memory.  The
+log parser flags lines over its own, smaller cap as truncated.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections import deque
 
 STDERR_TAIL_LINES = 50
 """How many stderr lines a stream keeps for diagnostics when not merged."""
+MAX_LINE_BYTES = 1 << 20
+"""The most of one line a stream keeps (1 MiB); the rest of that line is dropped."""
 
 
 def decode(data: bytes) -> str:
@@ -31,12 +35,28 @@ class LineSplitter:
         self._buf = bytearray()
 
     def feed(self, chunk: bytes) -> list[str]:
-        self._buf += chunk
-        if b"\n" not in chunk:
-            return []
-        *complete, rest = bytes(self._buf).split(b"\n")
-        self._buf = bytearray(rest)
-        return [decode(line.removesuffix(b"\r")) for line in complete]
+        *complete, rest = chunk.split(b"\n")
+        out: list[str] = []
+        for piece in complete:
+            if self._buf:
+                self._add(piece)
+                piece, self._buf = bytes(self._buf), bytearray()
+            elif len(piece) > MAX_LINE_BYTES:
+                piece = piece[:MAX_LINE_BYTES]
+            out.append(decode(piece.removesuffix(b"\r")))
+        self._add(rest)
+        return out
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of the line still waiting for its newline (never more than ``MAX_LINE_BYTES``)."""
+        return len(self._buf)
+
+    def _add(self, piece: bytes) -> None:
+        """Append to the pending line, up to the cap (what is past it is dropped)."""
+        room = MAX_LINE_BYTES - len(self._buf)
+        if room > 0 and piece:
+            self._buf += piece[:room]
 
     def flush(self) -> list[str]:
         """The unterminated last line, if any (at end of output)."""
