@@ -267,7 +267,7 @@ def test_spec_from_recording(tmp_path: Path) -> None:
 def test_index_times_never_run_backwards(tmp_path: Path) -> None:
     events = [LogLine(t=10.0, raw="a"), LogLine(t=9.0, raw="late stamp"), Marker(t=11.0)]
     idx = RecordingIndex.open(write_recording(tmp_path / "i.jsonl", events))
-    assert idx.times == [10.0, 10.0, 11.0]
+    assert list(idx.times) == [10.0, 10.0, 11.0]
     assert idx.position(10.5) == 2 and idx.kinds == ["log_line", "log_line", "marker"]
     assert list(idx.events()) == events
 

@@ -95,7 +95,7 @@ def _next_member(data: bytes, start: int) -> int | None:
     return None
 
 
-def _gunzip(data: bytes) -> tuple[bytes, list[Damage]]:
+def _gunzip(data: bytes) -> tuple[bytearray, list[Damage]]:
     """Decompress every gzip member, streaming, so damage never costs what came before it.
 
     A stream cut short (a crashed or running writer) yields what was decodable.  At damaged
@@ -118,10 +118,11 @@ def _gunzip(data: bytes) -> tuple[bytes, list[Damage]]:
         if resume is None:
             break
         pos = resume
-    return bytes(out), damage
+    return out, damage  # not bytes(out): a copy would double the peak for a big file
 
 
-def _open_bytes(path: Path) -> tuple[bytes, list[Damage]]:
+def _open_bytes(path: Path) -> tuple[bytes | bytearray, list[Damage]]:
+    """The decoded text (a bytearray for gzip, so it is never copied) and where damage cut it."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -131,18 +132,27 @@ def _open_bytes(path: Path) -> tuple[bytes, list[Damage]]:
     return data, []
 
 
-def _read_lines(path: Path) -> tuple[RecordingHeader, list[bytes], list[SkippedLine]]:
-    """The header, every line (line 1 first) and a SkippedLine per damaged stretch (by line number)."""
+def read_text(path: Path) -> tuple[RecordingHeader, bytes | bytearray, list[SkippedLine]]:
+    """The header, the whole decoded text (line 1 included, unsplit) and a SkippedLine per damaged stretch.
+
+    The replay index keeps this one buffer and line offsets into it, not a bytes object per line.
+    """
     data, damage = _open_bytes(path)
-    lines = data.split(b"\n")
     if damage and damage[0].offset == 0:
         raise RecordingError(f"{path}: line 1: {damage[0].reason(0)}; the header line is lost, so nothing is readable")
-    header = _parse_header(path, lines[0])
+    nl = data.find(b"\n")
+    header = _parse_header(path, bytes(data[:nl if nl >= 0 else len(data)]))
     notes = []
     for dmg in damage:
         line_no = data.count(b"\n", 0, dmg.offset) + 1
         notes.append(SkippedLine(line_no, dmg.reason(line_no - 1)))
-    return header, lines, notes
+    return header, data, notes
+
+
+def _read_lines(path: Path) -> tuple[RecordingHeader, list[bytes], list[SkippedLine]]:
+    """The header, every line (line 1 first) and a SkippedLine per damaged stretch (by line number)."""
+    header, data, notes = read_text(path)
+    return header, bytes(data).split(b"\n") if isinstance(data, bytearray) else data.split(b"\n"), notes
 
 
 def _parse_header(path: Path, first: bytes) -> RecordingHeader:
