@@ -266,7 +266,17 @@ class InFlight(BaseModel):
 
 
 class SweepProgress(Event):
-    """A periodic snapshot of the in-flight requests (a few per second)."""
+    """A periodic snapshot of the in-flight requests (a few per second), the same size at any C.
+
+    ``in_flight`` lists at most ``IN_FLIGHT_DETAIL`` requests in full (the oldest and the
+    slowest: where a straggler shows first); the rest are binned into ``cloud`` so a
+    snapshot at C=2048 is no bigger than one at C=64.  Older recordings listed every
+    request in ``in_flight`` and have no ``running`` or ``cloud``: they load as they were.
+    """
+
+    IN_FLIGHT_DETAIL: ClassVar[int] = 16
+    """Requests a snapshot lists in full; the load process bins the others into ``cloud``
+    (16, not 32: half the bytes of a recorded snapshot, and the cloud still draws every request)."""
 
     kind: Literal["sweep_progress"] = "sweep_progress"
     sweep_id: str
@@ -276,6 +286,16 @@ class SweepProgress(Event):
     in_flight: list[InFlight] = Field(default_factory=list)
     level_tokens: int = 0
     level_elapsed_s: float = 0.0
+    running: int | None = None
+    """Requests in flight, listed or not; None (older recordings): ``len(in_flight)``."""
+    cloud: list[tuple[float, float, int]] = Field(default_factory=list)
+    """The in-flight requests not in ``in_flight`` that have a rate, binned on an (elapsed, tok/s)
+    grid: (mean elapsed_s, mean tok/s, requests) per non-empty cell, for the spread chart."""
+
+    @property
+    def n_in_flight(self) -> int:
+        """How many requests are in flight (``running``, else what ``in_flight`` lists)."""
+        return self.running if self.running is not None else len(self.in_flight)
 
 
 class RequestResult(Event):

@@ -54,6 +54,7 @@ from kimitui.bench.stats import error_rate_exceeded, level_rate, level_result, o
 from kimitui.events import (
     ErrorEvent,
     Event,
+    InFlight,
     LevelResult,
     LevelStarted,
     RequestResult,
@@ -66,6 +67,48 @@ from kimitui.events import (
 
 _perf_ns = time.perf_counter_ns
 FLUSH_CACHE_MISSING = "this server has no /flush_cache: levels run with the prefix cache warm"
+
+
+CLOUD_BINS = (16, 12)
+"""(elapsed, tok/s) grid of a progress snapshot's cloud: at most 192 cells whatever C is."""
+
+
+def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: int = SweepProgress.IN_FLIGHT_DETAIL,
+                      bins: tuple[int, int] = CLOUD_BINS) -> tuple[list[InFlight], list[tuple[float, float, int]]]:
+    """(request_id, elapsed_s, tokens, tok_s) of every in-flight request -> (listed, cloud) of a SweepProgress.
+
+    Listed in full: the ``keep // 2`` slowest with a rate, then the oldest (a stalled or crawling
+    request is in one of the two); the rest are binned so a snapshot's size does not grow with C.
+    """
+    if len(rows) <= keep:
+        chosen = rows
+        rest: list[tuple[str, float, int, float | None]] = []
+    else:
+        rated = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])  # type: ignore[arg-type,return-value]
+        picked = {r[0] for r in rated[:keep // 2]}
+        for r in sorted(rows, key=lambda r: -r[1]):
+            if len(picked) >= keep:
+                break
+            picked.add(r[0])
+        chosen = [r for r in rows if r[0] in picked]
+        rest = [r for r in rows if r[0] not in picked]
+    listed = [InFlight(request_id=rid, elapsed_s=round(el, 3), tokens=n,
+                       tok_s=round(rate, 2) if rate is not None else None) for rid, el, n, rate in chosen]
+    rated_rest = [(el, rate) for _, el, _, rate in rest if rate is not None and math.isfinite(rate)]
+    if not rated_rest:
+        return listed, []
+    ex = max(el for el, _ in rated_rest) or 1.0
+    ry = max(rate for _, rate in rated_rest) or 1.0
+    cells: dict[tuple[int, int], list[float]] = {}
+    for el, rate in rated_rest:
+        key = (min(bins[0] - 1, int(el / ex * bins[0])), min(bins[1] - 1, int(rate / ry * bins[1])))
+        cell = cells.setdefault(key, [0.0, 0.0, 0])
+        cell[0] += el
+        cell[1] += rate
+        cell[2] += 1
+    # a cell is a sixteenth of the spread wide: 0.1 s and three digits of tok/s say where it is
+    cloud = [(round(e / n, 1), float(f"{r / n:.3g}"), int(n)) for e, r, n in (cells[k] for k in sorted(cells))]
+    return listed, cloud
 
 
 def new_sweep_id() -> str:
@@ -577,13 +620,20 @@ class SweepEngine:
 
     def _publish_progress(self) -> None:
         now = _perf_ns()
-        inflight = [tr.in_flight(now) for tr, _ in self._inflight.values()]
+        rows = []
+        for tr, _ in self._inflight.values():
+            tok_s = None
+            if tr.tokens > 1 and tr.first_ns is not None and tr.last_ns is not None and tr.last_ns > tr.first_ns:
+                tok_s = (tr.tokens - 1) * 1e9 / (tr.last_ns - tr.first_ns)
+            rows.append((tr.request_id, (now - tr.sent_ns) / 1e9, tr.tokens, tok_s))
+        listed, cloud = compact_in_flight(rows)
         tokens = self._tokens_done + sum(tr.tokens for tr, _ in self._inflight.values() if not tr.warmup)
         self.emit(SweepProgress(
             host=self.host, sweep_id=self.sweep_id, concurrency=self._c,
             done=self._n_ok, failed=self._n_failed,
-            in_flight=inflight, level_tokens=tokens,
+            in_flight=listed, level_tokens=tokens,
             level_elapsed_s=round((now - self._level_start_ns) / 1e9, 3),
+            running=len(rows), cloud=cloud,
         ))
 
     async def _flush_cache(self) -> None:

@@ -307,7 +307,7 @@ class _Progress:
             rate = ev.level_tokens / ev.level_elapsed_s if ev.level_elapsed_s > 0 else 0.0
             self.progress.update(self.task, description=(
                 f"C={ev.concurrency:<4} done {ev.done:>4}  failed {ev.failed:>3}  "
-                f"in flight {len(ev.in_flight):>4}  {rate:8.1f} tok/s"))
+                f"in flight {ev.n_in_flight:>4}  {rate:8.1f} tok/s"))
         elif isinstance(ev, LevelResult):
             self.progress.advance(self.task)
 

@@ -9,7 +9,9 @@ same screen, and the fold is testable without a terminal.
 
 from __future__ import annotations
 
+import math
 import time
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -55,6 +57,12 @@ SEVERITY_RANK = {"debug": 0, "info": 1, "warning": 2, "error": 3, "critical": 4}
 COMPARE_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_result", "request_result",
                            "sweep_result"})
 """What ``kimitui.report`` needs to rebuild and compare sweeps (the compare view)."""
+
+DETAIL_SWEEPS = 3
+"""Sweeps whose per-request figures the compare view keeps; older sweeps keep their level rows only."""
+
+STRAGGLER_RESULTS = 256
+"""Stragglers per sweep whose request result (with its chunk offsets) the cockpit keeps."""
 
 PANELS = ("header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers")
 
@@ -103,6 +111,63 @@ class Imbalance:
     high: float
 
 
+def pack_offsets(offsets: list[float] | None) -> array | list[float] | None:  # type: ignore[type-arg]
+    """Chunk offsets as int32 0.1 ms steps (4 bytes each, not a 32-byte float): what a recording keeps.
+
+    Floored to the step exactly as a recording writes them (``RequestResult`` format 2), so
+    ``unpack_offsets`` gives what a replay of the recording would.  Offsets that do not fit
+    (not finite, beyond int32's 59 hours) stay the float list.
+    """
+    if offsets is None:
+        return None
+    per_ms = RequestResult.OFFSET_STEPS_PER_MS
+    steps = array("i")
+    for o in offsets:
+        if not -2e8 < o < 2e8:
+            return list(offsets)
+        k = math.floor(o * per_ms)
+        if (k + 1) / per_ms <= o:
+            k += 1
+        elif k / per_ms > o:
+            k -= 1
+        steps.append(k)
+    return steps
+
+
+def unpack_offsets(packed: array | list[float] | None) -> list[float] | None:  # type: ignore[type-arg]
+    if packed is None or isinstance(packed, list):
+        return packed
+    per_ms = RequestResult.OFFSET_STEPS_PER_MS
+    return [k / per_ms for k in packed]
+
+
+def strip_chunks(ev: RequestResult) -> RequestResult:
+    """The result's figures without its per-chunk lists (what the spread and the compare view read)."""
+    if ev.chunk_offsets_ms is None and ev.chunk_tokens is None:
+        return ev
+    return ev.model_copy(update={"chunk_offsets_ms": None, "chunk_tokens": None})
+
+
+@dataclass
+class KeptResult:
+    """A request result held compactly: its figures without the per-chunk lists, and those packed."""
+
+    figures: RequestResult
+    offsets: array | list[float] | None  # type: ignore[type-arg]
+    chunk_tokens: array | None  # type: ignore[type-arg]
+
+    @classmethod
+    def of(cls, ev: RequestResult) -> "KeptResult":
+        toks = array("i", ev.chunk_tokens) if ev.chunk_tokens is not None else None
+        return cls(strip_chunks(ev), pack_offsets(ev.chunk_offsets_ms), toks)
+
+    def result(self) -> RequestResult:
+        """The request result again, its offsets to the recording's 0.1 ms."""
+        return self.figures.model_copy(update={
+            "chunk_offsets_ms": unpack_offsets(self.offsets),
+            "chunk_tokens": list(self.chunk_tokens) if self.chunk_tokens is not None else None})
+
+
 @dataclass
 class SweepView:
     sweep_id: str
@@ -113,9 +178,18 @@ class SweepView:
     progress: SweepProgress | None = None
     levels: list[LevelResult] = field(default_factory=list)
     results: deque[RequestResult] = field(default_factory=lambda: deque(maxlen=4096))
-    """Finished requests of the current level."""
+    """Finished requests of the current level, their figures only (``strip_chunks``)."""
+    chunks: dict[str, KeptResult] = field(default_factory=dict)
+    """The current level's results with their chunk offsets packed, until its LevelResult names the stragglers."""
     stragglers: list[Straggler] = field(default_factory=list)
+    straggler_results: dict[str, KeptResult] = field(default_factory=dict)
+    """Request id -> the straggler's result with its chunk offsets (at most ``STRAGGLER_RESULTS``)."""
     outcome: SweepResult | None = None
+
+    def straggler_result(self, request_id: str) -> RequestResult | None:
+        """A straggler's full request result (chunk offsets to 0.1 ms), if this sweep kept it."""
+        kept = self.straggler_results.get(request_id)
+        return kept.result() if kept is not None else None
 
     @property
     def live_point(self) -> tuple[int, float] | None:
@@ -169,7 +243,9 @@ class CockpitModel:
         self.last_t: float | None = None
         self.history = EventHistory()
         self.sweep_events: deque[Event] = deque(maxlen=50_000)
-        """Bounded: the sweeps this session saw, for the compare view."""
+        """Bounded: the sweeps this session saw, for the compare view.  Request results are kept
+        without their chunk lists, and only for the last ``DETAIL_SWEEPS`` sweeps."""
+        self._detail_sweeps: deque[str] = deque()
         self.notices: list[Notice] = []
 
     # ------------------------------------------------------------------ folding
@@ -207,7 +283,7 @@ class CockpitModel:
             self.last_t = ev.t
         self.history.add(ev)
         if ev.kind in COMPARE_KINDS:
-            self.sweep_events.append(ev)
+            self._keep_for_compare(ev)
         if isinstance(ev, GpuSample):
             for r in ev.gpus:
                 row = self.gpus.setdefault(r.index, GpuRow(r.index))
@@ -259,6 +335,7 @@ class CockpitModel:
                 self.sweep.concurrency = ev.concurrency
                 self.sweep.progress = None
                 self.sweep.results.clear()
+                self.sweep.chunks.clear()
                 return {"spread", "levels", "curve"}
             return set()
         if isinstance(ev, LevelResult):
@@ -321,6 +398,21 @@ class CockpitModel:
             return {"header"}
         return set()
 
+    def _keep_for_compare(self, ev: Event) -> None:
+        """Keep what the compare view needs, bounded: old sweeps lose their request results, not their levels."""
+        if isinstance(ev, RequestResult):
+            if ev.sweep_id in self._detail_sweeps:
+                self.sweep_events.append(strip_chunks(ev))
+            return
+        if isinstance(ev, SweepStarted) and ev.sweep_id not in self._detail_sweeps:
+            self._detail_sweeps.append(ev.sweep_id)
+            if len(self._detail_sweeps) > DETAIL_SWEEPS:
+                keep = set(self._detail_sweeps) - {self._detail_sweeps.popleft()}
+                self.sweep_events = deque((e for e in self.sweep_events
+                                           if not isinstance(e, RequestResult) or e.sweep_id in keep),
+                                          maxlen=self.sweep_events.maxlen)
+        self.sweep_events.append(ev)
+
     def _apply_stats(self, ev: ServerStats) -> set[str]:
         for name in ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "cuda_graph",
                      "num_tokens", "cache_hit_rate"):
@@ -337,7 +429,11 @@ class CockpitModel:
         if sw is None or ev.sweep_id != sw.sweep_id or ev.warmup:
             return set()
         if sw.concurrency is None or ev.concurrency == sw.concurrency:
-            sw.results.append(ev)
+            if len(sw.results) == sw.results.maxlen:
+                sw.chunks.pop(sw.results[0].request_id, None)
+            sw.results.append(strip_chunks(ev))
+            if ev.chunk_offsets_ms is not None:
+                sw.chunks[ev.request_id] = KeptResult.of(ev)
         if not ev.ok:
             self._log(ev.t, "warning", "request", f"request {ev.request_id} at C={ev.concurrency} failed: "
                       f"{ev.error_class or 'error'} {ev.error}".strip())
@@ -351,6 +447,12 @@ class CockpitModel:
         sw.levels = [lv for lv in sw.levels if (lv.concurrency, lv.repeat) != (ev.concurrency, ev.repeat)]
         sw.levels.append(ev)
         sw.stragglers.extend(ev.stragglers)
+        for s in ev.stragglers:
+            kept = sw.chunks.get(s.request_id)
+            if kept is not None and len(sw.straggler_results) < STRAGGLER_RESULTS:
+                sw.straggler_results[s.request_id] = kept
+        if ev.concurrency == sw.concurrency:
+            sw.chunks.clear()  # the level is done: only its stragglers keep their chunks
         status, reason = effective_status(ev, sw.spec.max_error_rate)
         self.curves.setdefault(sw.profile or "?", {})[ev.concurrency] = CurvePoint(
             ev.concurrency, ev.agg_tok_s, ev.steady_tok_s, status, reason)
@@ -417,6 +519,8 @@ class SpreadPoint:
     tok_s: float
     done: bool
     slow: bool
+    n: int = 1
+    """Requests this point stands for: more than one for a cell of a progress snapshot's cloud."""
 
 
 SPREAD_DONE_MAX = 1024
@@ -444,10 +548,23 @@ def spread_points(sweep: SweepView | None) -> list[SpreadPoint]:
             rate = f.tok_s if f.tok_s is not None else (f.tokens / f.elapsed_s if f.elapsed_s > 0 else None)
             if rate is not None:
                 pts.append(SpreadPoint(f.request_id, f.elapsed_s, rate, False, f.request_id in marked))
-    rates = sorted(p.tok_s for p in pts)
-    if rates:
-        median = rates[len(rates) // 2]
+        for k, (elapsed, rate, n) in enumerate(sweep.progress.cloud):
+            pts.append(SpreadPoint(f"cloud-{k}", elapsed, rate, False, False, n))
+    median = weighted_median(pts)
+    if median is not None:
         for p in pts:
             if p.tok_s < SLOW_FRACTION * median and (p.done or p.x_s >= 2.0):
                 p.slow = True
     return pts
+
+
+def weighted_median(pts: list[SpreadPoint]) -> float | None:
+    """The median tok/s over the requests the points stand for (a cloud cell counts its ``n``)."""
+    ordered = sorted(pts, key=lambda p: p.tok_s)
+    total = sum(p.n for p in ordered)
+    seen = 0
+    for p in ordered:
+        seen += p.n
+        if seen > total // 2:
+            return p.tok_s
+    return None

@@ -60,6 +60,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     if origin is list:
         (inner,) = get_args(annotation)
         return st.lists(strategy_for(inner), max_size=3)
+    if origin is tuple:
+        return st.tuples(*(strategy_for(a) for a in get_args(annotation)))
     if origin is dict:
         _, inner = get_args(annotation)
         return st.dictionaries(_text, strategy_for(inner), max_size=3)

@@ -2,14 +2,16 @@
 
 In-flight requests move right as they progress (yellow), finished ones stay
 (green), slow ones and the level's stragglers are red, so a crawling request
-stands out while it still crawls.
+stands out while it still crawls.  At high C a progress snapshot lists only the
+oldest and slowest requests; the rest come binned (``SweepProgress.cloud``) and
+are drawn one point per cell, counted as the requests they stand for.
 """
 
 from __future__ import annotations
 
 from textual_plot import PlotWidget
 
-from kimitui.tui.model import CockpitModel, spread_points
+from kimitui.tui.model import CockpitModel, spread_points, weighted_median
 
 
 class SpreadChart(PlotWidget):
@@ -40,7 +42,7 @@ class SpreadChart(PlotWidget):
         for label, group, marker, style in groups:
             if group:
                 self.scatter([p.x_s for p in group], [p.tok_s for p in group], marker=marker,
-                             marker_style=style, hires_mode=None, label=f"{label} {len(group)}")
+                             marker_style=style, hires_mode=None, label=f"{label} {sum(p.n for p in group)}")
         xmax = max((p.x_s for p in pts), default=10.0)
         ymax = max((p.tok_s for p in pts), default=10.0)
         self.set_xlimits(0, max(1.0, xmax) * 1.05)
@@ -49,14 +51,14 @@ class SpreadChart(PlotWidget):
         if sw is None or sw.concurrency is None:
             self.summary = "no sweep yet (s starts one)"
         else:
-            rates = sorted(p.tok_s for p in pts)
-            med = rates[len(rates) // 2] if rates else None
+            med = weighted_median(pts)
+            low = min((p.tok_s for p in pts), default=None)
             prog = sw.progress
-            done = sum(1 for p in pts if p.done)
-            slow = sum(1 for p in pts if p.slow)
+            done = sum(p.n for p in pts if p.done)
+            slow = sum(p.n for p in pts if p.slow)
             self.summary = (f"C={sw.concurrency}  [green]· done {done}[/]"
-                            + (f"  [yellow]• running {len(prog.in_flight)}[/]" if prog and sw.outcome is None else "")
+                            + (f"  [yellow]• running {prog.n_in_flight}[/]" if prog and sw.outcome is None else "")
                             + (f"  [b red]● slow {slow}[/]" if slow else "")
                             + (f"  failed {prog.failed}" if prog and prog.failed else "")
-                            + (f"  median {med:.1f} min {rates[0]:.1f} tok/s" if med is not None else ""))
+                            + (f"  median {med:.1f} min {low:.1f} tok/s" if med is not None and low is not None else ""))
 
