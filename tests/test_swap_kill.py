@@ -101,9 +101,19 @@ async def _settled(host: Any, state: Path, since: float) -> dict[str, Any]:
         if last is not None and last.get("started_at", 0) >= since and last.get("outcome") is not None:
             # the lock is free again once the supervisor exits
             pid = int(last["supervisor_pid"])
-            if not Path(f"/proc/{pid}").exists() or ssh_pid_gone(pid):
+            if ssh_pid_gone(pid):
                 return last
         assert time.monotonic() < end, f"the supervisor did not finish within {TIMEOUT_S}s: {last}"
+        await asyncio.sleep(0.1)
+
+
+async def _supervisor_gone(state: Path) -> None:
+    try:
+        pid = int(json.loads((state / "swap.json").read_text())["supervisor_pid"])
+    except (OSError, ValueError, KeyError):
+        return
+    end = time.monotonic() + TIMEOUT_S
+    while not ssh_pid_gone(pid) and time.monotonic() < end:
         await asyncio.sleep(0.1)
 
 
@@ -171,13 +181,59 @@ async def test_sigkill_of_the_controller_at_10_moments_leaves_one_server_serving
     server = SSHTestServer(tmp_path / "sshd")
     await server.start()
     try:
-        async with LocalHost("sim") as local, server.make_host("sim") as remote:
-            results = await asyncio.gather(
-                _chain(local, local_env, None, kind), _chain(remote, ssh_env, _ssh_options(server), kind)
-            )
+        async with LocalHost("sim", simulated=True) as local, server.make_host("sim-ssh") as remote:
+            async with asyncio.TaskGroup() as group:  # one chain failing cancels the other
+                chains = [group.create_task(_chain(local, local_env, None, kind)),
+                          group.create_task(_chain(remote, ssh_env, _ssh_options(server), kind))]
+            results = [c.result() for c in chains]
     finally:
-        await stop_everything(local_env.state)
-        await stop_everything(ssh_env.state)
+        for env in (local_env, ssh_env):
+            await _supervisor_gone(env.state)  # it may still be starting a server
+            await stop_everything(env.state)
         await server.stop()
     for line in results[0] + results[1]:
         print(line)
+
+
+async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SSH link drops as a crashing target starts: the supervisor rolls back, and the
+    controller, back on the link, reports the supervisor's outcome instead of acting twice."""
+    from kimitui.session import Session
+    from tests.support.sshd import SSHTestServer
+
+    monkeypatch.setenv("KIMITUI_SIM_STATE", str(tmp_path / "gpus.json"))
+    env = make_env(tmp_path / "ssh")
+    server = SSHTestServer(tmp_path / "sshd")
+    await server.start()
+    try:
+        async with server.make_host("sim-ssh") as host:
+            launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
+            assert (await swap(host, str(env.profile("base", "ep8-tuned")), launcher=launcher, timeout=TIMEOUT_S)).ok
+            crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
+            session, dropped = Session(host=host.name), []
+
+            def drop_once_started(event) -> None:
+                if event.kind == "profile_state" and event.profile == "crashy" and event.state == "starting":
+                    if not dropped:
+                        dropped.append(asyncio.ensure_future(server.restart()))
+
+            session.add_sink(drop_once_started)
+            events: list = []
+            session.add_sink(events.append)
+            out = await swap(host, str(crashy), session=session, launcher=launcher, timeout=TIMEOUT_S,
+                             rollback_timeout=TIMEOUT_S)
+            assert dropped, (out.outcome, out.reason, [(e.kind, getattr(e, 'phase', None)) for e in events][:12])
+            await dropped[0]
+            assert out.outcome == "rolled_back" and out.serving == "base", out.reason
+            assert "supervisor on the host finished the swap" in out.reason, out.reason
+            assert "SafetensorError" in out.reason, out.reason
+            assert [e.outcome for e in events if e.kind == "profile_switch"] == ["rolled_back"]
+            assert await _one_server_serves(host, env.state, env.port, out.reason) == "base"
+            status = await collect(host, state_dir=str(env.state))
+            assert "controller went away" in status["last_swap_text"], status
+    finally:
+        await _supervisor_gone(env.state)
+        await stop_everything(env.state)
+        await server.stop()

@@ -42,12 +42,29 @@ def host_python(host: Host) -> str:
     return sys.executable if isinstance(host, LocalHost) or is_simulated_host(host) else "python3"
 
 
+class Detached(Exception):
+    """The link to the supervisor broke mid-swap: it is finishing the swap alone; act no more."""
+
+
 class Supervisor:
     """A live link to the host's supervisor: :meth:`note` each step, :meth:`done` at the end."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, state_dir: str) -> None:
         self.stream = stream
+        self.state_dir = state_dir
         self.closed = False
+        self.lost = False
+        """The channel ended (a dropped link): the supervisor has taken over."""
+        self.started_at = time.time()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_link())
+
+    async def _watch_link(self) -> None:
+        """It prints nothing after "locked": its output ending means the channel (or it) is gone."""
+        with contextlib.suppress(HostError):
+            async for _line in self.stream:
+                pass
+        if not self.closed:
+            self.lost = True
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.closed:
@@ -55,10 +72,16 @@ class Supervisor:
         try:
             await self.stream.write(json.dumps(message, default=str) + "\n")
         except HostError:
-            self.closed = True  # the link dropped: the supervisor carries on alone
+            self.lost = True  # the link dropped: the supervisor carries on alone
+            self.closed = True
 
     async def note(self, phase: str, **fields: Any) -> None:
+        """Tell the supervisor the next step *before* taking it; raises Detached once it took over."""
+        if self.lost:
+            raise Detached(phase)
         await self.send({"phase": phase, **fields})
+        if self.lost:
+            raise Detached(phase)
 
     async def done(self, outcome: str, serving: str | None, reason: str) -> None:
         await self.send({"done": outcome, "serving": serving, "reason": reason})
@@ -66,6 +89,7 @@ class Supervisor:
 
     async def release(self) -> None:
         """Close our end; a supervisor told ``done`` exits, one that was not takes over."""
+        self._watch.cancel()
         if self.closed:
             return
         self.closed = True
@@ -101,7 +125,7 @@ async def supervised(host: Host, state_dir: str) -> AsyncIterator[Supervisor | N
             raise HostBusy(f"another swap is running on {host.name} (it holds {posixpath.join(state_dir, 'swap.lock')})")
         yield None
         return
-    sup = Supervisor(stream)
+    sup = Supervisor(stream, state_dir)
     try:
         yield sup
     finally:
@@ -120,6 +144,20 @@ async def last_swap(host: Host, state_dir: str) -> dict[str, Any] | None:
         res = await host.run(["kill", "-0", str(int(data["supervisor_pid"]))], timeout=10)
         data["in_progress"] = res.ok
     return data
+
+
+async def await_outcome(host: Host, sup: Supervisor, timeout: float, interval: float = 0.5) -> dict[str, Any] | None:
+    """After the link broke: wait (the host reconnecting) for the supervisor to record how the swap ended."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            last = await last_swap(host, sup.state_dir)
+        except HostError:
+            last = None
+        if last is not None and float(last.get("started_at") or 0) >= sup.started_at - 5 and last.get("outcome"):
+            return last
+        await asyncio.sleep(interval)
+    return None
 
 
 def describe(last: dict[str, Any]) -> str:

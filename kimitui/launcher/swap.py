@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from kimitui.launcher.hostlock import HostBusy, swap_lock
 from kimitui.launcher.health import NotHealthy, client, served_model, wait_healthy, warmup
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
-from kimitui.launcher.supervisor import Supervisor, supervised
+from kimitui.launcher.supervisor import Detached, Supervisor, await_outcome, supervised
 from kimitui.session import Session
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -45,7 +46,8 @@ LIVENESS_INTERVAL_S = 0.5
 AFTER_FATAL_S = 0.3
 """After a fatal line, keep reading this long so the excerpt holds the traceback that follows."""
 
-_locks: dict[str, asyncio.Lock] = {}
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+"""One swap at a time per host within this process, per event loop (a lock is bound to its loop)."""
 
 
 class SwapFailed(Exception):
@@ -502,7 +504,7 @@ async def swap(
             target = load(target, extra_dirs)
         except ProfileError as exc:
             return _lost(host, session, str(target), exc, refused=True)
-    lock = _locks.setdefault(host.name, asyncio.Lock())
+    lock = _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(host.name, asyncio.Lock())
     async with lock:
         try:
             if launcher is not None:
@@ -516,7 +518,7 @@ async def swap(
                 sw.sup = await stack.enter_async_context(supervised(host, state_dir))
                 if sw.sup is None:  # no Python on the host: the plain lock, no supervisor
                     await stack.enter_async_context(swap_lock(host, state_dir))
-                outcome = await _swap_locked(
+                swapping = _swap_locked(
                     sw,
                     target,
                     timeout=timeout,
@@ -531,6 +533,10 @@ async def swap(
                     port_wait_s=port_wait_s,
                     sim_args=sim_args,
                 )
+                try:
+                    outcome = await swapping
+                except Detached:
+                    return await _finished_by_supervisor(sw, target.name, timeout + rollback_timeout + 60)
                 if sw.sup is not None:
                     await sw.sup.done(outcome.outcome, outcome.serving, outcome.reason)
                 return outcome
@@ -538,6 +544,29 @@ async def swap(
             return _lost(host, session, target.name, exc, refused=True)
         except (HostError, LaunchError) as exc:
             return _lost(host, session, target.name, exc)
+
+
+async def _finished_by_supervisor(sw: _Swap, name: str, wait_s: float) -> SwapOutcome:
+    """The link dropped mid-swap and the host's supervisor took over: report how it finished the swap."""
+    assert sw.sup is not None
+    sw.progress(name, "supervisor", None, f"the link to {sw.host.name} dropped; the host's supervisor is finishing the swap")
+    last = await await_outcome(sw.host, sw.sup, wait_s)
+    if last is None:
+        return _lost(sw.host, sw.session, name, HostError("the link dropped and the host's supervisor did not report"))
+    outcome, serving = str(last["outcome"]), last.get("serving")
+    if outcome not in ("ok", "failed", "rolled_back", "rollback_failed"):
+        outcome = "failed"
+    reason = (f"the link to {sw.host.name} dropped during '{last.get('lost_at')}'; the supervisor on the host "
+              f"finished the swap: {last.get('outcome')}" + (f": {last['reason']}" if last.get("reason") else ""))
+    if serving:
+        sw.state(serving, "serving" if serving == name else "rolled_back", reason)
+    record = None
+    with contextlib.suppress(HostError, LaunchError):
+        record = await sw.prev_launcher.current() if serving else None
+    event = ProfileSwitch(host=sw.host.name, from_profile=last.get("previous"), to_profile=name,
+                          outcome=outcome, reason=reason)  # type: ignore[arg-type]
+    sw.publish(event)
+    return SwapOutcome(outcome, name, last.get("previous"), serving, reason, record=record, switch=event)
 
 
 def _lost(host: Host, session: Session | None, name: str, exc: Exception, *, refused: bool = False) -> SwapOutcome:
