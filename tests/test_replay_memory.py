@@ -12,9 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from kimitui.events import Event, GpuReading, GpuSample, LogLine, Note, RequestResult
+from kimitui.events import (
+    Event,
+    GpuReading,
+    GpuSample,
+    LevelStarted,
+    LogLine,
+    Marker,
+    Note,
+    RequestResult,
+    SweepProgress,
+)
 from kimitui.recording import RecordingIndex, write_recording
-from kimitui.replay import Replayer
+from kimitui.replay import HIGH_RATE_KINDS, LATEST_KINDS, LEVEL_DETAIL_KINDS, Replayer
+from kimitui.replay.replayer import SKIP_KINDS
 from kimitui.session import Session
 
 
@@ -99,3 +110,58 @@ def test_open_holds_the_text_once(tmp_path: Path, compress: bool) -> None:
     plain = index.text_bytes
     assert plain > 4_000_000
     assert peak < 1.45 * plain + 2_000_000, (peak, plain)
+
+
+def _reference_rebuild(idx: RecordingIndex, t: float, hi: int, history_s: float, max_logs: int) -> list[Event]:
+    """The seek rebuild as first written: a walk over every event before ``hi`` (the module doc's rules)."""
+    kinds, hosts = idx.kinds, idx.hosts
+    since = idx.position(t - history_s)
+    first_log, logs_left = (since if max_logs > 0 else hi), max_logs
+    latest: set[int] = set()
+    seen: set[tuple[str, str]] = set()
+    level_start = next((i for i in range(hi - 1, -1, -1) if kinds[i] == "level_started"), 0)
+    for i in range(hi - 1, since - 1, -1):
+        if kinds[i] == "log_line":
+            logs_left -= 1
+            if logs_left == 0:
+                first_log = i
+        elif kinds[i] in LATEST_KINDS and (kinds[i], hosts[i]) not in seen:
+            seen.add((kinds[i], hosts[i]))
+            latest.add(i)
+    out = []
+    for i in range(hi):
+        kind = kinds[i]
+        if kind in HIGH_RATE_KINDS:
+            if kind in LEVEL_DETAIL_KINDS:
+                if i < since and i < level_start:
+                    continue
+            elif kind in SKIP_KINDS or i < since:
+                continue
+            if kind in LATEST_KINDS and i not in latest:
+                continue
+            if kind == "log_line" and i < first_log:
+                continue
+        ev = idx.event(i)
+        if ev is not None:
+            out.append(ev)
+    return out
+
+
+def test_seek_rebuild_walks_only_the_windows_but_delivers_the_same(tmp_path: Path) -> None:
+    """The rebuild skips to the history window through the always-delivered events' positions."""
+    events = _many_events(4000)  # 200 s of telemetry and requests
+    for k in range(10):  # levels, progress, notes and markers all through it
+        t = 1000.0 + k * 20.0
+        events += [LevelStarted(t=t, sweep_id="sw", concurrency=k + 1), Note(t=t + 1, text=f"n{k}"),
+                   Marker(t=t + 2, label=f"m{k}"),
+                   SweepProgress(t=t + 3, sweep_id="sw", concurrency=k + 1, done=k, in_flight=[])]
+    events.sort(key=lambda e: e.t)
+    idx = RecordingIndex.open(write_recording(tmp_path / "r.jsonl", events, hosts=["sim"]), cache_events=8)
+
+    async def check() -> None:
+        rep = Replayer(Session(), idx, speed=None, start_paused=True, history_s=15.0, max_log_lines=40)
+        for t in (idx.start, 1003.0, 1055.5, 1110.0, 1199.0, idx.end):
+            hi = idx.position_after(t)
+            assert list(rep._rebuild(t, hi)) == _reference_rebuild(idx, t, hi, 15.0, 40), t
+
+    asyncio.run(check())

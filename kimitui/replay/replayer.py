@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterable
 
 from kimitui.events import ErrorEvent, Event, GpuEvent, LevelResult, LogLine, ReplayState, RequestResult
@@ -78,6 +80,7 @@ class Replayer:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._targets: dict[str, list[float]] = {}
+        self._sparse: tuple[array, array] | None = None
         self.published = 0
 
     # -- state ------------------------------------------------------------------
@@ -206,6 +209,17 @@ class Replayer:
         self._poke()
         return t
 
+    def _sparse_positions(self) -> tuple[array, array]:
+        """Positions of the kinds a seek always delivers, and of ``level_started`` (found once, kept compact).
+
+        A seek then walks only these before the history window, instead of every event of the file.
+        """
+        if self._sparse is None:
+            kinds = self.index.kinds
+            self._sparse = (array("q", (i for i, k in enumerate(kinds) if k not in HIGH_RATE_KINDS)),
+                            array("q", (i for i, k in enumerate(kinds) if k == "level_started")))
+        return self._sparse
+
     def _rebuild(self, t: float, hi: int) -> Iterable[Event]:
         """Events ``[0, hi)`` that make up the state at ``t`` (see the module doc)."""
         idx = self.index
@@ -216,7 +230,14 @@ class Replayer:
         latest: set[int] = set()
         seen_latest: set[tuple[str, str]] = set()
         hosts = idx.hosts
-        level_start = next((i for i in range(hi - 1, -1, -1) if kinds[i] == "level_started"), 0)
+        sparse, level_starts = self._sparse_positions()
+        k = bisect_left(level_starts, hi)
+        level_start = level_starts[k - 1] if k else 0
+        lo = min(since, level_start)
+        for i in sparse[:bisect_left(sparse, lo)]:  # before both windows only these are delivered
+            ev = idx.event(i)
+            if ev is not None:
+                yield ev
         for i in range(hi - 1, since - 1, -1):
             kind = kinds[i]
             if kind == "log_line":
@@ -226,7 +247,7 @@ class Replayer:
             elif kind in LATEST_KINDS and (kind, hosts[i]) not in seen_latest:
                 seen_latest.add((kind, hosts[i]))
                 latest.add(i)
-        for i in range(hi):
+        for i in range(lo, hi):
             kind = kinds[i]
             if kind in HIGH_RATE_KINDS:
                 if kind in LEVEL_DETAIL_KINDS:
