@@ -40,8 +40,8 @@ def _many_events(n: int) -> list[Event]:
         elif i % 3 == 1:
             out.append(LogLine(t=t, raw=f"Decode batch. #running-req: {i % 256}, gen throughput (token/s): 1500.0"))
         else:
-            out.append(RequestResult(t=t, sweep_id="sw", request_id=f"r{i}", concurrency=8, ok=True, intended_send=t - 8.0, sent=t - 8.0,
-                                     e2e_s=8.0, chunks=256, chunk_offsets_ms=[150.0 + 30.5 * k for k in range(256)]))
+            out.append(RequestResult(t=t, sweep_id="sw", request_id=f"r{i}", concurrency=8, ok=True,
+                                     intended_send=t - 8.0, sent=t - 8.0, e2e_s=8.0, chunks=256, chunk_offsets_ms=[150.0 + 30.5 * k for k in range(256)]))
     out.append(Note(t=1000.0 + n * 0.05, text="end"))
     return out
 
