@@ -26,7 +26,8 @@ from kimitui.host.local import LocalHost
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.supervisor import last_swap
 from kimitui.launcher.swap import swap
-from tests.support.launcher_env import make_env, stop_everything
+
+pytest_plugins = ["tests.support.launcher_env"]
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,10 +70,10 @@ def _ssh_options(server: Any) -> dict[str, Any]:
                 keepalive_s=2.0, connect_timeout_s=5.0)
 
 
-async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None) -> None:
+async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None, *extra: str) -> None:
     """Run the controller until ``moment``, then SIGKILL it."""
     argv = [sys.executable, str(DRIVER), str(target), "--state", str(state), "--pause-at", moment,
-            "--timeout", str(TIMEOUT_S)]
+            "--timeout", str(TIMEOUT_S), *extra]
     if ssh is not None:
         argv += ["--ssh", json.dumps(ssh)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -105,6 +106,14 @@ async def _settled(host: Any, state: Path, since: float) -> dict[str, Any]:
                 return last
         assert time.monotonic() < end, f"the supervisor did not finish within {TIMEOUT_S}s: {last}"
         await asyncio.sleep(0.1)
+
+
+async def _cleanup(state: Path) -> None:
+    """Once the supervisor is gone (it may still be starting a server), stop every server left."""
+    from tests.support.launcher_env import stop_everything
+
+    await _supervisor_gone(state)
+    await stop_everything(state)
 
 
 async def _supervisor_gone(state: Path) -> None:
@@ -173,6 +182,7 @@ async def _chain(host: Any, env: Any, ssh: dict[str, Any] | None, kind: str) -> 
 async def test_sigkill_of_the_controller_at_10_moments_leaves_one_server_serving(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tests.support.launcher_env import make_env
     from tests.support.sshd import SSHTestServer
 
     monkeypatch.setenv("KIMITUI_SIM_STATE", str(tmp_path / "gpus.json"))
@@ -188,8 +198,7 @@ async def test_sigkill_of_the_controller_at_10_moments_leaves_one_server_serving
             results = [c.result() for c in chains]
     finally:
         for env in (local_env, ssh_env):
-            await _supervisor_gone(env.state)  # it may still be starting a server
-            await stop_everything(env.state)
+            await _cleanup(env.state)
         await server.stop()
     for line in results[0] + results[1]:
         print(line)
@@ -201,6 +210,7 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
     """The SSH link drops as a crashing target starts: the supervisor rolls back, and the
     controller, back on the link, reports the supervisor's outcome instead of acting twice."""
     from kimitui.session import Session
+    from tests.support.launcher_env import make_env
     from tests.support.sshd import SSHTestServer
 
     monkeypatch.setenv("KIMITUI_SIM_STATE", str(tmp_path / "gpus.json"))
@@ -234,6 +244,52 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
             status = await collect(host, state_dir=str(env.state))
             assert "controller went away" in status["last_swap_text"], status
     finally:
-        await _supervisor_gone(env.state)
-        await stop_everything(env.state)
+        await _cleanup(env.state)
         await server.stop()
+
+
+SYSTEMD_MOMENTS = [
+    ("good", "prev:state:stopped", "ok"),  # the target's unit not yet written: the supervisor writes it
+    ("crash", "prev:state:stopped", "rolled_back"),
+    ("crash", "target:state:starting", "rolled_back"),
+    ("crash", "prev:progress:start", "rolled_back"),  # rolling back: the unit restored from its backup
+]
+
+
+async def test_sigkill_during_a_systemd_swap_leaves_one_unit_serving(sim_env, fake_systemd: Path) -> None:
+    """The same with the systemd launcher (the fake systemctl runs real units): the supervisor writes
+    the target's unit or restores the previous one from its backup, and starts it."""
+    from kimitui.launcher.systemd import SystemdLauncher
+    from tests.support.launcher_env import write_profile
+
+    unit, units = "sglang-kill", fake_systemd / "units"
+    body = f'[launcher]\nkind = "systemd"\nunit = "{unit}"\n'
+    a = write_profile(sim_env.profiles, "base", "ep8-tuned", port=sim_env.port, body=body)
+    b = write_profile(sim_env.profiles, "eplb", "ep8-eplb", port=sim_env.port, body=body)
+    crashy = write_profile(sim_env.profiles, "crashy", "ep8-eplb", port=sim_env.port, body=body, fault="crash_load")
+    async with LocalHost("sim", simulated=True) as host:
+        launcher = SystemdLauncher(host, unit_dir=str(units), state_dir=str(sim_env.state), simulated=True, unit=unit)
+        assert (await swap(host, str(a), launcher=launcher, timeout=TIMEOUT_S)).ok
+        serving = "base"
+        try:
+            for kind, moment, expected in SYSTEMD_MOMENTS:
+                if kind == "good":
+                    target, name = (b, "eplb") if serving == "base" else (a, "base")
+                else:
+                    target, name = crashy, "crashy"
+                since = time.time()
+                await _kill_at(target, sim_env.state, moment, None, "--systemd-units", str(units), "--unit", unit)
+                last = await _settled(host, sim_env.state, since)
+                where = f"systemd {kind} killed at {moment}"
+                assert last["outcome"] == expected and last["controller"] == "lost", (where, last)
+                current = await launcher.current()
+                want = name if expected == "ok" else serving
+                assert current is not None and current.profile == want, (where, current, last)
+                async with httpx.AsyncClient(trust_env=False) as http:
+                    assert (await http.get(f"http://127.0.0.1:{sim_env.port}/health", timeout=5)).status_code == 200
+                text = (await collect(host, state_dir=str(sim_env.state)))["last_swap_text"]
+                assert "controller went away" in text, (where, text)
+                print(f"{where}: {last['outcome']}, {want} serving, settled in {time.time() - since:.1f}s")
+                serving = want
+        finally:
+            await _supervisor_gone(sim_env.state)

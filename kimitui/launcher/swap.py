@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import posixpath
 import time
 import uuid
 import weakref
@@ -730,13 +731,35 @@ async def _send_plan(sw: _Swap, target: Any, running: RunRecord | None, *, timeo
                                     python=sim_python(sw.host) if launcher.simulated else None,
                                     sim_args=tuple(launcher.sim_args) or tuple(sim_args))
             spec["env"] = env_for(target)
-    await sw.sup.send({
+    systemd = await _systemd_plan(sw, target)
+    if systemd is not None:
+        kind = "systemd"
+    await sw.sup.send({"systemd": systemd,
         "host": sw.host.name, "kind": kind, "target": spec,
         "previous": running.model_dump(mode="json") if running is not None else None,
         "timeout_s": timeout, "rollback_timeout_s": rollback_timeout,
         "grace_s": grace if grace is not None else float(getattr(target.launcher, "stop_timeout_s", 60)),
         "rollback": rollback, "simulated": launcher_is_simulated(launcher),
     })
+
+
+async def _systemd_plan(sw: _Swap, target: Any) -> dict[str, Any] | None:
+    """The unit, its path and the target's checked unit text, when both ends of the swap are systemd."""
+    from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
+    from kimitui.launcher.profiles import sim_python
+    from kimitui.profiles import render_unit
+
+    launcher = sw.launcher
+    if not isinstance(launcher, SystemdLauncher) or not isinstance(sw.prev_launcher, SystemdLauncher):
+        return None
+    unit = target.launcher.unit
+    text = None
+    with contextlib.suppress(Exception):  # a unit that cannot render or fails the check: not written by anyone
+        text = render_unit(target, simulated=launcher.simulated,
+                           python=sim_python(sw.host) if launcher.simulated else None)
+        check_unit_text(text)
+    return {"unit": unit, "unit_path": posixpath.join(await launcher._unit_dir(), f"{unit}.service"),
+            "user_mode": launcher.user_mode, "unit_text": text, "record_path": await launcher._record_path(unit)}
 
 
 def launcher_is_simulated(launcher: Launcher) -> bool:

@@ -34,6 +34,8 @@ async def main() -> int:
     p.add_argument("--ssh")
     p.add_argument("--pause-at")
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--systemd-units", metavar="DIR", help="swap with the SystemdLauncher, its units in DIR")
+    p.add_argument("--unit", default="sglang")
     args = p.parse_args()
 
     from kimitui.host.local import LocalHost
@@ -63,7 +65,13 @@ async def main() -> int:
 
     session.add_sink(sink)
     async with host:
-        launcher = ProcessLauncher(host, simulated=True, state_dir=args.state)
+        if args.systemd_units:
+            from kimitui.launcher.systemd import SystemdLauncher
+
+            launcher = SystemdLauncher(host, unit_dir=args.systemd_units, state_dir=args.state, simulated=True,
+                                       unit=args.unit)
+        else:
+            launcher = ProcessLauncher(host, simulated=True, state_dir=args.state)
         out = await swap(host, target, session=session, launcher=launcher, timeout=args.timeout,
                          rollback_timeout=args.timeout)
     print(json.dumps({"outcome": out.outcome, "serving": out.serving, "reason": out.reason}), flush=True)
