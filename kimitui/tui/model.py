@@ -10,13 +10,14 @@ same screen, and the fold is testable without a terminal.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from kimitui.analysis.window import EventHistory
+from kimitui.analysis.window import EventHistory, WindowView, summarize_gpus
 from kimitui.bench.stats import effective_status
 from kimitui.events import (
     Baseline,
@@ -60,6 +61,9 @@ COMPARE_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "le
 
 DETAIL_SWEEPS = 3
 """Sweeps whose per-request figures the compare view keeps; older sweeps keep their level rows only."""
+
+HISTORY_HORIZON_S = 1200.0
+"""GPU samples and log lines kept for straggler windows: 20 minutes, or since the running sweep began."""
 
 STRAGGLER_RESULTS = 256
 """Stragglers per sweep whose request result (with its chunk offsets) the cockpit keeps."""
@@ -168,6 +172,90 @@ class KeptResult:
             "chunk_tokens": list(self.chunk_tokens) if self.chunk_tokens is not None else None})
 
 
+_RESULT_FIELDS = tuple(f for f in RequestResult.model_fields if f not in ("chunk_offsets_ms", "chunk_tokens"))
+_NAN = float("nan")
+_GPU_FIELDS = ("util_pct", "pcie_tx_kbps", "pcie_rx_kbps", "temp_c", "power_w")
+
+
+def pack_figures(ev: RequestResult) -> tuple:  # type: ignore[type-arg]
+    """A request result's figures as a bare tuple (about a third of a model's bytes): what compare reads."""
+    return tuple(getattr(ev, f) for f in _RESULT_FIELDS)
+
+
+def unpack_figures(values: tuple) -> RequestResult:  # type: ignore[type-arg]
+    return RequestResult.model_construct(**dict(zip(_RESULT_FIELDS, values)))
+
+
+class CompactHistory(EventHistory):
+    """The straggler window's rings with each entry held as what the window shows (~25x smaller).
+
+    A GPU sample is kept as its time and, per GPU, index + utilisation, PCIe, temperature,
+    power (an ``array('d')``, NaN for not reported) and throttle reasons; a log line as its
+    time, severity, kind and text.  ``window`` rebuilds events with just those fields, so the
+    straggler view reads the same.  A GpuSample parsed from the agent's JSON is about 14 KB,
+    so 6,000 of them held whole were 84 MB.
+
+    Entries also age out: only the running sweep's stragglers can be opened, so what is older
+    than both ``horizon_s`` and the running sweep's start is dropped (the counts stay caps).
+    That way the rings are full after the first sweep and a long session does not grow.
+    """
+
+    def __init__(self, horizon_s: float = HISTORY_HORIZON_S, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(**kwargs)
+        self.horizon_s = horizon_s
+        self.keep_since: float | None = None
+        """The running sweep's start: kept however long ago (within the count caps)."""
+
+    def _age_out(self, ring: deque, t: float) -> None:  # type: ignore[type-arg]
+        floor = t - self.horizon_s
+        if self.keep_since is not None:
+            floor = min(floor, self.keep_since)
+        while ring and ring[0][0] < floor:
+            ring.popleft()
+
+    def add(self, event: object) -> None:
+        if isinstance(event, GpuSample):
+            vals = array("d")
+            thr: list[tuple[str, ...] | None] = []
+            for r in event.gpus:
+                vals.append(r.index)
+                for name in _GPU_FIELDS:
+                    v = getattr(r, name)
+                    vals.append(_NAN if v is None else v)
+                thr.append(tuple(r.throttle_reasons) if r.throttle_reasons else None)
+            self._gpu.append((event.t, sys.intern(event.host), event.seq, vals, tuple(thr) if any(thr) else None))
+            self._age_out(self._gpu, event.t)
+        elif isinstance(event, LogLine):
+            self._logs.append((event.t, sys.intern(event.host), event.severity, sys.intern(event.line_kind), event.raw))
+            self._age_out(self._logs, event.t)
+
+    @staticmethod
+    def _slice_t(ring: deque, start: float, end: float) -> list:  # type: ignore[type-arg]
+        return sorted((e for e in ring if start <= e[0] <= end), key=lambda e: e[0])
+
+    @staticmethod
+    def _sample(entry: tuple) -> GpuSample:  # type: ignore[type-arg]
+        t, host, seq, vals, thr = entry
+        width = 1 + len(_GPU_FIELDS)
+        gpus = []
+        for k in range(len(vals) // width):
+            row = vals[k * width:(k + 1) * width]
+            fields = {name: (None if math.isnan(v) else v) for name, v in zip(_GPU_FIELDS, row[1:])}
+            gpus.append(GpuReading(index=int(row[0]), throttle_reasons=list(thr[k] or []) if thr else [], **fields))
+        return GpuSample(t=t, host=host, seq=seq, gpus=gpus)
+
+    def window(self, start: float, end: float, pad_s: float = 1.0) -> WindowView:
+        if end < start:
+            start, end = end, start
+        lo, hi = start - pad_s, end + pad_s
+        samples = [self._sample(e) for e in self._slice_t(self._gpu, lo, hi)]
+        before = [self._sample(e) for e in self._slice_t(self._gpu, lo - (hi - lo), lo)]
+        lines = [LogLine(t=t, host=host, severity=sev, line_kind=kind, raw=raw)
+                 for t, host, sev, kind, raw in self._slice_t(self._logs, lo, hi)]
+        return WindowView(start=lo, end=hi, gpu_samples=samples, log_lines=lines,
+                          gpus=summarize_gpus(samples, before))
+
+
 @dataclass
 class SweepView:
     sweep_id: str
@@ -241,11 +329,11 @@ class CockpitModel:
         self.errors = 0
         self.dropped = 0
         self.last_t: float | None = None
-        self.history = EventHistory()
-        self.sweep_events: deque[Event] = deque(maxlen=50_000)
-        """Bounded: the sweeps this session saw, for the compare view.  Request results are kept
-        without their chunk lists, and only for the last ``DETAIL_SWEEPS`` sweeps."""
-        self._detail_sweeps: deque[str] = deque()
+        self.history = CompactHistory()
+        self._compare_events: deque[Event] = deque(maxlen=20_000)
+        """Bounded: what the compare view needs of the sweeps this session saw, but request results."""
+        self._requests: dict[str, list[tuple]] = {}  # type: ignore[type-arg]
+        """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
         self.notices: list[Notice] = []
 
     # ------------------------------------------------------------------ folding
@@ -324,6 +412,7 @@ class CockpitModel:
             return {"log", "gpus"}
         if isinstance(ev, SweepStarted):
             self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
+            self.history.keep_since = ev.t
             key = self.sweep.profile or "?"
             self.curves.pop(key, None)  # this run replaces that profile's earlier curve
             self.curves[key] = {}
@@ -401,17 +490,26 @@ class CockpitModel:
     def _keep_for_compare(self, ev: Event) -> None:
         """Keep what the compare view needs, bounded: old sweeps lose their request results, not their levels."""
         if isinstance(ev, RequestResult):
-            if ev.sweep_id in self._detail_sweeps:
-                self.sweep_events.append(strip_chunks(ev))
+            kept = self._requests.get(ev.sweep_id)
+            if kept is not None:
+                kept.append(pack_figures(ev))
             return
-        if isinstance(ev, SweepStarted) and ev.sweep_id not in self._detail_sweeps:
-            self._detail_sweeps.append(ev.sweep_id)
-            if len(self._detail_sweeps) > DETAIL_SWEEPS:
-                keep = set(self._detail_sweeps) - {self._detail_sweeps.popleft()}
-                self.sweep_events = deque((e for e in self.sweep_events
-                                           if not isinstance(e, RequestResult) or e.sweep_id in keep),
-                                          maxlen=self.sweep_events.maxlen)
-        self.sweep_events.append(ev)
+        if isinstance(ev, SweepStarted) and ev.sweep_id not in self._requests:
+            self._requests[ev.sweep_id] = []
+            while len(self._requests) > DETAIL_SWEEPS:
+                del self._requests[next(iter(self._requests))]
+        self._compare_events.append(ev)
+
+    @property
+    def sweep_events(self) -> list[Event]:
+        """The sweeps this session saw, for the compare view: every level row, and the request
+        results (figures only, no chunk lists) of the last ``DETAIL_SWEEPS`` sweeps."""
+        out: list[Event] = []
+        for ev in self._compare_events:
+            out.append(ev)
+            if isinstance(ev, SweepStarted):
+                out.extend(unpack_figures(v) for v in self._requests.get(ev.sweep_id, ()))
+        return out
 
     def _apply_stats(self, ev: ServerStats) -> set[str]:
         for name in ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "cuda_graph",
