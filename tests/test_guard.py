@@ -77,3 +77,13 @@ def test_sweep_notice_compares_the_running_profile_with_the_baseline() -> None:
     assert guard.sweep_notice("sim", load_profile("ep8-tuned")) is None  # running the baseline itself
     notice = guard.sweep_notice("sim", load_profile("ep8-v2"))
     assert notice is not None and notice.confounded and notice.baseline == "ep8-tuned"
+
+
+def test_a_broken_profile_elsewhere_hides_no_single_knob_suggestion(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = tmp_path / "profiles"
+    extra.mkdir()
+    (extra / "broken.toml").write_text('name = "broken"\nextends = "no-such-profile"\n')
+    monkeypatch.setenv("KIMITUI_PROFILES", str(extra))
+    report = guard.check(load_profile("ep8-tuned"), load_profile("ep8-v2"))
+    assert {(v.name, v.existing) for v in report.variants} == {("ep8-eplb", True), ("ep8-cont16", True)}

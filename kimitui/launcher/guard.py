@@ -195,11 +195,11 @@ def check(baseline: Any, target: Any, *, candidates: list[Any] | None = None) ->
         )
     if n > 1:
         if candidates is None:
-            from kimitui.profiles import list_profiles
+            from kimitui.profiles import scan_profiles
 
             try:
-                candidates = list_profiles()
-            except Exception:  # noqa: BLE001 - a broken profile elsewhere must not hide the warning
+                candidates, _broken = scan_profiles()  # a broken profile elsewhere hides no suggestion
+            except Exception:  # noqa: BLE001 - the warning stands even if profiles cannot be listed
                 candidates = []
         existing = {}
         for p in single_knob_alternatives(baseline, target, candidates):
