@@ -37,3 +37,15 @@ def test_a_crash_during_weight_load_quotes_the_exception_line_not_the_traceback_
     oom = Readiness()
     oom.feed("[2025-12-09 11:20:00 TP0] RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
     assert oom.fatal_quote().endswith("Tried to allocate 2.00 GiB")
+
+
+def test_what_readiness_keeps_for_messages_is_bounded() -> None:
+    """A crash loop of huge fatal lines must not grow the readiness state (issue 13: bounded input)."""
+    from kimitui.launcher.readiness import MAX_FATAL_LINES, Readiness
+    from kimitui.telemetry.logparse import MAX_LINE_CHARS
+
+    r = Readiness()
+    for i in range(500):
+        r.feed(f"[2026-12-01 10:00:{i % 60:02d} TP0] Scheduler hit an exception: {'x' * 100_000}")
+    assert len(r.fatal_lines) == MAX_FATAL_LINES
+    assert max(len(x) for x in [*r.fatal_lines, *r.recent, *r.around_fatal]) <= MAX_LINE_CHARS

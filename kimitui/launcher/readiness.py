@@ -13,7 +13,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from kimitui.telemetry.logparse import Parsed, parse_line, split_glued
+from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, parse_line, split_glued
 
 PHASES: tuple[str, ...] = (
     "stop",
@@ -63,6 +63,9 @@ PHASE_LABELS = {
     "serving": "serving",
 }
 
+MAX_FATAL_LINES = 20
+"""Fatal lines kept for the failure message (the first ones say what happened)."""
+
 
 @dataclass(frozen=True)
 class Step:
@@ -100,6 +103,7 @@ class Readiness:
 
     def _feed_line(self, raw: str) -> Step | None:
         parsed = parse_line(raw)
+        raw = raw[:MAX_LINE_CHARS]  # kept for messages: at most the parser's line cap, never 1 MiB whole
         fatal = self._is_fatal(parsed)
         if fatal and not self.fatal_kinds:
             self.around_fatal = [line for line in list(self.recent)[-3:] if line.strip()]
@@ -109,8 +113,9 @@ class Readiness:
             self.around_fatal.append(raw)
             self._after_left -= 1
         if fatal:
-            self.fatal_kinds.append(str(parsed.fields.get("error")))
-            self.fatal_lines.append(raw)
+            if len(self.fatal_lines) < MAX_FATAL_LINES:  # a crash loop must not grow this
+                self.fatal_kinds.append(str(parsed.fields.get("error")))
+                self.fatal_lines.append(raw)
             return None
         if parsed.line_kind != "startup":
             return None
