@@ -13,8 +13,9 @@
    peak after the first sweep, with PASS/FAIL against +10 %.  ``--model-rev REV`` runs the
    CockpitModel of a git revision instead (the before figure: ``--model-rev 4f2ce93^``).
 
-2. Progress snapshot bytes (a recording line) and the CPU to build one, at C = 64, 256, 1024,
-   2048, now and as before issue 16 (every in-flight request listed), as a growth table.
+2. Progress snapshot bytes (a recording line), the load process's CPU to build and write one
+   (per in-flight request) and the cockpit's to parse, fold and place it in the spread, at
+   C = 64, 256, 1024, 2048, now and as before issue 16 (every in-flight request listed).
 
 Run:  .venv/bin/python bench/bench_cockpit_memory.py [--hours 4] [--model-rev REV] [--snapshots-only]
 """
@@ -268,6 +269,8 @@ def child(hours: float, rev: str | None) -> None:
                    **kept_for_compare(model))
         gc.collect()
         out["end_after_gc_mb"] = rss_mb()
+        with open("/proc/self/status") as f:
+            out["hwm_mb"] = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) * 1024 / 1e6
     print(json.dumps(out))
 
 
@@ -288,10 +291,12 @@ def print_memory(hours: float, rev: str | None) -> bool:
           f"RecordingWriter): {r['events']} events in {r['wall_s']:.0f} s ({time.perf_counter() - t:.0f} s with start), "
           f"load average {load:.2f}")
     print(f"  RSS start {r['start_mb']:.1f} MB, after the first sweep {base:.1f} MB, end {r['end_mb']:.1f} MB, "
-          f"peak after the first sweep {r['peak_mb']:.1f} MB (end after gc {r['end_after_gc_mb']:.1f} MB)")
+          f"peak after the first sweep {r['peak_mb']:.1f} MB (end after gc {r['end_after_gc_mb']:.1f} MB, "
+          f"VmHWM {r['hwm_mb']:.1f} MB)")
     print("  after each sweep (h, MB): " + ", ".join(f"{h:g}:{mb:.0f}" for h, mb in r["curve"]))
     print(f"  kept for the compare view: {r['sweep_events']} events + {r['request_results']} request results; "
-          f"recording {r['file_mb']:.1f} MB ({r['file_mb'] / hours:.2f} MB/h)")
+          f"recording {r['file_mb']:.1f} MB ({r['file_mb'] / hours:.2f} MB/h: a sweep every 15 min, busier than "
+          "bench_recording's first use)")
     print(f"  goal end and peak <= +10 % of after-first-sweep ({limit:.1f} MB): {'PASS' if ok else 'FAIL'} "
           f"(end {100 * (r['end_mb'] / base - 1):+.1f} %, peak {100 * (r['peak_mb'] / base - 1):+.1f} %)")
     return ok
@@ -307,11 +312,26 @@ def snapshot_rows(c: int, rng: random.Random) -> list[tuple[str, float, int, flo
     return rows
 
 
+def spread_us(c: int, line: str, reps: int) -> float:
+    """The cockpit's side of one snapshot: parse it, fold it, compute the spread's points."""
+    from kimitui.events import LevelStarted, parse_event
+    from kimitui.tui.model import CockpitModel, spread_points
+
+    model = CockpitModel()
+    spec = SweepSpec(url="http://x", model="m", levels=[c])
+    model.apply([SweepStarted(sweep_id="sw", spec=spec), LevelStarted(sweep_id="sw", concurrency=c)])
+    t = time.perf_counter()
+    for _ in range(reps):
+        model.apply([parse_event(line)])
+        spread_points(model.sweep)
+    return (time.perf_counter() - t) / reps * 1e6
+
+
 def print_snapshots() -> None:
     rng = random.Random(7)
     print("progress snapshot (one recording line) by concurrency: now (16 listed + cloud) vs before (every request)")
     print(f"  {'C':>5} {'bytes now':>10} {'listed':>6} {'cells':>5} {'us/snapshot':>11} {'us/request':>10} "
-          f"{'bytes before':>12} {'us/request before':>17}")
+          f"{'bytes before':>12} {'us/request before':>17} {'spread us':>11} {'spread before':>14}")
     first = None
     for c in (64, 256, 1024, 2048):
         rows = snapshot_rows(c, rng)
@@ -329,9 +349,12 @@ def print_snapshots() -> None:
             before = dump_line(SweepProgress(sweep_id="sw", concurrency=c, done=100, in_flight=full,
                                              level_tokens=1, level_elapsed_s=1.0))
         us_before = (time.perf_counter() - t) / reps * 1e6
+        draw_now = spread_us(c, dump_line(SweepProgress(sweep_id="sw", concurrency=c, in_flight=listed, cloud=cloud,
+                                                        running=len(rows))), reps)
+        draw_before = spread_us(c, before, reps)
         first = first or (len(now), us_now, len(before))
         print(f"  {c:>5} {len(now):>10} {len(listed):>6} {len(cloud):>5} {us_now:>11.0f} {us_now / c:>10.2f} "
-              f"{len(before):>12} {us_before / c:>17.2f}")
+              f"{len(before):>12} {us_before / c:>17.2f} {draw_now:>11.0f} {draw_before:>14.0f}")
     print(f"  growth 64 -> 2048 (32x the requests): now {len(now) / first[0]:.2f}x bytes, CPU per in-flight request "
           f"{(us_now / 2048) / (first[1] / 64):.2f}x; before {len(before) / first[2]:.1f}x bytes  "
           f"(load average {os.getloadavg()[0]:.2f})")
