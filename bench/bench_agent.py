@@ -1,9 +1,11 @@
 """GPU agent CPU cost with the fake NVML backend, 8 busy GPUs (goal: <= 0.5 % of one core at 4 Hz).
 
-Run: .venv/bin/python bench/bench_agent.py [--window 10] [--intervals 0.25 0.1]
+Run: .venv/bin/python bench/bench_agent.py [--window 10] [--intervals 0.25 0.1] [--runs 5] [--breakdown]
 For each interval: start the real agent (fake backend, PCIe calls blocking 20 ms as on
 hardware), let it warm up, then read its CPU time from /proc/PID/task/*/schedstat over a
 fixed wall window (threads' schedstat), while a reader drains its stdout and a writer keeps the sim state fresh.
+``--breakdown`` also runs the agent without the PCIe rounds, without the process lists and with
+a state file that does not change (the fake re-parses it on each change), to say where the cost is.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def measure(interval: float, window: float, state: Path) -> tuple[float, int]:
-    proc = start_agent("--interval", str(interval), state=state, scenario="pcie_delay=0.02")
+def measure(interval: float, window: float, state: Path, *extra: str, fresh: bool = True) -> tuple[float, int]:
+    proc = start_agent("--interval", str(interval), *extra, state=state, scenario="pcie_delay=0.02")
     frames = 0
     stop = threading.Event()
 
@@ -48,7 +50,8 @@ def measure(interval: float, window: float, state: Path) -> tuple[float, int]:
             write_busy_state(state)
 
     threading.Thread(target=drain, daemon=True).start()
-    threading.Thread(target=keep_state_fresh, daemon=True).start()
+    if fresh:
+        threading.Thread(target=keep_state_fresh, daemon=True).start()
     try:
         time.sleep(2.0)  # startup (imports, probe) is not steady-state cost
         c0, f0, t0 = cpu_seconds(proc.pid), frames, time.monotonic()
@@ -65,14 +68,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--window", type=float, default=10.0, help="measurement window, seconds")
     ap.add_argument("--intervals", type=float, nargs="+", default=[0.25, 0.1])
+    ap.add_argument("--runs", type=int, default=1, help="runs per interval (a table with the load average)")
+    ap.add_argument("--breakdown", action="store_true", help="also without PCIe, procs, state changes (4 Hz)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "gpus.json"
         write_busy_state(state)
+        print(f"agent --backend fake, 8 GPUs (goal <= 0.5 % of one core at --interval 0.25)")
+        print(f"{'interval':>8} {'run':>3} {'% of a core':>11} {'frames':>6} {'load':>5}")
         for interval in args.intervals:
-            pct, frames = measure(interval, args.window, state)
-            print(f"agent --backend fake, 8 GPUs, --interval {interval}: {pct:.2f} % of one core "
-                  f"({frames} frames in {args.window:.0f} s)")
+            for k in range(args.runs):
+                pct, frames = measure(interval, args.window, state)
+                print(f"{interval:>8} {k + 1:>3} {pct:>11.2f} {frames:>6} {os.getloadavg()[0]:>5.2f}", flush=True)
+        if args.breakdown:
+            print("4 Hz, one run each:")
+            for what, extra, fresh in (("everything", (), True), ("no PCIe rounds", ("--pcie-interval", "1e6"), True),
+                                       ("no process lists", ("--procs-interval", "1e6"), True),
+                                       ("state file unchanged", (), False),
+                                       ("none of the three", ("--pcie-interval", "1e6", "--procs-interval", "1e6"),
+                                        False)):
+                pct, _ = measure(0.25, args.window, state, *extra, fresh=fresh)
+                print(f"  {what:<22} {pct:.2f} % of a core", flush=True)
 
 
 if __name__ == "__main__":
