@@ -1,6 +1,6 @@
 """Fuzz run for issue 13's goal: 0 uncaught exceptions and no case slower than 10 ms, in 10^5 cases per target.
 
-Run: .venv/bin/python bench/bench_fuzz.py [--cases N] [--seed S] [--targets logparse,agent,sse]
+Run: .venv/bin/python bench/bench_fuzz.py [--cases N] [--seed S] [--targets logparse,agent,sse,profiles]
 
 Per target it prints: cases, uncaught exceptions (by type, with the first few cases), the
 slowest case and p99 in ms (CPU time of this thread, so other processes' load does not count;
@@ -30,6 +30,7 @@ from kimitui.events import dump_event  # noqa: E402
 from kimitui.launcher.readiness import Readiness  # noqa: E402
 from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats  # noqa: E402
 from tests.support.fuzzcases import frame_case, log_case  # noqa: E402
+from tests.support.profilefuzz import profile_case, profile_runner  # noqa: E402
 from tests.support.ssefuzz import sse_case, sse_runner  # noqa: E402
 
 BUDGET_MS = 10.0
@@ -81,6 +82,8 @@ TARGETS: dict[str, tuple[Callable[[random.Random], Any], Callable[[], Callable[[
     "logparse": (log_case, logparse_runner),
     "agent": (frame_case, agent_runner),
     "sse": (sse_case, sse_runner),  # the load client: SSE splitter, payloads, result (tests/support/ssefuzz.py)
+    # one profile file: written, then loaded as `profiles show/lint/swap` do (tests/support/profilefuzz.py)
+    "profiles": (profile_case, lambda: profile_runner(check_listing=False)),
 }
 
 
