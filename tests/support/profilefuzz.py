@@ -9,7 +9,10 @@ loads it the way ``kimitui profiles list/show/lint/swap`` do; the only acceptabl
 
 from __future__ import annotations
 
+import atexit
+import functools
 import random
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +60,7 @@ def profile_runner(check_listing: bool = True) -> Callable[[str], None]:
 
     ``check_listing``: also list every profile with the case beside them (what ``profiles list`` does)."""
     folder = Path(tempfile.mkdtemp(prefix="kimitui-profile-fuzz-"))
+    atexit.register(functools.partial(shutil.rmtree, folder, ignore_errors=True))
     path = folder / "fuzz.toml"
 
     def run(text: str) -> None:
