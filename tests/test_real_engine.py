@@ -240,6 +240,12 @@ async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.Eng
         levels = [lv for lv in app.model.sweep.levels.values()] if isinstance(app.model.sweep.levels, dict) \
             else list(app.model.sweep.levels)
         assert levels and all(lv.ok == lv.requests and lv.status == "ok" for lv in levels)
+        # the curve has a point per level, and the spread the last level's requests
+        from kimitui.tui.model import spread_points
+
+        [curve] = app.model.curves.values()
+        assert sorted(curve) == [1, 4] and all(p.agg_tok_s and p.status == "ok" for p in curve.values())
+        assert len(spread_points(app.model.sweep)) >= 4
         await pilot.press("q")
         await tick(pilot)
 
