@@ -7,12 +7,16 @@ the figure is the TUI's cost (drain, fold, render, terminal output), not the
 cost of making events.
 
 Key latency: while the firehose runs, the bench presses ``p`` (pause/resume
-the log, which changes the log's status line) every 0.15-0.35 s and measures
-from the key event to the first frame written after the app handled it.
+the log, which changes the log's status line) every 0.15-0.35 s, ``--presses``
+times (200: a p99 that is not just the maximum), and measures from the key
+event to the first frame written after the app handled it.
 
 Modes:
   python bench/bench_tui.py               # real terminal: runs the app inside tmux (160x50)
   python bench/bench_tui.py --headless    # in-process, no terminal output (a lower bound)
+  python bench/bench_tui.py --runs 5 --compare /tmp/head   # 5 runs, each followed by one of the
+        # cockpit in /tmp/head (e.g. `git archive HEAD | tar -x -C /tmp/head`): interleaved, so
+        # both see the same load on a shared machine
 Goal: CPU <= 25 % of one core, key latency p99 <= 100 ms.
 """
 
@@ -31,7 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(os.environ.get("KIMITUI_BENCH_ROOT") or Path(__file__).resolve().parents[1])
+"""Whose cockpit to measure: this checkout, or another (``--compare``) under the same bench."""
+sys.path.insert(0, str(ROOT))
 
 from kimitui.events import (  # noqa: E402
     Event,
@@ -117,8 +123,9 @@ class FirehoseController(FakeController):
             self.published += len(batch)
 
 
-async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, warmup: float) -> dict[str, float]:
-    """Run inside the app: warm up, then measure CPU and key latency over ``seconds``."""
+async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, warmup: float,
+                  presses: int) -> dict[str, float]:
+    """Run inside the app: warm up, CPU over ``seconds`` of firehose, then ``presses`` key presses."""
     frames: list[float] = []
     original = app._display
 
@@ -145,14 +152,14 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
     panel.toggle_pause = timed_toggle  # type: ignore[method-assign]
     # window 1: the firehose alone (what the cockpit costs while the operator watches)
     q0, qw0 = time.process_time(), time.monotonic()
-    await asyncio.sleep(seconds / 2)
+    await asyncio.sleep(seconds)
     quiet_cpu = 100 * (time.process_time() - q0) / (time.monotonic() - qw0)
     # window 2: the firehose while the operator presses keys
     pressed: list[float] = []
     rnd = random.Random(7)
     renders0, pub0 = app.renders, ctrl.published
     c0, w0 = time.process_time(), time.monotonic()
-    while time.monotonic() - w0 < seconds / 2:
+    while len(pressed) < presses:
         await asyncio.sleep(rnd.uniform(0.15, 0.35))  # an operator's pace; no busy polling
         pressed.append(time.perf_counter())
         app.simulate_key("p")
@@ -168,7 +175,9 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
         if frame is not None:
             latencies.append((frame - p) * 1000)
     lat = sorted(latencies)
+    load = os.getloadavg()[0]
     return {
+        "load": load,
         "cpu_pct": quiet_cpu,
         "cpu_keys_pct": 100 * cpu / wall,
         "wall_s": wall,
@@ -176,31 +185,39 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
         "panel_redraws_per_s": renders / wall,
         "key_presses": len(lat),
         "key_p50_ms": statistics.median(lat),
-        "key_p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "key_p99_ms": percentile(lat, 99),
         "key_max_ms": lat[-1],
         "dropped": app.model.dropped,
         "handle_p50_ms": statistics.median(handling),
-        "handle_p99_ms": sorted(handling)[min(len(handling) - 1, int(0.99 * len(handling)))],
+        "handle_p99_ms": percentile(sorted(handling), 99),
     }
 
 
-async def headless(seconds: float, warmup: float) -> dict[str, float]:
-    ticks = firehose(seconds + warmup + 3, time.time())
+def percentile(ordered: list[float], pct: float) -> float:
+    """Nearest-rank percentile of sorted values (over 200 presses the p99 is the 198th, not the maximum)."""
+    rank = max(1, -(-len(ordered) * pct // 100))
+    return ordered[int(rank) - 1]
+
+
+def firehose_seconds(seconds: float, warmup: float, presses: int) -> float:
+    return seconds + warmup + presses * 0.36 + 5  # the slowest operator pace, and a margin
+async def headless(seconds: float, warmup: float, presses: int) -> dict[str, float]:
+    ticks = firehose(firehose_seconds(seconds, warmup, presses), time.time())
     ctrl = FirehoseController(ticks)
     app = KimituiApp(ctrl)
     async with app.run_test(size=(160, 50)):
-        return await measure(app, ctrl, seconds, warmup)
+        return await measure(app, ctrl, seconds, warmup, presses)
 
 
-def child(out: str, seconds: float, warmup: float) -> None:
+def child(out: str, seconds: float, warmup: float, presses: int) -> None:
     """Run the app on this terminal (tmux) with the firehose and write the figures to ``out``."""
-    ticks = firehose(seconds + warmup + 3, time.time())
+    ticks = firehose(firehose_seconds(seconds, warmup, presses), time.time())
     ctrl = FirehoseController(ticks)
     app = KimituiApp(ctrl)
     result: dict[str, float] = {}
 
     async def drive() -> None:
-        result.update(await measure(app, ctrl, seconds, warmup))
+        result.update(await measure(app, ctrl, seconds, warmup, presses))
         app.exit(0)
 
     app.call_later(lambda: app.run_worker(drive(), exit_on_error=True))
@@ -208,17 +225,19 @@ def child(out: str, seconds: float, warmup: float) -> None:
     Path(out).write_text(json.dumps(result))
 
 
-def in_tmux(seconds: float, warmup: float) -> dict[str, float]:
+def in_tmux(seconds: float, warmup: float, presses: int, root: Path | None = None) -> dict[str, float]:
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed; use --headless")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
-        sock = f"kimitui-bench-{os.getpid()}"
-        cmd = f"exec {sys.executable} {Path(__file__).resolve()} --child {out} --seconds {seconds} --warmup {warmup}"
+        sock = f"kimitui-bench-{os.getpid()}-{os.path.basename(tmp)}"  # a fresh server each run: no race with the last
+        root = root or ROOT
+        cmd = (f"exec {sys.executable} {Path(__file__).resolve()} --child {out} --seconds {seconds} "
+               f"--warmup {warmup} --presses {presses}")
         subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "bench", "-x", "160", "-y", "50",
-                        f"cd {Path(__file__).resolve().parents[1]} && COLORTERM=truecolor {cmd}"], check=True)
+                        f"cd {root} && KIMITUI_BENCH_ROOT={root} COLORTERM=truecolor {cmd}"], check=True)
         try:
-            deadline = time.monotonic() + seconds + warmup + 60
+            deadline = time.monotonic() + firehose_seconds(seconds, warmup, presses) + 60
             while not os.path.exists(out) and time.monotonic() < deadline:
                 time.sleep(0.2)
         finally:
@@ -228,19 +247,8 @@ def in_tmux(seconds: float, warmup: float) -> dict[str, float]:
         return json.loads(Path(out).read_text())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--headless", action="store_true", help="in-process, no terminal (lower bound)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured time (half quiet, half with keys)")
-    parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child, args.seconds, args.warmup)
-        return
-    mode = "headless" if args.headless else "tmux 160x50"
-    r = asyncio.run(headless(args.seconds, args.warmup)) if args.headless else in_tmux(args.seconds, args.warmup)
-    print(f"kimitui cockpit under a firehose ({mode}, 2 x {r['wall_s']:.1f} s, {r['events_per_s']:.0f} events/s: "
+def report(r: dict[str, float], mode: str) -> None:
+    print(f"kimitui cockpit under a firehose ({mode}, {r['wall_s']:.1f} s of keys, {r['events_per_s']:.0f} events/s: "
           f"8 GPUs @10 Hz, 500 log lines/s, 256-stream sweep)")
     print(f"  TUI process CPU: {r['cpu_pct']:.1f} % of one core   (goal <= 25 %; firehose only)")
     print(f"                   {r['cpu_keys_pct']:.1f} % while a key is pressed every 0.15-0.35 s")
@@ -248,7 +256,43 @@ def main() -> None:
           f"  over {r['key_presses']} presses   (goal p99 <= 100 ms)")
     print(f"  of which key -> handled: p50 {r['handle_p50_ms']:.1f} ms  p99 {r['handle_p99_ms']:.1f} ms")
     print(f"  panel redraws:   {r['panel_redraws_per_s']:.1f}/s   events dropped by the UI queue: {r['dropped']}")
-    print(f"  load average:    {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"  load average:    {r.get('load', os.getloadavg()[0]):.2f} on {os.cpu_count()} CPUs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--headless", action="store_true", help="in-process, no terminal (lower bound)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="firehose-only window for the CPU figure")
+    parser.add_argument("--presses", type=int, default=200, help="key presses in the key-latency window")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--compare", type=Path, metavar="DIR",
+                        help="another checkout (e.g. HEAD before a change): a run of it after each run (tmux only)")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.seconds, args.warmup, args.presses)
+        return
+    mode = "headless" if args.headless else "tmux 160x50"
+    rows: list[tuple[int, str, dict[str, float]]] = []
+    for k in range(args.runs):
+        for who, root in [("this", None)] + ([("compare", args.compare.resolve())] if args.compare else []):
+            if args.headless:
+                r = asyncio.run(headless(args.seconds, args.warmup, args.presses))
+            else:
+                r = in_tmux(args.seconds, args.warmup, args.presses, root)
+            rows.append((k + 1, who if root is None else str(root), r))
+            if args.runs == 1 and not args.compare:
+                report(r, mode)
+                return
+            print(f"run {k + 1} {rows[-1][1]:<12} p50 {r['key_p50_ms']:6.1f}  p99 {r['key_p99_ms']:6.1f}  "
+                  f"max {r['key_max_ms']:6.1f} ms over {r['key_presses']:.0f} presses  CPU {r['cpu_pct']:4.1f} %  "
+                  f"load {r['load']:.2f}", flush=True)
+    print(f"\nkey -> screen ({mode}, firehose, a press every 0.15-0.35 s; goal p99 <= 100 ms)")
+    print(f"{'run':>3} {'cockpit':<14} {'presses':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'CPU %':>6} {'load':>5}")
+    for k, who, r in rows:
+        print(f"{k:>3} {who[-14:]:<14} {r['key_presses']:>7.0f} {r['key_p50_ms']:>7.1f} {r['key_p99_ms']:>7.1f} "
+              f"{r['key_max_ms']:>7.1f} {r['cpu_pct']:>6.1f} {r['load']:>5.2f}")
 
 
 if __name__ == "__main__":
