@@ -19,6 +19,7 @@ from typing import Any
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -138,6 +139,14 @@ class KimituiApp(App[int]):
         Charts redraw at most every ``chart_period`` s (or now with ``force_charts``), inside the
         same tick, so they add no frames of their own: every frame costs a terminal write.
         """
+        try:
+            return self._pump(force_charts)
+        except NoMatches:
+            if self._closing or self._closed or not self.is_running:
+                return set()  # a timer tick that fired while the screen was being torn down
+            raise
+
+    def _pump(self, force_charts: bool) -> set[str]:
         self._update_recording()
         if self.replay is not None:
             self._update_replay()
