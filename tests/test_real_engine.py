@@ -327,15 +327,17 @@ def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_en
 
 # Agreement with SGLang's bench_serving on the same real server, interleaved (k, b, b, k ...), both clients
 # pinned to the core the engine does not have (docs/real-engine.md; docs/sweeps.md "Agreement with SGLang's
-# bench_serving" explains the definitions).  Tolerances, measured on this 2-core kind of machine: at C=1, where
-# both put the same load on the server, TPOT p50 and throughput within 10 % (seen: within 2.3 %); at C=4 within
-# 25 % (seen: 2-11 %), because there the clients load the server differently: bench_serving opens a connection
-# per request, and the engine's HTTP front end shares its one core with the model, so its TPOT rises with it.
+# bench_serving" explains the definitions).  Tolerance, measured on this 2-core kind of machine over six runs:
+# TPOT p50 and throughput within 25 % (seen: C=1 -11.5 ... +13.4 %, C=4 -9.2 ... +10.6 %).  This tiny model
+# makes a token every ~2 ms on one core shared by vLLM's engine and its HTTP front end, so run-to-run noise is
+# large; at C=4 the clients also load the server differently (bench_serving opens a connection per request).
+# On the simulator, where a token takes what the profile says, the same definitions agree within 1 % at C=1
+# (bench/bench_agreement.py).
 # Temperature 1: at 0 this random model repeats a token that makes no text, and then neither client has a first
 # *text* chunk to time (both define TTFT by text, as bench_serving's chat backend does).
 AGREE_LEVELS = (1, 4)
 AGREE_REQUESTS, AGREE_TOKENS, AGREE_TRIALS = 16, 128, 3
-AGREE_TOLERANCE = {1: 0.10, 4: 0.25}
+AGREE_TOLERANCE = {1: 0.25, 4: 0.25}
 
 
 def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: Path) -> dict:
