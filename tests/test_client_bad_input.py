@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kimitui.bench import h1client
 from kimitui.bench.client import MAX_LINE, Clock, Deadlines, RequestTrace, SseSplitter, to_result
 from kimitui.events import RequestResult, SweepSpec, parse_event
+from tests.support.ssefuzz import feed_reads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -238,16 +239,7 @@ _line = st.one_of(
 
 def run_stream(reads: list[bytes], close: bool) -> RequestResult:
     """One fuzz case: the reads through the splitter, then the result (the path every stream takes)."""
-    trace = RequestTrace("f", 1, False, 0)
-    sse = SseSplitter(trace)
-    for i, data in enumerate(reads):
-        if not sse.feed(data, 1000 + i):
-            break
-    else:
-        if close:
-            sse.end(10_000)
-    trace.end_ns = trace.end_ns or 20_000
-    return to_result(trace, "fuzz", Clock())
+    return to_result(feed_reads(reads, close, end_ns=10_000, request_id="f"), "fuzz", Clock())
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

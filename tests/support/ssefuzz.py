@@ -133,19 +133,25 @@ def sse_case(rng: random.Random) -> tuple[list[bytes], bool]:
     return reads, rng.random() < 0.7
 
 
-def run_sse(case: tuple[list[bytes], bool]) -> None:
-    """A stream's whole client-side path: splitter, payloads, the result and its JSON; must never raise."""
-    reads, close = case
-    trace = RequestTrace("fuzz", 1, False, 0)
+def feed_reads(reads: list[bytes], close: bool, *, end_ns: int = 100_000, request_id: str = "fuzz") -> RequestTrace:
+    """Reads through the SSE splitter as a stream delivers them (read i stamped 1000 + i); ``close`` ends the
+    body after the last read (at ``end_ns``), and a request that never ended is ended at 2 x ``end_ns``."""
+    trace = RequestTrace(request_id, 1, False, 0)
     sse = SseSplitter(trace)
     for i, data in enumerate(reads):
         if not sse.feed(data, 1000 + i):
             break
     else:
         if close:
-            sse.end(100_000)
+            sse.end(end_ns)
     if trace.end_ns is None:
-        trace.end_ns = 200_000
+        trace.end_ns = 2 * end_ns
+    return trace
+
+
+def run_sse(case: tuple[list[bytes], bool]) -> None:
+    """A stream's whole client-side path: splitter, payloads, the result and its JSON; must never raise."""
+    trace = feed_reads(*case)
     if trace.error_class not in (None, "malformed", "stream_error"):
         raise AssertionError(f"error class {trace.error_class}: {trace.error}")
     if trace.error_class == "malformed" and not trace.error:
