@@ -15,7 +15,7 @@ from kimitui.tui.screens.sweep_form import SweepForm, build_spec
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.straggler_list import StragglerList
 from tests.support.fakecontrol import FakeController, StoryController, spec
-from tests.support.tuiscreen import screen_text, settle, tick
+from tests.support.tuiscreen import screen_text, settle, start_held_swap, tick
 
 SIZE = (120, 40)
 
@@ -58,17 +58,9 @@ async def test_confounded_swap_warns_and_offers_the_single_knob_variant():
 
 async def test_swap_progress_shows_in_the_header_while_it_runs():
     app, ctrl = make()
-    ctrl.swap_gate.clear()  # hold the swap in its last phase
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("3")
-        await tick(pilot)
-        await pilot.click("#swap-go")
-        for _ in range(5):
-            await tick(pilot)
-        app.pump()
-        await tick(pilot)
-        assert ctrl.busy == "swap"
+        await start_held_swap(app, ctrl, pilot)  # held in its last phase
         text = screen_text(app)
         assert "swap → ep8-eplb: graphs" in text and "90%" in text and "starting" in text
         ctrl.swap_gate.set()

@@ -19,7 +19,7 @@ from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm
 from tests.support.fakecontrol import FakeController, spec
-from tests.support.tuiscreen import screen_text, settle, tick
+from tests.support.tuiscreen import screen_text, settle, start_held_swap, tick
 
 SIZE = (120, 40)
 
@@ -38,16 +38,6 @@ def _enabled(app: KimituiApp, key: str) -> bool:
     return app.screen.active_bindings[key].enabled
 
 
-async def _start_held_swap(app: KimituiApp, ctrl: FakeController, pilot) -> None:
-    ctrl.swap_gate.clear()
-    await pilot.press("3")
-    await tick(pilot)
-    await pilot.click("#swap-go")
-    for _ in range(5):
-        await tick(pilot)
-    app.pump()
-    await tick(pilot)
-    assert ctrl.busy == "swap"
 
 
 async def test_during_a_swap_profile_sweep_and_baseline_keys_are_dimmed_and_say_why():
@@ -56,7 +46,7 @@ async def test_during_a_swap_profile_sweep_and_baseline_keys_are_dimmed_and_say_
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         assert _enabled(app, "1") and _enabled(app, "s") and _enabled(app, "b")
-        await _start_held_swap(app, ctrl, pilot)
+        await start_held_swap(app, ctrl, pilot)
         assert not _enabled(app, "1") and not _enabled(app, "s") and not _enabled(app, "b")
         assert _enabled(app, "n"), "a note can be added during a swap"
         plans = ctrl.calls.count(("plan_swap",))
@@ -87,7 +77,7 @@ async def test_a_dimmed_key_is_dimmed_in_the_footer():
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await _start_held_swap(app, ctrl, pilot)
+        await start_held_swap(app, ctrl, pilot)
         from textual.widgets._footer import FooterKey
 
         keys = {k.key: k for k in app.query(FooterKey)}

@@ -42,3 +42,16 @@ async def wait_for(app: Any, pred: Callable[[], Any], timeout: float, what: str)
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}; log tail: {[e.text for e in list(app.model.logs)[-8:]]}")
+
+
+async def start_held_swap(app: Any, ctrl: Any, pilot: Any) -> None:
+    """Press ``3`` and confirm on a FakeController whose swap is held in its last phase (``swap_gate`` cleared)."""
+    ctrl.swap_gate.clear()
+    await pilot.press("3")
+    await tick(pilot)
+    await pilot.click("#swap-go")
+    for _ in range(5):
+        await tick(pilot)
+    app.pump()
+    await tick(pilot)
+    assert ctrl.busy == "swap"
