@@ -10,7 +10,7 @@ A B ... per trial, so drift and a noisy neighbour hit both alike):
   (the CLI, its SweepRunner and load process; figures from its ``--json``
   level and its recording);
 * SGLang 0.5.23's ``bench_serving`` (``sglang.benchmark.serving.cli_main``, run
-  through ``bench/sgl_bench_shim.py`` because ``sglang/__init__`` imports torch):
+  through ``tests/support/sgl_bench_shim.py`` because ``sglang/__init__`` imports torch):
   ``--backend sglang-oai-chat --max-concurrency C --num-prompts N
   --warmup-requests 0`` with the same prompts, the same fixed output length
   with ``ignore_eos`` (its default) and, through ``--extra-request-body``, the
@@ -315,7 +315,7 @@ class Meter:
 
 PROMPTS_SCRIPT = r"""
 import json, sys
-from kimitui.bench.prompts import prompt_source
+from kimitui.loadgen.prompts import prompt_source
 spec, n, path, custom, words = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "custom", sys.argv[5]
 # the sweep's default seed 0, and for random:N the word count its calibration chose; with no warm-up,
 # request i sends prompt i
@@ -391,7 +391,7 @@ def run_bench_serving(sim: Sim, py: Path, tok: Path, c: int, n: int, tokens: int
                       words: int | None, dataset: str, input_len: int, out: Path) -> tuple[dict[str, Any], Meter]:
     body = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # kimitui's body
     data = out.with_name(out.stem + ("-prompts.jsonl" if dataset == "custom" else "-prompts.json"))
-    argv = [str(py), str(ROOT / "bench" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat", "--base-url", sim.url,
+    argv = [str(py), str(ROOT / "tests" / "support" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat", "--base-url", sim.url,
             "--model", sim.model, "--tokenizer", str(tok), "--num-prompts", str(n), "--max-concurrency", str(c),
             "--output-file", str(out), "--output-details", "--disable-tqdm", "--warmup-requests", "0",
             "--extra-request-body", json.dumps(body)]

@@ -15,11 +15,11 @@ Prints, for each concurrency C (default 64 and 256):
   opened before the clock starts either way: set-up is not dispatch);
 * what one send costs, in-process on the client CPU with 256 warm
   connections: aiohttp building and sending a request vs the load path's
-  HTTP/1.1 client (``kimitui.bench.h1client``), CPU and wall, so the burst's
+  HTTP/1.1 client (``kimitui.loadgen.h1client``), CPU and wall, so the burst's
   floor (255 x one send's CPU) and the share lost to pre-emption are visible;
 * 1024 concurrent streams: client-side errors and the most streams open at once.
 
-The server is ``bench/minimal_server.py`` in paced mode (one chunk per stream
+The server is ``tests/support/minimal_server.py`` in paced mode (one chunk per stream
 every ``--tick-ms``), which is what a real server looks like: about one SSE
 event per read.  Note kimitui asks for ``continuous_usage_stats`` (per-chunk
 token counts), so its chunks are ~40 % larger than bench_serving's.
@@ -85,7 +85,7 @@ def get_json(url: str) -> dict[str, Any]:
 
 
 def start_server(tick_ms: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "minimal_server.py"), "--port", "0", "--uvloop",
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "minimal_server.py"), "--port", "0", "--uvloop",
                              "--tick-ms", str(tick_ms), "--cpu", str(SERVER_CPU)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -125,7 +125,7 @@ def watch(proc: subprocess.Popen[Any], url: str) -> dict[str, float]:
 def run_kimitui(url: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, float], list[dict[str, Any]]]:
     config = {"spec": spec, "sweep_id": "bench", "host": "bench", "progress_hz": 4.0}
     with open(out, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "kimitui.bench.worker"], stdin=subprocess.PIPE, stdout=f,
+        proc = subprocess.Popen([sys.executable, "-m", "kimitui.loadgen.worker"], stdin=subprocess.PIPE, stdout=f,
                                 preexec_fn=pinned, cwd=ROOT)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(config).encode() + b"\n")
@@ -138,7 +138,7 @@ def run_kimitui(url: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, fl
 
 def run_bench_serving(url: str, venv: Path, tok_dir: Path, c: int, n: int, tokens: int, out: Path) -> dict[str, float]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    argv = [str(venv / "bin" / "python"), str(ROOT / "bench" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat",
+    argv = [str(venv / "bin" / "python"), str(ROOT / "tests" / "support" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat",
             "--base-url", url, "--dataset-name", "random-ids", "--random-input-len", "32",
             "--random-output-len", str(tokens), "--random-range-ratio", "1.0", "--num-prompts", str(n),
             "--max-concurrency", str(c), "--tokenizer", str(tok_dir), "--model", str(tok_dir),
@@ -171,8 +171,8 @@ def fmt(f: dict[str, float]) -> str:
 SEND_PROBE = r"""
 import asyncio, gc, os, sys, time, json
 import aiohttp, uvloop
-from kimitui.bench import h1client
-from kimitui.bench.client import Deadlines, RequestTrace, build_body, make_session
+from kimitui.loadgen import h1client
+from kimitui.loadgen.client import Deadlines, RequestTrace, build_body, make_session
 url, c, trials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 ep = url + "/v1/chat/completions"
 body = build_body("minimal", "hello there", 4)

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kimitui.bench.sweep import compact_in_flight  # noqa: E402
+from kimitui.loadgen.sweep import compact_in_flight  # noqa: E402
 from kimitui.events import (  # noqa: E402
     ClientHealth,
     Event,
@@ -198,9 +198,9 @@ def session_events(hours: float, seed: int = 16) -> Iterator[Event]:
 # --------------------------------------------------------------------------- the child: real components
 def load_model_class(rev: str | None):
     if rev is None:
-        from kimitui.tui.model import CockpitModel
+        from kimitui.tui.cockpit_state import CockpitModel
         return CockpitModel
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:kimitui/tui/model.py"], check=True,
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:kimitui/tui/cockpit_state.py"], check=True,
                          capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "model_rev.py"
     path.write_text(src)
@@ -315,7 +315,7 @@ def snapshot_rows(c: int, rng: random.Random) -> list[tuple[str, float, int, flo
 def spread_us(c: int, line: str, reps: int) -> float:
     """The cockpit's side of one snapshot: parse it, fold it, compute the spread's points."""
     from kimitui.events import LevelStarted, parse_event
-    from kimitui.tui.model import CockpitModel, spread_points
+    from kimitui.tui.cockpit_state import CockpitModel, spread_points
 
     model = CockpitModel()
     spec = SweepSpec(url="http://x", model="m", levels=[c])

@@ -66,7 +66,7 @@ from kimitui.events import (  # noqa: E402
     SweepSpec,
     SweepStarted,
 )
-from kimitui.bench.sweep import compact_in_flight  # noqa: E402
+from kimitui.loadgen.sweep import compact_in_flight  # noqa: E402
 from kimitui.events import dump_event  # noqa: E402
 from kimitui.recording import RecordingIndex, RecordingWriter, read_recording  # noqa: E402
 from kimitui.replay import Replayer  # noqa: E402

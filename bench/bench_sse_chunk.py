@@ -3,7 +3,7 @@
 The per-chunk work on the load process's hot path, measured in-process: 256
 SGLang-shaped chunks (per-chunk usage, as kimitui asks for), one chunk per read
 (what a paced server looks like) and each chunk split over two reads; process
-CPU time, best of 5 x 4 rounds.  ``--vs REV`` measures ``kimitui/bench/client.py``
+CPU time, best of 5 x 4 rounds.  ``--vs REV`` measures ``kimitui/loadgen/client.py``
 of that git revision the same way, interleaved, so a change's cost is read off
 one run.
 
@@ -57,7 +57,7 @@ def per_chunk_us(mod: ModuleType, split: bool) -> float:
 
 
 def load_rev(rev: str) -> ModuleType:
-    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:kimitui/bench/client.py"], check=True,
+    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:kimitui/loadgen/client.py"], check=True,
                           capture_output=True, text=True).stdout
     path = os.path.join(tempfile.mkdtemp(), "client_rev.py")
     with open(path, "w") as f:
@@ -72,9 +72,9 @@ def load_rev(rev: str) -> ModuleType:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vs", metavar="REV", help="also measure kimitui/bench/client.py at this git revision")
+    ap.add_argument("--vs", metavar="REV", help="also measure kimitui/loadgen/client.py at this git revision")
     args = ap.parse_args()
-    from kimitui.bench import client
+    from kimitui.loadgen import client
 
     mods = {"now": client}
     if args.vs:

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kimitui.sim.model import PerfModel  # noqa: E402
+from kimitui.sim.perf_model import PerfModel  # noqa: E402
 from kimitui.sim.settings import load_settings  # noqa: E402
 from tests.support.simserver import start_sim  # noqa: E402
 

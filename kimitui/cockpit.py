@@ -6,7 +6,7 @@
 * the GPU agent stream (fake NVML on the simulated host, pynvml elsewhere);
 * a log follower and a metrics poller for whatever server runs, retargeted
   whenever a swap starts a new server (it reacts to ``ProfileState`` events);
-* swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.bench.runner``).
+* swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.loadgen.runner``).
 
 On the simulated host with nothing running it launches the known-good
 profile, so a newcomer sees a server start — unless a process kimitui did not
@@ -26,7 +26,8 @@ from typing import Any
 
 import platformdirs
 
-from kimitui.control import NotAvailable, SwapPlan
+from kimitui.control import NotAvailable
+from kimitui.launcher.plan import SwapPlan
 from kimitui.events import Baseline, ErrorEvent, Event, Marker, Note, ProfileState, ProfileSwitch, SweepSpec
 from kimitui.host.base import HostUnavailable
 from kimitui.session import Session
@@ -45,7 +46,7 @@ def _state_file(name: str) -> Path:
 
 async def _openai_model(url: str) -> str | None:
     """The first model id ``url`` serves at ``/v1/models``, or None when it is no OpenAI-compatible server."""
-    from kimitui.launcher.health import client, served_model
+    from kimitui.launcher.http_ready import client, served_model
 
     try:
         async with client(url, timeout=3.0) as http:
@@ -315,8 +316,8 @@ class LiveController:
 
     async def _watch_server(self, url: str) -> None:
         """A server kimitui did not start: poll it and sweep it, but never stop, start or swap it."""
-        from kimitui.bench.sweep import base_url
-        from kimitui.telemetry.metrics import MetricsPoller
+        from kimitui.loadgen.sweep import base_url
+        from kimitui.telemetry.metrics_poll import MetricsPoller
 
         self._server_url = base_url(url)
         self._serving = True
@@ -441,7 +442,7 @@ class LiveController:
 
         Started only once it serves: while it loads, /metrics is absent and the
         poller would rightly stop asking for it."""
-        from kimitui.telemetry.metrics import MetricsPoller
+        from kimitui.telemetry.metrics_poll import MetricsPoller
 
         if self._metrics is not None or self._metrics_args is None:
             return
@@ -582,7 +583,7 @@ class LiveController:
         return server_url(self._host, bind_host, port), model
 
     async def start_sweep(self, spec: SweepSpec) -> None:
-        from kimitui.bench.runner import SweepRunner
+        from kimitui.loadgen.runner import SweepRunner
         from kimitui.launcher.guard import sweep_notice
 
         if self._busy is not None:

@@ -16,33 +16,15 @@ Controllers never import Textual.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from kimitui.events import SweepSpec
+from kimitui.launcher.plan import SwapPlan
 from kimitui.session import Session
 
 
 class NotAvailable(Exception):
     """This action does not exist in this mode (e.g. swapping while replaying)."""
-
-
-@dataclass(frozen=True)
-class SwapPlan:
-    """What a swap would change, shown before the operator confirms."""
-
-    target: str
-    running: str | None
-    baseline: str | None
-    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    """knob -> (running value, target value)."""
-    confounded: bool = False
-    warnings: list[str] = field(default_factory=list)
-    """Plain sentences: the confound warning, lint warnings ("has no effect in this SGLang")."""
-    errors: list[str] = field(default_factory=list)
-    """Lint errors: the swap would be refused."""
-    variants: list[str] = field(default_factory=list)
-    """Single-knob alternatives (profile names) offered instead of a confounded change."""
 
 
 @runtime_checkable

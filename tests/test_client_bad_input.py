@@ -1,7 +1,7 @@
 """Bad bytes from a server end a request ``malformed`` with a reason, at once and in linear time (issue 13).
 
 Real pieces only: raw asyncio servers on 127.0.0.1, the load path's HTTP/1.1
-client, the real load process (``python -m kimitui.bench.worker``), and a
+client, the real load process (``python -m kimitui.loadgen.worker``), and a
 hypothesis fuzzer over SSE byte streams and chunk shapes (bounded examples,
 each case under a time bound).
 """
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kimitui.bench import h1client
-from kimitui.bench.client import MAX_LINE, Clock, Deadlines, RequestTrace, SseSplitter, to_result
+from kimitui.loadgen import h1client
+from kimitui.loadgen.client import MAX_LINE, Clock, Deadlines, RequestTrace, SseSplitter, to_result
 from kimitui.events import RequestResult, SweepSpec, parse_event
 from tests.support.ssefuzz import feed_reads
 
@@ -109,7 +109,7 @@ def test_deep_nesting_and_error_objects_never_raise() -> None:
 
 async def _aio(url: str) -> RequestResult:
     """The same request through the aiohttp reference client."""
-    from kimitui.bench import client
+    from kimitui.loadgen import client
 
     trace = RequestTrace("r", 1, False, time.perf_counter_ns())
     async with client.make_session(1) as http:
@@ -186,7 +186,7 @@ def test_an_endless_line_ends_at_the_cap_and_a_slow_neighbour_stays_ok(tmp_path)
                          stall_timeout_s=1.0, request_timeout_s=12, max_error_rate=1.0)
         async with server:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kimitui.bench.worker", stdin=asyncio.subprocess.PIPE,
+                sys.executable, "-m", "kimitui.loadgen.worker", stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24)
             out, err = await asyncio.wait_for(
                 proc.communicate(json.dumps({"spec": spec.model_dump(mode="json"), "sweep_id": "endless"}).encode()

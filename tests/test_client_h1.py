@@ -1,6 +1,6 @@
-"""The load path's HTTP/1.1 client (kimitui.bench.h1client) against real servers on 127.0.0.1.
+"""The load path's HTTP/1.1 client (kimitui.loadgen.h1client) against real servers on 127.0.0.1.
 
-bench/minimal_server.py gives exactly known timing and every fault of issue 5;
+tests/support/minimal_server.py gives exactly known timing and every fault of issue 5;
 the real simulated SGLang server (uvicorn) checks it speaks to what operators
 point it at; a raw socket server writes responses in awkward pieces.
 """
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from kimitui.bench import h1client
-from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, to_result
+from kimitui.loadgen import h1client
+from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.events import RequestResult
 from tests.support.simserver import start_sim
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
@@ -221,7 +221,7 @@ def test_request_bytes_and_urls() -> None:
 
 
 async def test_engine_burst_opens_c_connections_then_sends_at_one_intended_time(minimal_server) -> None:
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
     from kimitui.events import Event, LevelResult, SweepSpec
 
     c = 64
@@ -287,8 +287,8 @@ async def test_raw_utf8_split_inside_a_character_is_parsed(client: str) -> None:
         else:
             import aiohttp
 
-            from kimitui.bench.client import make_connector
-            from kimitui.bench.client import run_request as aiohttp_request
+            from kimitui.loadgen.client import make_connector
+            from kimitui.loadgen.client import run_request as aiohttp_request
 
             async with aiohttp.ClientSession(connector=make_connector(1)) as http:
                 await aiohttp_request(http, url + "/v1/chat/completions", b"{}", trace, Deadlines(stall_s=5))
@@ -299,7 +299,7 @@ async def test_raw_utf8_split_inside_a_character_is_parsed(client: str) -> None:
 
 
 def test_parser_takes_raw_utf8_but_not_broken_utf8_or_trailing_data() -> None:
-    from kimitui.bench.client import SseSplitter
+    from kimitui.loadgen.client import SseSplitter
 
     for payload, ok in [('{"choices":[{"delta":{"content":"é"}}]}'.encode(), True),
                         (b'{"choices":[{"delta":{"content":"\\u00e9"}}]}', True),
@@ -315,7 +315,7 @@ def test_parser_takes_raw_utf8_but_not_broken_utf8_or_trailing_data() -> None:
 def test_tokens_of_a_chunk_without_text_go_to_the_next_text_chunk() -> None:
     """vLLM sends a token that makes no text yet (half of a UTF-8 character) as an empty chunk with its
     usage; the next text chunk carries it.  Per-chunk counts must still add up to the server's count."""
-    from kimitui.bench.client import SseSplitter
+    from kimitui.loadgen.client import SseSplitter
 
     def chunk(content: str, ct: int, finish: str | None = None) -> bytes:
         return b"data: " + json.dumps({"choices": [{"delta": {"content": content}, "finish_reason": finish}],
@@ -332,7 +332,7 @@ def test_tokens_of_a_chunk_without_text_go_to_the_next_text_chunk() -> None:
     assert trace.chunk_ns == [11, 13, 16] and trace.first_ns == 11
 
     # the last tokens made no text: the final count still lands in the chunks (on the last one)
-    from kimitui.bench.client import Clock, to_result
+    from kimitui.loadgen.client import Clock, to_result
 
     trace = RequestTrace("w", 1, False, 0)
     sse = SseSplitter(trace)

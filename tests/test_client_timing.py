@@ -1,4 +1,4 @@
-"""One streaming request against bench/minimal_server.py, whose timing is known exactly."""
+"""One streaming request against tests/support/minimal_server.py, whose timing is known exactly."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import aiohttp
 import pytest
 
-from kimitui.bench.client import Clock, Deadlines, RequestTrace, _read_stream, build_body, make_connector, run_request, to_result
+from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, _read_stream, build_body, make_connector, run_request, to_result
 from kimitui.events import RequestResult
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import tracemalloc
 
-from kimitui.bench.sweep import compact_in_flight
+from kimitui.loadgen.sweep import compact_in_flight
 from kimitui.events import (
     GpuReading,
     GpuSample,
@@ -21,7 +21,7 @@ from kimitui.events import (
     parse_event,
 )
 from kimitui.recording.writer import dump_line
-from kimitui.tui.model import (
+from kimitui.tui.cockpit_state import (
     DETAIL_SWEEPS,
     HISTORY_HORIZON_S,
     CockpitModel,

@@ -67,7 +67,7 @@ def test_adding_profiles_in_any_order_never_moves_a_key(tmp_path: Path):
 
 
 def stable_keys_by_name(names: list[str], memory: Path) -> dict[str, str]:
-    from kimitui.profiles.model import Profile
+    from kimitui.profiles.schema import Profile
 
     profiles = [Profile(name=n, model_path="/m") for n in names]
     return {n: k for k, n in stable_keys(profiles, path=memory).by_key.items()}

@@ -156,7 +156,7 @@ async def test_metrics_poller_reads_vllms_metrics_and_says_once_what_it_lacks(
 
     from kimitui.events import ErrorEvent, ServerStats
     from kimitui.session import Session
-    from kimitui.telemetry.metrics import MetricsPoller
+    from kimitui.telemetry.metrics_poll import MetricsPoller
     from tests.support.telemetry import Collector
 
     session = Session()
@@ -241,7 +241,7 @@ async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.Eng
             else list(app.model.sweep.levels)
         assert levels and all(lv.ok == lv.requests and lv.status == "ok" for lv in levels)
         # the curve has a point per level, and the spread the last level's requests
-        from kimitui.tui.model import spread_points
+        from kimitui.tui.cockpit_state import spread_points
 
         [curve] = app.model.curves.values()
         assert sorted(curve) == [1, 4] and all(p.agg_tok_s and p.status == "ok" for p in curve.values())
@@ -295,7 +295,7 @@ def test_the_simulator_answers_like_a_real_engine_field_by_field(engine: real_en
     """The same requests to both servers: stream framing, usage placement, finish reasons, raw UTF-8,
     keep-alive and error bodies.  Where SGLang's form differs from vLLM's (its error body), the
     simulator follows SGLang 0.5.23 (``entrypoints/openai/serving_base.py::create_error_response``)."""
-    from kimitui.bench.stats import server_message
+    from kimitui.analysis.level_stats import server_message
     from tests.support.simserver import start_sim
 
     stream = {"max_tokens": 32, "stream": True, "ignore_eos": True, "temperature": 1.0,
@@ -341,7 +341,7 @@ AGREE_TOLERANCE = {1: 0.25, 4: 0.25}
 
 
 def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: Path) -> dict:
-    argv = [str(py), str(real_engine.REPO_ROOT / "bench" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat",
+    argv = [str(py), str(real_engine.REPO_ROOT / "tests" / "support" / "sgl_bench_shim.py"), "--backend", "sglang-oai-chat",
             "--base-url", url, "--model", real_engine.MODEL_NAME, "--tokenizer", str(model),
             "--dataset-name", "custom", "--dataset-path", str(prompts), "--sharegpt-output-len", str(AGREE_TOKENS),
             "--num-prompts", str(AGREE_REQUESTS), "--max-concurrency", str(c), "--warmup-requests", "0",
@@ -358,7 +358,7 @@ def _bench_serving(py: Path, url: str, model: Path, c: int, prompts: Path, out: 
 
 def test_figures_agree_with_sglang_bench_serving_on_the_same_server(engine: real_engine.EngineServer,
                                                                      tmp_path: Path) -> None:
-    from kimitui.bench.prompts import prompt_source
+    from kimitui.loadgen.prompts import prompt_source
 
     py = _engine_python()
     prompts = tmp_path / "prompts.jsonl"  # kimitui's own prompts (the seeds'), so both send the same

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from kimitui.bench.stats import level_result
+from kimitui.analysis.level_stats import level_result
 from kimitui.events import (
     InFlight,
     LevelResult,

@@ -294,7 +294,7 @@ def test_bootstrap_statistics_match_their_definitions() -> None:
     import statistics
 
     from kimitui.events import RequestResult as RR
-    from kimitui.report.stats import request_statistic, resample_indices
+    from kimitui.report.noise import request_statistic, resample_indices
 
     rng = random.Random(3)
     reqs = [RR(sweep_id="s", request_id=str(i), concurrency=1, ok=True, intended_send=0, sent=0,
@@ -456,7 +456,7 @@ def test_chart_flags_levels_that_are_not_drawn() -> None:
 
 def test_a_level_with_one_bad_repeat_is_not_ok() -> None:
     """Pooled figures that include a failed repeat are not the server's: the level is not judged."""
-    from kimitui.report.model import LevelRow
+    from kimitui.report.sweep_summary import LevelRow
 
     good = LevelResult(sweep_id="s", concurrency=8, requests=8, ok=8, agg_tok_s=400.0, status="ok")
     bad = good.model_copy(update={"repeat": 1, "ok": 0, "failed": 8, "status": "failed",

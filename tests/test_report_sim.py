@@ -24,14 +24,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kimitui.bench.runner import SweepRunner
+from kimitui.loadgen.runner import SweepRunner
 from kimitui.cli import main
 from kimitui.events import LevelResult, Marker, ServerInfo, SweepSpec
 from kimitui.recording import RecordingIndex, RecordingWriter, read_recording, spec_from_recording
 from kimitui.replay import Replayer
 from kimitui.report import compare, summarize
 from kimitui.session import Session
-from kimitui.sim.model import PerfModel
+from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import load_settings
 from tests.support.simserver import SimServerProcess, start_sim
 

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from kimitui.sim.model import PerfModel, capture_batch_sizes
+from kimitui.sim.perf_model import PerfModel, capture_batch_sizes
 from kimitui.sim.settings import SimConfigError, load_settings, settings_from_profile
 from kimitui.sim.textgen import TokenStream, chat_prompt, natural_length
 

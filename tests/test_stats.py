@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kimitui.bench.stats import (
+from kimitui.analysis.level_stats import (
     client_distortion,
     effective_status,
     error_rate_exceeded,

@@ -2,7 +2,7 @@
 
 Against the real simulated SGLang server, a tiny real tokenizer's server
 (``tests/support/tok_server.py``: /work/shared/data/tok-tiny, ~3 tokens a
-word) and a server that reports no usage (``bench/minimal_server.py``).
+word) and a server that reports no usage (``tests/support/minimal_server.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kimitui.bench.prompts import fit_words, random_prompt
-from kimitui.bench.sweep import SweepEngine
+from kimitui.loadgen.prompts import fit_words, random_prompt
+from kimitui.loadgen.sweep import SweepEngine
 from kimitui.events import ErrorEvent, Event, LevelResult, RequestResult, SweepSpec
 from tests.support.simserver import start_sim
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)

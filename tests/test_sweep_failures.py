@@ -1,7 +1,7 @@
 """Requests that never connect, servers that go silent, levels that fail at once: the sweep's times stay true.
 
-Real pieces only: the load process (``python -m kimitui.bench.worker``) with a
-lowered file-descriptor limit, ``bench/minimal_server.py`` and small raw
+Real pieces only: the load process (``python -m kimitui.loadgen.worker``) with a
+lowered file-descriptor limit, ``tests/support/minimal_server.py`` and small raw
 asyncio servers on 127.0.0.1.
 """
 
@@ -32,7 +32,7 @@ def _run_worker(spec: SweepSpec, nofile: int, hard: int | None = None,
     config = {"spec": spec.model_dump(mode="json"), "sweep_id": "fd-test"}
     t0 = time.time()
     if hold_stdin:  # the parent stays: end of stdin would abort the sweep after its first level
-        with subprocess.Popen([sys.executable, "-m", "kimitui.bench.worker"], stdin=subprocess.PIPE,
+        with subprocess.Popen([sys.executable, "-m", "kimitui.loadgen.worker"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, preexec_fn=limit) as popen:
             assert popen.stdin is not None and popen.stdout is not None
             popen.stdin.write(json.dumps(config).encode() + b"\n")
@@ -45,7 +45,7 @@ def _run_worker(spec: SweepSpec, nofile: int, hard: int | None = None,
             popen.stdin.close()
             assert popen.wait(timeout=30) == 0
         return events, time.time() - t0
-    proc = subprocess.run([sys.executable, "-m", "kimitui.bench.worker"], input=json.dumps(config).encode() + b"\n",
+    proc = subprocess.run([sys.executable, "-m", "kimitui.loadgen.worker"], input=json.dumps(config).encode() + b"\n",
                           capture_output=True, timeout=45, preexec_fn=limit)
     took = time.time() - t0
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
@@ -144,7 +144,7 @@ class _FailAll:
 
 @pytest.mark.parametrize("spread_s", [0.0, 0.02])
 async def test_a_sustained_level_whose_c_requests_all_fail_sends_no_second_round(spread_s: float) -> None:
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
     from kimitui.events import Event, RequestStarted
 
     c = 16
@@ -162,7 +162,7 @@ async def test_a_sustained_level_whose_c_requests_all_fail_sends_no_second_round
 
 async def test_a_level_of_http_500s_stops_after_max_10_c_ended(minimal_server) -> None:
     """Failures that come one by one: dispatch stops at the 10th, with at most C more already in flight."""
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
     from kimitui.events import Event
 
     spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[4], mode="sustained", max_tokens=6,
@@ -175,7 +175,7 @@ async def test_a_level_of_http_500s_stops_after_max_10_c_ended(minimal_server) -
 
 async def test_a_silence_shorter_than_the_deadline_is_a_straggler_by_default(minimal_server) -> None:
     """An EPLB rebalance held a healthy SGLang's request 66 s: by default only the deadline ends a silence."""
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
     from kimitui.events import Event
 
     assert SweepSpec(url="http://x", model="m", levels=[1]).stall_timeout_s is None  # was 60 s
@@ -204,7 +204,7 @@ async def test_a_silence_shorter_than_the_deadline_is_a_straggler_by_default(min
 
 
 def test_recordings_with_the_old_60_s_stall_limit_still_load_and_keep_it() -> None:
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
 
     old = {"url": "http://gpu-host.example:30000", "model": "m", "levels": [1, 8], "stall_timeout_s": 60.0,
            "request_timeout_s": 900.0}

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kimitui.bench import sweep as bench_sweep
+from kimitui.loadgen import sweep as bench_sweep
 from kimitui.cli import main
 
 pytestmark = pytest.mark.timeout(30)

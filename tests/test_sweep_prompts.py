@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kimitui.bench.prompts import SEED_PROMPTS, PromptError, prompt_source
+from kimitui.loadgen.prompts import SEED_PROMPTS, PromptError, prompt_source
 
 
 def test_seed_prompts_cycle_in_the_field_notes_order() -> None:

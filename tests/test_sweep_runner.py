@@ -1,4 +1,4 @@
-"""SweepRunner end to end: a real load process against bench/minimal_server.py (known timing)."""
+"""SweepRunner end to end: a real load process against tests/support/minimal_server.py (known timing)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kimitui.bench.runner import SweepRunner
+from kimitui.loadgen.runner import SweepRunner
 from kimitui.events import (
     ClientHealth,
     Event,
@@ -42,7 +42,7 @@ async def run(s: SweepSpec, **kw: Any) -> tuple[SweepResult, list[Event], SweepR
 
 async def run_here(s: SweepSpec) -> tuple[SweepResult, list[Event]]:
     """The same engine in this process: for what does not need the process plumbing (faster)."""
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
 
     events: list[Event] = []
     result = await SweepEngine(s, events.append, host="testhost").run()
@@ -226,7 +226,7 @@ async def test_abort_wakes_a_rate_sweep_waiting_for_its_next_arrival(minimal_ser
 
 async def test_oversaturation_stops_the_sweep(minimal_server) -> None:
     """TTFT climbs with C while the server's token rate stays flat: the sweep stops climbing."""
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
 
     # busy_ms: each stream gets a token every 80 ms x open streams (12.5 tok/s in all), TTFT 80 ms x its place
     s = spec(minimal_server.url, mode="burst", levels=[1, 8, 16], requests_per_level=None, max_tokens=4,
@@ -242,7 +242,7 @@ async def test_oversaturation_stops_the_sweep(minimal_server) -> None:
 
 
 def test_worker_can_write_its_events_to_a_file(minimal_server, tmp_path) -> None:  # noqa: ANN001
-    """``python -m kimitui.bench.worker > events.jsonl``: a regular file, not a pipe (used by bench/)."""
+    """``python -m kimitui.loadgen.worker > events.jsonl``: a regular file, not a pipe (used by bench/)."""
     import json
     import subprocess
     import sys
@@ -253,7 +253,7 @@ def test_worker_can_write_its_events_to_a_file(minimal_server, tmp_path) -> None
     config = {"spec": spec(minimal_server.url, levels=[2], requests_per_level=3).model_dump(mode="json"),
               "sweep_id": "file-test"}
     with open(out, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "kimitui.bench.worker"], stdin=subprocess.PIPE, stdout=f)
+        proc = subprocess.Popen([sys.executable, "-m", "kimitui.loadgen.worker"], stdin=subprocess.PIPE, stdout=f)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(config).encode() + b"\n")
         proc.stdin.flush()

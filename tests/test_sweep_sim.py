@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kimitui.bench.sweep import SweepEngine
+from kimitui.loadgen.sweep import SweepEngine
 from kimitui.events import Event, LevelResult, RequestResult, SweepResult, SweepSpec
 from tests.support.simserver import start_sim
 

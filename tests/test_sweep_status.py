@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kimitui.bench.stats import level_rate, peak_level
-from kimitui.bench.sweep import FLUSH_CACHE_MISSING, SweepEngine
+from kimitui.analysis.level_stats import level_rate, peak_level
+from kimitui.loadgen.sweep import FLUSH_CACHE_MISSING, SweepEngine
 from kimitui.events import (
     ClientHealth,
     ErrorEvent,

@@ -9,7 +9,7 @@ import pytest
 
 from kimitui.events import ErrorEvent, ServerHealth, ServerInfo, ServerStats
 from kimitui.session import Session
-from kimitui.telemetry.metrics import MetricsPoller, server_drift, stats_from_metrics
+from kimitui.telemetry.metrics_poll import MetricsPoller, server_drift, stats_from_metrics
 from tests.support.httpapp import serve
 from tests.support.simserver import start_sim
 from tests.support.telemetry import Collector
@@ -203,7 +203,7 @@ vllm:generation_tokens_total{engine="0",model_name="tiny-llama"} %(gen)s
 
 
 def test_vllm_metrics_map_to_the_same_figures_counters_as_rates() -> None:
-    from kimitui.telemetry.metrics import CounterRates, is_vllm_metrics
+    from kimitui.telemetry.metrics_poll import CounterRates, is_vllm_metrics
 
     rates = CounterRates()
     first = VLLM_SCRAPE % dict(running=4.0, queries=100.0, hits=0.0, prompt=1000.0, gen=500.0)

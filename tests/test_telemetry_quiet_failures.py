@@ -7,7 +7,7 @@ import asyncio
 
 from kimitui.events import ErrorEvent, ServerHealth, ServerStats
 from kimitui.session import Session
-from kimitui.telemetry.metrics import MetricsPoller
+from kimitui.telemetry.metrics_poll import MetricsPoller
 from tests.support.httpapp import serve
 from tests.support.telemetry import Collector
 

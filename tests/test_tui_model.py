@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kimitui.analysis.window import EventHistory
 from kimitui.events import GpuReading, GpuSample, LogLine, SweepProgress, InFlight
-from kimitui.tui.model import CockpitModel, spread_points
+from kimitui.tui.cockpit_state import CockpitModel, spread_points
 from tests.support.fakecontrol import T0, caps, gpu_sample, story_events, straggler
 
 

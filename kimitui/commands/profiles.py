@@ -31,7 +31,7 @@ from kimitui.profiles import (
 from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
 from kimitui.profiles.loader import locate_field
-from kimitui.profiles.model import Profile
+from kimitui.profiles.schema import Profile
 
 EXIT_LINT_ERRORS = 1
 EXIT_BAD_PROFILE = 2

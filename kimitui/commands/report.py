@@ -15,7 +15,7 @@ import sys
 
 from kimitui.recording import RecordingError
 from kimitui.report.compare import compare
-from kimitui.report.model import pick_sweep, summarize
+from kimitui.report.sweep_summary import pick_sweep, summarize
 from kimitui.report.render import RENDERERS
 from kimitui.report.verdict import DEFAULT_MIN_EFFECT
 

@@ -66,7 +66,7 @@ async def collect(
         log=record.log_path or (f"journalctl -u {record.unit}" if record.unit else None),
     )
     try:
-        from kimitui.launcher.health import client
+        from kimitui.launcher.http_ready import client
 
         async with client(url, 5.0) as http:
             out["health"] = (await http.get(f"{url}/health")).status_code
@@ -111,7 +111,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.launcher.cliutil import open_host
+    from kimitui.commands.common import open_host
 
     console = Console(highlight=False)
     try:

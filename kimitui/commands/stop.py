@@ -28,7 +28,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from kimitui.host.base import HostError
-    from kimitui.launcher.cliutil import open_host
+    from kimitui.commands.common import open_host
 
     console = Console(highlight=False)
     try:

@@ -48,7 +48,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.launcher.cliutil import HostChoiceError, open_host
+    from kimitui.commands.common import HostChoiceError, open_host
     from kimitui.launcher.profiles import load
     from kimitui.profiles import ProfileError
 
@@ -80,7 +80,7 @@ async def _run(args: argparse.Namespace) -> int:
 async def _swap(console: "Console", host, target, args: argparse.Namespace, extra: list[str]) -> int:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
-    from kimitui.launcher.cliutil import SwapBar
+    from kimitui.commands.common import SwapBar
     from kimitui.launcher.select import find_running
     from kimitui.launcher.swap import swap
     from kimitui.session import Session

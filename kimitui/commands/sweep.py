@@ -1,6 +1,6 @@
 """``kimitui sweep``: a headless concurrency sweep with a progress bar and per-level tables.
 
-The sweep runs in the load process (:class:`kimitui.bench.runner.SweepRunner`);
+The sweep runs in the load process (:class:`kimitui.loadgen.runner.SweepRunner`);
 this command only draws progress on stderr, prints tables (or one JSON summary
 with ``--json``) on stdout and, with ``--out``, records every event.
 ``--like RECORDING`` repeats the workload of a recorded sweep; options given
@@ -28,8 +28,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from kimitui.bench.prompts import prompt_source
-from kimitui.bench.stats import effective_status, level_rate, peak_level
+from kimitui.loadgen.prompts import prompt_source
+from kimitui.analysis.level_stats import effective_status, level_rate, peak_level
 from kimitui.events import (
     ErrorEvent,
     Event,
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kimitui sweep: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGS
     if not spec.model:
-        from kimitui.bench.sweep import resolve_model
+        from kimitui.loadgen.sweep import resolve_model
 
         try:
             spec = spec.model_copy(update={"model": asyncio.run(resolve_model(spec.url))})
@@ -171,8 +171,8 @@ async def _publish_server_info(session: "Session", url: str, host: str) -> None:
     """One ``ServerInfo`` before the sweep, so a recording names the server's effective
     args and ``kimitui report --vs`` can tell which knobs differ.  A server without
     ``/server_info`` is reported and the sweep goes on."""
-    from kimitui.launcher.health import client
-    from kimitui.telemetry.metrics import MetricsPoller, ServerInfoMissing
+    from kimitui.launcher.http_ready import client
+    from kimitui.telemetry.metrics_poll import MetricsPoller, ServerInfoMissing
 
     async with client(url) as http:
         try:
@@ -186,7 +186,7 @@ async def _publish_server_info(session: "Session", url: str, host: str) -> None:
 
 
 async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
-    from kimitui.bench.runner import SweepRunner
+    from kimitui.loadgen.runner import SweepRunner
     from kimitui.session import Session
 
     host = urlparse(spec.url).hostname or "sweep"

@@ -2,15 +2,33 @@
 
 Combines the preflight (lint errors refuse the swap), the diff against what
 runs, and the confound guard against the host's baseline into the
-:class:`kimitui.control.SwapPlan` the cockpit shows.
+:class:`SwapPlan` the cockpit shows (the UI's port, ``kimitui.control``, re-uses it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from kimitui.control import SwapPlan
 from kimitui.launcher import guard
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What a swap would change, shown before the operator confirms."""
+
+    target: str
+    running: str | None
+    baseline: str | None
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """knob -> (running value, target value)."""
+    confounded: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """Plain sentences: the confound warning, lint warnings ("has no effect in this SGLang")."""
+    errors: list[str] = field(default_factory=list)
+    """Lint errors: the swap would be refused."""
+    variants: list[str] = field(default_factory=list)
+    """Single-knob alternatives (profile names) offered instead of a confounded change."""
 
 
 def plan_swap(target: Any, *, running: Any | None, baseline: Any | None) -> SwapPlan:

@@ -34,7 +34,7 @@ from kimitui.host.base import Host, HostError, HostUnavailable, Stream
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.hostlock import HostBusy, swap_lock
-from kimitui.launcher.health import NotHealthy, client, served_model, wait_healthy, warmup
+from kimitui.launcher.http_ready import NotHealthy, client, served_model, wait_healthy, warmup
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
 from kimitui.launcher.supervisor import Detached, Supervisor, await_outcome, supervised

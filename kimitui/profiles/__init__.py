@@ -14,7 +14,7 @@ from kimitui.profiles.loader import (
     scan_profiles,
     shipped_dir,
 )
-from kimitui.profiles.model import FAULTS, LAUNCH_KNOBS, LauncherSettings, Profile, SimSettings
+from kimitui.profiles.schema import FAULTS, LAUNCH_KNOBS, LauncherSettings, Profile, SimSettings
 from kimitui.profiles.render import render_argv, render_command, render_unit
 
 __all__ = [

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimitui.profiles.model import Profile
+from kimitui.profiles.schema import Profile
 
 
 @dataclass(frozen=True)

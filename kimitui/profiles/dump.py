@@ -10,7 +10,7 @@ from typing import Any
 
 import tomli_w
 
-from kimitui.profiles.model import Profile
+from kimitui.profiles.schema import Profile
 
 
 def profile_to_dict(profile: Profile) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kimitui.profiles.model import PROFILE_KEYS, Profile
+from kimitui.profiles.schema import PROFILE_KEYS, Profile
 
 log = logging.getLogger(__name__)
 

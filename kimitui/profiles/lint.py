@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kimitui.profiles.model import LAUNCH_KNOBS, Profile
+from kimitui.profiles.schema import LAUNCH_KNOBS, Profile
 
 Severity = Literal["error", "warning"]
 

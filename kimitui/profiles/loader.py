@@ -27,7 +27,7 @@ import platformdirs
 from pydantic import ValidationError
 
 from kimitui.profiles.errors import ProfileError
-from kimitui.profiles.model import Profile
+from kimitui.profiles.schema import Profile
 from kimitui.profiles.tomlpos import find_key_line
 
 ENV_VAR = "KIMITUI_PROFILES"

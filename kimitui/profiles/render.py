@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kimitui.profiles.model import Profile
+from kimitui.profiles.schema import Profile
 
 SGLANG_MODULE = "sglang.launch_server"
 

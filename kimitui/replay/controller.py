@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kimitui.control import NotAvailable, SwapPlan
+from kimitui.control import NotAvailable
+from kimitui.launcher.plan import SwapPlan
 from kimitui.events import ProfileSwitch, SweepSpec, SweepStarted
 from kimitui.recording import PathLike, Recording, RecordingIndex, SkippedLine
 from kimitui.replay.replayer import Replayer

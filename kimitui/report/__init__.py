@@ -8,7 +8,7 @@
 """
 
 from kimitui.report.compare import Comparison, FigureComparison, LevelComparison, compare
-from kimitui.report.model import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize, sweeps_of
+from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize, sweeps_of
 from kimitui.report.verdict import FIGURES, WORKLOAD_FIELDS
 
 __all__ = [

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimitui.recording import Recording
-from kimitui.report import stats
-from kimitui.report.model import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
+from kimitui.report import noise
+from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
 from kimitui.report.verdict import (
     CLIENT_TIMED,
     DEFAULT_MIN_EFFECT,
@@ -266,14 +266,14 @@ def _run_of(source: Source, sweep: str | None) -> SweepRun:
 
 def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool) -> tuple[float | None, str]:
     if use_repeats and fig.name in ("agg_tok_s", "steady_tok_s"):
-        se = stats.log_se_of_repeats([getattr(r, fig.name) for r in row.repeats])
+        se = noise.log_se_of_repeats([getattr(r, fig.name) for r in row.repeats])
         if se is not None:
             return se, "repeats"
-    how = stats.request_statistic(fig.name, row.requests)
+    how = noise.request_statistic(fig.name, row.requests)
     if how is None:
         return None, "unknown"
     n, stat = how
-    se = stats.log_se_bootstrap(n, stat, seed=seed, key=key)
+    se = noise.log_se_bootstrap(n, stat, seed=seed, key=key)
     return se, ("bootstrap" if se is not None else "unknown")
 
 
@@ -300,7 +300,7 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
     se_b, src_b = _noise(rb, fig, seed=seed, key=f"B:{b_key}:{fig.name}", use_repeats=use_repeats)
     se_a = None if se_a is None else max(se_a, _floor(fig, ra, va))
     se_b = None if se_b is None else max(se_b, _floor(fig, rb, vb))
-    ratio, low, high = stats.ratio_interval(va, vb, se_a, se_b)
+    ratio, low, high = noise.ratio_interval(va, vb, se_a, se_b)
     source = src_a if src_a == src_b else "unknown" if "unknown" in (src_a, src_b) else f"{src_a}+{src_b}"
     return FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source,
                             judge(ratio, low, high, fig.higher_is_better, min_effect), fig.higher_is_better,

@@ -14,7 +14,7 @@ from kimitui import __version__
 from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
 from kimitui.report.compare import Comparison, FigureComparison
-from kimitui.report.model import LevelRow, RecordingSummary, SweepRun
+from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun
 
 JSON_SCHEMA = "kimitui-report"
 JSON_VERSION = 1

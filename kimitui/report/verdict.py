@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kimitui.report.model import VOLATILE_KNOBS, SweepRun
+from kimitui.report.sweep_summary import VOLATILE_KNOBS, SweepRun
 
 Verdict = Literal["improved", "regressed", "no_change", "n/a"]
 Overall = Literal["improved", "regressed", "no_change", "not_comparable"]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, write_state
-from kimitui.sim.model import HIDDEN, NUM_LAYERS, experts_touched
+from kimitui.sim.perf_model import HIDDEN, NUM_LAYERS, experts_touched
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from kimitui.sim.metrics import CONTENT_TYPE
+from kimitui.sim.prometheus import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from kimitui.sim.server import SimServer

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
-from kimitui.sim.model import PerfModel
+from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.textgen import TokenStream
 

@@ -27,8 +27,8 @@ from kimitui.sim.gpus import GpuModel, write_idle, write_loop
 from kimitui.sim.http_gen import GenerationRoutes, SimulatedDrop
 from kimitui.sim.http_info import InfoRoutes
 from kimitui.sim.logfmt import SimLog
-from kimitui.sim.metrics import SimMetrics
-from kimitui.sim.model import PerfModel
+from kimitui.sim.prometheus import SimMetrics
+from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.scheduler import Scheduler, SimClock
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState, StartupFailed, run_startup

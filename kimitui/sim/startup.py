@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kimitui.sim.faults import crash_load_lines, oom_lines
 from kimitui.sim.logfmt import SimLog, tqdm_bar
-from kimitui.sim.model import GPU_TOTAL_GB, KV_BYTES_PER_TOKEN, PerfModel, capture_batch_sizes
+from kimitui.sim.perf_model import GPU_TOTAL_GB, KV_BYTES_PER_TOKEN, PerfModel, capture_batch_sizes
 from kimitui.sim.scheduler import SimClock
 from kimitui.sim.settings import ServerSettings
 

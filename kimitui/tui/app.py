@@ -30,7 +30,7 @@ from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import LIVE_ONLY, REPLAY_ONLY
 from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.model import CockpitModel
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.confirm import Confirm

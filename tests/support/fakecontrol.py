@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kimitui.control import NotAvailable, SwapPlan
+from kimitui.control import NotAvailable
+from kimitui.launcher.plan import SwapPlan
 from kimitui.events import (
     Baseline,
     ConnectionState,

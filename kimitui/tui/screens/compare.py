@@ -24,8 +24,8 @@ from textual_plot import HiResMode, PlotWidget
 from textual_plot.plot_widget import LegendLocation
 
 from kimitui.report.compare import Comparison, compare
-from kimitui.report.model import SweepRun, sweeps_of
-from kimitui.tui.model import CockpitModel
+from kimitui.report.sweep_summary import SweepRun, sweeps_of
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.widgets.sweep_curve import NOT_OK_MARK, NOT_OK_STYLE, ConcurrencyAxis
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no_change": "bold",

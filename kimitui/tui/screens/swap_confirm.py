@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from kimitui.control import SwapPlan
+from kimitui.launcher.plan import SwapPlan
 
 
 def plan_text(plan: SwapPlan) -> Table:

@@ -26,7 +26,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from kimitui.tui.model import HISTORY, CockpitModel, GpuRow
+from kimitui.tui.cockpit_state import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import BLOCKS, bar, rate, spark
 
 BENIGN_THROTTLE = {"gpu_idle", "applications_clocks_setting", "app_clocks"}

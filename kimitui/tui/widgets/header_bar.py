@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.model import CockpitModel
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import bar
 
 CONNECTION_STYLE = {

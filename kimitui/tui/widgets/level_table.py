@@ -10,8 +10,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from kimitui.bench.stats import effective_status
-from kimitui.tui.model import CockpitModel
+from kimitui.analysis.level_stats import effective_status
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import num
 
 COLUMNS = ("C", "status", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag", "why")

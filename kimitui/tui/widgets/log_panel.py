@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Log, Static
 
-from kimitui.tui.model import CockpitModel, LogEntry
+from kimitui.tui.cockpit_state import CockpitModel, LogEntry
 from kimitui.tui.render import clock
 
 SEVERITY_LETTER = {"debug": "D", "info": "I", "warning": "W", "error": "E", "critical": "C"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.model import CockpitModel
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import bar, spark
 
 

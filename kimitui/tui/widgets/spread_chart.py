@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from textual_plot import PlotWidget
 
-from kimitui.tui.model import CockpitModel, spread_points, weighted_median
+from kimitui.tui.cockpit_state import CockpitModel, spread_points, weighted_median
 
 
 class SpreadChart(PlotWidget):

@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from kimitui.events import Straggler
-from kimitui.tui.model import CockpitModel
+from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import clock, num
 
 

@@ -16,7 +16,7 @@ from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
 from rich.markup import escape
 
-from kimitui.tui.model import CockpitModel
+from kimitui.tui.cockpit_state import CockpitModel
 
 OTHER_STYLES = ("grey58", "magenta", "dark_orange", "cyan", "purple")
 NOT_OK_MARK = "✗"

@@ -329,7 +329,7 @@ class MetricsPoller:
             self._publish_error(
                 "/metrics is vLLM's: running and waiting requests, KV-cache use, generation and prompt "
                 "throughput and the prefix-cache hit rate are shown; not available there: "
-                + ", ".join(VLLM_UNSUPPORTED), "vllm: names mapped by kimitui.telemetry.metrics", severity="info")
+                + ", ".join(VLLM_UNSUPPORTED), "vllm: names mapped by kimitui.telemetry.metrics_poll", severity="info")
         if known_metric_names(stats):
             self._unknown_metrics_since = None
         elif not self._said_unknown_metrics:

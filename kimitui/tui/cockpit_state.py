@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from kimitui.analysis.window import EventHistory, WindowView, summarize_gpus
-from kimitui.bench.stats import effective_status
+from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
     Baseline,
     ConnectionState,

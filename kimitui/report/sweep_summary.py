@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kimitui.bench.stats import effective_status
+from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
     Event,
     LevelResult,
@@ -50,7 +50,7 @@ STATUS_ORDER = ("failed", "aborted", "cut", "ok")
 
 def level_status(lv: LevelResult, spec: SweepSpec | None = None) -> tuple[str, str]:
     """(status, reason) of one level result; a recording made before levels carried a status
-    gets it derived from its counts (the sweep's own rule, :func:`kimitui.bench.stats.effective_status`)."""
+    gets it derived from its counts (the sweep's own rule, :func:`kimitui.analysis.level_stats.effective_status`)."""
     return effective_status(lv, spec.max_error_rate if spec is not None else 0.5)
 
 

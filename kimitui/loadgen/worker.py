@@ -1,4 +1,4 @@
-"""The load process: ``python -m kimitui.bench.worker``.
+"""The load process: ``python -m kimitui.loadgen.worker``.
 
 Runs a sweep on its own uvloop event loop so nothing the parent does (TUI
 rendering, recording) can delay a chunk's timestamp.
@@ -37,7 +37,7 @@ def _parse_config(line: str) -> dict[str, Any]:
 
 
 async def _amain(cfg: dict[str, Any]) -> int:
-    from kimitui.bench.sweep import SweepEngine
+    from kimitui.loadgen.sweep import SweepEngine
 
     loop = asyncio.get_running_loop()
     out = await _EventOut.open(loop)
@@ -80,7 +80,7 @@ async def _amain(cfg: dict[str, Any]) -> int:
 class _EventOut:
     """Event lines to stdout without ever blocking the load loop.
 
-    A pipe (the normal case: :class:`~kimitui.bench.runner.SweepRunner`) gets a
+    A pipe (the normal case: :class:`~kimitui.loadgen.runner.SweepRunner`) gets a
     non-blocking pipe transport that buffers if the reader is slow; a regular
     file (``> events.jsonl``) or a terminal gets a buffered file flushed a few times a second.
     """

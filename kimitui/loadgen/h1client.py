@@ -9,10 +9,10 @@ before the clock starts (~3 us), the send is stamped right before that write,
 and responses are parsed in ``data_received`` callbacks (no task wake-up per
 chunk).  Only what an OpenAI-compatible server sends is handled: a status line,
 headers, and a chunked, ``Content-Length`` or read-until-close body (over TLS for ``https://``); SSE
-events go through :class:`kimitui.bench.client.SseSplitter`, the same code the
+events go through :class:`kimitui.loadgen.client.SseSplitter`, the same code the
 aiohttp client uses.  httpx stays the client for everything else.
 
-Error classes match :func:`kimitui.bench.client.run_request`: ``connect``
+Error classes match :func:`kimitui.loadgen.client.run_request`: ``connect``
 (refused, connect timeout, closed before any response byte), ``http_status``,
 ``stall`` (no byte for ``stall_s``, only when one is set), ``timeout`` (total deadline, via task
 cancellation; it says how long the stream had been silent), ``reset`` (closed mid-response or before ``[DONE]``),
@@ -27,7 +27,7 @@ import time
 
 import yarl
 
-from kimitui.bench.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, timeout_message
+from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, timeout_message
 
 _perf_ns = time.perf_counter_ns
 _MAX_SIZE_LINE = 1024

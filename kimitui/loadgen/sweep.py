@@ -1,6 +1,6 @@
 """A concurrency sweep: levels, load modes, stop rules, live progress.
 
-Runs inside the load process (:mod:`kimitui.bench.worker`) and reports only
+Runs inside the load process (:mod:`kimitui.loadgen.worker`) and reports only
 through ``emit(event)``.  Modes:
 
 * ``burst`` - the seeds' way: C requests at once, wait for all (repeated in
@@ -13,7 +13,7 @@ through ``emit(event)``.  Modes:
   arrival that finds C in flight waits, and its intended send time stays the
   arrival (coordinated omission is visible as dispatch delay, not hidden).
 
-Requests go out through :mod:`kimitui.bench.h1client`, one connection pool per
+Requests go out through :mod:`kimitui.loadgen.h1client`, one connection pool per
 level.  A burst opens its C connections and builds every request's bytes
 before its clock starts, then writes them back to back without yielding, each
 stamped just before its write (connection set-up is not dispatch).
@@ -28,7 +28,7 @@ Stop rules (checked after each level; the level that tripped one says so in
 checked while a level runs, counted the moment each request ends, after
 max(10, C) requests, to stop dispatching; a slot whose request failed sends
 nothing while that check cannot yet decide, so C failures at once are C, not 2C),
-over-saturation (:func:`kimitui.bench.stats.oversaturation`), a level running
+over-saturation (:func:`kimitui.analysis.level_stats.oversaturation`), a level running
 past ``level_time_limit_s`` (what is in flight is cancelled and kept as
 incomplete), and abort.  Whatever finished is always reported.
 """
@@ -46,11 +46,11 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from kimitui.bench import h1client
-from kimitui.bench.client import Clock, Deadlines, RequestTrace, build_body, to_result
-from kimitui.bench.health import HealthMonitor
-from kimitui.bench.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
-from kimitui.bench.stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
+from kimitui.loadgen import h1client
+from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
+from kimitui.loadgen.client_health import HealthMonitor
+from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
+from kimitui.analysis.level_stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
 from kimitui.events import (
     ErrorEvent,
     Event,

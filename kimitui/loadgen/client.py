@@ -1,6 +1,6 @@
 """One streaming chat completion, timed as its bytes arrive: traces, SSE parsing, results.
 
-The sweep engine sends through :mod:`kimitui.bench.h1client` (pre-built
+The sweep engine sends through :mod:`kimitui.loadgen.h1client` (pre-built
 request bytes on a warm pool: ~6-7x less CPU per send than aiohttp, measured
 by ``bench/bench_client.py``; a C=256 burst start needs it).  :func:`run_request` here is the same request over
 aiohttp, kept as the reference the hand-written client is measured and tested

@@ -20,7 +20,7 @@ SSE framing follows SGLang (``reference/sglang.md`` §3): a role chunk, content
 chunks, a finish chunk, a usage chunk when ``stream_options.include_usage``,
 per-chunk usage when ``continuous_usage_stats``, then ``data: [DONE]``.
 
-Run: ``python bench/minimal_server.py --port 8199 --tick-ms 10 [--cpu 1]``.
+Run: ``python tests/support/minimal_server.py --port 8199 --tick-ms 10 [--cpu 1]``.
 """
 
 from __future__ import annotations

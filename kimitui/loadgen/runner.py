@@ -8,7 +8,7 @@ Usage (TUI, CLI, lead)::
     await runner.abort()          # optional: partial results are kept
     result = await runner.wait()  # the SweepResult (also published)
 
-The load process (:mod:`kimitui.bench.worker`) owns its own event loop; this
+The load process (:mod:`kimitui.loadgen.worker`) owns its own event loop; this
 side only reads JSON lines from a pipe and calls ``session.publish`` for each,
 so the session's consumers (UI, recorder) see sweep events exactly like any
 other source's.  If the process dies without a result, a ``failed``
@@ -27,14 +27,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kimitui.bench.sweep import new_sweep_id
+from kimitui.loadgen.sweep import new_sweep_id
 from kimitui.events import ErrorEvent, LevelResult, SweepResult, SweepSpec, parse_event
 from kimitui.session import Session
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one progress event at C=1024 is ~100 KB; results with chunk offsets more
 
 
-_BOOT = "import sys; sys.path.append(sys.argv.pop(1)); from kimitui.bench.worker import main; sys.exit(main())"
+_BOOT = "import sys; sys.path.append(sys.argv.pop(1)); from kimitui.loadgen.worker import main; sys.exit(main())"
 
 
 def worker_command() -> list[str]:
@@ -43,7 +43,7 @@ def worker_command() -> list[str]:
     ``-P`` (safe path) keeps the working directory off ``sys.path``: run from
     the parent of a clone (a folder holding ``kimitui/`` with a ``bench/``
     inside), ``kimitui`` would otherwise import as that folder's namespace
-    package ("No module named kimitui.bench.worker").  The folder this
+    package ("No module named kimitui.loadgen.worker").  The folder this
     process's kimitui came from is appended, so an uninstalled checkout
     still finds itself.
     """

@@ -10,7 +10,7 @@ Per level (``begin_level()``/``end_level()``) the monitor keeps its own figures
 at the 50 ms tick, not from the once-a-second events: a level shorter than a
 second still gets them, and a single 500 ms stall is caught as 500 ms of lag
 (a stall still under way when the level ends counts too).  The summary is a
-:class:`~kimitui.events.ClientSummary`; :func:`kimitui.bench.stats.client_distortion`
+:class:`~kimitui.events.ClientSummary`; :func:`kimitui.analysis.level_stats.client_distortion`
 judges it.
 """
 
@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from kimitui.bench.stats import quantile
+from kimitui.analysis.level_stats import quantile
 from kimitui.events import ClientHealth, ClientSummary, Event
 
 TICK_S = 0.05

@@ -329,7 +329,7 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
     """Everything a level reports, from its measured (non-warm-up) requests.
 
     ``aborted``/``cut``: why the sweep aborted or the time limit cut this level, if it did.
-    ``client``: the load process's health over the level (:class:`~kimitui.bench.health.HealthMonitor`).
+    ``client``: the load process's health over the level (:class:`~kimitui.loadgen.client_health.HealthMonitor`).
     """
     measured = [r for r in results if not r.warmup]
     failures: dict[str, int] = {}

@@ -1,0 +1,156 @@
+"""The house rules, checked on every run: the layering, the type checker, short functions.
+
+These read kimitui's own files (ast, not regexes over text), so a rule broken anywhere in
+``kimitui/`` fails here with the file, line and what to do.  The layering is the picture in
+../shared/DESIGN.md: sources (telemetry, loadgen, launcher, replay) -> the session (events,
+session) -> consumers (recording, analysis, report, tui); the command line opens the TUI.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "kimitui"
+MAX_FUNCTION_LINES = 80
+
+STDLIB = set(sys.stdlib_module_names)
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # what it imports, dotted (absolute)
+    line: int
+    path: Path
+    local: bool  # inside a function body
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    module = _module_name(path)
+    found: list[Import] = []
+
+    def visit(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend(Import(module, a.name, child.lineno, path, local) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                found.append(Import(module, child.module, child.lineno, path, local))
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def _all_imports() -> list[Import]:
+    return [imp for path in sorted(PACKAGE.rglob("*.py")) for imp in _imports(path)]
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _where(imp: Import) -> str:
+    return f"{imp.path.relative_to(ROOT)}:{imp.line} imports {imp.target}"
+
+
+def test_only_the_commands_that_open_it_import_the_tui() -> None:
+    openers = {"kimitui.commands.run", "kimitui.commands.replay"}
+    bad = [_where(i) for i in _all_imports()
+           if _within(i.target, "kimitui.tui") and not _within(i.module, "kimitui.tui") and i.module not in openers]
+    assert not bad, "only `kimitui run` and `kimitui replay` open the TUI:\n" + "\n".join(bad)
+
+
+def test_textual_and_rich_stay_in_the_tui_and_the_command_line() -> None:
+    allowed = ("kimitui.tui", "kimitui.commands", "kimitui.cli")
+    bad = [_where(i) for i in _all_imports()
+           if i.target.split(".")[0] in ("textual", "rich", "textual_plot")
+           and not any(_within(i.module, a) for a in allowed)]
+    assert not bad, "domain code never draws (move the drawing to tui/ or commands/):\n" + "\n".join(bad)
+
+
+def test_the_domain_never_imports_the_command_line_or_the_cockpit_composition() -> None:
+    upper = ("kimitui.commands", "kimitui.cli", "kimitui.tui", "kimitui.__main__")
+    bad = [_where(i) for i in _all_imports()
+           if any(_within(i.target, u) for u in upper)
+           and not any(_within(i.module, u) for u in upper)]
+    assert not bad, "\n".join(bad)
+
+
+SOURCES = ("kimitui.telemetry", "kimitui.loadgen", "kimitui.launcher", "kimitui.replay")
+CONSUMERS = ("kimitui.report", "kimitui.tui", "kimitui.recording.writer")
+"""``kimitui.analysis`` is pure functions over events (a level's statistics, windows): sources use it too."""
+
+
+def test_sources_never_import_consumers() -> None:
+    bad = [_where(i) for i in _all_imports()
+           if any(_within(i.module, s) for s in SOURCES) and any(_within(i.target, c) for c in CONSUMERS)]
+    assert not bad, "a source publishes events; it never reads a consumer:\n" + "\n".join(bad)
+
+
+def test_analysis_and_the_session_depend_only_on_events() -> None:
+    base = ("kimitui.events", "kimitui.session", "kimitui.analysis")
+    bad = [_where(i) for i in _all_imports()
+           if any(_within(i.module, m) for m in base) and _within(i.target, "kimitui")
+           and not any(_within(i.target, m) for m in base)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_nvml_agent_imports_only_the_standard_library_and_pynvml() -> None:
+    agent = PACKAGE / "telemetry" / "agent.py"
+    bad = []
+    for imp in _imports(agent):
+        top = imp.target.split(".")[0]
+        if top in STDLIB or top == "pynvml" or imp.target == "__future__":
+            continue
+        if imp.target in ("kimitui.sim.nvml", "kimitui.sim") and imp.local:  # fake mode only, on the simulated host
+            continue
+        bad.append(_where(imp))
+    assert not bad, "the agent runs on the GPU host with a bare python3:\n" + "\n".join(bad)
+
+
+def _functions(path: Path) -> list[tuple[int, str, int]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [(n.end_lineno - n.lineno + 1, n.name, n.lineno) for n in ast.walk(tree)  # type: ignore[operator]  # end_lineno is set by ast.parse
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = [f"{path.relative_to(ROOT)}:{line} {name}: {n} lines"
+            for path in sorted(PACKAGE.rglob("*.py")) for n, name, line in _functions(path) if n > MAX_FUNCTION_LINES]
+    assert not long, f"split these into functions of at most {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[^\]]*\])?(?P<rest>.*)$")
+
+
+def test_every_type_ignore_names_its_code_and_says_why() -> None:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            m = IGNORE.search(text)
+            if m and (not m.group("codes") or not re.match(r"\s*(#|\()\s*\S", m.group("rest"))):
+                bad.append(f"{path.relative_to(ROOT)}:{number}: {text.strip()}")
+    assert not bad, "write `# type: ignore[code]  # why`:\n" + "\n".join(bad)
+
+
+def test_mypy_finds_no_error_in_the_package(tmp_path: Path) -> None:
+    from mypy import api  # the test extra pins it; a missing mypy is a failure, not a skip
+
+    out, err, status = api.run(["--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path),
+                                "--no-error-summary", str(PACKAGE)])
+    assert status == 0, f"mypy (config in pyproject.toml):\n{out}{err}"
