@@ -82,11 +82,44 @@ EventCallback = Callable[[Event], None]
 
 
 class Host(abc.ABC):
-    """A machine kimitui can run commands on."""
+    """A machine kimitui can run commands on.
+
+    Besides running commands, a host describes itself (``address``, ``python``, ``simulated``)
+    and may offer a link's capabilities (``connected``, ``wait_connected``, ``forward``).  The
+    defaults here are what the local machine answers, so callers never probe with ``getattr``:
+    an SSH host overrides the link's methods, and :attr:`can_forward` says whether
+    :meth:`forward` exists for real.
+    """
+
+    address: str | None = None
+    """The name or address the link goes to; ``None`` for this machine."""
+    python: str | None = None
+    """The host's configured ``python3`` (``[hosts.NAME] python``); ``None``: find one on its PATH."""
+    simulated: bool | None = None
+    """True on a simulated host (launchers start the simulator); ``None``: decided by the name ``sim``."""
+    can_forward: bool = False
+    """True when :meth:`forward` tunnels a port (over SSH); locally the server is reached directly."""
 
     def __init__(self, name: str, on_event: EventCallback | None = None) -> None:
         self.name = name
         self._on_event = on_event
+
+    @property
+    def connected(self) -> bool:
+        """Whether the link is up now (always, for this machine)."""
+        return True
+
+    @property
+    def peer_address(self) -> str | None:
+        """The address the link actually reached (``address`` may be an ~/.ssh/config alias)."""
+        return self.address
+
+    async def wait_connected(self, timeout: float | None = 30.0) -> None:
+        """Return once the link is up (at once for this machine); raises HostUnavailable after ``timeout``."""
+
+    async def forward(self, remote_host: str, remote_port: int) -> int:
+        """A port on this machine's 127.0.0.1 reaching ``remote_host:remote_port`` as the host sees it."""
+        raise HostError(f"{self.name}: this host has no link to forward a port through (reach it directly)")
 
     def emit(self, event: Event) -> None:
         """Hand an event (connection state...) to whoever listens."""

@@ -126,7 +126,7 @@ class LocalStream(Stream):
 class LocalHost(Host):
     """Runs commands on this machine.  Also the base of the simulated host ``sim``."""
 
-    def __init__(self, name: str = "local", on_event: EventCallback | None = None, *, simulated: bool = False) -> None:
+    def __init__(self, name: str = "local", on_event: EventCallback | None = None, *, simulated: bool | None = False) -> None:
         super().__init__(name, on_event)
         self.simulated = simulated
         """True for the embedded simulated host: launchers start the simulator, not SGLang."""

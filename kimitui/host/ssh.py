@@ -151,6 +151,8 @@ class SSHHost(Host):
     def connected(self) -> bool:
         return self._conn is not None
 
+    can_forward = True
+
     @property
     def peer_address(self) -> str:
         """The IP the SSH link actually reached (``address`` may be a ~/.ssh/config alias)."""
