@@ -10,6 +10,7 @@ import pytest
 
 from kimitui.sim import nvml as fake_nvml
 from kimitui.sim.nvml import ScenarioError, parse_scenario
+from kimitui.telemetry import agent
 from tests.support.agentproc import write_busy_state
 
 
@@ -108,3 +109,9 @@ def test_agent_backend_copes_with_an_older_pynvml_module(nvml: Path, monkeypatch
     row = backend.sample()[2]
     assert row["temp_c"] == 72.0 and row["mem_used_mib"] == pytest.approx(85_002 + 512, abs=1)
     assert backend.procs()[2]["sm_util_pct"] == 92.0
+
+
+def test_the_fake_driver_and_the_agent_share_one_clock_reason_table() -> None:
+    """One table (the agent's, stdlib-only): the simulator reads it, so the two cannot drift apart."""
+    assert fake_nvml.CLOCK_REASON_BITS is agent.CLOCK_REASON_BITS
+    assert len(agent.CLOCK_REASON_BITS) == 11 and agent.reason_names(0x400 | 0x200) == ["board_limit", "reliability"]

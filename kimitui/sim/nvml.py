@@ -66,18 +66,10 @@ FIELD_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "fan": ("nvmlDeviceGetFanSpeed",),
 }
 
-# Clock-event reason bits (nvmlClocksEventReason*), by the short names GpuReading uses.
-CLOCK_REASON_BITS: dict[str, int] = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
+# Clock-event reason bits: the agent's table, the one source (the agent is stdlib-only, so it may be
+# imported from here; never the reverse: the agent runs on the GPU host without the package).
+from kimitui.telemetry.agent import CLOCK_REASON_BITS  # noqa: E402  # here, with what it replaced
+
 
 
 OLD_DRIVER_MISSING = frozenset({

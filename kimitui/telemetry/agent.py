@@ -46,7 +46,7 @@ EXIT_INIT_FAILED = 2
 EXIT_HEARTBEAT = 3
 EXIT_PIPE = 4
 
-CLOCK_REASON_BITS = {
+CLOCK_REASON_BITS: dict[str, int] = {
     "gpu_idle": 0x1,
     "applications_clocks_setting": 0x2,
     "sw_power_cap": 0x4,
@@ -59,6 +59,8 @@ CLOCK_REASON_BITS = {
     "board_limit": 0x200,
     "reliability": 0x400,
 }
+"""Clock-event reason bits (``nvmlClocksEventReason*``) by the short names GpuReading uses: the one table
+(the simulator's fake driver imports it from here; this file never imports the package)."""
 RANK_RE = re.compile(r"sglang::\w*?_((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+_?)+)")
 MIB = 1048576.0
 
