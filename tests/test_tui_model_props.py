@@ -54,9 +54,10 @@ events = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(events, max_size=60))
 def test_any_event_sequence_folds_and_stays_bounded(batch):
-    m = CockpitModel(log_lines=20)
+    m = CockpitModel(log_lines=20, raise_errors=True)  # a handler that raises fails the test, not a log line
     m.apply(batch)
     m.apply(batch)  # replayed twice: duplicates are fine too
+    assert m.fold_errors == 0
     assert len(m.logs) <= 20 and len(m.log_pending) <= 20
     assert all(len(row.util_hist) <= 120 for row in m.gpus.values())
     assert not any("could not show" in e.text for e in m.logs)

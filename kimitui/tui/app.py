@@ -80,6 +80,7 @@ class KimituiApp(App[int]):
         self._chart_period = chart_period
         self._last_chart = 0.0
         self._dirty: set[str] = set()
+        self._generation = self.model.generation
         self._gpu_rows = -1
         self._sub: Subscription | None = None
         self._shutdown_done = False
@@ -154,8 +155,8 @@ class KimituiApp(App[int]):
             events = self._sub.drain(limit=50_000)
             if events:
                 self._dirty |= self.model.apply(events)
-        if "reset" in self._dirty:  # a replay seek: the log widget starts over with the model
-            self._dirty.discard("reset")
+        if self.model.generation != self._generation:  # a replay seek: the log widget starts over with the model
+            self._generation = self.model.generation
             for panel in self.query(LogPanel):
                 panel.rebuild()
         self._update_key_state()

@@ -14,10 +14,11 @@ import sys
 import time
 from array import array
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
-from kimitui.analysis.window import EventHistory, WindowView, summarize_gpus
+from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
     Baseline,
@@ -68,7 +69,23 @@ HISTORY_HORIZON_S = 1200.0
 STRAGGLER_RESULTS = 256
 """Stragglers per sweep whose request result (with its chunk offsets) the cockpit keeps."""
 
-PANELS = ("header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers")
+Part = Literal["header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers"]
+"""A part of the screen the fold can change; each widget declares the parts it shows (``ModelView.shows``)."""
+Parts: TypeAlias = frozenset[Part]
+PANELS: tuple[Part, ...] = get_args(Part)
+CHARTS: Parts = frozenset({"curve", "spread"})
+"""Parts drawn as plots: the costly ones, redrawn at most every ``chart_period`` seconds."""
+
+NOTHING: Parts = frozenset()
+EVERYTHING: Parts = frozenset(PANELS)
+GPUS: Parts = frozenset({"gpus"})
+LOG: Parts = frozenset({"log"})
+HEADER: Parts = frozenset({"header"})
+SERVER: Parts = frozenset({"server"})
+HEADER_LOG: Parts = frozenset({"header", "log"})
+
+NoticeSeverity = Literal["information", "warning", "error"]
+_NOTICE_OF: dict[str, NoticeSeverity] = {"info": "information", "warning": "warning", "error": "error"}
 
 
 @dataclass
@@ -85,7 +102,7 @@ class LogEntry:
 class Notice:
     """Something the operator must see now (a toast): a failure, a lost link."""
 
-    severity: str  # "information" | "warning" | "error"
+    severity: NoticeSeverity
     message: str
 
 
@@ -115,7 +132,7 @@ class Imbalance:
     high: float
 
 
-def pack_offsets(offsets: list[float] | None) -> array | list[float] | None:  # type: ignore[type-arg]
+def pack_offsets(offsets: list[float] | None) -> array[int] | list[float] | None:
     """Chunk offsets as int32 0.1 ms steps (4 bytes each, not a 32-byte float): what a recording keeps.
 
     Floored to the step exactly as a recording writes them (``RequestResult`` format 2), so
@@ -138,7 +155,7 @@ def pack_offsets(offsets: list[float] | None) -> array | list[float] | None:  # 
     return steps
 
 
-def unpack_offsets(packed: array | list[float] | None) -> list[float] | None:  # type: ignore[type-arg]
+def unpack_offsets(packed: array[int] | list[float] | None) -> list[float] | None:
     if packed is None or isinstance(packed, list):
         return packed
     per_ms = RequestResult.OFFSET_STEPS_PER_MS
@@ -157,8 +174,8 @@ class KeptResult:
     """A request result held compactly: its figures without the per-chunk lists, and those packed."""
 
     figures: RequestResult
-    offsets: array | list[float] | None  # type: ignore[type-arg]
-    chunk_tokens: array | None  # type: ignore[type-arg]
+    offsets: array[int] | list[float] | None
+    chunk_tokens: array[int] | None
 
     @classmethod
     def of(cls, ev: RequestResult) -> "KeptResult":
@@ -175,24 +192,37 @@ class KeptResult:
 _RESULT_FIELDS = tuple(f for f in RequestResult.model_fields if f not in ("chunk_offsets_ms", "chunk_tokens"))
 _NAN = float("nan")
 _GPU_FIELDS = ("util_pct", "pcie_tx_kbps", "pcie_rx_kbps", "temp_c", "power_w")
+"""What the straggler window shows of a GPU reading, in the order ``CompactHistory._sample`` reads them."""
 
 
-def pack_figures(ev: RequestResult) -> tuple:  # type: ignore[type-arg]
+PackedFigures: TypeAlias = tuple[object, ...]
+"""A request result's figures in ``_RESULT_FIELDS`` order."""
+
+
+def pack_figures(ev: RequestResult) -> PackedFigures:
     """A request result's figures as a bare tuple (about a third of a model's bytes): what compare reads."""
     return tuple(getattr(ev, f) for f in _RESULT_FIELDS)
 
 
-def unpack_figures(values: tuple) -> RequestResult:  # type: ignore[type-arg]
-    return RequestResult.model_construct(**dict(zip(_RESULT_FIELDS, values)))
+def unpack_figures(values: PackedFigures) -> RequestResult:
+    return RequestResult.model_construct(None, **dict(zip(_RESULT_FIELDS, values)))
 
 
-class CompactHistory(EventHistory):
+GpuEntry: TypeAlias = tuple[float, str, int, "array[float]", "tuple[tuple[str, ...] | None, ...] | None"]
+"""A GPU sample as the straggler window keeps it: t, host, seq, per GPU index + ``_GPU_FIELDS``, throttles."""
+LogSeverity = Literal["debug", "info", "warning", "error", "critical"]
+LogRow: TypeAlias = tuple[float, str, LogSeverity, str, str]
+"""A log line as the straggler window keeps it: t, host, severity, kind, text."""
+Row = TypeVar("Row", GpuEntry, LogRow)
+
+
+class CompactHistory:
     """The straggler window's rings with each entry held as what the window shows (~25x smaller).
 
     A GPU sample is kept as its time and, per GPU, index + utilisation, PCIe, temperature,
     power (an ``array('d')``, NaN for not reported) and throttle reasons; a log line as its
     time, severity, kind and text.  ``window`` rebuilds events with just those fields, so the
-    straggler view reads the same.  A GpuSample parsed from the agent's JSON is about 14 KB,
+    straggler view reads the same as over ``analysis.window.EventHistory``.  A GpuSample parsed from the agent's JSON is about 14 KB,
     so 6,000 of them held whole were 84 MB.
 
     Entries also age out: only the running sweep's stragglers can be opened, so what is older
@@ -200,13 +230,18 @@ class CompactHistory(EventHistory):
     That way the rings are full after the first sweep and a long session does not grow.
     """
 
-    def __init__(self, horizon_s: float = HISTORY_HORIZON_S, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(**kwargs)
+    def __init__(self, horizon_s: float = HISTORY_HORIZON_S, max_gpu_samples: int = 6_000,
+                 max_log_lines: int = 20_000) -> None:
         self.horizon_s = horizon_s
         self.keep_since: float | None = None
         """The running sweep's start: kept however long ago (within the count caps)."""
+        self._gpu: deque[GpuEntry] = deque(maxlen=max_gpu_samples)
+        self._logs: deque[LogRow] = deque(maxlen=max_log_lines)
 
-    def _age_out(self, ring: deque, t: float) -> None:  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return len(self._gpu) + len(self._logs)
+
+    def _age_out(self, ring: deque[Row], t: float) -> None:
         floor = t - self.horizon_s
         if self.keep_since is not None:
             floor = min(floor, self.keep_since)
@@ -214,6 +249,7 @@ class CompactHistory(EventHistory):
             ring.popleft()
 
     def add(self, event: object) -> None:
+        """Keep the event if it is a GPU sample or a log line; ignore anything else."""
         if isinstance(event, GpuSample):
             vals = array("d")
             thr: list[tuple[str, ...] | None] = []
@@ -230,21 +266,22 @@ class CompactHistory(EventHistory):
             self._age_out(self._logs, event.t)
 
     @staticmethod
-    def _slice_t(ring: deque, start: float, end: float) -> list:  # type: ignore[type-arg]
+    def _slice_t(ring: deque[Row], start: float, end: float) -> list[Row]:
         return sorted((e for e in ring if start <= e[0] <= end), key=lambda e: e[0])
 
     @staticmethod
-    def _sample(entry: tuple) -> GpuSample:  # type: ignore[type-arg]
+    def _sample(entry: GpuEntry) -> GpuSample:
         t, host, seq, vals, thr = entry
         width = 1 + len(_GPU_FIELDS)
         gpus = []
         for k in range(len(vals) // width):
-            row = vals[k * width:(k + 1) * width]
-            fields = {name: (None if math.isnan(v) else v) for name, v in zip(_GPU_FIELDS, row[1:])}
-            gpus.append(GpuReading(index=int(row[0]), throttle_reasons=list(thr[k] or []) if thr else [], **fields))
+            index, util, tx, rx, temp, power = (None if math.isnan(v) else v for v in vals[k * width:(k + 1) * width])
+            gpus.append(GpuReading(index=int(index or 0), util_pct=util, pcie_tx_kbps=tx, pcie_rx_kbps=rx, temp_c=temp,
+                                   power_w=power, throttle_reasons=list(thr[k] or []) if thr else []))
         return GpuSample(t=t, host=host, seq=seq, gpus=gpus)
 
     def window(self, start: float, end: float, pad_s: float = 1.0) -> WindowView:
+        """Everything in ``[start - pad_s, end + pad_s]`` and a per-GPU summary of it."""
         if end < start:
             start, end = end, start
         lo, hi = start - pad_s, end + pad_s
@@ -298,11 +335,26 @@ class CurvePoint:
     reason: str = ""
 
 
-class CockpitModel:
-    """Bounded state for every panel; ``apply`` returns the panels that changed."""
+E = TypeVar("E", bound=Event)
+Fold: TypeAlias = "Callable[[CockpitModel, Event], Parts]"
+"""A handler of the fold: updates the model from one event, returns the parts it changed."""
 
-    def __init__(self, host: str = "sim", log_lines: int = 5_000) -> None:
+
+class CockpitModel:
+    """Bounded state for every panel; ``apply`` returns the parts that changed."""
+
+    def __init__(self, host: str = "sim", log_lines: int = 5_000, *, raise_errors: bool = False) -> None:
+        """``raise_errors``: let a handler's exception out instead of logging it (tests of the fold)."""
         self.host = host
+        self.log_lines = log_lines
+        self.raise_errors = raise_errors
+        self.fold_errors = 0
+        """Events a handler raised on (shown in the log as "could not show ..."); kept across a reset."""
+        self.generation = 0
+        """Bumped by each reset (a replay seek): a view holding its own copy of the state starts over."""
+        self._clear()
+
+    def _clear(self) -> None:
         self.connection: str = "connecting"
         self.connection_detail = ""
         self.profile: str | None = None
@@ -319,8 +371,8 @@ class CockpitModel:
             k: deque(maxlen=HISTORY) for k in ("gen_throughput", "running_reqs", "queued_reqs", "token_usage")
         }
         self.health: ServerHealth | None = None
-        self.logs: deque[LogEntry] = deque(maxlen=log_lines)
-        self.log_pending: deque[LogEntry] = deque(maxlen=log_lines)
+        self.logs: deque[LogEntry] = deque(maxlen=self.log_lines)
+        self.log_pending: deque[LogEntry] = deque(maxlen=self.log_lines)
         self.sweep: SweepView | None = None
         self.curves: dict[str, dict[int, CurvePoint]] = {}
         """profile -> concurrency -> its last measured point (other profiles' runs stay overlaid)."""
@@ -332,18 +384,21 @@ class CockpitModel:
         self.history = CompactHistory()
         self._compare_events: deque[Event] = deque(maxlen=20_000)
         """Bounded: what the compare view needs of the sweeps this session saw, but request results."""
-        self._requests: dict[str, list[tuple]] = {}  # type: ignore[type-arg]
+        self._requests: dict[str, list[PackedFigures]] = {}
         """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
         self.notices: list[Notice] = []
 
     # ------------------------------------------------------------------ folding
-    def apply(self, events: Iterable[Event]) -> set[str]:
-        """Fold a batch of events; returns the names of the panels to redraw."""
-        dirty: set[str] = set()
+    def apply(self, events: Iterable[Event]) -> set[Part]:
+        """Fold a batch of events; returns the parts of the screen to redraw."""
+        dirty: set[Part] = set()
         for ev in events:
             try:
                 dirty |= self._apply_one(ev)
             except Exception as exc:  # one odd event must not freeze the screen
+                if self.raise_errors:
+                    raise
+                self.fold_errors += 1
                 self._log(time.time(), "error", "kimitui", f"could not show {ev.kind}: {exc}")
                 dirty.add("log")
         return dirty
@@ -359,133 +414,146 @@ class CockpitModel:
 
     def reset(self) -> None:
         """Forget everything (a replay seek follows: the events after it rebuild the state)."""
-        self.__init__(host=self.host, log_lines=self.logs.maxlen or 5_000)  # type: ignore[misc]
+        self._clear()
+        self.generation += 1
 
-    def _apply_one(self, ev: Event) -> set[str]:
+    def _apply_one(self, ev: Event) -> Parts:
         if isinstance(ev, ReplayState):
             if not ev.reset:
-                return set()
+                return NOTHING
             self.reset()
-            return {*PANELS, "reset"}
+            return EVERYTHING
         if self.last_t is None or ev.t > self.last_t:
             self.last_t = ev.t
         self.history.add(ev)
         if ev.kind in COMPARE_KINDS:
             self._keep_for_compare(ev)
-        if isinstance(ev, GpuSample):
-            for r in ev.gpus:
-                row = self.gpus.setdefault(r.index, GpuRow(r.index))
-                row.reading = r
-                if r.util_pct is not None:
-                    row.util_hist.append(r.util_pct)
-            return {"gpus"}
-        if isinstance(ev, LogLine):
-            self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
-            return {"log"}
-        if isinstance(ev, ServerStats):
-            return self._apply_stats(ev)
-        if isinstance(ev, SweepProgress):
-            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
-                self.sweep.progress = ev
-                self.sweep.concurrency = ev.concurrency
-                return {"spread", "curve", "levels"}
-            return set()
-        if isinstance(ev, RequestResult):
-            return self._apply_result(ev)
-        if isinstance(ev, GpuCaps):
-            self.driver = ev.driver
-            for s in ev.gpus:
-                self.gpus.setdefault(s.index, GpuRow(s.index)).static = s
-            return {"gpus"}
-        if isinstance(ev, GpuProcs):
-            for row in self.gpus.values():
-                row.rank = None
-            for p in ev.procs:
-                if p.rank:
-                    self.gpus.setdefault(p.gpu_index, GpuRow(p.gpu_index)).rank = p.rank
-            return {"gpus"}
-        if isinstance(ev, GpuEvent):
-            where = f"GPU {ev.gpu_index}" if ev.gpu_index is not None else "GPU"
-            msg = f"{where}: {ev.event}{' xid ' + str(ev.xid) if ev.xid is not None else ''} {ev.detail}".strip()
-            self._log(ev.t, "error", "gpu", msg)
-            self.notices.append(Notice("error" if ev.event != "recovered" else "information", msg))
-            return {"log", "gpus"}
-        if isinstance(ev, SweepStarted):
-            self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
-            self.history.keep_since = ev.t
-            key = self.sweep.profile or "?"
-            self.curves.pop(key, None)  # this run replaces that profile's earlier curve
-            self.curves[key] = {}
-            self._log(ev.t, "info", "sweep", f"sweep {ev.sweep_id} started on {key}: levels {ev.spec.levels}, "
-                      f"{ev.spec.mode}, {ev.spec.max_tokens} tokens")
-            return {"curve", "spread", "levels", "stragglers", "log", "header"}
-        if isinstance(ev, LevelStarted):
-            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
-                self.sweep.concurrency = ev.concurrency
-                self.sweep.progress = None
-                self.sweep.results.clear()
-                self.sweep.chunks.clear()
-                return {"spread", "levels", "curve"}
-            return set()
-        if isinstance(ev, LevelResult):
-            return self._apply_level(ev)
-        if isinstance(ev, SweepResult):
-            if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
-                self.sweep.outcome = ev
-            sev = "info" if ev.outcome == "completed" else ("warning" if ev.outcome == "stopped" else "error")
-            peak = f", peak {ev.peak_tok_s:.0f} tok/s" if ev.peak_tok_s is not None else ""
-            text = f"sweep {ev.sweep_id} {ev.outcome}{peak}{': ' + ev.reason if ev.reason else ''}"
-            self._log(ev.t, sev, "sweep", text)
-            self.notices.append(Notice({"info": "information"}.get(sev, sev), text))
-            return {"curve", "levels", "spread", "log", "header"}
-        if isinstance(ev, SwapProgress):
-            self.swap = ev
-            return {"header"}
-        if isinstance(ev, ProfileState):
-            self.profile = ev.profile if ev.profile is not None else self.profile
-            self.profile_state = ev.state
-            self.profile_detail = ev.detail
-            if ev.state in ("serving", "failed", "rolled_back", "stopped"):
-                self.swap = None
-            return {"header"}
-        if isinstance(ev, ProfileSwitch):
-            return self._apply_switch(ev)
-        if isinstance(ev, Baseline):
-            self.baseline = ev.profile
-            self._log(ev.t, "info", "baseline", f"baseline: {ev.profile}")
-            return {"header", "log"}
-        if isinstance(ev, ConnectionState):
-            was = self.connection
-            self.connection, self.connection_detail = ev.state, ev.detail
-            if ev.state in ("lost", "failed") and was != ev.state:
-                self.notices.append(Notice("error", f"{ev.host}: connection {ev.state} {ev.detail}".strip()))
-            elif ev.state == "connected" and was in ("lost", "reconnecting", "failed"):
-                self.notices.append(Notice("information", f"{ev.host}: connected again"))
-            self._log(ev.t, "warning" if ev.state in ("lost", "reconnecting", "failed") else "info",
-                      "connection", f"connection {ev.state} {ev.detail}".strip())
-            return {"header", "log"}
-        if isinstance(ev, ServerHealth):
-            self.health = ev
-            return {"server"}
-        if isinstance(ev, ErrorEvent):
-            if ev.severity == "error":
-                self.errors += 1
-            level = "information" if ev.severity == "info" else ev.severity
-            self._log(ev.t, "info" if ev.severity == "info" else ev.severity, "error", f"{ev.source}: {ev.message}")
-            self.notices.append(Notice(level, f"{ev.source}: {ev.message}"))  # type: ignore[arg-type]
-            return {"log", "header"}
-        if isinstance(ev, Note):
-            self.notes += 1
-            self._log(ev.t, "info", "note", f"note: {ev.text}")
-            return {"log", "header"}
-        if isinstance(ev, Marker):
-            self.markers += 1
-            self._log(ev.t, "info", "marker", f"marker {ev.label}".strip())
-            return {"log", "header"}
-        if isinstance(ev, Dropped):
-            self.dropped += ev.count
-            return {"header"}
-        return set()
+        handler = _FOLD.get(type(ev))
+        return handler(self, ev) if handler is not None else NOTHING
+
+    # One handler per event type (the table ``_FOLD`` below the class); each returns the parts it changed.
+    def _on_gpu_sample(self, ev: GpuSample) -> Parts:
+        for r in ev.gpus:
+            row = self.gpus.setdefault(r.index, GpuRow(r.index))
+            row.reading = r
+            if r.util_pct is not None:
+                row.util_hist.append(r.util_pct)
+        return GPUS
+
+    def _on_log_line(self, ev: LogLine) -> Parts:
+        self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
+        return LOG
+
+    def _on_progress(self, ev: SweepProgress) -> Parts:
+        if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+            self.sweep.progress = ev
+            self.sweep.concurrency = ev.concurrency
+            return frozenset({"spread", "curve", "levels"})
+        return NOTHING
+
+    def _on_caps(self, ev: GpuCaps) -> Parts:
+        self.driver = ev.driver
+        for s in ev.gpus:
+            self.gpus.setdefault(s.index, GpuRow(s.index)).static = s
+        return GPUS
+
+    def _on_procs(self, ev: GpuProcs) -> Parts:
+        for row in self.gpus.values():
+            row.rank = None
+        for p in ev.procs:
+            if p.rank:
+                self.gpus.setdefault(p.gpu_index, GpuRow(p.gpu_index)).rank = p.rank
+        return GPUS
+
+    def _on_gpu_event(self, ev: GpuEvent) -> Parts:
+        where = f"GPU {ev.gpu_index}" if ev.gpu_index is not None else "GPU"
+        msg = f"{where}: {ev.event}{' xid ' + str(ev.xid) if ev.xid is not None else ''} {ev.detail}".strip()
+        self._log(ev.t, "error", "gpu", msg)
+        self.notices.append(Notice("error" if ev.event != "recovered" else "information", msg))
+        return frozenset({"log", "gpus"})
+
+    def _on_sweep_started(self, ev: SweepStarted) -> Parts:
+        self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
+        self.history.keep_since = ev.t
+        key = self.sweep.profile or "?"
+        self.curves.pop(key, None)  # this run replaces that profile's earlier curve
+        self.curves[key] = {}
+        self._log(ev.t, "info", "sweep", f"sweep {ev.sweep_id} started on {key}: levels {ev.spec.levels}, "
+                  f"{ev.spec.mode}, {ev.spec.max_tokens} tokens")
+        return frozenset({"curve", "spread", "levels", "stragglers", "log", "header"})
+
+    def _on_level_started(self, ev: LevelStarted) -> Parts:
+        if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+            self.sweep.concurrency = ev.concurrency
+            self.sweep.progress = None
+            self.sweep.results.clear()
+            self.sweep.chunks.clear()
+            return frozenset({"spread", "levels", "curve"})
+        return NOTHING
+
+    def _on_sweep_result(self, ev: SweepResult) -> Parts:
+        if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
+            self.sweep.outcome = ev
+        sev = "info" if ev.outcome == "completed" else ("warning" if ev.outcome == "stopped" else "error")
+        peak = f", peak {ev.peak_tok_s:.0f} tok/s" if ev.peak_tok_s is not None else ""
+        text = f"sweep {ev.sweep_id} {ev.outcome}{peak}{': ' + ev.reason if ev.reason else ''}"
+        self._log(ev.t, sev, "sweep", text)
+        self.notices.append(Notice(_NOTICE_OF[sev], text))
+        return frozenset({"curve", "levels", "spread", "log", "header"})
+
+    def _on_swap_progress(self, ev: SwapProgress) -> Parts:
+        self.swap = ev
+        return HEADER
+
+    def _on_profile_state(self, ev: ProfileState) -> Parts:
+        self.profile = ev.profile if ev.profile is not None else self.profile
+        self.profile_state = ev.state
+        self.profile_detail = ev.detail
+        if ev.state in ("serving", "failed", "rolled_back", "stopped"):
+            self.swap = None
+        return HEADER
+
+    def _on_baseline(self, ev: Baseline) -> Parts:
+        self.baseline = ev.profile
+        self._log(ev.t, "info", "baseline", f"baseline: {ev.profile}")
+        return HEADER_LOG
+
+    def _on_connection(self, ev: ConnectionState) -> Parts:
+        was = self.connection
+        self.connection, self.connection_detail = ev.state, ev.detail
+        if ev.state in ("lost", "failed") and was != ev.state:
+            self.notices.append(Notice("error", f"{ev.host}: connection {ev.state} {ev.detail}".strip()))
+        elif ev.state == "connected" and was in ("lost", "reconnecting", "failed"):
+            self.notices.append(Notice("information", f"{ev.host}: connected again"))
+        self._log(ev.t, "warning" if ev.state in ("lost", "reconnecting", "failed") else "info",
+                  "connection", f"connection {ev.state} {ev.detail}".strip())
+        return HEADER_LOG
+
+    def _on_health(self, ev: ServerHealth) -> Parts:
+        self.health = ev
+        return SERVER
+
+    def _on_error(self, ev: ErrorEvent) -> Parts:
+        if ev.severity == "error":
+            self.errors += 1
+        level: NoticeSeverity = "information" if ev.severity == "info" else ev.severity
+        self._log(ev.t, "info" if ev.severity == "info" else ev.severity, "error", f"{ev.source}: {ev.message}")
+        self.notices.append(Notice(level, f"{ev.source}: {ev.message}"))
+        return HEADER_LOG
+
+    def _on_note(self, ev: Note) -> Parts:
+        self.notes += 1
+        self._log(ev.t, "info", "note", f"note: {ev.text}")
+        return HEADER_LOG
+
+    def _on_marker(self, ev: Marker) -> Parts:
+        self.markers += 1
+        self._log(ev.t, "info", "marker", f"marker {ev.label}".strip())
+        return HEADER_LOG
+
+    def _on_dropped(self, ev: Dropped) -> Parts:
+        self.dropped += ev.count
+        return HEADER
 
     def _keep_for_compare(self, ev: Event) -> None:
         """Keep what the compare view needs, bounded: old sweeps lose their request results, not their levels."""
@@ -511,7 +579,7 @@ class CockpitModel:
                 out.extend(unpack_figures(v) for v in self._requests.get(ev.sweep_id, ()))
         return out
 
-    def _apply_stats(self, ev: ServerStats) -> set[str]:
+    def _on_stats(self, ev: ServerStats) -> Parts:
         for name in ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "cuda_graph",
                      "num_tokens", "cache_hit_rate"):
             value = getattr(ev, name)
@@ -520,12 +588,12 @@ class CockpitModel:
                 if name in self.server_hist and not isinstance(value, bool):
                     self.server_hist[name].append(float(value))
         self.server_source = ev.source
-        return {"server"}
+        return SERVER
 
-    def _apply_result(self, ev: RequestResult) -> set[str]:
+    def _on_result(self, ev: RequestResult) -> Parts:
         sw = self.sweep
         if sw is None or ev.sweep_id != sw.sweep_id or ev.warmup:
-            return set()
+            return NOTHING
         if sw.concurrency is None or ev.concurrency == sw.concurrency:
             if len(sw.results) == sw.results.maxlen:
                 sw.chunks.pop(sw.results[0].request_id, None)
@@ -535,13 +603,13 @@ class CockpitModel:
         if not ev.ok:
             self._log(ev.t, "warning", "request", f"request {ev.request_id} at C={ev.concurrency} failed: "
                       f"{ev.error_class or 'error'} {ev.error}".strip())
-            return {"spread", "log"}
-        return {"spread"}
+            return frozenset({"spread", "log"})
+        return frozenset({"spread"})
 
-    def _apply_level(self, ev: LevelResult) -> set[str]:
+    def _on_level(self, ev: LevelResult) -> Parts:
         sw = self.sweep
         if sw is None or ev.sweep_id != sw.sweep_id:
-            return set()
+            return NOTHING
         sw.levels = [lv for lv in sw.levels if (lv.concurrency, lv.repeat) != (ev.concurrency, ev.repeat)]
         sw.levels.append(ev)
         sw.stragglers.extend(ev.stragglers)
@@ -562,9 +630,9 @@ class CockpitModel:
                       f"{ev.client_distorted}")
         if ev.stopped:
             self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
-        return {"curve", "levels", "stragglers", "log"}
+        return frozenset({"curve", "levels", "stragglers", "log"})
 
-    def _apply_switch(self, ev: ProfileSwitch) -> set[str]:
+    def _on_switch(self, ev: ProfileSwitch) -> Parts:
         self.last_switch = ev
         self.swap = None
         took = sum(ev.phases.values())
@@ -580,7 +648,7 @@ class CockpitModel:
             for line in ev.log_excerpt[-5:]:
                 self._log(ev.t, "error", "swap", f"  {line}")
         self._log(ev.t, sev, "swap", text)
-        return {"header", "log"}
+        return HEADER_LOG
 
     # ------------------------------------------------------------------ derived
     def imbalance(self) -> Imbalance | None:
@@ -607,6 +675,38 @@ class CockpitModel:
 
     def log_kinds(self) -> list[str]:
         return sorted({e.kind for e in self.logs})
+
+
+def _entry(kind: type[E], handler: Callable[[CockpitModel, E], Parts]) -> tuple[type[Event], Fold]:
+    """One row of the fold's table; mypy checks that the handler takes that event type."""
+    return kind, cast(Fold, handler)  # safe: _apply_one looks the handler up by the event's own type
+
+
+_FOLD: dict[type[Event], Fold] = dict([
+    _entry(GpuSample, CockpitModel._on_gpu_sample),
+    _entry(LogLine, CockpitModel._on_log_line),
+    _entry(ServerStats, CockpitModel._on_stats),
+    _entry(SweepProgress, CockpitModel._on_progress),
+    _entry(RequestResult, CockpitModel._on_result),
+    _entry(GpuCaps, CockpitModel._on_caps),
+    _entry(GpuProcs, CockpitModel._on_procs),
+    _entry(GpuEvent, CockpitModel._on_gpu_event),
+    _entry(SweepStarted, CockpitModel._on_sweep_started),
+    _entry(LevelStarted, CockpitModel._on_level_started),
+    _entry(LevelResult, CockpitModel._on_level),
+    _entry(SweepResult, CockpitModel._on_sweep_result),
+    _entry(SwapProgress, CockpitModel._on_swap_progress),
+    _entry(ProfileState, CockpitModel._on_profile_state),
+    _entry(ProfileSwitch, CockpitModel._on_switch),
+    _entry(Baseline, CockpitModel._on_baseline),
+    _entry(ConnectionState, CockpitModel._on_connection),
+    _entry(ServerHealth, CockpitModel._on_health),
+    _entry(ErrorEvent, CockpitModel._on_error),
+    _entry(Note, CockpitModel._on_note),
+    _entry(Marker, CockpitModel._on_marker),
+    _entry(Dropped, CockpitModel._on_dropped),
+])
+"""Event type -> the handler that folds it into the model (a type not listed changes nothing on screen)."""
 
 
 @dataclass
