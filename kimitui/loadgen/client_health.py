@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from kimitui.analysis.level_stats import quantile
 from kimitui.events import ClientHealth, ClientSummary, Event
+from kimitui.supervised import SupervisedTask
 
 TICK_S = 0.05
 
@@ -37,8 +38,11 @@ class _Level:
         self.samples = 0
 
 
-class HealthMonitor:
+class HealthMonitor(SupervisedTask):
+    """Ticks every 50 ms while started; one :class:`~kimitui.events.ClientHealth` per ``period_s``."""
+
     def __init__(self, sweep_id: str, host: str, emit: Callable[[Event], None], period_s: float = 1.0) -> None:
+        super().__init__()
         self.sweep_id = sweep_id
         self.host = host
         self.emit = emit
@@ -48,7 +52,6 @@ class HealthMonitor:
         self._lag_ms = 0.0
         self._due: float | None = None
         self._level: _Level | None = None
-        self._task: asyncio.Task[None] | None = None
         self._last_cpu, self._last_wall = time.process_time(), time.perf_counter()
 
     def dispatched(self, delay_ns: int) -> None:
@@ -58,18 +61,10 @@ class HealthMonitor:
         if self._level is not None:
             self._level_delays_ms.append(ms)
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
     async def stop(self) -> None:
         """Stop ticking; the last, partial second is still reported (a stall in it is not lost)."""
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+            await super().stop()
             if time.perf_counter() - self._last_wall >= TICK_S:
                 self._tick()
 

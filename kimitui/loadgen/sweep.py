@@ -235,7 +235,7 @@ class SweepEngine:
         spec = self.spec
         self.emit(SweepStarted(host=self.host, sweep_id=self.sweep_id, spec=spec, profile=self.profile))
         outcome, reason = "completed", ""
-        self.health.start()
+        await self.health.start()
         try:
             if self._setup_error:
                 raise ValueError(self._setup_error)

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from kimitui.events import ErrorEvent, Event, GpuEvent, LevelResult, LogLine, ReplayState, RequestResult
 from kimitui.recording import PathLike, Recording, RecordingIndex
 from kimitui.session import Session
+from kimitui.supervised import SupervisedTask
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ _BATCH = 500
 """Events published between yields to the loop, so consumers can drain."""
 
 
-class Replayer:
+class Replayer(SupervisedTask):
     """Re-publishes a recording into ``session`` at ``speed`` × real time."""
 
     def __init__(
@@ -65,6 +66,7 @@ class Replayer:
         history_s: float = 300.0,
         max_log_lines: int = 2000,
     ) -> None:
+        super().__init__()
         self.session = session
         self.index = RecordingIndex.load(recording)
         self._check_speed(speed)
@@ -78,7 +80,6 @@ class Replayer:
         self._changed = asyncio.Event()
         self._finished = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
         self._targets: dict[str, list[float]] = {}
         self._sparse: tuple[array, array] | None = None
         self.published = 0
@@ -138,25 +139,19 @@ class Replayer:
         self._changed.set()
 
     # -- controls ---------------------------------------------------------------
+    def _task_name(self) -> str:
+        return "replayer"
+
     async def start(self) -> None:
         """Start playing (or wait paused) in a background task."""
-        if self._task is None:
+        if not self.running:
             self._anchor_wall = asyncio.get_running_loop().time()
             self.session.publish(self._state())
-            self._task = asyncio.create_task(self._run(), name="replayer")
+            self._start_task()
 
     async def wait(self) -> None:
         """Until the last event has been published."""
         await self._finished.wait()
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     def pause(self) -> None:
         if self._playing:

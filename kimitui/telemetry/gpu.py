@@ -35,6 +35,7 @@ from kimitui.events import (
 )
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
+from kimitui.supervised import RestartingTask
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,10 @@ def bootstrap_payload(source: bytes | None = None) -> bytes:
     return f"{len(src)}\n".encode() + src
 
 
-class GpuStream:
+class GpuStream(RestartingTask):
     """Runs the GPU agent on ``host`` for as long as it is started; publishes GPU events."""
+
+    label = "GPU"
 
     def __init__(
         self,
@@ -139,25 +142,23 @@ class GpuStream:
         min_backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
     ) -> None:
-        self.host = host
+        super().__init__(host, reconnect_timeout_s=reconnect_timeout_s, min_backoff_s=min_backoff_s,
+                         max_backoff_s=max_backoff_s)
         self.session = session
         self.interval = interval
         self.backend = backend
+        self._backend = backend
+        """The backend the next agent starts with (nvidia-smi once pynvml turned out missing)."""
         self.python = python
         self.heartbeat_s = heartbeat_s
         self.ping_every_s = ping_every_s
         self.agent_args = agent_args
-        self.reconnect_timeout_s = reconnect_timeout_s
-        self.min_backoff_s = min_backoff_s
-        self.max_backoff_s = max_backoff_s
         self.uuids: dict[int, str] = {}
         self.caps: GpuCaps | None = None
         self.last_sample_t: float | None = None
         self.starts = 0
         """How many agents were started (1 + restarts)."""
-        self._task: asyncio.Task[None] | None = None
         self._stream: Stream | None = None
-        self._stopping = False
         self.bad_frames = 0
         """Frames skipped because kimitui could not turn them into events (all agents of this stream)."""
         self._bad_reported = 0
@@ -167,10 +168,13 @@ class GpuStream:
         """Wall time the current gap in telemetry began (None while streaming)."""
 
     # -- lifecycle -----------------------------------------------------------------
+    def _task_name(self) -> str:
+        return f"gpu-stream-{self.host.name}"
+
     async def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._stopping = False
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"gpu-stream-{self.host.name}")
+        if not self.running:
+            self._backend = self.backend  # each start tries the configured backend first
+        await super().start()
 
     async def stop(self) -> None:
         """Close the agent's stdin (it exits), stop the stream, end the task; idempotent."""
@@ -179,21 +183,10 @@ class GpuStream:
         if stream is not None:
             with contextlib.suppress(Exception):
                 await stream.close_stdin()
-        task = self._task
-        if task is not None and not task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(task), 3.0)
-            except (asyncio.TimeoutError, Exception):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await self._end_task(grace_s=3.0)
         if stream is not None:
             with contextlib.suppress(Exception):
                 await stream.stop(grace_s=1.0)
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
     # -- the loop ------------------------------------------------------------------
     def argv(self, backend: str | None = None) -> list[str]:
@@ -208,41 +201,17 @@ class GpuStream:
             args += ["--pythonpath", str(Path(kimitui.__file__).resolve().parents[1])]
         return args
 
-    async def _run(self) -> None:
-        backoff = self.min_backoff_s
-        backend = self.backend
-        while not self._stopping:
-            started = time.monotonic()
-            outcome = await self._run_once(backend)
-            if self._stopping:
-                return
-            if self._gap_since is None:  # the gap in the data began with the last sample received
-                self._gap_since = self.last_sample_t or time.time()
-            if outcome == "no_pynvml" and backend == "pynvml":
-                backend = "nvidia-smi"
-                self._error("pynvml is not importable on the host; falling back to nvidia-smi")
-                continue
-            if time.monotonic() - started > 10.0:
-                backoff = self.min_backoff_s  # it ran fine for a while: restart promptly
-            await self._wait_for_host(backoff)
-            backoff = min(backoff * 2, self.max_backoff_s)
-
-    async def _wait_for_host(self, delay: float) -> None:
-        """Back off while the host is up (the agent itself failed); wait for it while it is not."""
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None and not getattr(self.host, "connected", True):
-            while not self._stopping:
-                try:
-                    await wait_connected(timeout=self.reconnect_timeout_s)
-                    return
-                except HostError as exc:
-                    self._error("GPU host unreachable", str(exc))
-                    await asyncio.sleep(min(delay, self.max_backoff_s))
-                except Exception as exc:  # noqa: BLE001 - never raise into the caller
-                    self._error("waiting for the GPU host failed", repr(exc))
-                    await asyncio.sleep(delay)
-            return
-        await asyncio.sleep(delay)
+    async def _life(self) -> bool:
+        outcome = await self._run_once(self._backend)
+        if self._stopping:
+            return False
+        if self._gap_since is None:  # the gap in the data began with the last sample received
+            self._gap_since = self.last_sample_t or time.time()
+        if outcome == "no_pynvml" and self._backend == "pynvml":
+            self._backend = "nvidia-smi"
+            self._error("pynvml is not importable on the host; falling back to nvidia-smi")
+            return True
+        return False
 
     async def _run_once(self, backend: str) -> str:
         """One agent's life; returns why it ended: stopped, ended, lost, failed, no_pynvml."""

@@ -32,7 +32,6 @@ line count then continues from the old file's.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -41,6 +40,7 @@ from typing import Any
 from kimitui.events import ErrorEvent, LogLine
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
+from kimitui.supervised import RestartingTask
 from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, split_glued, to_event, to_stats
 
 MARK = "\x1e"
@@ -54,8 +54,10 @@ _TAIL_SCRIPT = (
 _JOURNAL_SCRIPT = 'exec 3<&0; journalctl "$@" </dev/null & p=$!; ' + _LIFELINE
 
 
-class LogFollower:
+class LogFollower(RestartingTask):
     """Follows one unit's journal or one file; ``cursor`` is where it would resume."""
+
+    label = "log"
 
     def __init__(
         self,
@@ -72,7 +74,7 @@ class LogFollower:
     ) -> None:
         if (unit is None) == (path is None):
             raise ValueError("LogFollower needs exactly one of unit= or path=")
-        self.host = host
+        super().__init__(host, reconnect_timeout_s=reconnect_timeout_s, max_backoff_s=max_backoff_s)
         self.session = session
         self.unit = unit
         self.path = path
@@ -80,23 +82,17 @@ class LogFollower:
         """Journal cursor of the last published entry, or the last published line number (file)."""
         self.backlog = backlog
         self.user_unit = user_unit
-        self.reconnect_timeout_s = reconnect_timeout_s
-        self.max_backoff_s = max_backoff_s
         self.source = f"journal:{unit}" if unit else str(path)
         self.lines = 0
         self.starts = 0
         self.bad_lines = 0
         """Lines whose conversion failed (a bug): each was still published, as plain text."""
         self._inode: str | None = None
-        self._task: asyncio.Task[None] | None = None
         self._stream: Stream | None = None
-        self._stopping = False
 
     # -- lifecycle -----------------------------------------------------------------
-    async def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._stopping = False
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"logs-{self.source}")
+    def _task_name(self) -> str:
+        return f"logs-{self.source}"
 
     async def stop(self) -> None:
         self._stopping = True
@@ -105,15 +101,7 @@ class LogFollower:
             with contextlib.suppress(Exception):
                 await stream.close_stdin()
                 await stream.stop(grace_s=1.0)
-        task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        await self._end_task()
 
     # -- commands ------------------------------------------------------------------
     def journal_argv(self) -> list[str]:
@@ -158,32 +146,11 @@ class LogFollower:
         return start
 
     # -- the loop ------------------------------------------------------------------
-    async def _run(self) -> None:
-        backoff = 1.0
-        while not self._stopping:
-            began = time.monotonic()
-            await self._run_once()
-            if self._stopping:
-                return
+    async def _life(self) -> bool:
+        await self._run_once()
+        if not self._stopping:
             self._error("log stream interrupted; resuming", f"cursor {self.cursor}")
-            if time.monotonic() - began > 10.0:
-                backoff = 1.0
-            await self._wait_for_host(backoff)
-            backoff = min(backoff * 2, self.max_backoff_s)
-
-    async def _wait_for_host(self, delay: float) -> None:
-        """Back off while the host is up (the command itself failed); wait for it while it is not."""
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is None or getattr(self.host, "connected", True):
-            await asyncio.sleep(delay)
-            return
-        while not self._stopping:
-            try:
-                await wait_connected(timeout=self.reconnect_timeout_s)
-                return
-            except Exception as exc:  # noqa: BLE001 - never raise into the caller
-                self._error("log host unreachable", str(exc))
-                await asyncio.sleep(delay)
+        return False
 
     async def _run_once(self) -> None:
         try:

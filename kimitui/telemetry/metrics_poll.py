@@ -21,7 +21,6 @@ carries none of the names kimitui reads (the cockpit's server gauges stay empty)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.events import ErrorEvent, ServerHealth, ServerInfo, ServerStats
 from kimitui.session import Session
+from kimitui.supervised import SupervisedTask
 
 # sglang gauge -> (ServerStats field, how ranks combine)
 _GAUGES: dict[str, tuple[str, str]] = {
@@ -210,8 +210,10 @@ def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, li
     return drift
 
 
-class MetricsPoller:
-    """Polls one SGLang server; ``start()``/``stop()``; publishes into the Session."""
+class MetricsPoller(SupervisedTask):
+    """Polls one SGLang server; ``start()``/``stop()``; publishes into the Session.
+
+    Its task runs one loop per endpoint (each on its own interval); stopping it ends them all."""
 
     def __init__(
         self,
@@ -232,6 +234,7 @@ class MetricsPoller:
         """``startup_grace_s``: a server still starting is not an error; until an endpoint
         first answers, its failures are only reported once this long has passed
         (``/health`` keeps publishing ``ok=False`` meanwhile)."""
+        super().__init__()
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.host = host
@@ -242,7 +245,6 @@ class MetricsPoller:
         self.health_timeout_s = health_timeout_s
         self._client = client
         self._own_client = client is None
-        self._tasks: list[asyncio.Task[None]] = []
         self.startup_grace_s = startup_grace_s
         self._started_at = 0.0
         self._ever_ok: set[str] = set()
@@ -262,34 +264,35 @@ class MetricsPoller:
         """A new profile is meant to run (after a swap): judge drift against it."""
         self.expected_args = dict(expected_args or {})
 
+    def _task_name(self) -> str:
+        return f"metrics-poller-{self.host}"
+
     async def start(self) -> None:
-        if self._tasks:
+        if self.running:
             return
         self._started_at = time.monotonic()
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
-        polls: dict[str, Callable[[], Awaitable[None]]] = {
-            "metrics": self.poll_metrics, "server_info": self.poll_server_info,
-            "loads": self.poll_loads, "health": self.poll_health,
-        }
-        loop = asyncio.get_running_loop()
-        for name, poll in polls.items():
-            interval = self.intervals[name]
-            if interval:
-                self._tasks.append(loop.create_task(self._loop(name, poll, interval), name=f"poll-{name}"))
+        self._start_task()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        await super().stop()
         if self._own_client and self._client is not None:
             await self._client.aclose()
             self._client = None
 
-    async def _loop(self, name: str, poll: Callable[[], Awaitable[None]], interval: float) -> None:
+    async def _run(self) -> None:
+        polls: dict[str, Callable[[], Awaitable[object]]] = {
+            "metrics": self.poll_metrics, "server_info": self.poll_server_info,
+            "loads": self.poll_loads, "health": self.poll_health,
+        }
+        async with asyncio.TaskGroup() as group:  # stopping cancels this task, and so every poll
+            for name, poll in polls.items():
+                interval = self.intervals[name]
+                if interval:
+                    group.create_task(self._loop(name, poll, interval), name=f"poll-{name}")
+
+    async def _loop(self, name: str, poll: Callable[[], Awaitable[object]], interval: float) -> None:
         while True:
             began = time.monotonic()
             try:
