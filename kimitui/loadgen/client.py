@@ -35,6 +35,7 @@ import functools
 import json
 import time
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -175,41 +176,24 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
     ``trace.cancel_reason`` set before cancelling the task (``aborted``,
     ``cancelled``) makes the request end incomplete instead of raising.
     """
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def expire() -> None:
-        if trace.end_ns is None and trace.cancel_reason is None:
-            trace.cancel_reason = "timeout"
-            task.cancel()
-
-    timer = loop.call_later(deadlines.total_s, expire)
     timeout = deadlines.aiohttp_timeout
     headers = {"Content-Type": "application/json", "X-Request-ID": trace.request_id}
     trace.sent_ns = _perf_ns()
     try:
-        async with http.post(url, data=body, headers=headers, timeout=timeout) as resp:
-            trace.headers_ns = _perf_ns()
-            trace.status = resp.status
-            if resp.status != 200:
-                text = (await resp.content.read(2048)).decode("utf-8", "replace")
-                trace.fail("http_status", f"HTTP {resp.status}: {text.strip()}")
-            else:
-                await _read_stream(resp.content, trace)
-                if trace.saw_done and not resp.content.at_eof():
-                    # Read the end of the HTTP response too, or aiohttp closes the connection instead
-                    # of keeping it for the slot's next request (a reconnect would land in its TTFT).
-                    with contextlib.suppress(asyncio.TimeoutError, aiohttp.ClientError):
-                        await asyncio.wait_for(resp.content.read(), DRAIN_S)
-    except asyncio.CancelledError:
-        if trace.cancel_reason is None:
-            raise
-        task.uncancel()
-        if trace.cancel_reason == "timeout":
-            trace.fail("timeout", timeout_message(trace, deadlines))
-        else:
-            trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
+        with TotalDeadline(trace, deadlines):
+            async with http.post(url, data=body, headers=headers, timeout=timeout) as resp:
+                trace.headers_ns = _perf_ns()
+                trace.status = resp.status
+                if resp.status != 200:
+                    text = (await resp.content.read(2048)).decode("utf-8", "replace")
+                    trace.fail("http_status", f"HTTP {resp.status}: {text.strip()}")
+                else:
+                    await _read_stream(resp.content, trace)
+                    if trace.saw_done and not resp.content.at_eof():
+                        # Read the end of the HTTP response too, or aiohttp closes the connection instead
+                        # of keeping it for the slot's next request (a reconnect would land in its TTFT).
+                        with contextlib.suppress(asyncio.TimeoutError, aiohttp.ClientError):
+                            await asyncio.wait_for(resp.content.read(), DRAIN_S)
     except aiohttp.SocketTimeoutError:
         trace.fail("stall", f"no data for {deadlines.stall_s:g} s (stall deadline)")
     except aiohttp.ConnectionTimeoutError as exc:
@@ -225,12 +209,60 @@ async def run_request(http: aiohttp.ClientSession, url: str | yarl.URL, body: by
     except aiohttp.ClientError as exc:
         trace.fail("reset" if trace.headers_ns is not None else "connect", f"{type(exc).__name__}: {exc}")
     finally:
-        timer.cancel()
         if trace.end_ns is None:
             trace.end_ns = _perf_ns()
     if trace.error_class is None and trace.status == 200 and not trace.saw_done and trace.finish_reason is None:
         trace.fail("reset", "stream ended before [DONE]")
     return trace
+
+
+class TotalDeadline:
+    """A request's total deadline, for both clients: one timer that cancels the request's task.
+
+    ``with TotalDeadline(trace, deadlines):`` around the request: when the timer fires first,
+    ``trace.cancel_reason`` becomes ``timeout`` and the task is cancelled; on the way out a
+    cancellation that has a reason (the timer's, or ``aborted``/``cancelled`` set by whoever
+    cancelled) is taken back and recorded as the request's failure, so the request ends
+    incomplete with what it measured.  A cancellation without a reason (from outside) goes on.
+    """
+
+    __slots__ = ("trace", "deadlines", "_in_s", "_task", "_timer")
+
+    def __init__(self, trace: RequestTrace, deadlines: Deadlines, in_s: float | None = None) -> None:
+        """``in_s``: seconds left until the deadline (default: the whole ``deadlines.total_s``)."""
+        self.trace = trace
+        self.deadlines = deadlines
+        self._in_s = deadlines.total_s if in_s is None else in_s
+        self._task: asyncio.Task[object] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __enter__(self) -> TotalDeadline:
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        assert self._task is not None
+        self._timer = loop.call_at(loop.time() + self._in_s, self._expire)
+        return self
+
+    def _expire(self) -> None:
+        trace = self.trace
+        if trace.end_ns is None and trace.cancel_reason is None and self._task is not None:
+            trace.cancel_reason = "timeout"
+            self._task.cancel()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if self._timer is not None:
+            self._timer.cancel()
+        trace = self.trace
+        if exc_type is None or not issubclass(exc_type, asyncio.CancelledError) or trace.cancel_reason is None:
+            return False
+        assert self._task is not None
+        self._task.uncancel()
+        if trace.cancel_reason == "timeout":
+            trace.fail("timeout", timeout_message(trace, self.deadlines))
+        else:
+            trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
+        return True
 
 
 def timeout_message(trace: RequestTrace, deadlines: Deadlines) -> str:

@@ -27,7 +27,7 @@ import time
 
 import yarl
 
-from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, timeout_message
+from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, TotalDeadline
 
 _perf_ns = time.perf_counter_ns
 _MAX_SIZE_LINE = 1024
@@ -369,43 +369,28 @@ async def run_request(pool: Pool, data: bytes, trace: RequestTrace, deadlines: D
     is only awaited.  ``trace.cancel_reason`` set before cancelling the task
     (``aborted``, ``cancelled``) makes the request end incomplete instead of raising.
     """
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def expire() -> None:
-        if trace.end_ns is None and trace.cancel_reason is None:
-            trace.cancel_reason = "timeout"
-            task.cancel()
-
-    timer = loop.call_at(loop.time() + deadlines.total_s - (_perf_ns() - trace.sent_ns) / 1e9
-                         if conn is not None else loop.time() + deadlines.total_s, expire)
+    remaining_s = (deadlines.total_s - (_perf_ns() - trace.sent_ns) / 1e9) if conn is not None else None
     try:
-        if conn is None:
-            # Until a write re-stamps it, "sent" is the connect attempt: a request that never connects
-            # (refused, EMFILE, timeout) then has sent = when it tried and e2e = until it failed,
-            # not whatever the trace was built with (0 in a burst).
-            trace.sent_ns = _perf_ns()
-            conn = await pool.acquire()
-            done = conn.send(trace, data)
-        else:
-            assert conn.done is not None
-            done = conn.done
-        await done
+        with TotalDeadline(trace, deadlines, remaining_s):
+            try:
+                if conn is None:
+                    # Until a write re-stamps it, "sent" is the connect attempt: a request that never connects
+                    # (refused, EMFILE, timeout) then has sent = when it tried and e2e = until it failed,
+                    # not whatever the trace was built with (0 in a burst).
+                    trace.sent_ns = _perf_ns()
+                    conn = await pool.acquire()
+                    done = conn.send(trace, data)
+                else:
+                    assert conn.done is not None
+                    done = conn.done
+                await done
+            except asyncio.CancelledError:
+                if conn is not None and conn.trace is trace:
+                    conn.abort()  # its response is still coming: the connection cannot carry another
+                raise
     except ConnectFailed as exc:
         trace.fail("connect", str(exc))
-    except asyncio.CancelledError:
-        if conn is not None and conn.trace is trace:
-            conn.abort()
-        if trace.cancel_reason is None:
-            raise
-        task.uncancel()
-        if trace.cancel_reason == "timeout":
-            trace.fail("timeout", timeout_message(trace, deadlines))
-        else:
-            trace.fail(trace.cancel_reason, f"cancelled: {trace.cancel_reason}")
     finally:
-        timer.cancel()
         if trace.end_ns is None:
             trace.end_ns = _perf_ns()
     return trace
