@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -21,10 +21,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from kimitui.sim import api
 from kimitui.sim.faults import RequestFault, internal_error_body
 from kimitui.sim.scheduler import Req
+from kimitui.sim.server_state import SimServerState
 from kimitui.sim.textgen import TokenStream, natural_length, stable_hash
-
-if TYPE_CHECKING:
-    from kimitui.sim.server import SimServer
 
 
 class SimulatedDrop(Exception):
@@ -64,27 +62,27 @@ def content_chunk_template(p: api.GenParams, model: str, created: int, chat: boo
     return head, tail
 
 
-class GenerationRoutes:
+class GenerationRoutes(SimServerState):
     """Endpoints that generate tokens through the scheduler."""
 
-    async def chat(self: SimServer, request: Request) -> Response:
+    async def chat(self, request: Request) -> Response:
         return await self._openai(request, "chat")
 
-    async def completions(self: SimServer, request: Request) -> Response:
+    async def completions(self, request: Request) -> Response:
         return await self._openai(request, "completion")
 
-    async def _read(self: SimServer, request: Request) -> Any:
+    async def _read(self, request: Request) -> Any:
         try:
             return await request.json()
         except ValueError as exc:
             raise api.BadRequest(f"invalid JSON body: {exc}") from exc
 
-    def _not_accepting(self: SimServer) -> Response | None:
+    def _not_accepting(self) -> Response | None:
         if self.accepting and self.sched is not None:
             return None
         return JSONResponse(api.error_body("The server is not ready yet (starting up).", 503, "ServiceUnavailableError"), status_code=503)
 
-    def _make_req(self: SimServer, p: api.GenParams) -> tuple[Req | None, Response | None]:
+    def _make_req(self, p: api.GenParams) -> tuple[Req | None, Response | None]:
         ctx = self.s.context_length
         if p.prompt_tokens >= ctx:  # SGLang 0.5.23 tokenizer_manager.py::_validate_one_request, first check
             msg = f"The input ({p.prompt_tokens} tokens) is longer than the model's context length ({ctx} tokens)."
@@ -118,7 +116,7 @@ class GenerationRoutes:
         )
         return req, None
 
-    async def _admit(self: SimServer, request: Request, parse: Any) -> tuple[Any, Req] | Response:
+    async def _admit(self, request: Request, parse: Any) -> tuple[Any, Req] | Response:
         """Parse the body and hand the request to the scheduler, or the response that refuses it."""
         refused = self._not_accepting()
         if refused:
@@ -134,7 +132,7 @@ class GenerationRoutes:
         self.sched.submit(req)
         return p, req
 
-    async def _openai(self: SimServer, request: Request, kind: str) -> Response:
+    async def _openai(self, request: Request, kind: str) -> Response:
         admitted = await self._admit(request, lambda body: api.parse_openai(body, kind))
         if isinstance(admitted, Response):
             return admitted
@@ -148,12 +146,12 @@ class GenerationRoutes:
         build = api.chat_response if kind == "chat" else api.completion_response
         return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
 
-    def _finish(self: SimServer, req: Req) -> tuple[str, Any]:
+    def _finish(self, req: Req) -> tuple[str, Any]:
         if req.finish_reason == "stop":
             return "stop", req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID
         return req.finish_reason or "length", None
 
-    async def _collect(self: SimServer, req: Req) -> tuple[str, list[tuple[float, int]]]:
+    async def _collect(self, req: Req) -> tuple[str, list[tuple[float, int]]]:
         parts: list[str] = []
         gaps: list[tuple[float, int]] = []
         last = None
@@ -174,19 +172,19 @@ class GenerationRoutes:
             self._record(req, gaps)
         return "".join(parts), gaps
 
-    async def _dropped_body(self: SimServer, req: Req) -> AsyncIterator[bytes]:
+    async def _dropped_body(self, req: Req) -> AsyncIterator[bytes]:
         await self._collect(req)
         raise SimulatedDrop(req.rid)
         yield b""  # pragma: no cover - makes this an async generator
 
-    def _record(self: SimServer, req: Req, gaps: list[tuple[float, int]]) -> None:
+    def _record(self, req: Req, gaps: list[tuple[float, int]]) -> None:
         if self.metrics is None:
             return
         now = time.monotonic()
         ttft = req.t_first - req.t_arrival if req.t_first is not None else None
         self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps, req.aborted or req.dropped)
 
-    async def _openai_stream(self: SimServer, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
+    async def _openai_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
         model = self.s.served_model_name
         created = int(time.time())
         chat = p.kind == "chat"
@@ -236,7 +234,7 @@ class GenerationRoutes:
                 req.abort()
             self._record(req, gaps)
 
-    async def generate(self: SimServer, request: Request) -> Response:
+    async def generate(self, request: Request) -> Response:
         admitted = await self._admit(request, api.parse_generate)
         if isinstance(admitted, Response):
             return admitted
@@ -248,11 +246,11 @@ class GenerationRoutes:
         text, _ = await self._collect(req)
         return JSONResponse(api.generate_body(p, text, self._ids(req, req.generated), self._native_finish(req), time.monotonic() - req.t_arrival))
 
-    def _ids(self: SimServer, req: Req, n: int) -> list[int]:
+    def _ids(self, req: Req, n: int) -> list[int]:
         base = stable_hash("ids", req.prompt_text) % 150000
         return [(base + i * 7919) % 160000 for i in range(n)]
 
-    def _native_finish(self: SimServer, req: Req) -> dict[str, Any] | None:
+    def _native_finish(self, req: Req) -> dict[str, Any] | None:
         if not req.finished:
             return None
         if req.finish_reason == "length":
@@ -261,7 +259,7 @@ class GenerationRoutes:
             return {"type": "abort", "message": "connection dropped"}
         return {"type": "stop", "matched": req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID}
 
-    async def _generate_stream(self: SimServer, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
+    async def _generate_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
         parts: list[str] = []
         gaps: list[tuple[float, int]] = []
         last = None

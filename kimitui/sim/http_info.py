@@ -9,24 +9,22 @@ reference/sglang.md section 3.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from kimitui.sim.prometheus import CONTENT_TYPE
-
-if TYPE_CHECKING:
-    from kimitui.sim.server import SimServer
+from kimitui.sim.server_state import SimServerState
 
 SGLANG_VERSION = "0.5.10"
 HEALTH_TIMEOUT_S = 20.0
 
 
-class InfoRoutes:
+class InfoRoutes(SimServerState):
     """Endpoints that report on the server; they never generate."""
 
-    async def health(self: SimServer, request: Request) -> Response:
+    async def health(self, request: Request) -> Response:
         if not self.ready or self.sched is None:
             return Response(status_code=503)
         if self.sched.stats.hung:
@@ -39,20 +37,20 @@ class InfoRoutes:
             return Response(status_code=503)
         return Response(status_code=200)
 
-    def _card(self: SimServer) -> dict[str, Any]:
+    def _card(self) -> dict[str, Any]:
         name = self.s.served_model_name
         return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name, "parent": None, "max_model_len": self.s.context_length}
 
-    async def models(self: SimServer, request: Request) -> Response:
+    async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self._card()]})
 
-    async def model_card(self: SimServer, request: Request) -> Response:
+    async def model_card(self, request: Request) -> Response:
         if request.path_params["model_id"] != self.s.served_model_name:
             msg = f"The model `{request.path_params['model_id']}` does not exist."
             return JSONResponse({"error": {"message": msg, "type": "invalid_request_error", "param": "model", "code": "model_not_found"}}, status_code=404)
         return JSONResponse(self._card())
 
-    def server_info_dict(self: SimServer) -> dict[str, Any]:
+    def server_info_dict(self) -> dict[str, Any]:
         args = self.s.server_args() | {"port": self.port}
         st = self.sched.stats if self.sched else None
         internal = dict(args)
@@ -83,14 +81,14 @@ class InfoRoutes:
             "sim_fault_rate": self.s.fault_rate,
         }
 
-    async def server_info(self: SimServer, request: Request) -> Response:
+    async def server_info(self, request: Request) -> Response:
         return JSONResponse(self.server_info_dict())
 
-    async def server_info_deprecated(self: SimServer, request: Request) -> Response:
+    async def server_info_deprecated(self, request: Request) -> Response:
         self.log.line("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
         return await self.server_info(request)
 
-    async def model_info(self: SimServer, request: Request) -> Response:
+    async def model_info(self, request: Request) -> Response:
         return JSONResponse(
             {
                 "model_path": self.s.model_path,
@@ -105,11 +103,11 @@ class InfoRoutes:
             }
         )
 
-    async def model_info_deprecated(self: SimServer, request: Request) -> Response:
+    async def model_info_deprecated(self, request: Request) -> Response:
         self.log.line("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
         return await self.model_info(request)
 
-    async def loads(self: SimServer, request: Request) -> Response:
+    async def loads(self, request: Request) -> Response:
         st = self.sched.stats if self.sched else None
         running = st.running if st else 0
         waiting = st.queue if st else 0
@@ -149,12 +147,12 @@ class InfoRoutes:
             }
         )
 
-    async def metrics_endpoint(self: SimServer, request: Request) -> Response:
+    async def metrics_endpoint(self, request: Request) -> Response:
         if self.metrics is None or self.sched is None:
             return PlainTextResponse("Not Found", status_code=404)
         return Response(self.metrics.render(self.sched.stats), media_type=CONTENT_TYPE)
 
-    async def flush_cache(self: SimServer, request: Request) -> Response:
+    async def flush_cache(self, request: Request) -> Response:
         text = (
             "Cache flushed.\nPlease check backend logs for more details. "
             "(When there are running or waiting requests, the operation will not be performed.)\n"

@@ -16,11 +16,14 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from kimitui.sim.faults import FaultPlan
 from kimitui.sim.gpus import GpuModel, write_idle, write_loop
@@ -100,6 +103,7 @@ class SimServer(InfoRoutes, GenerationRoutes):
         self.exit_code = 0
         self.port = settings.port
         self._stop: asyncio.Event | None = None
+        self._sched_task: asyncio.Task[None] | None = None
         self._uvicorn_log = logging.getLogger("uvicorn.error")
         self.app = self._build_app()
 
@@ -124,14 +128,14 @@ class SimServer(InfoRoutes, GenerationRoutes):
         app = Starlette(routes=routes)
         return app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry: counts HTTP requests/responses for /metrics, then the app."""
         if scope["type"] != "http" or self.metrics is None:
             await self.app(scope, receive, send)
             return
         status = {"code": 500}
 
-        async def send_wrapper(message: dict) -> None:
+        async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)
@@ -147,13 +151,11 @@ class SimServer(InfoRoutes, GenerationRoutes):
         if self._stop is not None:
             self._stop.set()
 
-    def _uv(self, message: str, *args: Any) -> None:
+    def _uv(self, message: str, *args: object) -> None:
         self._uvicorn_log.info(message, *args, extra={"sim_emit": True})
 
     async def _warmup(self) -> None:
         """SGLang's warm-up: GET /model_info, then an 8-token /generate, over real HTTP."""
-        import httpx
-
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.s.host, self.s.host)
         url = f"http://{_netloc(host)}:{self.port}"
         async with httpx.AsyncClient(timeout=None, trust_env=False) as client:
@@ -194,13 +196,13 @@ class SimServer(InfoRoutes, GenerationRoutes):
             backlog=4096,
         )
         server = uvicorn.Server(config)
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # we own SIGINT/SIGTERM
+        server.capture_signals = _no_signal_capture  # type: ignore[method-assign]  # we own SIGINT/SIGTERM, not uvicorn
         uv_task = asyncio.create_task(server.serve(sockets=[sock]), name="sim-uvicorn")
         gpu_model = GpuModel(self.s, os.getpid(), self.log.rank_title)
         gpu_task = asyncio.create_task(write_loop(gpu_model, self.boot, lambda: self.sched.stats if self.sched else None))
         boot_task = asyncio.create_task(self._boot(), name="sim-boot")
         stop_task = asyncio.create_task(self._stop.wait())
-        self._sched_task: asyncio.Task | None = None
+        self._sched_task = None
         try:
             done, _ = await asyncio.wait({boot_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
             if boot_task in done:
@@ -235,6 +237,12 @@ class SimServer(InfoRoutes, GenerationRoutes):
         return self.exit_code
 
 
+@contextlib.contextmanager
+def _no_signal_capture() -> Iterator[None]:
+    """Stands in for uvicorn's ``capture_signals``: the server installs its own handlers."""
+    yield
+
+
 def _netloc(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
@@ -253,7 +261,7 @@ def run_server(settings: ServerSettings) -> int:
     """Foreground entry point for ``kimitui sim serve``: returns the exit code."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):
-            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # TextIO does not declare it; a stream without it is suppressed
     try:
         sock = bind(settings.host, settings.port)
     except OSError as exc:
@@ -263,7 +271,7 @@ def run_server(settings: ServerSettings) -> int:
     sim = SimServer(settings)
     loop_factory = None
     try:
-        import uvloop
+        import uvloop  # optional: not installed on Windows
 
         loop_factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency off Windows

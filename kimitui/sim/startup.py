@@ -57,15 +57,42 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
             "CustomAllreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
             "To silence this warning, specify disable_custom_all_reduce=True explicitly."
         )
-    # -- distributed init
+    await _init_distributed(plan, log, clock, boot)
+    avail = await _load_weights(settings, model, plan, log, clock, boot, GPU_TOTAL_GB - BASE_USAGE_GB)
+    avail = await _allocate_kv_cache(model, plan, log, clock, boot, avail)
+    if not settings.disable_cuda_graph:
+        avail = await _capture_cuda_graphs(settings, model, plan, log, clock, boot, avail)
+    log.line(
+        f"max_total_num_tokens={model.max_total_num_tokens}, chunked_prefill_size={settings.chunked_prefill_size}, "
+        f"max_prefill_tokens={settings.max_prefill_tokens}, max_running_requests={model.max_running_requests}, "
+        f"context_len={settings.context_length}, available_gpu_mem={avail:.2f} GB",
+        rank=0,
+    )
+    boot.enter("warmup")
+
+
+async def _init_distributed(plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState) -> None:
     boot.enter("starting")
     log.all_ranks("Init torch distributed begin.")
     t0 = time.monotonic()
     await clock.sleep(plan["dist"])
     boot.mem_used_gb = BASE_USAGE_GB
     log.all_ranks(f"Init torch distributed ends. elapsed={time.monotonic() - t0:.2f} s, mem usage={BASE_USAGE_GB:.2f} GB")
-    # -- weights
-    avail = GPU_TOTAL_GB - BASE_USAGE_GB
+
+
+def _fail(log: SimLog, boot: BootState, first: str, rest: list[str], rank: int, why: str) -> StartupFailed:
+    """SGLang's error text for a start-up fault, the boot marked failed; the exception to raise."""
+    log.line(first, rank=rank)
+    log.raw("".join(line + "\n" for line in rest))
+    log.line("Received sigquit from a child process. It usually means the child failed.")
+    boot.enter("failed")
+    return StartupFailed(why)
+
+
+async def _load_weights(
+    settings: ServerSettings, model: PerfModel, plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState, avail: float
+) -> float:
+    """The shards loading (fault ``crash_load`` part-way); returns the memory left."""
     boot.enter("loading")
     log.all_ranks(f"Load weight begin. avail mem={avail:.2f} GB")
     t0 = time.monotonic()
@@ -79,11 +106,7 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
             log.raw(_shard_line(shard, time.monotonic() - t0))
         if settings.fault == "crash_load" and shard == NUM_SHARDS * 2 // 5:
             first, rest = crash_load_lines()
-            log.line(first, rank=3 % settings.tp_size)
-            log.raw("".join(line + "\n" for line in rest))
-            log.line("Received sigquit from a child process. It usually means the child failed.")
-            boot.enter("failed")
-            raise StartupFailed("crash during weight load")
+            raise _fail(log, boot, first, rest, 3 % settings.tp_size, "crash during weight load")
     avail -= model.weights_gb
     log.all_ranks(
         f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={MODEL_CLASS}, quant=compressed-tensors, "
@@ -91,7 +114,10 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
     )
     if settings.enable_eplb:
         log.all_ranks(f"[EPLBManager] system started, will rebalance per {settings.eplb_rebalance_num_iterations} iterations.")
-    # -- KV cache
+    return avail
+
+
+async def _allocate_kv_cache(model: PerfModel, plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState, avail: float) -> float:
     boot.enter("kv")
     await clock.sleep(plan["kv"])
     tokens = model.max_total_num_tokens
@@ -100,49 +126,44 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
     avail -= kv_gb
     log.all_ranks(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}, KV size: {kv_gb:.2f} GB")
     log.all_ranks(f"Memory pool end. avail mem={avail:.2f} GB")
-    # -- CUDA graphs
-    if not settings.disable_cuda_graph:
-        boot.enter("graph")
-        log.all_ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
-        sizes = capture_batch_sizes(settings.cuda_graph_max_bs)
-        log.line(f"Capture cuda graph bs {sizes}", rank=0)
+    return avail
+
+
+async def _capture_cuda_graphs(
+    settings: ServerSettings, model: PerfModel, plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState, avail: float
+) -> float:
+    """The tqdm bar of graph captures, largest batch first (fault ``oom_start`` part-way), then the draft's."""
+    boot.enter("graph")
+    log.all_ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
+    sizes = capture_batch_sizes(settings.cuda_graph_max_bs)
+    log.line(f"Capture cuda graph bs {sizes}", rank=0)
+    t0 = time.monotonic()
+    step_s = plan["graph"] / len(sizes)
+    graph_gb = model.graph_gb
+    oom_at = len(sizes) // 3 if settings.fault == "oom_start" else -1
+    for i, bs in enumerate(reversed(sizes)):  # largest first, like SGLang
+        now_avail = avail - graph_gb * i / len(sizes)
+        log.raw("\r" + tqdm_bar(f"Capturing batches (bs={bs} avail_mem={now_avail:.2f} GB)", i, len(sizes), time.monotonic() - t0))
+        if i == oom_at:
+            log.raw("\n")
+            first, rest = oom_lines(now_avail, 0.75 + bs * 0.004)
+            raise _fail(log, boot, first, rest, 0, "out of memory at start-up")
+        await clock.sleep(step_s)
+        boot.progress = (i + 1) / len(sizes)
+        boot.mem_used_gb += graph_gb / len(sizes)
+    last = f"Capturing batches (bs={sizes[0]} avail_mem={avail - graph_gb:.2f} GB)"
+    log.raw("\r" + tqdm_bar(last, len(sizes), len(sizes), time.monotonic() - t0) + "\n")
+    avail -= graph_gb
+    log.all_ranks(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={graph_gb:.2f} GB. avail mem={avail:.2f} GB.")
+    if settings.speculative:  # the EAGLE/MTP draft model captures its own graphs
+        draft_gb = 0.4
+        log.all_ranks(f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
         t0 = time.monotonic()
-        step_s = plan["graph"] / len(sizes)
-        graph_gb = model.graph_gb
-        oom_at = len(sizes) // 3 if settings.fault == "oom_start" else -1
-        for i, bs in enumerate(reversed(sizes)):  # largest first, like SGLang
-            now_avail = avail - graph_gb * i / len(sizes)
-            log.raw("\r" + tqdm_bar(f"Capturing batches (bs={bs} avail_mem={now_avail:.2f} GB)", i, len(sizes), time.monotonic() - t0))
-            if i == oom_at:
-                log.raw("\n")
-                first, rest = oom_lines(now_avail, 0.75 + bs * 0.004)
-                log.line(first, rank=0)
-                log.raw("".join(line + "\n" for line in rest))
-                log.line("Received sigquit from a child process. It usually means the child failed.")
-                boot.enter("failed")
-                raise StartupFailed("out of memory at start-up")
-            await clock.sleep(step_s)
-            boot.progress = (i + 1) / len(sizes)
-            boot.mem_used_gb += graph_gb / len(sizes)
-        last = f"Capturing batches (bs={sizes[0]} avail_mem={avail - graph_gb:.2f} GB)"
-        log.raw("\r" + tqdm_bar(last, len(sizes), len(sizes), time.monotonic() - t0) + "\n")
-        avail -= graph_gb
-        log.all_ranks(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={graph_gb:.2f} GB. avail mem={avail:.2f} GB.")
-        if settings.speculative:  # the EAGLE/MTP draft model captures its own graphs
-            draft_gb = 0.4
-            log.all_ranks(f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
-            t0 = time.monotonic()
-            await clock.sleep(plan["draft_graph"])
-            boot.mem_used_gb += draft_gb
-            avail -= draft_gb
-            log.all_ranks(f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={draft_gb:.2f} GB. avail mem={avail:.2f} GB.")
-    log.line(
-        f"max_total_num_tokens={tokens}, chunked_prefill_size={settings.chunked_prefill_size}, "
-        f"max_prefill_tokens={settings.max_prefill_tokens}, max_running_requests={model.max_running_requests}, "
-        f"context_len={settings.context_length}, available_gpu_mem={avail:.2f} GB",
-        rank=0,
-    )
-    boot.enter("warmup")
+        await clock.sleep(plan["draft_graph"])
+        boot.mem_used_gb += draft_gb
+        avail -= draft_gb
+        log.all_ranks(f"Capture draft cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage={draft_gb:.2f} GB. avail mem={avail:.2f} GB.")
+    return avail
 
 
 def _shard_line(n: int, elapsed: float) -> str:
