@@ -315,9 +315,8 @@ class SseSplitter:
                 if len(pending) > MAX_LINE:
                     return self._too_long()
                 return True
-            data = pending + data
-            if type(data) is not bytes:
-                data = bytes(data)
+            joined = pending + data
+            data = joined if type(joined) is bytes else bytes(joined)
             self.pending = b""
         lines = data.split(b"\n")
         tail = lines.pop()
@@ -351,7 +350,7 @@ class SseSplitter:
                 self.trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """``value``'s JSON type in words, for an error a person reads."""
     if value is None:
         return "null"
@@ -359,7 +358,7 @@ def _kind(value: Any) -> str:
             dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def _brief(value: Any) -> str:
+def _brief(value: object) -> str:
     """A short printable form of a parsed value (never raises: deep nesting has no repr)."""
     if type(value) is str:
         return value[:300]
@@ -369,11 +368,18 @@ def _brief(value: Any) -> str:
         return f"<{_kind(value)}>"
 
 
-def _bad(trace: RequestTrace, field: str, value: Any, expected: str, payload: bytes) -> bool:
+def _bad(trace: RequestTrace, field: str, value: object, expected: str, payload: bytes) -> bool:
     """A chunk of the wrong shape: the request ends ``malformed`` with what was wrong, where."""
     what = f"{_kind(value)} {_brief(value)[:40]}" if type(value) in (int, float, str, bool) else _kind(value)
     trace.fail("malformed", f"stream chunk's {field} is {what}, not {expected}: {payload[:120]!r}")
     return False
+
+
+def _stream_error(trace: RequestTrace, obj: dict[str, Any], err: object) -> bool:
+    """An error event in the stream (rare, so off :func:`_on_payload`'s path): the request fails."""
+    msg = err.get("message", err) if type(err) is dict else (err or obj.get("message", ""))
+    trace.fail("stream_error", f"error in stream: {_brief(msg)}")
+    return True  # SGLang still sends [DONE]
 
 
 def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
@@ -402,9 +408,7 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         return False
     err = obj.get("error")
     if err is not None or obj.get("object") == "error":
-        msg = err.get("message", err) if type(err) is dict else (err or obj.get("message", ""))
-        trace.fail("stream_error", f"error in stream: {_brief(msg)}")
-        return True  # SGLang still sends [DONE]
+        return _stream_error(trace, obj, err)
     usage = obj.get("usage")
     ct = None
     if usage is not None:
@@ -428,16 +432,12 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         delta = choice.get("delta")
         if delta and type(delta) is not dict:
             return _bad(trace, "choices[0].delta", delta, "an object", payload)
-        text = delta and (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
-        if text:
-            if type(text) is not str:
-                return _bad(trace, "choices[0].delta text", text, "a string", payload)
-            if ct is not None and trace.cum_usage is not None:
-                n = ct - trace.cum_usage
-                n = n if n > 0 else 1
-            elif ct is not None:
-                n = ct if ct > 0 else 1
-            else:
+        said = delta and (delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+        if said:
+            if type(said) is not str:
+                return _bad(trace, "choices[0].delta text", said, "a string", payload)
+            n = 1 if ct is None else ct - (trace.cum_usage or 0)  # the tokens since the last text chunk
+            if n < 1:
                 n = 1
             if n != 1:
                 trace.multi_token = True
