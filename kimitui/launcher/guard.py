@@ -20,21 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import tomli_w
 
 from kimitui.events import Baseline
-
-STATE_ENV = "KIMITUI_STATE_DIR"
-
+from kimitui.paths import state_dir
+from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, load_profile, scan_profiles, single_knob_alternatives
+from kimitui.profiles.diff import show_value
+from kimitui.profiles.loader import user_dir
 
 # --------------------------------------------------------------------------- the baseline store
-
-
-def state_dir() -> Path:
-    """Where kimitui keeps small state on the operator's machine (``$KIMITUI_STATE_DIR`` overrides)."""
-    env = os.environ.get(STATE_ENV)
-    return Path(env) if env else Path(platformdirs.user_state_dir("kimitui"))
 
 
 def _store_path() -> Path:
@@ -49,10 +43,10 @@ def _read_store() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def mark_baseline(host: str, profile: Any) -> Baseline:
+def mark_baseline(host: str, profile: Profile | str) -> Baseline:
     """Remember ``profile`` (a Profile or a name) as the known-good one on ``host``; returns the event."""
-    name = str(getattr(profile, "name", profile))
-    source = getattr(profile, "source_path", None)
+    name = profile.name if isinstance(profile, Profile) else profile
+    source = profile.source_path if isinstance(profile, Profile) else None
     store = _read_store()
     store[host] = {"profile": name, "path": str(source) if source else None, "marked_at": time.time()}
     path = _store_path()
@@ -71,10 +65,8 @@ def baseline_name(host: str, running: str | None = None) -> str | None:
     return running
 
 
-def load_baseline(host: str, running: str | None = None, extra_dirs: list[str] | None = None) -> Any | None:
+def load_baseline(host: str, running: str | None = None, extra_dirs: list[str] | None = None) -> Profile | None:
     """The baseline as a Profile (by its recorded path first, then by name); None if there is none."""
-    from kimitui.profiles import ProfileError, load_profile
-
     entry = _read_store().get(host)
     candidates: list[str] = []
     if isinstance(entry, dict):
@@ -119,19 +111,15 @@ class GuardReport:
 
     def lines(self) -> list[str]:
         """The message, the per-knob changes and the warnings, for a terminal or a dialog."""
-        from kimitui.profiles.diff import _show
-
         out = [self.message]
-        out += [f"  {k}: {_show(a)} -> {_show(b)}" for k, (a, b) in self.changes.items()]
+        out += [f"  {k}: {show_value(a)} -> {show_value(b)}" for k, (a, b) in self.changes.items()]
         out += self.warnings
         if self.variants:
             out.append("single-knob alternatives: " + ", ".join(v.name for v in self.variants))
         return out
 
 
-def _no_effect_warnings(target: Any) -> list[str]:
-    from kimitui.profiles import lint_profile
-
+def _no_effect_warnings(target: Profile) -> list[str]:
     out = []
     for issue in lint_profile(target):
         if issue.severity != "error" and issue.field == "num_continuous_decode_steps":
@@ -169,14 +157,12 @@ def variant_name(baseline: str, knob: str, value: Any) -> str:
     return f"{baseline}-{short}{_slug(value)}" if short in _SHORT.values() else f"{baseline}-{short}-{_slug(value)}"
 
 
-def check(baseline: Any, target: Any, *, candidates: list[Any] | None = None) -> GuardReport:
+def check(baseline: Profile, target: Profile, *, candidates: list[Profile] | None = None) -> GuardReport:
     """Compare ``target`` with ``baseline`` (Profiles); offer single-knob variants when confounded.
 
     ``candidates``: profiles to look through for existing single-knob alternatives
     (default: every profile on the search path).
     """
-    from kimitui.profiles import diff_profiles, single_knob_alternatives
-
     diff = diff_profiles(baseline, target)
     report = GuardReport(baseline=baseline.name, target=target.name, changes=dict(diff.changes))
     report.confounded = diff.confounded
@@ -195,13 +181,11 @@ def check(baseline: Any, target: Any, *, candidates: list[Any] | None = None) ->
         )
     if n > 1:
         if candidates is None:
-            from kimitui.profiles import scan_profiles
-
             try:
                 candidates, _broken = scan_profiles()  # a broken profile elsewhere hides no suggestion
             except Exception:  # noqa: BLE001 - the warning stands even if profiles cannot be listed
                 candidates = []
-        existing = {}
+        existing: dict[str, Profile] = {}
         for p in single_knob_alternatives(baseline, target, candidates):
             (knob,) = diff_profiles(baseline, p).changes
             existing.setdefault(knob, p)
@@ -222,8 +206,6 @@ def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> li
     Into ``out_dir`` or the user's profile dir.  An existing file is never overwritten.
     Returns the paths of the variant files (written now or already there).
     """
-    from kimitui.profiles.loader import user_dir
-
     target_dir = Path(out_dir) if out_dir is not None else user_dir()
     target_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -246,12 +228,12 @@ def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> li
     return paths
 
 
-def sweep_notice(host: str, running: Any, *, extra_dirs: list[str] | None = None) -> GuardReport | None:
+def sweep_notice(host: str, running: Profile, *, extra_dirs: list[str] | None = None) -> GuardReport | None:
     """For a sweep about to start on ``running``: the guard report vs the host's baseline, or None.
 
     None when there is no baseline or the running profile is the baseline itself.
     """
     base = load_baseline(host, None, extra_dirs)
-    if base is None or base.name == getattr(running, "name", None):
+    if base is None or base.name == running.name:
         return None
     return check(base, running)

@@ -32,7 +32,7 @@ class ProfileDiff:
 
     def lines(self) -> list[str]:
         """``num_continuous_decode_steps: 8 -> 16``, one line per changed knob."""
-        return [f"{knob}: {_show(old)} -> {_show(new)}" for knob, (old, new) in self.changes.items()]
+        return [f"{knob}: {show_value(old)} -> {show_value(new)}" for knob, (old, new) in self.changes.items()]
 
     def warning(self) -> str | None:
         """``confounded: 2 knobs changed (enable_eplb, num_continuous_decode_steps)`` or None."""
@@ -46,7 +46,8 @@ class ProfileDiff:
         return {k: [old, new] for k, (old, new) in self.changes.items()}
 
 
-def _show(value: Any) -> str:
+def show_value(value: object) -> str:
+    """A knob's value as the diff prints it: ``(default)`` for unset, TOML's true/false, a quoted odd string."""
     if value is None:
         return "(default)"
     if isinstance(value, bool):

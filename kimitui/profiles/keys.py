@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kimitui.paths import state_dir
 from kimitui.profiles.schema import PROFILE_KEYS, Profile
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,6 @@ def assign_keys(profiles: Sequence[Profile] | Mapping[str, str | None], order: S
 
 
 def memory_path() -> Path:
-    from kimitui.launcher.guard import state_dir  # noqa: PLC0415  (the one state directory kimitui keeps)
-
     return state_dir() / MEMORY_FILE
 
 
