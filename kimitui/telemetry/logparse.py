@@ -51,6 +51,8 @@ from typing import Any, NamedTuple
 from kimitui.events import LogLine, ServerStats
 
 Fields = dict[str, Any]
+Value = bool | int | float | str
+"""A value read from a log line: a number or a flag when it is one, else its text."""
 
 
 class Parsed(NamedTuple):
@@ -87,7 +89,7 @@ def _float(text: str) -> float | str:
     return text
 
 
-def _ratio(i: Any, n: Any) -> float | None:
+def _ratio(i: object, n: object) -> float | None:
     """``i / n`` as progress (0..1) when both are sane counts, else None; never overflows."""
     if type(i) is int and type(n) is int and n > 0 and i >= 0:
         return min(i, n) / n
@@ -193,7 +195,7 @@ def _slug(key: str) -> str:
     return _SLUG.sub("_", key.lower()).strip("_") or "key"
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> Value:
     """A log value as int / float / bool when it is one (finite, not absurdly long), else the text."""
     if text == "True":
         return True
@@ -370,16 +372,8 @@ def _gb_fields(text: str, fields: Fields) -> None:
 
 def _startup(msg: str, fields: Fields) -> bool:
     """Startup steps; True when ``msg`` was one."""
-    if "Capturing " in msg:
-        m = _CAPTURING.search(msg)
-        if m:
-            i, n = _int(m.group(5)), _int(m.group(6))
-            fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=_ratio(i, n))
-            fields["bs" if m.group(1) == "batches" else "num_tokens"] = _int(m.group(2))
-            fields["avail_mem_gb"] = _float(m.group(3))
-            if m.group(1) != "batches":
-                fields["graph"] = "piecewise"
-            return True
+    if "Capturing " in msg and _capturing(msg, fields):
+        return True
     if "Load weight " in msg:
         if "Load weight begin" in msg:
             fields.update(step="weights", phase="begin", progress=0.0)
@@ -410,17 +404,8 @@ def _startup(msg: str, fields: Fields) -> bool:
             fields["kv_tokens"] = _int(m.group(2))
         _gb_fields(msg, fields)
         return True
-    if msg.startswith("Capture ") and (" begin." in msg or " end." in msg):
-        m = _CAPTURE_BEGIN_END.match(msg)  # match, not search: each "Capture " re-scanned the rest
-        if m:
-            what = m.group(1).lower()  # "cuda graph", "piecewise cuda graph", "draft extend cuda graph"...
-            fields.update(step="cuda_graph", phase=m.group(2))
-            fields["progress"] = 0.0 if m.group(2) == "begin" else 1.0
-            fields["graph"] = "piecewise" if "piecewise" in what else "draft" if "draft" in what else "main"
-            fields["graph_backend"] = what.split("graph")[0].split()[-1] if "graph" in what else what
-            _elapsed(msg, fields)
-            _gb_fields(msg, fields)
-            return True
+    if msg.startswith("Capture ") and (" begin." in msg or " end." in msg) and _capture_begin_end(msg, fields):
+        return True
     if msg.startswith("Capture cuda graph bs"):
         m = _GRAPH_BS.search(msg)
         sizes = [_int(x) for x in m.group(1).replace(",", " ").split()] if m else []
@@ -462,6 +447,35 @@ def _startup(msg: str, fields: Fields) -> bool:
         fields.update(step="uvicorn", phase="startup")
         return True
     return False
+
+
+def _capturing(msg: str, fields: Fields) -> bool:
+    """A CUDA-graph capture's progress bar line; True when it was one."""
+    m = _CAPTURING.search(msg)
+    if not m:
+        return False
+    i, n = _int(m.group(5)), _int(m.group(6))
+    fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=_ratio(i, n))
+    fields["bs" if m.group(1) == "batches" else "num_tokens"] = _int(m.group(2))
+    fields["avail_mem_gb"] = _float(m.group(3))
+    if m.group(1) != "batches":
+        fields["graph"] = "piecewise"
+    return True
+
+
+def _capture_begin_end(msg: str, fields: Fields) -> bool:
+    """``Capture <which> cuda graph begin./end.``; True when it was one."""
+    m = _CAPTURE_BEGIN_END.match(msg)  # match, not search: each "Capture " re-scanned the rest
+    if not m:
+        return False
+    what = m.group(1).lower()  # "cuda graph", "piecewise cuda graph", "draft extend cuda graph"...
+    fields.update(step="cuda_graph", phase=m.group(2))
+    fields["progress"] = 0.0 if m.group(2) == "begin" else 1.0
+    fields["graph"] = "piecewise" if "piecewise" in what else "draft" if "draft" in what else "main"
+    fields["graph_backend"] = what.split("graph")[0].split()[-1] if "graph" in what else what
+    _elapsed(msg, fields)
+    _gb_fields(msg, fields)
+    return True
 
 
 def _elapsed(msg: str, fields: Fields) -> None:
@@ -677,7 +691,7 @@ def _ranks(tags: str, fields: Fields) -> None:
         hit = ({n.lower(): int(v) for n, v in found}, "_".join(n + v for n, v in found)) if found else None
         if len(_RANK_CACHE) < 4096 and len(tags) <= 128:
             _RANK_CACHE[tags] = hit
-    if hit is not None:
+    if isinstance(hit, tuple):  # not None, nor the False of "not cached"
         fields["ranks"] = dict(hit[0])
         fields["rank"] = hit[1]
 
@@ -821,7 +835,7 @@ def to_event(
 _STATS_KEYS = ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "num_tokens")
 
 
-def _figure(val: Any) -> float | None:
+def _figure(val: object) -> float | None:
     """A stats figure: a finite int/float (not bool), else None (text, huge, inf, nan, anything else)."""
     if type(val) is float:
         return val if math.isfinite(val) else None
