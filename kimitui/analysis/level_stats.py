@@ -46,6 +46,7 @@ import json
 import math
 import re
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from kimitui.events import ClientSummary, LevelResult, LevelStatus, Percentiles, RequestResult, Straggler, SweepSpec
@@ -347,9 +348,8 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
     status, reason = _status_from_counts(len(measured), len(ok), len(measured) - len(ok), failures,
                                          aborted=aborted, cut=cut, max_error_rate=spec.max_error_rate)
     ttft = percentiles([r.ttft_s for r in ok])
-    extra = {"t": t} if t is not None else {}
     return LevelResult(
-        **extra,
+        t=time.time() if t is None else t,  # as the event's own default would
         host=host,
         sweep_id=sweep_id,
         concurrency=concurrency,

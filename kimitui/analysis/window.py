@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kimitui.events import GpuSample, LogLine
 
@@ -49,6 +50,21 @@ class WindowView:
         return max(temps, key=lambda g: g.temp_max or 0.0) if temps else None
 
 
+_Timed = TypeVar("_Timed", GpuSample, LogLine)
+
+
+@dataclass
+class _GpuSpan:
+    """One GPU's readings gathered across a window, before they are summed up."""
+
+    n: int = 0
+    util: list[float] = field(default_factory=list)
+    pcie: list[float] = field(default_factory=list)
+    temp: list[float] = field(default_factory=list)
+    power: list[float] = field(default_factory=list)
+    thr: list[str] = field(default_factory=list)
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -71,7 +87,7 @@ class EventHistory:
         return len(self._gpu) + len(self._logs)
 
     @staticmethod
-    def _slice(ring: deque, start: float, end: float) -> list:  # type: ignore[type-arg]
+    def _slice(ring: deque[_Timed], start: float, end: float) -> list[_Timed]:
         items = list(ring)
         times = [e.t for e in items]
         if any(b < a for a, b in zip(times, times[1:])):  # out-of-order arrivals: sort once
@@ -95,22 +111,22 @@ class EventHistory:
 
 def summarize_gpus(samples: list[GpuSample], before: list[GpuSample] | None = None) -> list[GpuWindowSummary]:
     """Per-GPU min/mean utilisation, PCIe peak, max temperature and power, throttle reasons."""
-    per: dict[int, dict[str, list]] = {}  # type: ignore[type-arg]
+    per: dict[int, _GpuSpan] = {}
     for sample in samples:
         for r in sample.gpus:
-            d = per.setdefault(r.index, {"util": [], "pcie": [], "temp": [], "power": [], "thr": [], "n": []})
-            d["n"].append(1)
+            d = per.setdefault(r.index, _GpuSpan())
+            d.n += 1
             if r.util_pct is not None:
-                d["util"].append(r.util_pct)
+                d.util.append(r.util_pct)
             if r.pcie_tx_kbps is not None or r.pcie_rx_kbps is not None:
-                d["pcie"].append((r.pcie_tx_kbps or 0.0) + (r.pcie_rx_kbps or 0.0))
+                d.pcie.append((r.pcie_tx_kbps or 0.0) + (r.pcie_rx_kbps or 0.0))
             if r.temp_c is not None:
-                d["temp"].append(r.temp_c)
+                d.temp.append(r.temp_c)
             if r.power_w is not None:
-                d["power"].append(r.power_w)
+                d.power.append(r.power_w)
             for reason in r.throttle_reasons or []:
-                if reason not in d["thr"]:
-                    d["thr"].append(reason)
+                if reason not in d.thr:
+                    d.thr.append(reason)
     before_util: dict[int, list[float]] = {}
     for sample in before or []:
         for r in sample.gpus:
@@ -121,13 +137,13 @@ def summarize_gpus(samples: list[GpuSample], before: list[GpuSample] | None = No
         d = per[index]
         out.append(GpuWindowSummary(
             index=index,
-            samples=len(d["n"]),
-            util_min=min(d["util"]) if d["util"] else None,
-            util_mean=_mean(d["util"]),
+            samples=d.n,
+            util_min=min(d.util) if d.util else None,
+            util_mean=_mean(d.util),
             util_before=_mean(before_util.get(index, [])),
-            pcie_peak_kbps=max(d["pcie"]) if d["pcie"] else None,
-            temp_max=max(d["temp"]) if d["temp"] else None,
-            power_max=max(d["power"]) if d["power"] else None,
-            throttle=tuple(d["thr"]),
+            pcie_peak_kbps=max(d.pcie) if d.pcie else None,
+            temp_max=max(d.temp) if d.temp else None,
+            power_max=max(d.power) if d.power else None,
+            throttle=tuple(d.thr),
         ))
     return out
