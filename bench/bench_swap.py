@@ -26,7 +26,7 @@ from pathlib import Path
 from kimitui.events import Event, SwapProgress
 from kimitui.host.local import LocalHost
 from kimitui.launcher.process import ProcessLauncher
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.session import Session
 
 READY = "The server is fired up and ready to roll!"
@@ -105,7 +105,7 @@ async def main() -> int:
     try:
         for i in range(args.swaps):
             marks.clear()
-            out = await swap(host, names[i % 2], session=session, launcher=launcher, timeout=120)
+            out = await swap(host, names[i % 2], SwapOptions(timeout=120), session=session, launcher=launcher)
             if not out.ok:
                 print(f"swap {i} failed: {out.reason}", file=sys.stderr)
                 return 1

@@ -499,7 +499,7 @@ class LiveController:
         self._spawn(self._swap(profile))
 
     async def _swap(self, profile: str) -> None:
-        from kimitui.launcher.swap import swap
+        from kimitui.launcher.swap import SwapOptions, swap
 
         try:
             sim_args: tuple[str, ...] = ()
@@ -513,8 +513,8 @@ class LiveController:
                     target = self._target(profile)
                 except ProfileError:
                     target = profile  # the swap refuses it in its own words
-            outcome = await swap(self._host, target, session=self.session, extra_dirs=self.profile_dirs,
-                                 sim_args=sim_args)
+            outcome = await swap(self._host, target, SwapOptions(extra_dirs=tuple(self.profile_dirs), sim_args=sim_args),
+                                 session=self.session)
             self._started_here = self._started_here or outcome.ok
             self._busy = None
             if outcome.record is not None:

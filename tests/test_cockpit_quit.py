@@ -15,7 +15,7 @@ import pytest
 from kimitui.cockpit import LiveController
 from kimitui.host.local import LocalHost
 from kimitui.launcher.select import find_running
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 from tests.test_cockpit import _until, sim_home  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.timeout(180)
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 
 async def test_quit_during_a_swap_finishes_it_and_leaves_the_found_server_running(sim_home: Path) -> None:
     async with LocalHost("sim", simulated=True) as host:  # someone else's server, running before the cockpit starts
-        first = await swap(host, "ep8-tuned", timeout=60)
+        first = await swap(host, "ep8-tuned", SwapOptions(timeout=60))
         assert first.ok, first.reason
     c = LiveController(record=False, autostart=False)
     sub = c.session.subscribe("t", maxsize=100_000)

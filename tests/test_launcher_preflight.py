@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.plan import plan_swap
-from kimitui.launcher.swap import check_flags, swap
+from kimitui.launcher.swap import SwapOptions, check_flags, swap
 from kimitui.profiles import load_profile
 
 if TYPE_CHECKING:
@@ -55,8 +55,7 @@ async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(s
         stranger.listen()
         assert await ports.listening(host, sim_env.port)
         target = sim_env.profile("t", "ep8-tuned")
-        out = await swap(host, str(target), session=sim_env.session, launcher=sim_env.launcher(host), timeout=30,
-                         port_wait_s=0.3)
+        out = await swap(host, str(target), SwapOptions(timeout=30, port_wait_s=0.3), session=sim_env.session, launcher=sim_env.launcher(host))
         assert out.outcome == "failed" and f"port {sim_env.port}" in out.reason
         assert "did not start" in out.reason
         assert stranger.fileno() != -1 and await ports.listening(host, sim_env.port)
@@ -92,7 +91,7 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
     session.add_sink(events.append)
     try:
         launcher = ProcessLauncher(host, simulated=True, state_dir=str(tmp_path / "state"))
-        out = await swap(host, "ep8-tuned", session=session, launcher=launcher, timeout=5)
+        out = await swap(host, "ep8-tuned", SwapOptions(timeout=5), session=session, launcher=launcher)
     finally:
         await host.close()
     assert out.outcome == "failed" and "gpu" in out.reason and not out.ok
@@ -100,7 +99,7 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
 
 
 async def test_an_unknown_profile_is_refused_with_the_search_path(tmp_path: Path) -> None:
-    out = await swap(LocalHost("sim"), "no-such-profile", timeout=5)
+    out = await swap(LocalHost("sim"), "no-such-profile", SwapOptions(timeout=5))
     assert out.outcome == "failed" and "refused" in out.reason and "no profile named 'no-such-profile'" in out.reason
 
 
@@ -119,7 +118,7 @@ async def test_a_second_swap_on_the_same_host_is_refused_while_one_runs(tmp_path
                 break
             await asyncio.sleep(0.02)
         launcher = ProcessLauncher(LocalHost("sim"), simulated=True, state_dir=str(state))
-        out = await swap(LocalHost("sim"), "ep8-tuned", launcher=launcher, timeout=5)
+        out = await swap(LocalHost("sim"), "ep8-tuned", SwapOptions(timeout=5), launcher=launcher)
         assert out.outcome == "failed" and "another swap is running on sim" in out.reason
         assert await launcher.current() is None  # nothing was touched
     finally:

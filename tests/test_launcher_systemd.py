@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kimitui.launcher.base import LaunchError
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
 from kimitui.profiles import load_profile, render_unit
 
@@ -49,7 +49,7 @@ async def _systemd_story(host, env: SimEnv, root: Path) -> None:
     good = _systemd_profile(env, "good", "ep8-tuned", unit)
     bad = _systemd_profile(env, "bad", "ep8-eplb", unit, fault="oom_start")
 
-    first = await swap(host, str(good), session=env.session, launcher=launcher, timeout=60)
+    first = await swap(host, str(good), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert first.ok, first.reason
     unit_file = units / f"{unit}.service"
     assert unit_file.read_text() == render_unit(load_profile(str(good)), simulated=True)
@@ -60,7 +60,7 @@ async def _systemd_story(host, env: SimEnv, root: Path) -> None:
     assert first.record.journal_cursor is None or first.record.journal_cursor.startswith("s=fake")
     good_unit = unit_file.read_text()
 
-    out = await swap(host, str(bad), session=env.session, launcher=launcher, timeout=60)
+    out = await swap(host, str(bad), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert out.outcome == "rolled_back" and out.serving == "good", out.reason
     assert "out of memory" in out.reason
     assert unit_file.read_text() == good_unit  # restored from the backup
@@ -144,7 +144,7 @@ async def test_a_swap_that_fails_before_writing_its_unit_leaves_the_running_unit
         launcher = SystemdLauncher(host, unit_dir=str(units), state_dir=str(sim_env.state), simulated=True, unit=unit)
         (units / f"{unit}.service").write_text(OPERATORS_UNIT)
         good = _systemd_profile(sim_env, "good", "ep8-tuned", unit)
-        assert (await swap(host, str(good), session=sim_env.session, launcher=launcher, timeout=60)).ok
+        assert (await swap(host, str(good), SwapOptions(timeout=60), session=sim_env.session, launcher=launcher)).ok
         good_unit = (units / f"{unit}.service").read_text()
         other = _systemd_profile(sim_env, "other", "ep8-eplb", unit)
         other_port = other.read_text().replace(f"port = {sim_env.port}", f"port = {sim_env.port + 1}")
@@ -152,7 +152,7 @@ async def test_a_swap_that_fails_before_writing_its_unit_leaves_the_running_unit
         with socket.socket() as stranger:  # the target's port is taken: the swap fails before start()
             stranger.bind(("127.0.0.1", sim_env.port + 1))
             stranger.listen()
-            out = await swap(host, str(other), session=sim_env.session, launcher=launcher, timeout=60, port_wait_s=0.2)
+            out = await swap(host, str(other), SwapOptions(timeout=60, port_wait_s=0.2), session=sim_env.session, launcher=launcher)
         assert out.outcome == "rolled_back" and "port" in out.reason
         assert (units / f"{unit}.service").read_text() == good_unit  # not the operator's .bak from the first swap
         assert (await launcher.current()).profile == "good"

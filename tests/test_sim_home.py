@@ -21,7 +21,7 @@ from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.select import find_running
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.sim import gpustate
 from tests.support.launcher_env import free_port, stop_everything, write_profile
 from tests.support.simserver import start_sim
@@ -63,7 +63,7 @@ async def test_two_state_dirs_on_one_account_never_see_each_others_simulated_ser
             launcher = ProcessLauncher(host, simulated=True)
             assert await launcher.state_dir() == str(alice / "kimitui" / "sim")
             assert gpustate.state_path() == alice / "kimitui" / "sim" / "gpus.json"
-            out = await swap(host, str(good), timeout=60)
+            out = await swap(host, str(good), SwapOptions(timeout=60))
             assert out.ok, out.reason
             theirs = await launcher.current()
             assert theirs is not None and theirs.record_path.startswith(str(alice / "kimitui" / "sim"))
@@ -74,14 +74,13 @@ async def test_two_state_dirs_on_one_account_never_see_each_others_simulated_ser
             assert await find_running(host) is None  # not "found running": alice's server is not bob's
             assert gpustate.read_state().phase == "idle"  # nor are her GPUs
             # bob's swap to the same port is refused by that port, naming alice's server; it lives on
-            refused = await swap(host, str(good), timeout=30, port_wait_s=0.3)
+            refused = await swap(host, str(good), SwapOptions(timeout=30, port_wait_s=0.3))
             assert refused.outcome == "failed", refused
             assert f"pid {theirs.pid}" in refused.reason and "kimitui sim serve" in refused.reason, refused.reason
             assert await ProcessLauncher(LocalHost("alice"), simulated=True,
                                          state_dir=str(alice / "kimitui" / "sim")).alive(theirs)
             # and his swap elsewhere starts his own server, again without stopping hers
-            mine = await swap(host, str(write_profile(homes / "profiles", "mine", "ep8-tuned", port=free_port())),
-                              timeout=60)
+            mine = await swap(host, str(write_profile(homes / "profiles", "mine", "ep8-tuned", port=free_port())), SwapOptions(timeout=60))
             assert mine.ok and mine.previous is None, mine
             assert await ProcessLauncher(LocalHost("alice"), simulated=True,
                                          state_dir=str(alice / "kimitui" / "sim")).alive(theirs)

@@ -25,7 +25,7 @@ from kimitui.commands.status import collect
 from kimitui.host.local import LocalHost
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.supervisor import last_swap
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 
 pytest_plugins = ["tests.support.launcher_env"]
 
@@ -149,7 +149,7 @@ async def _chain(host: Any, env: Any, ssh: dict[str, Any] | None, kind: str) -> 
     b = env.profile("eplb", "ep8-eplb")
     crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
     launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
-    first = await swap(host, str(a), launcher=launcher, timeout=TIMEOUT_S)
+    first = await swap(host, str(a), SwapOptions(timeout=TIMEOUT_S), launcher=launcher)
     assert first.ok, first.reason
     serving, results = "base", []
     for moment, expected in GOOD_MOMENTS if kind == "good" else CRASH_MOMENTS:
@@ -220,7 +220,7 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
     try:
         async with server.make_host("sim-ssh") as host:
             launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
-            assert (await swap(host, str(env.profile("base", "ep8-tuned")), launcher=launcher, timeout=TIMEOUT_S)).ok
+            assert (await swap(host, str(env.profile("base", "ep8-tuned")), SwapOptions(timeout=TIMEOUT_S), launcher=launcher)).ok
             crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
             session, dropped = Session(host=host.name), []
 
@@ -232,8 +232,7 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
             session.add_sink(drop_once_started)
             events: list = []
             session.add_sink(events.append)
-            out = await swap(host, str(crashy), session=session, launcher=launcher, timeout=TIMEOUT_S,
-                             rollback_timeout=TIMEOUT_S)
+            out = await swap(host, str(crashy), SwapOptions(timeout=TIMEOUT_S, rollback_timeout=TIMEOUT_S), session=session, launcher=launcher)
             assert dropped, (out.outcome, out.reason, [(e.kind, getattr(e, 'phase', None)) for e in events][:12])
             await dropped[0]
             assert out.outcome == "rolled_back" and out.serving == "base", out.reason
@@ -269,7 +268,7 @@ async def test_sigkill_during_a_systemd_swap_leaves_one_unit_serving(sim_env, fa
     crashy = write_profile(sim_env.profiles, "crashy", "ep8-eplb", port=sim_env.port, body=body, fault="crash_load")
     async with LocalHost("sim", simulated=True) as host:
         launcher = SystemdLauncher(host, unit_dir=str(units), state_dir=str(sim_env.state), simulated=True, unit=unit)
-        assert (await swap(host, str(a), launcher=launcher, timeout=TIMEOUT_S)).ok
+        assert (await swap(host, str(a), SwapOptions(timeout=TIMEOUT_S), launcher=launcher)).ok
         serving = "base"
         try:
             for kind, moment, expected in SYSTEMD_MOMENTS:

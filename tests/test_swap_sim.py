@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from kimitui.launcher.readiness import PHASES
-from kimitui.launcher.swap import swap
+from kimitui.launcher.swap import SwapOptions, swap
 
 if TYPE_CHECKING:
     from tests.support.launcher_env import SimEnv
@@ -44,10 +44,10 @@ async def _swap_story(host, env: SimEnv) -> None:
     # extra simulator options ride along (the profiles say time_scale 100)
     launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state), sim_args=("--time-scale", "90"))
 
-    first = await swap(host, str(a), session=env.session, launcher=launcher, timeout=60)
+    first = await swap(host, str(a), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert first.ok and first.serving == "base" and first.previous is None, first.reason
 
-    second = await swap(host, str(b), session=env.session, launcher=launcher, timeout=60)
+    second = await swap(host, str(b), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert second.ok, second.reason
     assert second.previous == "base" and second.serving == "eplb"
     order = _phases_in_order(env.events, "eplb")
@@ -75,7 +75,7 @@ async def _swap_story(host, env: SimEnv) -> None:
     # a profile with a lint error is refused before anything is touched
     broken = env.profile("broken", "ep8-tuned", body="ep_size = 3")  # 3 does not divide tp_size 8
     before = (await launcher.current()).run_id
-    out = await swap(host, str(broken), session=env.session, launcher=launcher, timeout=60)
+    out = await swap(host, str(broken), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert out.outcome == "failed" and "refused by preflight" in out.reason and "ep_size" in out.reason
     assert out.serving == "eplb" and (await launcher.current()).run_id == before
 
@@ -87,7 +87,7 @@ async def test_swap_reports_progress_in_order_and_serves_locally_and_over_ssh(bo
 async def _fault_story(host, env: SimEnv) -> None:
     good = env.profile("good", "ep8-tuned")
     launcher = env.launcher(host)
-    assert (await swap(host, str(good), session=env.session, launcher=launcher, timeout=60)).ok
+    assert (await swap(host, str(good), SwapOptions(timeout=60), session=env.session, launcher=launcher)).ok
 
     expected = {"crash_load": "scheduler exception", "oom_start": "out of memory", "hang": "watchdog"}
     for fault, words in expected.items():
@@ -95,7 +95,7 @@ async def _fault_story(host, env: SimEnv) -> None:
         # fault_after_s 0: a hang starts right at "ready", so the warm-up request is the one that hangs
         bad = env.profile(f"bad-{fault.replace('_', '-')}", "ep8-eplb", body="watchdog_timeout = 20.0", fault=fault,
                           fault_after_s=0.0)
-        out = await swap(host, str(bad), session=env.session, launcher=launcher, timeout=60)
+        out = await swap(host, str(bad), SwapOptions(timeout=60), session=env.session, launcher=launcher)
         assert out.outcome == "rolled_back", (host.name, fault, out.reason)
         assert not out.ok and out.serving == "good" and out.previous == "good"
         assert words in out.reason, (host.name, fault, out.reason)
@@ -118,7 +118,7 @@ async def _fault_story(host, env: SimEnv) -> None:
 
     # a start that never gets ready: the readiness timeout, then the same rollback
     slow = env.profile("slow", "ep8-eplb", startup_s=3000.0)  # 30 s of wall time at time-scale 100
-    out = await swap(host, str(slow), session=env.session, launcher=launcher, timeout=2.0)
+    out = await swap(host, str(slow), SwapOptions(timeout=2.0), session=env.session, launcher=launcher)
     assert out.outcome == "rolled_back" and out.serving == "good", out.reason
     assert "not ready within the timeout" in out.reason
     assert [r.profile for r in await launcher.records() if await launcher.alive(r)] == ["good"]
@@ -134,7 +134,7 @@ async def test_failed_swap_with_nothing_to_roll_back_to_says_so(sim_env: SimEnv)
     host = LocalHost("sim")
     launcher = sim_env.launcher(host)
     bad = sim_env.profile("crashy", "ep8-tuned", fault="crash_load")
-    out = await swap(host, str(bad), session=sim_env.session, launcher=launcher, timeout=60)
+    out = await swap(host, str(bad), SwapOptions(timeout=60), session=sim_env.session, launcher=launcher)
     assert out.outcome == "failed" and out.serving is None and "scheduler exception" in out.reason
     assert await launcher.current() is None
     assert sim_env.kinds("profile_switch")[-1].outcome == "failed"
@@ -149,7 +149,7 @@ async def test_a_swap_over_ssh_survives_the_link_dropping_during_start_up(sim_en
         async with server.make_host("sim-ssh") as host:
             launcher = sim_env.launcher(host)
             target = sim_env.profile("slowish", "ep8-tuned", startup_s=250.0)  # ~2.5 s at time-scale 100
-            task = asyncio.create_task(swap(host, str(target), session=sim_env.session, launcher=launcher, timeout=60))
+            task = asyncio.create_task(swap(host, str(target), SwapOptions(timeout=60), session=sim_env.session, launcher=launcher))
             for _ in range(400):
                 if any(e.kind == "swap_progress" and e.phase == "weights" for e in sim_env.events):
                     break

@@ -9,9 +9,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kimitui.host.base import Host
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("stop", help="stop the server kimitui started on the host")
     p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
@@ -24,11 +30,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command module is imported to build the parser,
+    # and `kimitui --help` should not pay for rich and the launchers.
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.host.base import HostError
     from kimitui.commands.common import open_host
+    from kimitui.host.base import HostError
 
     console = Console(highlight=False)
     try:
@@ -43,8 +51,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 2
 
 
-async def _stop(console, host, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    from rich.markup import escape
+async def _stop(console: Console, host: Host, args: argparse.Namespace) -> int:
+    from rich.markup import escape  # lazily, as in _run
 
     from kimitui.launcher.base import LaunchError
     from kimitui.launcher.select import find_running

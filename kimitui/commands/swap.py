@@ -10,10 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from kimitui.host.base import Host
+    from kimitui.launcher.base import RunRecord
+    from kimitui.launcher.swap import SwapOutcome
+    from kimitui.profiles import Profile
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -22,7 +27,7 @@ EXIT_NOT_SERVING = 1
 EXIT_USAGE = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("swap", help="swap the server to another profile (progress, rollback on failure)")
     p.add_argument("profile", metavar="NAME|PATH")
     p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
@@ -45,10 +50,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command module is imported to build the parser,
+    # and `kimitui --help` should not pay for rich, the launchers and the profiles.
     from rich.console import Console
     from rich.markup import escape
 
     from kimitui.commands.common import HostChoiceError, open_host
+    from kimitui.host.base import HostError
     from kimitui.launcher.profiles import load
     from kimitui.profiles import ProfileError
 
@@ -68,8 +76,6 @@ async def _run(args: argparse.Namespace) -> int:
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return EXIT_USAGE
     target = _on_sim_port(args, host, target)
-    from kimitui.host.base import HostError
-
     try:
         return await _swap(console, host, target, args, extra)
     except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
@@ -77,12 +83,13 @@ async def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-async def _swap(console: "Console", host, target, args: argparse.Namespace, extra: list[str]) -> int:  # type: ignore[no-untyped-def]
-    from rich.markup import escape
+async def _swap(console: "Console", host: "Host", target: "Profile", args: argparse.Namespace, extra: list[str]) -> int:
+    from rich.markup import escape  # lazily, as in _run
 
     from kimitui.commands.common import SwapBar
     from kimitui.launcher.select import find_running
-    from kimitui.launcher.swap import swap
+    from kimitui.launcher.swap import SwapOptions, swap
+    from kimitui.recording import RecordingError, RecordingWriter
     from kimitui.session import Session
 
     async with host:
@@ -94,8 +101,6 @@ async def _swap(console: "Console", host, target, args: argparse.Namespace, extr
         session = Session(host=host.name)
         writer = None
         if args.out:
-            from kimitui.recording import RecordingError, RecordingWriter
-
             try:
                 writer = RecordingWriter(args.out, hosts=[host.name], meta={"command": "swap"}).start()
             except (RecordingError, OSError) as exc:
@@ -105,8 +110,8 @@ async def _swap(console: "Console", host, target, args: argparse.Namespace, extr
         try:
             with SwapBar(console) as bar:
                 session.add_sink(bar)
-                outcome = await swap(host, target, session=session, timeout=args.timeout,
-                                     extra_dirs=extra, flag_check=args.check_flags)
+                options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags)
+                outcome = await swap(host, target, options, session=session)
         finally:
             path = await writer.aclose() if writer is not None else None
         if path is not None:
@@ -115,9 +120,9 @@ async def _swap(console: "Console", host, target, args: argparse.Namespace, extr
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
 
 
-def _on_sim_port(args: argparse.Namespace, host: Any, target: Any) -> Any:
+def _on_sim_port(args: argparse.Namespace, host: "Host", target: "Profile") -> "Profile":
     """On the simulated host, ``kimitui --sim-port N`` (else ``[sim] port``) is where every profile serves."""
-    from kimitui.config import load_config
+    from kimitui.config import load_config  # lazily, as in _run
     from kimitui.launcher.select import is_simulated_host
 
     port = getattr(args, "sim_port", None) or load_config(getattr(args, "config", None)).sim.port
@@ -126,9 +131,9 @@ def _on_sim_port(args: argparse.Namespace, host: Any, target: Any) -> Any:
     return target
 
 
-def _show_plan(console: "Console", host: str, running, target, extra: list[str]) -> None:
+def _show_plan(console: "Console", host: str, running: "RunRecord | None", target: "Profile", extra: list[str]) -> None:
     """What changes: vs the running profile, and the confound guard vs the baseline."""
-    from rich.markup import escape
+    from rich.markup import escape  # lazily, as in _run
 
     from kimitui.launcher import guard
     from kimitui.launcher.profiles import load
@@ -153,8 +158,8 @@ def _show_plan(console: "Console", host: str, running, target, extra: list[str])
             console.print(f"[{style}]{escape(line)}[/]" if i == 0 else escape(line))
 
 
-def _show_outcome(console: "Console", host: str, outcome) -> None:
-    from rich.markup import escape
+def _show_outcome(console: "Console", host: str, outcome: "SwapOutcome") -> None:
+    from rich.markup import escape  # lazily, as in _run
 
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in outcome.phases.items())
     if outcome.ok:

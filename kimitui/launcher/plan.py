@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimitui.launcher import guard
+from kimitui.profiles import Profile, diff_profiles, lint_profile
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,8 @@ class SwapPlan:
     """Single-knob alternatives (profile names) offered instead of a confounded change."""
 
 
-def plan_swap(target: Any, *, running: Any | None, baseline: Any | None) -> SwapPlan:
-    """``target``, ``running``, ``baseline``: Profiles (``running``/``baseline`` may be None)."""
-    from kimitui.profiles import diff_profiles, lint_profile
-
+def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | None) -> SwapPlan:
+    """What swapping ``running`` (None: nothing runs) to ``target`` would change, judged against ``baseline``."""
     errors = [f"{i.field}: {i.message}" for i in lint_profile(target) if i.severity == "error"]
     changes: dict[str, tuple[Any, Any]] = {}
     if running is not None:
@@ -54,8 +53,8 @@ def plan_swap(target: Any, *, running: Any | None, baseline: Any | None) -> Swap
         warnings += guard.check(target, target).warnings
     return SwapPlan(
         target=target.name,
-        running=getattr(running, "name", None),
-        baseline=getattr(baseline, "name", None),
+        running=running.name if running is not None else None,
+        baseline=baseline.name if baseline is not None else None,
         changes=changes,
         confounded=confounded,
         warnings=warnings,

@@ -2,41 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-from kimitui.host.base import Host
-from kimitui.launcher.base import Launcher
+from kimitui.host.base import Host, HostError
+from kimitui.launcher.base import LaunchError, Launcher, RunRecord
+from kimitui.launcher.process import ProcessLauncher
+from kimitui.launcher.systemd import SystemdLauncher
+from kimitui.profiles import Profile
 
 
 def is_simulated_host(host: Host) -> bool:
     """A simulated host runs the simulator instead of SGLang (``Host.simulated``; else the name ``sim``)."""
-    flag = getattr(host, "simulated", None)
-    return bool(flag) if flag is not None else host.name == "sim"
+    return bool(host.simulated) if host.simulated is not None else host.name == "sim"
 
 
-def launcher_for(host: Host, profile: Any | None = None, *, simulated: bool | None = None, **kwargs: Any) -> Launcher:
+def launcher_for(host: Host, profile: Profile | None = None, *, simulated: bool | None = None,
+                 sim_args: Sequence[str] = ()) -> Launcher:
     """ProcessLauncher on the simulated host or for ``launcher.kind = "process"``; else SystemdLauncher."""
-    from kimitui.launcher.process import ProcessLauncher
-
     sim = is_simulated_host(host) if simulated is None else simulated
-    kind = getattr(getattr(profile, "launcher", None), "kind", "process")
+    kind = profile.launcher.kind if profile is not None else "process"
     if sim or kind == "process":
-        return ProcessLauncher(host, simulated=sim, **kwargs)
-    from kimitui.launcher.systemd import SystemdLauncher
-
-    kwargs.pop("sim_args", None)
-    return SystemdLauncher(host, **kwargs)
+        return ProcessLauncher(host, simulated=sim, sim_args=sim_args)
+    return SystemdLauncher(host)
 
 
 async def find_running(
     host: Host, *, unit: str | None = None, simulated: bool | None = None, state_dir: str | None = None
-) -> tuple[Launcher, Any] | None:
+) -> tuple[Launcher, RunRecord] | None:
     """The server kimitui started on ``host`` and its launcher: plain process first, then systemd."""
-    from kimitui.host.base import HostError
-    from kimitui.launcher.base import LaunchError
-    from kimitui.launcher.process import ProcessLauncher
-    from kimitui.launcher.systemd import SystemdLauncher
-
     sim = is_simulated_host(host) if simulated is None else simulated
     candidates: list[Launcher] = [ProcessLauncher(host, simulated=sim, state_dir=state_dir)]
     if not sim:

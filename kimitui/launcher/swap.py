@@ -1,6 +1,6 @@
 """A profile swap that never leaves the operator without a working server.
 
-``swap(host, target, session=...)``:
+``swap(host, target, SwapOptions(...), session=...)``:
 
 1. preflight: lint the target (errors stop here, nothing is touched); optionally
    check every flag against the host's ``launch_server --help``;
@@ -25,9 +25,9 @@ import posixpath
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kimitui.events import Event, ProfileState, ProfileSwitch, SwapProgress
 from kimitui.host.base import Host, HostError, HostUnavailable, Stream
@@ -35,9 +35,13 @@ from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.hostlock import HostBusy, swap_lock
 from kimitui.launcher.http_ready import NotHealthy, client, served_model, wait_healthy, warmup
+from kimitui.launcher.process import ProcessLauncher
+from kimitui.launcher.profiles import argv_for, env_for, load, sim_python
 from kimitui.launcher.readiness import PHASE_LABELS, PHASES, Readiness, Step
 from kimitui.launcher.select import find_running, launcher_for
 from kimitui.launcher.supervisor import Detached, Supervisor, await_outcome, supervised
+from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
+from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, render_argv, render_unit
 from kimitui.session import Session
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -46,6 +50,9 @@ DEFAULT_TIMEOUT_S = 1800.0
 LIVENESS_INTERVAL_S = 0.5
 AFTER_FATAL_S = 0.3
 """After a fatal line, keep reading this long so the excerpt holds the traceback that follows."""
+
+SwapResult = Literal["ok", "failed", "rolled_back", "rollback_failed"]
+ServerState = Literal["unknown", "stopped", "starting", "serving", "failed", "rolled_back", "stopping"]
 
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
 """One swap at a time per host within this process, per event loop (a lock is bound to its loop)."""
@@ -61,11 +68,41 @@ class SwapFailed(Exception):
         self.record = record
 
 
+@dataclass(frozen=True)
+class SwapOptions:
+    """How one swap runs: its time limits, what it checks, and how the target starts.
+
+    The defaults are the cockpit's; a test or ``kimitui swap`` sets what it needs."""
+
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Bounds the target's start, to serving."""
+    rollback_timeout: float = DEFAULT_TIMEOUT_S
+    """Bounds the known-good previous server's start after a failure (its own, longer, limit)."""
+    rollback: bool = True
+    do_warmup: bool = True
+    """One request after ``/health`` answers, so a server that cannot generate is caught."""
+    flag_check: bool = False
+    """Check every flag against the host's ``launch_server --help`` (a real host only)."""
+    port_wait_s: float = 10.0
+    stop_grace_s: float | None = None
+    """TERM-to-KILL grace when stopping; ``None``: the profile's ``launcher.stop_timeout_s``."""
+    base_url: str | None = None
+    """Where the target answers, when not where its profile says (a proxy, a tunnel)."""
+    extra_dirs: tuple[str, ...] = ()
+    """Profile folders searched besides the shipped ones and the user's."""
+    sim_args: tuple[str, ...] = ()
+    """Extra ``kimitui sim serve`` options on a simulated host (e.g. ``("--time-scale", "20")``)."""
+    simulated: bool | None = None
+    """Whether the host is simulated; ``None``: the host says."""
+    previous_profile: Profile | None = None
+    """The profile that runs now, for the diff; ``None``: loaded from its run record."""
+
+
 @dataclass
 class SwapOutcome:
     """How a swap ended.  ``ok`` only when the target serves."""
 
-    outcome: str
+    outcome: SwapResult
     """``ok``, ``failed`` (refused or nothing to roll back to), ``rolled_back``, ``rollback_failed``."""
     target: str
     previous: str | None
@@ -95,7 +132,7 @@ def server_url(host: Host, bind_host: str | None, port: int | None) -> str:
     """Where kimitui reaches the server: the host's address for wildcard/loopback binds."""
     addr = bind_host or "127.0.0.1"
     if addr in _LOOPBACK or addr in _WILDCARD:
-        addr = getattr(host, "address", None) or "127.0.0.1"
+        addr = host.address or "127.0.0.1"
     return _http_url(addr, port)
 
 
@@ -113,15 +150,14 @@ async def reach_server(host: Host, bind_host: str | None, port: int | None) -> s
     link actually connected to (the configured name may be an ~/.ssh/config
     alias).  Locally this is :func:`server_url`.
     """
-    forward = getattr(host, "forward", None)
-    if forward is None:
+    if not host.can_forward:
         return server_url(host, bind_host, port)
     addr = bind_host or "127.0.0.1"
     if addr in _LOOPBACK:
-        local = await forward("127.0.0.1" if addr == "localhost" else addr, port or 30000)
+        local = await host.forward("127.0.0.1" if addr == "localhost" else addr, port or 30000)
         return f"http://127.0.0.1:{local}"
     if addr in _WILDCARD:
-        addr = getattr(host, "peer_address", None) or getattr(host, "address", addr)
+        addr = host.peer_address or host.address or addr
     return _http_url(addr, port)
 
 
@@ -159,6 +195,23 @@ class _Phases:
         self._current = None
 
 
+@dataclass(frozen=True)
+class _Start:
+    """One server to bring up: how it starts and where it will answer."""
+
+    name: str
+    launch: Callable[[], Awaitable[RunRecord]]
+    launcher: Launcher
+    """Follows its log and tells whether it still runs."""
+    bind_host: str | None
+    port: int | None
+    model: str | None = None
+    """The model the warm-up asks for; ``None``: the one the server lists."""
+    base_url: str | None = None
+    started_phase: str = "started"
+    """What the supervisor is told once it started (``rollback_started`` for a rollback)."""
+
+
 class _Swap:
     """One swap's state and its event publishing."""
 
@@ -172,7 +225,7 @@ class _Swap:
         self.sup: Supervisor | None = None
         """The host-side supervisor told each step first (None where the host cannot run one)."""
 
-    async def note(self, phase: str, **fields: Any) -> None:
+    async def note(self, phase: str, **fields: object) -> None:
         if self.sup is not None:
             await self.sup.note(phase, **fields)
 
@@ -196,46 +249,25 @@ class _Swap:
             )
         )
 
-    def state(self, profile: str | None, state: str, detail: str = "") -> None:
-        self.publish(ProfileState(host=self.host.name, profile=profile, state=state, detail=detail))  # type: ignore[arg-type]
+    def state(self, profile: str | None, state: ServerState, detail: str = "") -> None:
+        self.publish(ProfileState(host=self.host.name, profile=profile, state=state, detail=detail))
 
     # -- bringing one server up ----------------------------------------------------
-    async def bring_up(
-        self,
-        name: str,
-        start: Any,
-        *,
-        deadline: float,
-        phases: _Phases,
-        bind_host: str | None,
-        port: int | None,
-        model: str | None,
-        do_warmup: bool,
-        base_url: str | None,
-        launcher: Launcher,
-        started_phase: str = "started",
-    ) -> RunRecord:
-        """Start (``start()`` returns the record) and wait until serving; raises SwapFailed."""
+    async def bring_up(self, start: _Start, *, deadline: float, phases: _Phases, do_warmup: bool) -> RunRecord:
+        """Start (``start.launch()`` returns the record) and wait until serving; raises SwapFailed."""
+        name, launcher = start.name, start.launcher
         phases.enter("start")
         self.progress(name, "start", 0.0)
         try:
-            record: RunRecord = await start()
+            record: RunRecord = await start.launch()
         except (LaunchError, HostError) as exc:
             raise SwapFailed(f"could not start {name}: {exc}") from exc
-        await self.note(started_phase, record=record.model_dump(mode="json"))
+        await self.note(start.started_phase, record=record.model_dump(mode="json"))
         self.state(name, "starting")
         try:
             await self._await_ready(name, record, deadline, phases, launcher)
-            url = base_url or await reach_server(self.host, bind_host, port)
-            phases.enter("health")
-            self.progress(name, "health", None, f"waiting for {url}/health")
-            async with client(url) as http:
-                await wait_healthy(http, url, deadline)
-                if do_warmup:
-                    phases.enter("warmup")
-                    self.progress(name, "warmup")
-                    model = model or await served_model(http, url)
-                    await warmup(http, url, model, timeout=max(5.0, deadline - time.monotonic()))
+            url = start.base_url or await reach_server(self.host, start.bind_host, start.port)
+            await self._healthy_and_warm(name, url, start.model, do_warmup, deadline, phases)
             if not await _alive_or_unknown(launcher, record):
                 raise NotHealthy("the server process exited right after answering")
         except NotHealthy as exc:
@@ -248,6 +280,19 @@ class _Swap:
         finally:
             phases.close()
         return record
+
+    async def _healthy_and_warm(self, name: str, url: str, model: str | None, do_warmup: bool, deadline: float,
+                                phases: _Phases) -> None:
+        """``/health`` answers 200, then (``do_warmup``) one request is served; raises NotHealthy."""
+        phases.enter("health")
+        self.progress(name, "health", None, f"waiting for {url}/health")
+        async with client(url) as http:
+            await wait_healthy(http, url, deadline)
+            if do_warmup:
+                phases.enter("warmup")
+                self.progress(name, "warmup")
+                model = model or await served_model(http, url)
+                await warmup(http, url, model, timeout=max(5.0, deadline - time.monotonic()))
 
     async def _await_ready(
         self, name: str, record: RunRecord, deadline: float, phases: _Phases, launcher: Launcher
@@ -439,26 +484,24 @@ async def _explain_not_healthy(name: str, exc: NotHealthy, launcher: Launcher, r
 # --------------------------------------------------------------------------- preflight
 
 
-def preflight(target: Any, previous: Any | None = None) -> tuple[list[str], list[str], dict[str, list[Any]]]:
+def preflight(target: Profile, previous: Profile | None = None) -> tuple[list[str], list[str], dict[str, list[Any]]]:
     """(errors, warnings, diff) for swapping ``previous`` -> ``target``; nothing is touched."""
-    from kimitui.profiles import diff_profiles, lint_profile
-
-    errors, warnings = [], []
+    errors: list[str] = []
+    warnings: list[str] = []
     for issue in lint_profile(target):
         (errors if issue.severity == "error" else warnings).append(f"{issue.field}: {issue.message}")
     diff: dict[str, list[Any]] = {}
-    if previous is not None and hasattr(previous, "knobs"):
+    if previous is not None:
         d = diff_profiles(previous, target)
         diff = d.as_event_diff()
-        if d.warning():
-            warnings.insert(0, d.warning())  # type: ignore[arg-type]
+        warning = d.warning()
+        if warning:
+            warnings.insert(0, warning)
     return errors, warnings, diff
 
 
-async def check_flags(host: Host, target: Any) -> list[str]:
+async def check_flags(host: Host, target: Profile) -> list[str]:
     """Flags in the target's command that the host's SGLang does not know (``launch_server --help``)."""
-    from kimitui.profiles import render_argv
-
     argv = render_argv(target)
     res = await host.run([argv[0], "-m", "sglang.launch_server", "--help"], timeout=120)
     if not res.ok:
@@ -473,78 +516,65 @@ async def check_flags(host: Host, target: Any) -> list[str]:
 
 async def swap(
     host: Host,
-    target: Any,
+    target: Profile | str,
+    options: SwapOptions | None = None,
     *,
     session: Session | None = None,
-    timeout: float = DEFAULT_TIMEOUT_S,
     launcher: Launcher | None = None,
-    simulated: bool | None = None,
-    previous_profile: Any | None = None,
-    extra_dirs: list[str] | None = None,
-    flag_check: bool = False,
-    do_warmup: bool = True,
-    base_url: str | None = None,
-    stop_grace_s: float | None = None,
-    rollback: bool = True,
-    rollback_timeout: float = DEFAULT_TIMEOUT_S,
-    port_wait_s: float = 10.0,
-    sim_args: Sequence[str] = (),
 ) -> SwapOutcome:
     """Swap the host's server to ``target`` (a Profile, a name or a path); see the module doc.
 
-    ``timeout`` bounds the target's start (to serving); the rollback to the known-good
-    previous server has its own, longer ``rollback_timeout``.  ``sim_args``: extra
-    ``kimitui sim serve`` options when the host is simulated (e.g. ``["--time-scale", "20"]``).
+    ``launcher``: the one that runs both ends of the swap (tests give one with its own state
+    folder); by default the target's kind of launcher, and whichever found what runs now.
     """
-    from kimitui.launcher.profiles import load
-
+    options = options or SwapOptions()
     if isinstance(target, str):
-        from kimitui.profiles import ProfileError
-
         try:
-            target = load(target, extra_dirs)
+            target = load(target, options.extra_dirs)
         except ProfileError as exc:
             return _lost(host, session, str(target), exc, refused=True)
     lock = _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(host.name, asyncio.Lock())
     async with lock:
         try:
-            if launcher is not None:
-                sw = _Swap(host, session, launcher, launcher)
-            else:
-                found = await find_running(host, unit=target.launcher.unit, simulated=simulated)
-                target_launcher = launcher_for(host, target, simulated=simulated, sim_args=sim_args)
-                sw = _Swap(host, session, target_launcher, found[0] if found else target_launcher)
-            state_dir = await sw.prev_launcher.state_dir()
-            async with contextlib.AsyncExitStack() as stack:
-                sw.sup = await stack.enter_async_context(supervised(host, state_dir))
-                if sw.sup is None:  # no Python on the host: the plain lock, no supervisor
-                    await stack.enter_async_context(swap_lock(host, state_dir))
-                swapping = _swap_locked(
-                    sw,
-                    target,
-                    timeout=timeout,
-                    previous_profile=previous_profile,
-                    extra_dirs=extra_dirs,
-                    flag_check=flag_check,
-                    do_warmup=do_warmup,
-                    base_url=base_url,
-                    stop_grace_s=stop_grace_s,
-                    rollback=rollback,
-                    rollback_timeout=rollback_timeout,
-                    port_wait_s=port_wait_s,
-                    sim_args=sim_args,
-                )
-                try:
-                    outcome = await swapping
-                except Detached:
-                    return await _finished_by_supervisor(sw, target.name, timeout + rollback_timeout + 60)
-                if sw.sup is not None:
-                    await sw.sup.done(outcome.outcome, outcome.serving, outcome.reason)
-                return outcome
+            sw = await _launchers(host, target, options, session, launcher)
+            return await _supervised_swap(sw, target, options)
         except HostBusy as exc:
             return _lost(host, session, target.name, exc, refused=True)
         except (HostError, LaunchError) as exc:
             return _lost(host, session, target.name, exc)
+
+
+async def _launchers(host: Host, target: Profile, options: SwapOptions, session: Session | None,
+                     launcher: Launcher | None) -> _Swap:
+    """The swap's two launchers: one starts the target, the other stops (and may bring back) what runs."""
+    if launcher is not None:
+        return _Swap(host, session, launcher, launcher)
+    found = await find_running(host, unit=target.launcher.unit, simulated=options.simulated)
+    target_launcher = launcher_for(host, target, simulated=options.simulated, sim_args=options.sim_args)
+    return _Swap(host, session, target_launcher, found[0] if found else target_launcher)
+
+
+async def _supervised_swap(sw: _Swap, target: Profile, options: SwapOptions) -> SwapOutcome:
+    """The swap under the host's lock, its supervisor told each step (it finishes alone if we vanish)."""
+    state_dir = await sw.prev_launcher.state_dir()
+    async with contextlib.AsyncExitStack() as stack:
+        sw.sup = await stack.enter_async_context(supervised(sw.host, state_dir))
+        if sw.sup is None:  # no Python on the host: the plain lock, no supervisor
+            await stack.enter_async_context(swap_lock(sw.host, state_dir))
+        try:
+            outcome = await _Run(sw, target, options).run()
+        except Detached:
+            return await _finished_by_supervisor(sw, target.name, options.timeout + options.rollback_timeout + 60)
+        if sw.sup is not None:
+            await sw.sup.done(outcome.outcome, outcome.serving, outcome.reason)
+        return outcome
+
+
+def _swap_result(value: object) -> SwapResult:
+    """A supervisor's outcome word as a swap result (anything else reads as ``failed``)."""
+    if value == "ok" or value == "rolled_back" or value == "rollback_failed":
+        return value
+    return "failed"
 
 
 async def _finished_by_supervisor(sw: _Swap, name: str, wait_s: float) -> SwapOutcome:
@@ -554,9 +584,7 @@ async def _finished_by_supervisor(sw: _Swap, name: str, wait_s: float) -> SwapOu
     last = await await_outcome(sw.host, sw.sup, wait_s)
     if last is None:
         return _lost(sw.host, sw.session, name, HostError("the link dropped and the host's supervisor did not report"))
-    outcome, serving = str(last["outcome"]), last.get("serving")
-    if outcome not in ("ok", "failed", "rolled_back", "rollback_failed"):
-        outcome = "failed"
+    outcome, serving = _swap_result(last["outcome"]), last.get("serving")
     reason = (f"the link to {sw.host.name} dropped during '{last.get('lost_at')}'; the supervisor on the host "
               f"finished the swap: {last.get('outcome')}" + (f": {last['reason']}" if last.get("reason") else ""))
     if serving:
@@ -565,7 +593,7 @@ async def _finished_by_supervisor(sw: _Swap, name: str, wait_s: float) -> SwapOu
     with contextlib.suppress(HostError, LaunchError):
         record = await sw.prev_launcher.current() if serving else None
     event = ProfileSwitch(host=sw.host.name, from_profile=last.get("previous"), to_profile=name,
-                          outcome=outcome, reason=reason)  # type: ignore[arg-type]
+                          outcome=outcome, reason=reason)
     sw.publish(event)
     return SwapOutcome(outcome, name, last.get("previous"), serving, reason, record=record, switch=event)
 
@@ -590,165 +618,192 @@ def _lost(host: Host, session: Session | None, name: str, exc: Exception, *, ref
     return SwapOutcome("failed", name, None, None, reason, switch=event)
 
 
-async def _swap_locked(
-    sw: _Swap,
-    target: Any,
-    *,
-    timeout: float,
-    previous_profile: Any | None,
-    extra_dirs: list[str] | None,
-    flag_check: bool,
-    do_warmup: bool,
-    base_url: str | None,
-    stop_grace_s: float | None,
-    rollback: bool,
-    rollback_timeout: float,
-    port_wait_s: float,
-    sim_args: Sequence[str] = (),
-) -> SwapOutcome:
-    from kimitui.launcher.profiles import load
+@dataclass(frozen=True)
+class Rollback:
+    """How bringing the previous server back ended (a swap's outcome once its target failed)."""
 
-    t0 = time.monotonic()
-    name = target.name
-    phases = _Phases()
-    launcher = sw.launcher
-    launcher.begin_swap()
-    sw.prev_launcher.begin_swap()
+    outcome: SwapResult
+    """``failed`` (nothing to roll back to, or rollback off), ``rolled_back``, ``rollback_failed``."""
+    serving: str | None
+    reason: str
+    record: RunRecord | None = None
 
-    def finish(outcome: str, serving: str | None, reason: str = "", lines: list[str] | None = None,
-               record: RunRecord | None = None, prev: str | None = None,
-               diff: dict[str, list[Any]] | None = None, warnings: list[str] | None = None) -> SwapOutcome:
-        phases.durations["total"] = round(time.monotonic() - t0, 4)
-        event = ProfileSwitch(
-            host=sw.host.name,
-            from_profile=prev,
-            to_profile=name,
-            outcome=outcome,  # type: ignore[arg-type]
-            reason=reason,
-            phases=dict(phases.durations),
-            diff=diff or {},
-            log_excerpt=lines or [],
-        )
-        sw.publish(event)
-        return SwapOutcome(outcome, name, prev, serving, reason, lines or [], dict(phases.durations),
-                           record, event, warnings or [])
 
-    # -- 1. preflight: nothing is touched if this fails
-    try:
-        running = await sw.prev_launcher.current()
-    except (LaunchError, HostError) as exc:
-        return finish("failed", None, f"cannot tell what runs on {sw.host.name}: {exc}")
-    prev_name = running.profile if running else None
-    if previous_profile is None and running is not None:
+class _Run:
+    """One swap under the host's lock: preflight, stop, start, and rollback on failure.
+
+    It keeps what the swap has learned (what ran, the diff, the phase timings) so that every
+    way out ends the same way: :meth:`end` publishes the one ``ProfileSwitch``.
+    """
+
+    def __init__(self, sw: _Swap, target: Profile, options: SwapOptions) -> None:
+        self.sw = sw
+        self.target = target
+        self.name = target.name
+        self.options = options
+        self.phases = _Phases()
+        self.started = time.monotonic()
+        self.running: RunRecord | None = None
+        self.prev_name: str | None = None
+        self.previous: Profile | None = options.previous_profile
+        self.diff: dict[str, list[Any]] = {}
+        self.warnings: list[str] = []
+
+    def end(self, outcome: SwapResult, serving: str | None, reason: str = "", *, lines: list[str] | None = None,
+            record: RunRecord | None = None) -> SwapOutcome:
+        """Publish the swap's ``ProfileSwitch`` (phase timings, diff, log excerpt) and return the outcome."""
+        self.phases.durations["total"] = round(time.monotonic() - self.started, 4)
+        phases = dict(self.phases.durations)
+        event = ProfileSwitch(host=self.sw.host.name, from_profile=self.prev_name, to_profile=self.name,
+                              outcome=outcome, reason=reason, phases=phases, diff=self.diff,
+                              log_excerpt=lines or [])
+        self.sw.publish(event)
+        return SwapOutcome(outcome, self.name, self.prev_name, serving, reason, lines or [], dict(phases),
+                           record, event, self.warnings)
+
+    def ended_by(self, rollback: Rollback, lines: list[str]) -> SwapOutcome:
+        return self.end(rollback.outcome, rollback.serving, rollback.reason, lines=lines, record=rollback.record)
+
+    def grace_for(self, profile: Profile) -> float:
+        if self.options.stop_grace_s is not None:
+            return self.options.stop_grace_s
+        return float(profile.launcher.stop_timeout_s)
+
+    async def run(self) -> SwapOutcome:
+        self.sw.launcher.begin_swap()
+        self.sw.prev_launcher.begin_swap()
         try:
-            previous_profile = load(running.profile_path or running.profile, extra_dirs)
-        except Exception:  # noqa: BLE001 - the diff is optional; rollback uses the run record
-            previous_profile = None
-    await _send_plan(sw, target, running, timeout=timeout, rollback_timeout=rollback_timeout,
-                     grace=stop_grace_s, rollback=rollback, sim_args=sim_args)
-    errors, warnings, diff = preflight(target, previous_profile)
-    if flag_check and not launcher_is_simulated(launcher):
-        errors += await check_flags(sw.host, target)
-    if errors:
-        reason = f"{name} refused by preflight: " + "; ".join(errors)
-        return finish("failed", prev_name, reason, prev=prev_name, diff=diff, warnings=warnings)
+            self.running = await self.sw.prev_launcher.current()
+        except (LaunchError, HostError) as exc:
+            return self.end("failed", None, f"cannot tell what runs on {self.sw.host.name}: {exc}")
+        self.prev_name = self.running.profile if self.running else None
+        refusal = await self._preflight()
+        if refusal:
+            return self.end("failed", self.prev_name, refusal)
+        if self.running is not None:
+            failure = await self._stop_running(self.running)
+            if failure:
+                return self.end("failed", self.prev_name, failure)
+        self.phases.enter("port")
+        busy = await ports.wait_free(self.sw.host, self.target.port,
+                                     timeout=min(self.options.port_wait_s, self.options.timeout))
+        self.phases.close()
+        if busy:
+            reason = (f"port {self.target.port} on {self.sw.host.name} is still in use by a process "
+                      f"kimitui did not start: {busy}")
+            return self.ended_by(await self._roll_back(reason), [])
+        return await self._start_target()
 
-    def grace_for(profile: Any) -> float:
-        if stop_grace_s is not None:
-            return stop_grace_s
-        return float(getattr(getattr(profile, "launcher", None), "stop_timeout_s", 60))
+    async def _preflight(self) -> str:
+        """Lint (and optionally flag-check) the target; the refusal in words, or "" to go on."""
+        if self.previous is None and self.running is not None:
+            try:
+                self.previous = load(self.running.profile_path or self.running.profile, self.options.extra_dirs)
+            except Exception:  # noqa: BLE001 - the diff is optional; rollback uses the run record
+                self.previous = None
+        await _send_plan(self.sw, self.target, self.running, self.options)
+        errors, self.warnings, self.diff = preflight(self.target, self.previous)
+        if self.options.flag_check and not _starts_simulator(self.sw.launcher):
+            errors += await check_flags(self.sw.host, self.target)
+        return f"{self.name} refused by preflight: " + "; ".join(errors) if errors else ""
 
-    # -- 2. stop what runs, check the port
-    if running is not None:
-        phases.enter("stop")
+    async def _stop_running(self, running: RunRecord) -> str:
+        """Stop what runs; why it could not be stopped, or "" once it is."""
+        sw, prev_name = self.sw, self.prev_name
+        self.phases.enter("stop")
         sw.state(prev_name, "stopping")
-        sw.progress(name, "stop", 0.0, f"stopping {prev_name}")
+        sw.progress(self.name, "stop", 0.0, f"stopping {prev_name}")
         await sw.note("stop")
         try:
-            await sw.prev_launcher.stop(running, grace_s=grace_for(previous_profile or target))
+            await sw.prev_launcher.stop(running, grace_s=self.grace_for(self.previous or self.target))
         except (LaunchError, HostError) as exc:
-            phases.close()
-            return finish("failed", prev_name, f"could not stop {prev_name}: {exc}", prev=prev_name, diff=diff)
+            self.phases.close()
+            return f"could not stop {prev_name}: {exc}"
         sw.state(prev_name, "stopped")
-        sw.progress(name, "stop", 1.0, f"{prev_name} stopped")
+        sw.progress(self.name, "stop", 1.0, f"{prev_name} stopped")
         await sw.note("stopped")
-    phases.enter("port")
-    busy = await ports.wait_free(sw.host, target.port, timeout=min(port_wait_s, timeout))
-    phases.close()
-    if busy:
-        reason = f"port {target.port} on {sw.host.name} is still in use by a process kimitui did not start: {busy}"
-        outcome = await _roll_back(sw, running, reason, [], phases, rollback_timeout, do_warmup, rollback, name)
-        return finish(outcome[0], outcome[1], outcome[2], [], outcome[3], prev_name, diff, warnings)
+        return ""
 
-    # -- 3. start the target, wait until it serves
-    record: RunRecord | None = None
-    await sw.note("start", run_id=sw.announce_run(launcher))
-    try:
-        record = await sw.bring_up(
-            name,
-            lambda: launcher.start(target),
-            deadline=time.monotonic() + timeout,
-            phases=phases,
-            bind_host=target.host,
-            port=target.port,
-            model=target.effective_served_model_name(),
-            do_warmup=do_warmup,
-            base_url=base_url,
-            launcher=launcher,
-        )
-    except SwapFailed as exc:
-        failed_record = exc.record
-        sw.progress(name, "failed", None, "failed" + (f"; rolling back to {prev_name}" if running and rollback else ""))
-        sw.state(name, "failed", exc.reason)
-        await sw.note("failed", reason=exc.reason)
-        if failed_record is not None:
-            with contextlib.suppress(LaunchError, HostError):
-                await launcher.stop(failed_record, grace_s=min(grace_for(target), 10.0))
-        lines = exc.lines or (await launcher.read_log_tail(failed_record, 15) if failed_record else [])
-        outcome = await _roll_back(sw, running, exc.reason, lines, phases, rollback_timeout, do_warmup, rollback, name)
-        return finish(outcome[0], outcome[1], outcome[2], lines, outcome[3], prev_name, diff, warnings)
+    async def _start_target(self) -> SwapOutcome:
+        """Start the target and wait until it serves; on failure stop it and roll back."""
+        sw, name, launcher, target = self.sw, self.name, self.sw.launcher, self.target
+        await sw.note("start", run_id=sw.announce_run(launcher))
+        start = _Start(name, lambda: launcher.start(target), launcher, bind_host=target.host, port=target.port,
+                       model=target.effective_served_model_name(), base_url=self.options.base_url)
+        try:
+            record = await sw.bring_up(start, deadline=time.monotonic() + self.options.timeout, phases=self.phases,
+                                       do_warmup=self.options.do_warmup)
+        except SwapFailed as exc:
+            rolling = f"; rolling back to {self.prev_name}" if self.running and self.options.rollback else ""
+            sw.progress(name, "failed", None, "failed" + rolling)
+            sw.state(name, "failed", exc.reason)
+            await sw.note("failed", reason=exc.reason)
+            if exc.record is not None:
+                with contextlib.suppress(LaunchError, HostError):
+                    await launcher.stop(exc.record, grace_s=min(self.grace_for(target), 10.0))
+            lines = exc.lines or (await launcher.read_log_tail(exc.record, 15) if exc.record else [])
+            return self.ended_by(await self._roll_back(exc.reason, lines), lines)
+        sw.progress(name, "serving", 1.0, f"{name} serving")
+        sw.state(name, "serving")
+        return self.end("ok", name, record=record)
 
-    sw.progress(name, "serving", 1.0, f"{name} serving")
-    sw.state(name, "serving")
-    return finish("ok", name, "", [], record, prev_name, diff, warnings)
+    async def _roll_back(self, reason: str, lines: list[str] | None = None) -> Rollback:
+        """Bring what ran before back to serving, exactly as it ran (same argv / restored unit)."""
+        sw, previous = self.sw, self.running
+        await sw.launcher.restore_previous(previous)  # undo what the target's start changed (systemd: the unit)
+        if previous is None or not self.options.rollback:
+            return Rollback("failed", None, reason + ("" if previous is None else " (rollback disabled)"))
+        prev = previous.profile
+        sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
+        await sw.note("rollback", run_id=sw.announce_run(sw.prev_launcher))
+        rb_phases = _Phases(prefix="rollback_")
+        start = _Start(prev, lambda: sw.prev_launcher.relaunch(previous), sw.prev_launcher,
+                       bind_host=previous.extra.get("bind_host"), port=previous.port, started_phase="rollback_started")
+        try:
+            record = await sw.bring_up(start, deadline=time.monotonic() + self.options.rollback_timeout,
+                                       phases=rb_phases, do_warmup=self.options.do_warmup)
+        except SwapFailed as exc:
+            self.phases.durations.update(rb_phases.durations)
+            if exc.record is not None:
+                with contextlib.suppress(LaunchError, HostError):
+                    await sw.prev_launcher.stop(exc.record, grace_s=10.0)
+            sw.state(prev, "failed", f"rollback failed: {exc.reason}")
+            return Rollback("rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}")
+        self.phases.durations.update(rb_phases.durations)
+        sw.progress(prev, "serving", 1.0, f"{prev} serving again (rolled back)")
+        sw.state(prev, "rolled_back", f"serving again after the failed swap to {self.name}")
+        return Rollback("rolled_back", prev, reason, record)
 
 
-async def _send_plan(sw: _Swap, target: Any, running: RunRecord | None, *, timeout: float,
-                     rollback_timeout: float, grace: float | None, rollback: bool, sim_args: Sequence[str]) -> None:
+async def _send_plan(sw: _Swap, target: Profile, running: RunRecord | None, options: SwapOptions) -> None:
     """Tell the supervisor everything it needs to finish this swap alone (plain-process launchers)."""
     if sw.sup is None:
         return
-    from kimitui.launcher.process import ProcessLauncher
-    from kimitui.launcher.profiles import argv_for, env_for, sim_python
-
     launcher = sw.launcher
-    kind = "process" if isinstance(launcher, ProcessLauncher) and isinstance(sw.prev_launcher, ProcessLauncher) else launcher.kind
+    both_process = isinstance(launcher, ProcessLauncher) and isinstance(sw.prev_launcher, ProcessLauncher)
+    kind = "process" if both_process else launcher.kind
     spec: dict[str, Any] = {"name": target.name, "port": target.port, "bind_host": target.host,
-                            "profile_path": getattr(target, "source_path", None) and str(target.source_path)}
+                            "profile_path": str(target.source_path) if target.source_path else None}
     if isinstance(launcher, ProcessLauncher):
         with contextlib.suppress(Exception):  # a profile that cannot render: the supervisor cannot start it
             spec["argv"] = argv_for(target, simulated=launcher.simulated,
                                     python=sim_python(sw.host) if launcher.simulated else None,
-                                    sim_args=tuple(launcher.sim_args) or tuple(sim_args))
+                                    sim_args=tuple(launcher.sim_args) or options.sim_args)
             spec["env"] = env_for(target)
     systemd = await _systemd_plan(sw, target)
     if systemd is not None:
         kind = "systemd"
+    grace = options.stop_grace_s if options.stop_grace_s is not None else float(target.launcher.stop_timeout_s)
     await sw.sup.send({"systemd": systemd,
         "host": sw.host.name, "kind": kind, "target": spec,
         "previous": running.model_dump(mode="json") if running is not None else None,
-        "timeout_s": timeout, "rollback_timeout_s": rollback_timeout,
-        "grace_s": grace if grace is not None else float(getattr(target.launcher, "stop_timeout_s", 60)),
-        "rollback": rollback, "simulated": launcher_is_simulated(launcher),
+        "timeout_s": options.timeout, "rollback_timeout_s": options.rollback_timeout,
+        "grace_s": grace, "rollback": options.rollback, "simulated": _starts_simulator(launcher),
     })
 
 
-async def _systemd_plan(sw: _Swap, target: Any) -> dict[str, Any] | None:
+async def _systemd_plan(sw: _Swap, target: Profile) -> dict[str, Any] | None:
     """The unit, its path and the target's checked unit text, when both ends of the swap are systemd."""
-    from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
-    from kimitui.launcher.profiles import sim_python
-    from kimitui.profiles import render_unit
-
     launcher = sw.launcher
     if not isinstance(launcher, SystemdLauncher) or not isinstance(sw.prev_launcher, SystemdLauncher):
         return None
@@ -762,52 +817,6 @@ async def _systemd_plan(sw: _Swap, target: Any) -> dict[str, Any] | None:
             "user_mode": launcher.user_mode, "unit_text": text, "record_path": await launcher._record_path(unit)}
 
 
-def launcher_is_simulated(launcher: Launcher) -> bool:
-    return bool(getattr(launcher, "simulated", False))
-
-
-async def _roll_back(
-    sw: _Swap,
-    previous: RunRecord | None,
-    reason: str,
-    lines: list[str],
-    phases: _Phases,
-    timeout: float,
-    do_warmup: bool,
-    rollback: bool,
-    target_name: str,
-) -> tuple[str, str | None, str, RunRecord | None]:
-    """Bring ``previous`` back to serving; returns (outcome, serving, reason, record)."""
-    await sw.launcher.restore_previous(previous)  # undo what the target's start changed (systemd: the unit)
-    if previous is None or not rollback:
-        return "failed", None, reason + ("" if previous is None else " (rollback disabled)"), None
-    prev = previous.profile
-    sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
-    await sw.note("rollback", run_id=sw.announce_run(sw.prev_launcher))
-    rb_phases = _Phases(prefix="rollback_")
-    try:
-        record = await sw.bring_up(
-            prev,
-            lambda: sw.prev_launcher.relaunch(previous),
-            deadline=time.monotonic() + timeout,
-            phases=rb_phases,
-            bind_host=previous.extra.get("bind_host"),
-            port=previous.port,
-            model=None,
-            do_warmup=do_warmup,
-            base_url=None,
-            launcher=sw.prev_launcher,
-            started_phase="rollback_started",
-        )
-    except SwapFailed as exc:
-        phases.durations.update(rb_phases.durations)
-        failed_record = exc.record
-        if failed_record is not None:
-            with contextlib.suppress(LaunchError, HostError):
-                await sw.prev_launcher.stop(failed_record, grace_s=10.0)
-        sw.state(prev, "failed", f"rollback failed: {exc.reason}")
-        return "rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}", None
-    phases.durations.update(rb_phases.durations)
-    sw.progress(prev, "serving", 1.0, f"{prev} serving again (rolled back)")
-    sw.state(prev, "rolled_back", f"serving again after the failed swap to {target_name}")
-    return "rolled_back", prev, reason, record
+def _starts_simulator(launcher: Launcher) -> bool:
+    """Whether ``launcher`` starts the simulator instead of SGLang (both launchers say so)."""
+    return isinstance(launcher, (ProcessLauncher, SystemdLauncher)) and launcher.simulated

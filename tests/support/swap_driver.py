@@ -41,7 +41,7 @@ async def main() -> int:
     from kimitui.host.local import LocalHost
     from kimitui.launcher.process import ProcessLauncher
     from kimitui.launcher.profiles import load
-    from kimitui.launcher.swap import swap
+    from kimitui.launcher.swap import SwapOptions, swap
     from kimitui.session import Session
 
     if args.ssh:
@@ -72,8 +72,7 @@ async def main() -> int:
                                        unit=args.unit)
         else:
             launcher = ProcessLauncher(host, simulated=True, state_dir=args.state)
-        out = await swap(host, target, session=session, launcher=launcher, timeout=args.timeout,
-                         rollback_timeout=args.timeout)
+        out = await swap(host, target, SwapOptions(timeout=args.timeout, rollback_timeout=args.timeout), session=session, launcher=launcher)
     print(json.dumps({"outcome": out.outcome, "serving": out.serving, "reason": out.reason}), flush=True)
     return 0 if out.ok else 1
 
