@@ -3,7 +3,7 @@
 The Textual app (``kimitui.tui``) renders a :class:`~kimitui.session.Session`
 and calls a :class:`Controller` for every action.  Two controllers exist:
 
-* the live one (``kimitui.cockpit.LiveController``): starts the host, the GPU
+* the live one (``kimitui.live.LiveController``): starts the host, the GPU
   agent, the log follower, the metrics poller and the recorder; swaps
   profiles; runs sweeps;
 * the replay one (``kimitui.replay.ReplayController``): re-publishes a
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from kimitui.config import Config
 from kimitui.events import SweepSpec
 from kimitui.launcher.plan import SwapPlan
 from kimitui.session import Session
@@ -33,6 +34,8 @@ class Controller(Protocol):
     host_name: str
     live: bool
     """False for a replay: live-only actions raise NotAvailable."""
+    watch_url: str | None
+    """A server this session watches but did not start (never swapped or stopped); None otherwise."""
 
     async def start(self) -> None:
         """Start the sources (or the replay); return once they run."""
@@ -75,10 +78,25 @@ class Controller(Protocol):
     @property
     def recording_path(self) -> str | None: ...
 
+    # -- quitting ----------------------------------------------------------------
+    def quit_rule(self) -> str:
+        """What quitting does to the host's server, in words, for the quit confirmation ("" for a replay)."""
+
 
 @runtime_checkable
 class ReplayControls(Protocol):
     """Extra controls a replay controller offers (the UI shows them when present)."""
+
+    @property
+    def playing(self) -> bool: ...
+
+    @property
+    def speed(self) -> float | None:
+        """The speed factor; None: as fast as the recording can be read."""
+
+    @property
+    def position(self) -> float | None:
+        """Where the replay stands, in the recording's time; None before it has started."""
 
     def play_pause(self) -> bool: ...
 
@@ -88,3 +106,22 @@ class ReplayControls(Protocol):
 
     async def jump(self, kind: str, forward: bool = True) -> float | None:
         """Seek to the next ``straggler`` / ``profile_switch`` / ``error`` / ``marker``; returns its time."""
+
+
+@runtime_checkable
+class Watching(Protocol):
+    """A live controller that can watch a server kimitui did not start (metrics, health, sweeps; never swapped)."""
+
+    watch_offer: str | None
+    """A server kimitui did not start, found on the simulated host's port: the palette offers to watch it."""
+
+    async def watch(self, url: str | None = None) -> None:
+        """Switch this session to watching ``url`` (default: ``watch_offer``)."""
+
+
+@runtime_checkable
+class ProfileDirectories(Protocol):
+    """A controller whose profiles come from directories and the config (the live one): keys follow the config."""
+
+    profile_dirs: list[str]
+    config: Config

@@ -280,7 +280,7 @@ async def test_z_maximises_the_focused_panel_and_hidden_panels_do_no_work():
         assert app.screen.maximized is app.query_one("#panel-log")
         ctrl.session.publish(__import__("tests.support.fakecontrol", fromlist=["gpu_sample"]).gpu_sample(0, 10.0))
         drawn = app.pump(force_charts=True)
-        assert "gpus" not in drawn and "gpus" in app._dirty  # hidden: skipped but kept dirty
+        assert "gpus" not in drawn and "gpus" in app.dirty  # hidden: skipped but kept dirty
         await pilot.press("z")
         await tick(pilot)
         assert app.screen.maximized is None
@@ -320,6 +320,9 @@ class ReplayFake(FakeController):
     def __init__(self) -> None:
         super().__init__(live=False)
         self.playing = True
+        self.speed: float | None = 1.0
+        self.position: float | None = None
+        """Not started: the bar shows the model's last event time."""
         self.speeds: list[float] = []
         self.seeks: list[float] = []
         self.jumps: list[tuple[str, bool]] = []
@@ -330,6 +333,7 @@ class ReplayFake(FakeController):
 
     def set_speed(self, speed: float) -> None:
         self.speeds.append(speed)
+        self.speed = speed
 
     async def seek(self, t: float) -> None:
         self.seeks.append(t)

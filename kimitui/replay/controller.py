@@ -14,6 +14,8 @@ class ReplayController:
     """The cockpit's Controller for a recording: replay controls; live actions raise NotAvailable."""
 
     live = False
+    watch_url: str | None = None
+    """A replay watches no server."""
 
     def __init__(self, path: PathLike | Recording | RecordingIndex, *, speed: float | None = 1.0,
                  start_paused: bool = False, start_at: float | None = None, session: Session | None = None) -> None:
@@ -50,10 +52,12 @@ class ReplayController:
 
     @property
     def position(self) -> float:
+        """Where the replay stands, in the recording's time."""
         return self.replayer.position
 
     @property
     def speed(self) -> float | None:
+        """The speed factor; None: as fast as the recording can be read."""
         return self.replayer.speed
 
     @property
@@ -77,7 +81,8 @@ class ReplayController:
         for i, k in enumerate(idx.kinds):
             if k in ("profile_switch", "sweep_started"):
                 ev = idx.event(i)
-                name = ev.to_profile if isinstance(ev, ProfileSwitch) else getattr(ev, "profile", None)
+                name = (ev.to_profile if isinstance(ev, ProfileSwitch)
+                        else ev.profile if isinstance(ev, SweepStarted) else None)
                 if name and name not in names:
                     names.append(name)
         return names
@@ -123,3 +128,7 @@ class ReplayController:
     def recording_path(self) -> str | None:
         """The file being replayed."""
         return self._path
+
+    def quit_rule(self) -> str:
+        """A replay changes nothing on any host: quitting just closes the file."""
+        return ""

@@ -9,17 +9,20 @@ a failure becomes a notification, never a traceback.
 
 from __future__ import annotations
 
+import enum
 import gc
 import inspect
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import ClassVar, Final, TypeVar, overload
 
+from textual.actions import ActionParseResult
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -30,9 +33,10 @@ from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import LIVE_ONLY, REPLAY_ONLY
 from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
+from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
@@ -43,14 +47,18 @@ from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
+from kimitui.tui.widgets.model_view import ModelView
 from kimitui.tui.widgets.panel import Panel
 from kimitui.tui.widgets.replay_bar import ReplayBar
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
 from kimitui.tui.widgets.straggler_list import StragglerList
-from kimitui.tui.widgets.sweep_curve import SweepCurve
+from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 
-CHARTS = frozenset({"curve", "spread"})
+T = TypeVar("T")
+PANELS_BELOW_HEADER: frozenset[Part] = frozenset(PANELS) - {"header"}
+"""What a maximised panel hid: redrawn when the screen is restored."""
+
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 """The replay speed ladder (``+``/``-``): 1x to 100x, as the replay command allows."""
 
@@ -60,7 +68,7 @@ class KimituiApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kimitui"
 
-    BINDINGS = COCKPIT_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*COCKPIT_BINDINGS]
 
     def __init__(
         self,
@@ -74,14 +82,15 @@ class KimituiApp(App[int]):
         super().__init__()
         self.controller = controller
         self.config_keys = dict(config_keys or {})
-        self.model = CockpitModel(host=getattr(controller, "host_name", "sim"))
+        self.model = CockpitModel(host=controller.host_name)
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
         self._tick = tick
         self._chart_period = chart_period
         self._last_chart = 0.0
-        self._dirty: set[str] = set()
+        self._dirty: set[Part] = set()
         self._generation = self.model.generation
-        self._gpu_rows = -1
+        self._views: dict[Part, list[ModelView]] = {}
+        """Part -> the widgets that show it (``ModelView.shows``), built once on mount."""
         self._sub: Subscription | None = None
         self._shutdown_done = False
         self._key_state: tuple[str | None, str] = (None, "unknown")
@@ -114,8 +123,9 @@ class KimituiApp(App[int]):
             keymap[name if name.startswith("kimitui.") else f"kimitui.{name}"] = key
         if keymap:
             self.set_keymap(keymap)
+        self._views = self._map_views()
         self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
-        self.query_one("#panel-curve", Panel).border_subtitle = self._sweep_status()
+        self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
         self.query_one("#panel-spread", Panel).border_subtitle = "no sweep yet"
         self._update_recording()
         if self._tick is not None:
@@ -134,8 +144,21 @@ class KimituiApp(App[int]):
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)
 
     # ------------------------------------------------------------------ rendering
-    def pump(self, force_charts: bool = False) -> set[str]:
-        """Drain events, fold them, redraw what changed and is visible; returns the panels redrawn.
+    @property
+    def dirty(self) -> frozenset[Part]:
+        """Parts folded but not redrawn yet: a hidden panel's wait here until it is shown again."""
+        return frozenset(self._dirty)
+
+    def _map_views(self) -> dict[Part, list[ModelView]]:
+        views: dict[Part, list[ModelView]] = {part: [] for part in PANELS}
+        for widget in self.query(Widget):
+            if isinstance(widget, ModelView):
+                for part in widget.shows:
+                    views[part].append(widget)
+        return views
+
+    def pump(self, force_charts: bool = False) -> set[Part]:
+        """Drain events, fold them, redraw what changed and is visible; returns the parts redrawn.
 
         Charts redraw at most every ``chart_period`` s (or now with ``force_charts``), inside the
         same tick, so they add no frames of their own: every frame costs a terminal write.
@@ -147,10 +170,10 @@ class KimituiApp(App[int]):
                 return set()  # a timer tick that fired while the screen was being torn down
             raise
 
-    def _pump(self, force_charts: bool) -> set[str]:
+    def _pump(self, force_charts: bool) -> set[Part]:
         self._update_recording()
         if self.replay is not None:
-            self._update_replay()
+            self._update_replay(self.replay)
         if self._sub is not None:
             events = self._sub.drain(limit=50_000)
             if events:
@@ -161,23 +184,23 @@ class KimituiApp(App[int]):
                 panel.rebuild()
         self._update_key_state()
         for notice in self.model.take_notices():
-            self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)  # type: ignore[arg-type]
+            self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)
         now = time.monotonic()
         charts_due = force_charts or now - self._last_chart >= self._chart_period
-        drawn = self._draw(set(self._dirty) if charts_due else {n for n in self._dirty if n not in CHARTS})
+        drawn = self._draw(set(self._dirty) if charts_due else self._dirty - CHARTS)
         if drawn & CHARTS:
             self._last_chart = now
         return drawn
 
-    def _draw(self, names: set[str]) -> set[str]:
-        drawn: set[str] = set()
-        if not names:
+    def _draw(self, parts: set[Part]) -> set[Part]:
+        drawn: set[Part] = set()
+        if not parts:
             return drawn
         with self.batch_update():
-            for name in names:
-                if self._redraw(name):
-                    self._dirty.discard(name)
-                    drawn.add(name)
+            for part in parts:
+                if self._redraw(part):
+                    self._dirty.discard(part)
+                    drawn.add(part)
         self.renders += len(drawn)
         return drawn
 
@@ -188,54 +211,25 @@ class KimituiApp(App[int]):
         maxed = main.maximized
         return maxed is None or maxed is widget or maxed in widget.ancestors
 
-    def _redraw(self, name: str) -> bool:
-        """Redraw one panel; False if hidden (it stays dirty and redraws when shown)."""
-        try:
-            if name == "header":
-                self.query_one(HeaderBar).refresh()
-                if self.replay is not None:
-                    self.query_one(ReplayBar).refresh()
-                return True
-            if name == "log":
-                panel = self.query_one(LogPanel)
-                if not self._visible(panel):
-                    return False
-                panel.flush()
-                return True
-            widget: Widget = {
-                "gpus": lambda: self.query_one(GpuPanel), "server": lambda: self.query_one(ServerPanel),
-                "curve": lambda: self.query_one(SweepCurve), "spread": lambda: self.query_one(SpreadChart),
-                "levels": lambda: self.query_one(LevelTable), "stragglers": lambda: self.query_one(StragglerList),
-            }[name]()
-        except Exception:  # not mounted yet (or unknown); try again next tick
+    def _redraw(self, part: Part) -> bool:
+        """Redraw the widgets that show ``part``; False if one is hidden (the part stays dirty) or none is mounted."""
+        views = self._views.get(part)
+        if not views:
             return False
-        if not self._visible(widget):
-            return False
-        if isinstance(widget, (SweepCurve, SpreadChart, LevelTable, StragglerList)):
-            widget.redraw()
-            if isinstance(widget, SpreadChart):
-                self.query_one("#panel-spread", Panel).border_subtitle = widget.summary
-            if isinstance(widget, SweepCurve):
-                panel = self.query_one("#panel-curve", Panel)
-                panel.border_subtitle = self._sweep_status()
-                panel.border_title = f"tok/s vs C  {widget.legend}" if widget.legend else "Throughput vs concurrency"
-        elif isinstance(widget, GpuPanel):
-            rows = len(self.model.gpus)
-            widget.refresh(layout=rows != self._gpu_rows)  # a relayout only when the GPU count changes
-            self._gpu_rows = rows
-        else:
-            widget.refresh()
-        return True
-
-    def _sweep_status(self) -> str:
-        sw = self.model.sweep
-        if sw is None:
-            return "press s to sweep"
-        if sw.outcome is not None:
-            peak = f" peak {sw.outcome.peak_tok_s:.0f} tok/s" if sw.outcome.peak_tok_s is not None else ""
-            return f"{sw.profile}: {sw.outcome.outcome}{peak}"
-        done = len({lv.concurrency for lv in sw.levels})
-        return f"{sw.profile}: C={sw.concurrency} ({done}/{len(sw.spec.levels)} levels done)"
+        shown = True
+        for view in views:
+            assert isinstance(view, Widget)  # every ModelView is a widget (see _map_views)
+            if not view.drawn_when_maximized and not self._visible(view):
+                shown = False
+                continue
+            view.redraw()
+            title, subtitle = view.caption()
+            if (title is not None or subtitle is not None) and isinstance(view.parent, Panel):
+                if title is not None:
+                    view.parent.border_title = title
+                if subtitle is not None:
+                    view.parent.border_subtitle = subtitle
+        return shown
 
     def _update_recording(self) -> None:
         """The header's recording status; polled each tick (the recorder opens once the controller starts)."""
@@ -255,28 +249,34 @@ class KimituiApp(App[int]):
 
     def _blocked(self, action: str) -> str | None:
         busy = self._safe(lambda: self.controller.busy)
-        watched = self._safe(lambda: getattr(self.controller, "watch_url", None))
+        watched = self._safe(lambda: self.controller.watch_url)
         return blocked_reason(action, busy, self.model.profile_state, watched if isinstance(watched, str) else None)
 
-    def _update_replay(self) -> None:
-        """Play state, speed and position, when the replay controller exposes them (plain properties)."""
+    def _update_replay(self, replay: ReplayControls) -> None:
+        """Play state, speed and position from the replay controller, when they changed."""
         bar = self.query_one(ReplayBar)
-        state = (self._safe(lambda: self.controller.playing), self._safe(lambda: self.controller.speed),  # type: ignore[attr-defined]
-                 self._safe(lambda: self.controller.position))  # type: ignore[attr-defined]
-        playing = bar.playing if state[0] is None else bool(state[0])
-        speed = state[1] if hasattr(self.controller, "speed") else bar.speed
-        if (playing, speed, state[2]) != (bar.playing, bar.speed, bar.position):
-            bar.playing, bar.speed, bar.position = playing, speed, state[2]
+        try:
+            state = (replay.playing, replay.speed, replay.position)
+        except Exception:  # a replay that cannot say where it is leaves the bar as it was
+            return
+        if state != (bar.playing, bar.speed, bar.position):
+            bar.playing, bar.speed, bar.position = state
             bar.refresh()
 
     # ------------------------------------------------------------------ controller calls
-    def _safe(self, fn: Callable[[], Any]) -> Any:
+    def _safe(self, fn: Callable[[], T]) -> T | None:
         try:
             return fn()
         except Exception:
             return None
 
-    async def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    @overload
+    async def _call(self, what: str, fn: Callable[..., Awaitable[T]], *args: object) -> T | _Failed: ...
+
+    @overload
+    async def _call(self, what: str, fn: Callable[..., T], *args: object) -> T | _Failed: ...
+
+    async def _call(self, what: str, fn: Callable[..., object], *args: object) -> object:
         """Run a controller call; NotAvailable -> warning, anything else -> error toast. Never raises."""
         try:
             result = fn(*args)
@@ -289,7 +289,8 @@ class KimituiApp(App[int]):
             self.notify(f"{what} failed: {exc}", severity="error", timeout=10)
         return _FAILED
 
-    def _background(self, what: str, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def background_call(self, what: str, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run a controller call as a worker (a swap, a sweep): the app keeps drawing meanwhile."""
         self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -299,7 +300,8 @@ class KimituiApp(App[int]):
             return self.replay is not None
         return None if self._blocked(action) else True
 
-    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                         namespaces: Mapping[str, DOMNode] | None = None) -> bool:
         """A dimmed key (or palette entry) says why it cannot run now instead of doing nothing."""
         if isinstance(action, str) and default_namespace in (None, self):
             name = action.split("(")[0].removeprefix("app.")
@@ -327,7 +329,7 @@ class KimituiApp(App[int]):
         def chosen(target: str | None) -> None:
             if target:
                 self.notify(f"swapping to {target}…")
-                self._background("swap", self.controller.swap, target)
+                self.background_call("swap", self.controller.swap, target)
 
         self.push_screen(SwapConfirm(plan), chosen)
 
@@ -354,7 +356,7 @@ class KimituiApp(App[int]):
         def chosen(new: SweepSpec | None) -> None:
             if new is not None:
                 self.notify(f"sweep: levels {new.levels}, {new.mode}, {new.max_tokens} tokens")
-                self._background("sweep", self.controller.start_sweep, new)
+                self.background_call("sweep", self.controller.start_sweep, new)
 
         self.push_screen(SweepForm(spec), chosen)
 
@@ -369,7 +371,7 @@ class KimituiApp(App[int]):
         def answered(yes: bool | None) -> None:
             if yes:
                 self.notify("stopping the sweep (finished levels are kept)…", severity="warning")
-                self._background("stop sweep", self.controller.stop_sweep)
+                self.background_call("stop sweep", self.controller.stop_sweep)
 
         self.push_screen(Confirm(f"Stop the sweep{where}?\n"
                                  "Finished levels are kept; the running level is recorded as aborted "
@@ -415,13 +417,13 @@ class KimituiApp(App[int]):
     def cockpit_bindings(self) -> list[Binding]:
         """The app's bindings with the config's ``[keys]`` applied (what the operator presses)."""
         keymap = {(n if n.startswith("kimitui.") else f"kimitui.{n}"): k for n, k in self.config_keys.items()}
-        return [replace(b, key=keymap.get(b.id or "", b.key)) for b in self.BINDINGS if isinstance(b, Binding)]
+        return [replace(b, key=keymap.get(b.id or "", b.key)) for b in COCKPIT_BINDINGS]
 
     def action_toggle_maximize(self) -> None:
         screen = self.screen
         if screen.maximized is not None:
             screen.minimize()
-            self._dirty |= {"gpus", "server", "curve", "spread", "levels", "stragglers", "log"}
+            self._dirty |= PANELS_BELOW_HEADER
             return
         target = screen.focused
         if target is None:
@@ -432,7 +434,7 @@ class KimituiApp(App[int]):
     def action_minimize(self) -> None:
         if self.screen.maximized is not None:
             self.screen.minimize()
-            self._dirty |= {"gpus", "server", "curve", "spread", "levels", "stragglers", "log"}
+            self._dirty |= PANELS_BELOW_HEADER
 
     # The log's own status line shows filter, search and pause: no toasts for them (each toast is a
     # mount, an animation and a relayout).
@@ -455,12 +457,7 @@ class KimituiApp(App[int]):
         self.query_one(LogPanel).toggle_pause()
 
     def action_compare(self) -> None:
-        """Hook for the compare view (issue 8): two runs overlaid with a verdict."""
-        try:
-            from kimitui.tui.screens.compare import CompareScreen  # noqa: PLC0415
-        except ImportError:
-            self.notify("the compare view is not built yet", severity="warning")
-            return
+        """The compare view: two runs overlaid with a verdict."""
         self.push_screen(CompareScreen(self.model))
 
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
@@ -501,11 +498,12 @@ class KimituiApp(App[int]):
         bar.refresh()
 
     async def action_seek(self, delta_s: float) -> None:
-        if self.replay is None:
+        replay = self.replay
+        if replay is None:
             return
-        now = self._safe(lambda: self.controller.position) or self.model.last_t  # type: ignore[attr-defined]
+        now = self._safe(lambda: replay.position) or self.model.last_t
         if now is not None:
-            await self._call("seek", self.replay.seek, now + delta_s)
+            await self._call("seek", replay.seek, now + delta_s)
 
     async def action_jump(self, kind: str, forward: bool = True) -> None:
         if self.replay is None:
@@ -524,8 +522,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ quitting
     def _quit_rule(self) -> str:
         """What quitting does to the host's server, from the controller (a replay has no rule)."""
-        rule = getattr(self.controller, "quit_rule", None)
-        return (self._safe(rule) or "") if callable(rule) else ""
+        return self._safe(lambda: self.controller.quit_rule()) or ""
 
     async def action_quit(self) -> None:
         busy = self._safe(lambda: self.controller.busy)
@@ -561,14 +558,13 @@ class KimituiApp(App[int]):
         gc.unfreeze()
 
 
-class _Failed:
+class _Failed(enum.Enum):
     """Marker for a controller call that failed (None is a legitimate result)."""
 
-    def __repr__(self) -> str:
-        return "<failed>"
+    FAILED = "<failed>"
 
 
-_FAILED: Any = _Failed()
+_FAILED: Final = _Failed.FAILED
 
 
 def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None) -> int:

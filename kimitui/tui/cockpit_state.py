@@ -120,6 +120,10 @@ class GpuRow:
             return name in self.static.supported and getattr(self.reading, name, None) is not None
         return self.reading is not None and getattr(self.reading, name, None) is not None
 
+    def value(self, name: str) -> float | None:
+        """The reading's ``name`` if this GPU shows it (``supports``), else None."""
+        return getattr(self.reading, name) if self.supports(name) else None
+
 
 @dataclass
 class Imbalance:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from kimitui.control import Controller, ProfileDirectories
+from kimitui.profiles.keys import profile_keys as assign_profile_keys
 
 SWAPPING_STATES = frozenset({"starting", "stopping"})
 """Profile states during which the server is changing under a swap."""
@@ -30,23 +31,15 @@ def blocked_reason(action: str, busy: str | None, profile_state: str, watched: s
     return None
 
 
-def profile_keys(controller: Any) -> tuple[dict[str, str], list[str]]:
+def profile_keys(controller: Controller) -> tuple[dict[str, str], list[str]]:
     """Key -> profile name for the number keys, and notes about the assignment.
 
-    A controller may offer ``profile_keys()`` (key -> name).  The live controller
-    offers its profile directories and config instead: the keys then follow the same
-    rule as ``kimitui profiles list`` (:mod:`kimitui.profiles.keys`).  Otherwise
+    The live controller offers its profile directories and config: the keys then follow
+    the same rule as ``kimitui profiles list`` (:mod:`kimitui.profiles.keys`).  Otherwise
     (a replay, a test double) the names are in key order.
     """
-    offered = getattr(controller, "profile_keys", None)
-    if callable(offered):
-        return dict(offered()), []
-    dirs = getattr(controller, "profile_dirs", None)
-    config = getattr(controller, "config", None)
-    if getattr(controller, "live", False) and isinstance(dirs, list) and hasattr(config, "profiles"):
-        from kimitui.profiles.keys import profile_keys as assign  # noqa: PLC0415
-
-        assignment = assign(dirs, order=config.profiles.order)
+    if controller.live and isinstance(controller, ProfileDirectories):
+        assignment = assign_profile_keys(controller.profile_dirs, order=controller.config.profiles.order)
         return assignment.by_key, assignment.notes
     names = controller.profile_names()
     return {str(i): name for i, name in enumerate(names[:9], start=1)}, []

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.app import SystemCommand
 
+from kimitui.control import Watching
 from kimitui.tui.keys import profile_keys
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
         """The key as the operator types it, after the config's ``[keys]`` remaps."""
         return shown.get(f"kimitui.{name}", "?")
 
-    def run(action: str) -> Callable[[], Any]:
+    def run(action: str) -> Callable[[], object]:
         return lambda: app.call_later(app.run_action, action)
 
     if live:
@@ -43,10 +44,10 @@ def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
         for k, name in by_key.items():
             yield SystemCommand(f"Swap to profile {name}", f"key {k}: diff, confound check, confirm",
                                 run(f"pick_profile({k})"))
-        offer = getattr(app.controller, "watch_offer", None)
-        if isinstance(offer, str):  # a server kimitui did not start holds the simulated host's port
-            yield SystemCommand(f"Watch {offer}", "a server kimitui did not start: metrics, health, sweeps; "
-                                "never stopped or swapped", lambda: app._background("watch", app.controller.watch))
+        ctrl = app.controller
+        if isinstance(ctrl, Watching) and isinstance(ctrl.watch_offer, str):  # a foreign server holds the sim port
+            yield SystemCommand(f"Watch {ctrl.watch_offer}", "a server kimitui did not start: metrics, health, sweeps; "
+                                "never stopped or swapped", lambda: app.background_call("watch", ctrl.watch))
         yield SystemCommand("Start or stop a sweep", f"key {key('sweep')}", run("sweep"))
         yield SystemCommand("Mark the running profile as baseline", f"key {key('baseline')}", run("baseline"))
         yield SystemCommand("Toggle recording", f"key {key('record')}", run("record"))

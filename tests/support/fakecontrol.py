@@ -160,6 +160,7 @@ class FakeController:
         self.session = session or Session("sim")
         self.host_name = "sim"
         self.live = live
+        self.watch_url: str | None = None
         self.initial = initial if initial is not None else [ConnectionState(t=T0, state="connected"), caps(T0),
                                                             gpu_sample(T0, 0.0),
                                                             ProfileState(t=T0, profile="ep8-tuned", state="serving")]

@@ -14,20 +14,24 @@ panel never pushes the other panels off the screen.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from itertools import islice, repeat
 from operator import truediv
-from typing import Any
+from typing import Unpack
 
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from kimitui.events import GpuReading
 from kimitui.tui.cockpit_state import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import BLOCKS, bar, rate, spark
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 BENIGN_THROTTLE = {"gpu_idle", "applications_clocks_setting", "app_clocks"}
 """Clock reasons that say nothing is wrong (idle, clocks set by the admin): shown dim."""
@@ -63,25 +67,37 @@ def group_size(count: int, height: int) -> int:
     return size
 
 
-class GpuPanel(Widget):
+class GpuPanel(Widget, ModelView):
     DEFAULT_CSS = """
     GpuPanel { height: auto; min-height: 3; }
     """
+    shows = frozenset({"gpus"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
         self.rows_built = 0
         """Screen lines rebuilt so far (a line whose values did not change is reused); tests read it."""
-        self._tails: dict[int, tuple[Any, Text, int]] = {}
-        self._lines: dict[Any, tuple[Any, Text, Strip | None]] = {}
-        self._frame: list[tuple[Any, Text]] = []
-        self._widths: dict[Any, int] = {}
+        self._tails: dict[int, tuple[Hashable, Text, int]] = {}
+        """GPU index -> (what its tail shows, the tail, its cells)."""
+        self._lines: dict[Hashable, tuple[Hashable, Text]] = {}
+        """A line's slot (``("row", index)``, ``("gauge",)``...) -> (the values it shows, its text)."""
+        self._line_strips: dict[Hashable, tuple[tuple[int, Style], Strip]] = {}
+        """A line's slot -> ((width, base style), the line as a strip): a frame reuses unchanged lines."""
+        self._frame: list[tuple[Hashable, Text]] = []
+        self._widths: dict[Hashable, int] = {}
         """Cells of a row line, known without measuring (block and arrow glyphs make Rich count per char)."""
-        self._sparks: dict[int, tuple[Any, int, str]] = {}
+        self._sparks: dict[int, tuple[GpuReading | None, int, str]] = {}
         self._strips: list[Strip] = []
+        self._laid_out_rows = -1
+        """GPUs at the last relayout: the panel's height changes only with the GPU count."""
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+    def redraw(self) -> None:
+        rows = len(self.model.gpus)
+        self.refresh(layout=rows != self._laid_out_rows)  # a relayout only when the GPU count changes
+        self._laid_out_rows = rows
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         n = len(self.model.gpus)
         size = group_size(n, viewport.height)
         return max(1, -(-n // size) + (1 if size > 1 else 0)) + 1
@@ -113,9 +129,9 @@ class GpuPanel(Widget):
         base: Style = self.rich_style
         strips = []
         for key, text in self._frame:
-            cached = self._lines.get(("strip", key))
+            cached = self._line_strips.get(key)
             if cached is not None and cached[0] == (width, base):
-                strips.append(cached[2])  # type: ignore[arg-type]
+                strips.append(cached[1])
                 continue
             cells = self._widths.get(key)
             if cells is None or cells > width:  # unknown width, or too wide: let Rich measure and cut
@@ -126,7 +142,7 @@ class GpuPanel(Widget):
             if cells < width:
                 segments.append(Segment(" " * (width - cells)))
             strip = Strip(segments, width).apply_style(base)
-            self._lines[("strip", key)] = ((width, base), text, strip)
+            self._line_strips[key] = ((width, base), strip)
             strips.append(strip)
         return strips
 
@@ -141,21 +157,22 @@ class GpuPanel(Widget):
         frame = self._rows(rows, has, width) if size == 1 else self._groups(rows, has, size)
         frame.append(self._cached(("gauge",), self._gauge_key(), self._gauge))
         self._frame = frame
-        if len(self._lines) > 8 * (len(frame) + 8):  # lines of GPUs gone or of an old layout
+        if len(self._lines) + len(self._line_strips) > 8 * (len(frame) + 8):  # lines of GPUs gone or of an old layout
             live = {key for key, _ in frame}
-            self._lines = {k: v for k, v in self._lines.items() if (k[1] if k[0] == "strip" else k) in live}
+            self._lines = {k: v for k, v in self._lines.items() if k in live}
+            self._line_strips = {k: v for k, v in self._line_strips.items() if k in live}
 
-    def _cached(self, slot: Any, key: Any, build: Any) -> tuple[Any, Text]:
+    def _cached(self, slot: Hashable, key: Hashable, build: Callable[[], Text]) -> tuple[Hashable, Text]:
         hit = self._lines.get(slot)
         if hit is None or hit[0] != key:
             self.rows_built += 1
-            hit = (key, build(), None)
+            hit = (key, build())
             self._lines[slot] = hit
-            self._lines.pop(("strip", slot), None)
+            self._line_strips.pop(slot, None)
         return slot, hit[1]
 
     # ----------------------------------------------------------------- a row per GPU
-    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], width: int) -> list[tuple[Any, Text]]:
+    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], width: int) -> list[tuple[Hashable, Text]]:
         has_rank = any(r.rank for r in rows)
         tails = [self._tail_cached(row, has) for row in rows]
         idx_w = max(2, len(str(rows[-1].index)))
@@ -169,8 +186,7 @@ class GpuPanel(Widget):
             sp = self._spark(row, spark_w) if spark_w and util is not None else " " * spark_w
             key = (row.index, idx_w, row.rank if has_rank else False, sp, _util_style(util), self._tails[row.index][0])
             slot = ("row", row.index)
-            frame.append(self._cached(slot, key, lambda row=row, sp=sp, util=util, tail=tail: self._row(
-                row, idx_w, has_rank, sp, util, tail)))
+            frame.append(self._cached(slot, key, partial(self._row, row, idx_w, has_rank, sp, util, tail)))
             self._widths[slot] = head_w + spark_w + self._tails[row.index][2]
         return frame
 
@@ -214,23 +230,26 @@ class GpuPanel(Widget):
             out.append(f"{r.util_pct:4.0f}%" if row.supports("util_pct") else " " * 5, _util_style(r.util_pct))
         if has["mem_used_mib"]:
             total = _mem_total(row)
-            if row.supports("mem_used_mib"):
-                out.append(" " + bar(r.mem_used_mib / total if total else None, 5), "blue")
+            used = row.value("mem_used_mib")
+            if used is not None:
+                out.append(" " + bar(used / total if total else None, 5), "blue")
                 tot = f"/{total / 1024:.0f}" if total else ""
-                out.append(f" {r.mem_used_mib / 1024:.0f}{tot}G".ljust(8))
+                out.append(f" {used / 1024:.0f}{tot}G".ljust(8))
             else:
                 out.append(" " * 14)
         if has["power_w"]:
             limit = _power_limit(row)
-            if row.supports("power_w"):
-                style = "red" if limit and r.power_w >= 0.97 * limit else ""
-                text = f" {r.power_w:.0f}/{limit:.0f}W" if limit else f" {r.power_w:.0f}W"
+            watts = row.value("power_w")
+            if watts is not None:
+                style = "red" if limit and watts >= 0.97 * limit else ""
+                text = f" {watts:.0f}/{limit:.0f}W" if limit else f" {watts:.0f}W"
                 out.append(text.ljust(10), style)
             else:
                 out.append(" " * 10)
         if has["temp_c"]:
-            if row.supports("temp_c"):
-                out.append(f" {r.temp_c:>2.0f}°C", _temp_style(r.temp_c))
+            temp = row.value("temp_c")
+            if temp is not None:
+                out.append(f" {temp:>2.0f}°C", _temp_style(temp))
             else:
                 out.append(" " * 5)
         if has["sm_clock_mhz"]:
@@ -244,16 +263,16 @@ class GpuPanel(Widget):
         return out
 
     # ----------------------------------------------------------------- groups of GPUs
-    def _groups(self, rows: list[GpuRow], has: tuple[bool, ...], size: int) -> list[tuple[Any, Text]]:
+    def _groups(self, rows: list[GpuRow], has: tuple[bool, ...], size: int) -> list[tuple[Hashable, Text]]:
         legend = Text(f"{len(rows)} GPUs, {size} a line: util of each GPU ▁…█ · lowest · highest mem, W, °C",
                       "dim")
         label_w = len(str(rows[-1].index)) * 2 + 1
         frame = [self._cached(("legend",), legend.plain, lambda: legend)]
+        has_field = dict(zip(FIELDS, has))
         for start in range(0, len(rows), size):
             group = rows[start:start + size]
             key = (has, size, label_w, tuple((g.index, _tail_key(g)) for g in group))
-            frame.append(self._cached(("group", start // size), key,
-                                      lambda group=group: self._group(group, dict(zip(FIELDS, has)), size, label_w)))
+            frame.append(self._cached(("group", start // size), key, partial(self._group, group, has_field, size, label_w)))
         return frame
 
     @staticmethod
@@ -277,9 +296,8 @@ class GpuPanel(Widget):
                 out.append(f"  low {low:3.0f}% GPU{low_i:<3}", _util_style(low))
             else:
                 out.append(" " * 18)
-        read = [g for g in group if g.reading is not None]
         if has["mem_used_mib"]:
-            mem = [(g.reading.mem_used_mib, _mem_total(g)) for g in read if g.supports("mem_used_mib")]  # type: ignore[union-attr]
+            mem = [(used, _mem_total(g)) for g in group if (used := g.value("mem_used_mib")) is not None]
             if mem:
                 used, total = max(mem, key=lambda m: m[0])
                 tot = f"/{total / 1024:.0f}" if total else ""
@@ -287,7 +305,7 @@ class GpuPanel(Widget):
             else:
                 out.append(" " * 8)
         if has["power_w"]:
-            pw = [(g.reading.power_w, _power_limit(g)) for g in read if g.supports("power_w")]  # type: ignore[union-attr]
+            pw = [(w, _power_limit(g)) for g in group if (w := g.value("power_w")) is not None]
             if pw:
                 watts, limit = max(pw, key=lambda p: p[0])
                 capped = any(lim and w >= 0.97 * lim for w, lim in pw)
@@ -296,10 +314,10 @@ class GpuPanel(Widget):
             else:
                 out.append(" " * 10)
         if has["temp_c"]:
-            temps = [g.reading.temp_c for g in read if g.supports("temp_c")]  # type: ignore[union-attr]
+            temps = [t for g in group if (t := g.value("temp_c")) is not None]
             out.append(f" {max(temps):>2.0f}°C" if temps else " " * 5, _temp_style(max(temps)) if temps else "")
-        throttled = [(g.index, g.reading.throttle_reasons) for g in read
-                     if g.reading.throttle_reasons and not all(t in BENIGN_THROTTLE for t in g.reading.throttle_reasons)]  # type: ignore[union-attr]
+        reasons_of = [(g.index, g.reading.throttle_reasons) for g in group if g.reading is not None]
+        throttled = [(i, rs) for i, rs in reasons_of if rs and not all(t in BENIGN_THROTTLE for t in rs)]
         if throttled:
             hot = [t for t in throttled if any(x in HOT_THROTTLE for x in t[1])]
             index, reasons = (hot or throttled)[0]
@@ -308,7 +326,7 @@ class GpuPanel(Widget):
         return out
 
     # ----------------------------------------------------------------- the gauge
-    def _gauge_key(self) -> Any:
+    def _gauge_key(self) -> Hashable:
         imb = self.model.imbalance()
         return None if imb is None else (round(imb.spread), imb.low_index, round(imb.low), imb.high_index,
                                          round(imb.high), round(imb.spread / 100 * 20))
@@ -331,7 +349,7 @@ _BLOCK_AT = {i: BLOCKS[max(1, min(8, i))] for i in range(-16, 25)}
 """round(util / 12.5) -> block: ``render.spark`` for 0..100 %, with C-level maps instead of a Python loop."""
 
 
-def _fast_spark(values: Any, width: int) -> str:
+def _fast_spark(values: Sequence[float], width: int) -> str:
     """``render.spark(values, width)`` at a third of the cost (a row's spark is rebuilt on every reading)."""
     n = len(values)
     tail = islice(values, n - width, None) if n > width else values
@@ -362,7 +380,7 @@ def _throttle_style(reasons: list[str]) -> str:
     return "dim" if all(t in BENIGN_THROTTLE for t in reasons) else "yellow"
 
 
-def _tail_key(row: GpuRow) -> Any:
+def _tail_key(row: GpuRow) -> Hashable:
     """The figures a row shows, rounded as shown: equal keys draw equal text."""
     r = row.reading
     if r is None:

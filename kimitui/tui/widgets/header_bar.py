@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 from rich.text import Text
 from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import bar
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 CONNECTION_STYLE = {
     "connected": "bold green", "connecting": "yellow", "reconnecting": "bold yellow",
@@ -27,17 +29,22 @@ class RecordingStatus:
     live: bool
 
 
-class HeaderBar(Widget):
+class HeaderBar(Widget, ModelView):
     """Two lines, rendered from the model; no clock, so snapshots are stable."""
 
     DEFAULT_CSS = """
     HeaderBar { height: 2; background: $boost; padding: 0 1; }
     """
+    shows = frozenset({"header"})
+    drawn_when_maximized = True
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
         self.recording = RecordingStatus(None, False, True)
+
+    def redraw(self) -> None:
+        self.refresh()
 
     def render(self) -> Text:
         m = self.model

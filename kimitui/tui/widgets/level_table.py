@@ -7,18 +7,23 @@ itself distorted.  The last column says why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Unpack
+
 from rich.text import Text
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from kimitui.analysis.level_stats import effective_status
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import num
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 COLUMNS = ("C", "status", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag", "why")
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
-def pair(p50: float | None, p99: float | None, fmt) -> str:  # type: ignore[no-untyped-def]
+def pair(p50: float | None, p99: float | None, fmt: Callable[[float | None], str]) -> str:
     return f"{fmt(p50)}/{fmt(p99)}"
 
 
@@ -31,14 +36,15 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
 
 
-class LevelTable(DataTable):
+class LevelTable(DataTable[str | Text], ModelView):
     """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated."""
 
     DEFAULT_CSS = """
     LevelTable { height: auto; max-height: 12; }
     """
+    shows = frozenset({"levels"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(cursor_type="none", zebra_stripes=True, **kwargs)
         self.model = model
         self.can_focus = False
@@ -57,7 +63,7 @@ class LevelTable(DataTable):
         if old and len(rows) == len(old) and rows[:-1] == old[:-1] and rows[-1][0] == "live" == old[-1][0]:
             for col, (a, b) in enumerate(zip(old[-1][1], rows[-1][1])):
                 if a != b:
-                    self.update_cell_at((len(rows) - 1, col), b)
+                    self.update_cell_at(Coordinate(len(rows) - 1, col), b)
         else:
             self.clear()
             for key, cells in rows:

@@ -8,6 +8,7 @@ without per-line renderables.
 from __future__ import annotations
 
 import re
+from typing import Unpack
 
 from rich.highlighter import Highlighter
 from rich.text import Text
@@ -17,6 +18,7 @@ from textual.widgets import Log, Static
 
 from kimitui.tui.cockpit_state import CockpitModel, LogEntry
 from kimitui.tui.render import clock
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 SEVERITY_LETTER = {"debug": "D", "info": "I", "warning": "W", "error": "E", "critical": "C"}
 SEVERITY_CYCLE = ("debug", "warning", "error")
@@ -49,14 +51,15 @@ class SeverityHighlighter(Highlighter):
                 text.stylize("reverse", m.start(), m.end())
 
 
-class LogPanel(Vertical):
+class LogPanel(Vertical, ModelView):
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
     LogPanel > #log-status { height: 1; color: $text-muted; }
     LogPanel > Log { height: 1fr; }
     """
+    shows = frozenset({"log"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
         self.min_severity = "debug"
@@ -93,6 +96,9 @@ class LogPanel(Vertical):
             reading = log.has_focus and not log.is_vertical_scroll_end  # the operator scrolled up to read
             log.write_lines(lines, scroll_end=not reading)
         return len(lines)
+
+    def redraw(self) -> None:
+        self.flush()
 
     def rebuild(self) -> None:
         """Rewrite from the model's ring after a filter, search or resume."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual.containers import Vertical
+from textual.widget import Widget
+
+from kimitui.tui.widgets.model_view import WidgetOptions
 
 
 class Panel(Vertical, can_focus=True):
@@ -20,6 +25,6 @@ class Panel(Vertical, can_focus=True):
     }
     """
 
-    def __init__(self, *children, title: str = "", **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *children: Widget, title: str = "", **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(*children, **kwargs)
         self.border_title = title

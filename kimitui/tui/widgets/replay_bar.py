@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
 from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import clock
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
-class ReplayBar(Widget):
+class ReplayBar(Widget, ModelView):
     DEFAULT_CSS = """
     ReplayBar { height: 1; background: $primary-darken-2; padding: 0 1; }
     """
+    shows = frozenset({"header"})
+    drawn_when_maximized = True
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
         self.playing = True
         self.speed: float | None = 1.0
         """None: as fast as the recording can be read."""
         self.position: float | None = None
+
+    def redraw(self) -> None:
+        self.refresh()
 
     def render(self) -> Text:
         out = Text()

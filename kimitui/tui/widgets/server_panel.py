@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import bar, spark
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
-class ServerPanel(Widget):
+class ServerPanel(Widget, ModelView):
     DEFAULT_CSS = """
     ServerPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
+    shows = frozenset({"server"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return 6
+
+    def redraw(self) -> None:
+        self.refresh()
 
     def render(self) -> Text:
         m = self.model

@@ -9,18 +9,25 @@ are drawn one point per cell, counted as the requests they stand for.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual_plot import PlotWidget
 
 from kimitui.tui.cockpit_state import CockpitModel, spread_points, weighted_median
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
-class SpreadChart(PlotWidget):
+class SpreadChart(PlotWidget, ModelView):
     can_focus = False
+    shows = frozenset({"spread"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(allow_pan_and_zoom=False, **kwargs)
         self.model = model
         self.summary = ""
+
+    def caption(self) -> tuple[str | None, str | None]:
+        return None, self.summary
 
     def on_mount(self) -> None:
         self.set_xlabel("s since sent")

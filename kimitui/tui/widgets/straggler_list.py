@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 from rich.text import Text
 from textual.message import Message
@@ -11,6 +12,7 @@ from textual.widgets import DataTable
 from kimitui.events import Straggler
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import clock, num
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
 def describe(s: Straggler) -> str:
@@ -26,7 +28,7 @@ def describe(s: Straggler) -> str:
     return ", ".join(parts)
 
 
-class StragglerList(DataTable):
+class StragglerList(DataTable[str | Text], ModelView):
     @dataclass
     class Chosen(Message):
         straggler: Straggler
@@ -34,8 +36,9 @@ class StragglerList(DataTable):
     DEFAULT_CSS = """
     StragglerList { height: 1fr; min-height: 3; }
     """
+    shows = frozenset({"stragglers"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.model = model
         self._shown: list[Straggler] = []

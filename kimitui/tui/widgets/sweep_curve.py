@@ -12,15 +12,30 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from typing import Unpack
+
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
 from rich.markup import escape
 
 from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 OTHER_STYLES = ("grey58", "magenta", "dark_orange", "cyan", "purple")
 NOT_OK_MARK = "✗"
 NOT_OK_STYLE = "bold red"
+
+
+def sweep_status(model: CockpitModel) -> str:
+    """The curve panel's subtitle: how far the running sweep is, or how the last one ended."""
+    sw = model.sweep
+    if sw is None:
+        return "press s to sweep"
+    if sw.outcome is not None:
+        peak = f" peak {sw.outcome.peak_tok_s:.0f} tok/s" if sw.outcome.peak_tok_s is not None else ""
+        return f"{sw.profile}: {sw.outcome.outcome}{peak}"
+    done = len({lv.concurrency for lv in sw.levels})
+    return f"{sw.profile}: C={sw.concurrency} ({done}/{len(sw.spec.levels)} levels done)"
 
 
 class ConcurrencyAxis(AxisFormatter):
@@ -35,17 +50,22 @@ class ConcurrencyAxis(AxisFormatter):
         return [str(round(2 ** t)) for t in ticks]
 
 
-class SweepCurve(PlotWidget):
+class SweepCurve(PlotWidget, ModelView):
     """Never takes focus: its zoom/pan keys would shadow the cockpit's keys."""
 
     can_focus = False
+    shows = frozenset({"curve"})
 
-    def __init__(self, model: CockpitModel, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(allow_pan_and_zoom=False, **kwargs)
         self.model = model
         self.legend = ""
         """Content markup naming the series; the app shows it in the panel's title.  (The plot's own
         legend widget relayouts the whole screen on every update.)"""
+
+    def caption(self) -> tuple[str | None, str | None]:
+        return (f"tok/s vs C  {self.legend}" if self.legend else "Throughput vs concurrency",
+                sweep_status(self.model))
 
     def on_mount(self) -> None:
         self.set_x_formatter(ConcurrencyAxis())
@@ -81,8 +101,8 @@ class SweepCurve(PlotWidget):
             points = m.curves.get(current or "?", {})
             not_ok = sorted(c for c, p in points.items() if p.status != "ok")
             xs = sorted(c for c in points if points[c].status == "ok")
-            agg = [(c, points[c].agg_tok_s) for c in xs if points[c].agg_tok_s is not None]
-            steady = [(c, points[c].steady_tok_s) for c in xs if points[c].steady_tok_s is not None]
+            agg = [(c, y) for c in xs if (y := points[c].agg_tok_s) is not None]
+            steady = [(c, y) for c in xs if (y := points[c].steady_tok_s) is not None]
             if agg:
                 ymax = max(ymax, *(y for _, y in agg))
                 self.plot([math.log2(c) for c, _ in agg], [y for _, y in agg], line_style="bold green",
