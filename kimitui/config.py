@@ -41,13 +41,10 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-if TYPE_CHECKING:
-    from kimitui.host.base import EventCallback, Host
 
 ENV_VAR = "KIMITUI_CONFIG"
 SIM_HOST = "sim"
@@ -312,13 +309,3 @@ def find_key_line(text: str, loc: tuple[str, ...]) -> int | None:
             if depth == len(loc):
                 return number
     return best[1] if best and best[0] > 0 else None
-
-
-# --------------------------------------------------------------------------- hosts
-
-
-def make_host(config: Config, name: str | None = None, on_event: "EventCallback | None" = None) -> "Host":
-    """Build the Host called ``name`` (see :func:`kimitui.host.factory.make_host`)."""
-    from kimitui.host.factory import make_host as _make_host
-
-    return _make_host(config, name, on_event)

@@ -540,9 +540,13 @@ class Marker(Event):
     label: str = ""
 
 
+LinkState = Literal["connecting", "connected", "lost", "reconnecting", "closed", "failed"]
+"""Where a host's link is (:class:`ConnectionState`)."""
+
+
 class ConnectionState(Event):
     kind: Literal["connection"] = "connection"
-    state: Literal["connecting", "connected", "lost", "reconnecting", "closed", "failed"]
+    state: LinkState
     detail: str = ""
     attempt: int = 0
 
@@ -618,10 +622,10 @@ AnyEvent = Annotated[
     Field(discriminator="kind"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(AnyEvent)
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.model_fields["kind"].default: cls  # type: ignore[misc]
+    cls.model_fields["kind"].default: cls
     for cls in Event.__subclasses__()
 }
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kimitui.config import ConfigError, parse_config
-from kimitui.host import LocalHost, make_host
+from kimitui.host import LocalHost
+from kimitui.host.factory import make_host
 from kimitui.host.ssh import SSHHost
 from tests.support.sshd import SSHTestServer
 

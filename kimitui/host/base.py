@@ -12,7 +12,7 @@ import abc
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from kimitui.events import ConnectionState, Event
+from kimitui.events import ConnectionState, Event, LinkState
 
 
 class HostError(Exception):
@@ -129,8 +129,8 @@ class Host(abc.ABC):
     def set_event_callback(self, on_event: EventCallback | None) -> None:
         self._on_event = on_event
 
-    def connection_event(self, state: str, detail: str = "", attempt: int = 0) -> None:
-        self.emit(ConnectionState(host=self.name, state=state, detail=detail, attempt=attempt))  # type: ignore[arg-type]
+    def connection_event(self, state: LinkState, detail: str = "", attempt: int = 0) -> None:
+        self.emit(ConnectionState(host=self.name, state=state, detail=detail, attempt=attempt))
 
     def checked(self, argv_text: str, result: CommandResult, check: bool) -> CommandResult:
         """``result``, or (with ``check``) a HostError naming the host, the command and its stderr."""

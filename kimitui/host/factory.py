@@ -43,7 +43,7 @@ def make_host(config: Config, name: str | None = None, on_event: EventCallback |
         host: Host = LocalHost(chosen, on_event, simulated=True)
     else:
         host = _ssh_host(config, chosen, entry, on_event, seen=())
-    host.python = entry.python  # type: ignore[attr-defined]
+    host.python = entry.python
     return host
 
 
@@ -73,5 +73,5 @@ def _ssh_host(
         connect_timeout_s=entry.connect_timeout_s,
         on_event=on_event,
     )
-    host.simulated = entry.sim  # type: ignore[attr-defined]
+    host.simulated = entry.sim
     return host

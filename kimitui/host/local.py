@@ -72,7 +72,7 @@ class LocalStream(Stream):
             self.stderr_tail.feed(chunk)
         self.stderr_tail.close()
 
-    async def __aiter__(self) -> AsyncIterator[str]:  # type: ignore[override]
+    async def __aiter__(self) -> AsyncIterator[str]:
         assert self.proc.stdout is not None
         split = LineSplitter()
         while chunk := await self.proc.stdout.read(READ_CHUNK):
@@ -216,9 +216,6 @@ class LocalHost(Host):
     async def connect(self) -> None:
         """Nothing to open; says ``connected`` so every host reports the same way."""
         self.connection_event("connected", "local")
-
-    async def wait_connected(self, timeout: float | None = None) -> None:
-        """Always connected (the same call as :meth:`SSHHost.wait_connected`)."""
 
     async def close(self) -> None:
         """Stop every stream still running."""

@@ -85,6 +85,9 @@ class _Client(asyncssh.SSHClient):
 class SSHHost(Host):
     """A host reached over SSH, with key verification, keepalive and reconnect."""
 
+    address: str
+    can_forward = True
+
     def __init__(
         self,
         name: str,
@@ -150,8 +153,6 @@ class SSHHost(Host):
     @property
     def connected(self) -> bool:
         return self._conn is not None
-
-    can_forward = True
 
     @property
     def peer_address(self) -> str:
@@ -485,7 +486,7 @@ class SSHHost(Host):
             out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), 60.0)
             await asyncio.wait_for(proc.wait_closed(), 5.0)
         except (asyncio.TimeoutError, *LINK_ERRORS) as exc:
-            raise HostUnavailable(f"{self.name}: cannot read {path}: {exc or 'timed out'}") from exc
+            raise HostUnavailable(f"{self.name}: cannot read {path}: {'timed out' if isinstance(exc, asyncio.TimeoutError) else exc}") from exc
         if proc.exit_status != 0:
             raise HostError(f"{self.name}: cannot read {path}: {decode(err).strip() or f'exit {proc.exit_status}'}")
         return out

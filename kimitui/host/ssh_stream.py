@@ -92,7 +92,7 @@ class SSHStream(Stream):
                 self.stderr_tail.feed(chunk)
         self.stderr_tail.close()
 
-    async def __aiter__(self) -> AsyncIterator[str]:  # type: ignore[override]
+    async def __aiter__(self) -> AsyncIterator[str]:
         split = LineSplitter()
         try:
             while chunk := await self.proc.stdout.read(READ_CHUNK):
