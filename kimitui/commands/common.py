@@ -1,16 +1,31 @@
-"""What the headless ``swap``/``stop``/``status`` commands share: the host to act on, a progress bar."""
+"""What the headless commands share: the host they act on, one-line errors, a swap's progress bar.
+
+Every headless command that talks to a host (``status``, ``stop``, ``swap``,
+``logs follow``) starts the same way: the host named by ``--host`` (else the
+config's default, else the simulated host ``sim``), connected for the work and
+closed after it, a config problem or a host error printed as one line with exit
+code 2 instead of a traceback.  :func:`on_host` is that preamble.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Awaitable, Callable
+from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from kimitui.config import ConfigError, load_config
 from kimitui.events import Event, SwapProgress
-from kimitui.host.base import Host
+from kimitui.host.base import Host, HostError
+from kimitui.host.factory import make_host
 from kimitui.launcher.readiness import PHASES
+
+EXIT_HOST_PROBLEM = 2
+"""A bad config, an unknown ``--host``, an unreachable host: the operator fixes something and retries."""
+
 
 class HostChoiceError(Exception):
     """The ``--host`` asked for is not configured (the message lists the ones that are)."""
@@ -21,13 +36,44 @@ def open_host(args: argparse.Namespace) -> Host:
 
     Raises HostChoiceError with the config's own message (file:line, the hosts it knows).
     """
-    from kimitui.config import ConfigError, load_config
-    from kimitui.host import make_host
-
     try:
-        return make_host(load_config(getattr(args, "config", None)), getattr(args, "host", None), None)
+        return make_host(load_config(args.config), args.host, None)
     except ConfigError as exc:
         raise HostChoiceError(str(exc)) from exc
+
+
+def print_error(console: Console, problem: BaseException | str) -> None:
+    """``error: ...`` in red, the message escaped (it may hold brackets)."""
+    console.print(f"[red]error[/]: {escape(str(problem))}")
+
+
+ErrorReport = Callable[[BaseException], None]
+"""How a command says what stopped it (``error: ...`` in red, or its own prefix on stderr)."""
+
+
+async def on_host(args: argparse.Namespace, work: Callable[[Host], Awaitable[int]], report: ErrorReport) -> int:
+    """``work(host)`` on the connected ``--host``: its exit code, or 2 after ``report`` said what failed.
+
+    The failures are a config that cannot be read, a host it does not name, and any
+    HostError while connecting or working (unreachable, a changed host key, refused
+    credentials).
+    """
+    try:
+        host = open_host(args)
+    except Exception as exc:  # noqa: BLE001 - a bad config file is reported, not raised
+        report(exc)
+        return EXIT_HOST_PROBLEM
+    try:
+        async with host:
+            return await work(host)
+    except HostError as exc:
+        report(exc)
+        return EXIT_HOST_PROBLEM
+
+
+def console_errors(console: Console) -> ErrorReport:
+    """The report of ``status``, ``stop`` and ``swap``: ``error: ...`` on their console."""
+    return lambda exc: print_error(console, exc)
 
 
 def overall_fraction(phase: str, fraction: float | None) -> float:
@@ -53,14 +99,14 @@ class SwapBar:
             console=console,
             transient=False,
         )
-        self.tasks: dict[str, Any] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> "SwapBar":
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.progress.__exit__(exc_type, exc, tb)
 
     def __call__(self, event: Event) -> None:
         if not isinstance(event, SwapProgress):

@@ -13,13 +13,17 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kimitui.events import ErrorEvent, Event, LogLine, dump_event
 from kimitui.telemetry.logparse import to_event
 
+if TYPE_CHECKING:
+    from kimitui.host.base import Host
+    from kimitui.launcher.base import Launcher, RunRecord
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("logs", help="parse or follow SGLang server logs")
     sub = parser.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
     p = sub.add_parser("parse", help="parse log lines from stdin, print one JSON event per line")
@@ -60,30 +64,31 @@ def _follow(args: argparse.Namespace) -> int:
         return 130
 
 
+def _report_error(exc: BaseException) -> None:
+    print(f"kimitui logs follow: {exc}", file=sys.stderr)
+
+
 async def _follow_async(args: argparse.Namespace) -> int:
-    from kimitui.config import ConfigError, load_config, make_host
-    from kimitui.host.base import HostError
+    # Imported here, not at the top: every command module is imported to build the parser,
+    # and `kimitui --help` should not pay for rich, the launchers and the host factory (~0.2 s).
+    from kimitui.commands.common import on_host
+
+    return await on_host(args, lambda host: _follow_on(host, args), _report_error)
+
+
+async def _follow_on(host: Host, args: argparse.Namespace) -> int:
+    from kimitui.launcher.select import find_running  # lazily, as in _follow_async
     from kimitui.session import Session
     from kimitui.telemetry.logs import LogFollower
 
-    try:
-        config = load_config(getattr(args, "config", None))
-        host = make_host(config, args.host)
-        await host.connect()
-    except (ConfigError, HostError, OSError) as exc:
-        print(f"kimitui logs follow: {exc}", file=sys.stderr)
-        return 2
     unit, path, cursor = args.unit, args.path, args.from_cursor
     if unit is None and path is None:
-        found: Any = None
+        found: tuple[Launcher, RunRecord] | None = None
         with contextlib.suppress(Exception):
-            from kimitui.launcher.select import find_running
-
             found = await find_running(host)
         if found is None:
             print(f"kimitui logs follow: nothing kimitui started runs on {host.name}; give --unit or --path",
                   file=sys.stderr)
-            await host.close()
             return 1
         record = found[1]
         unit = record.unit if record.launcher == "systemd" else None
@@ -101,7 +106,6 @@ async def _follow_async(args: argparse.Namespace) -> int:
         await stop.wait()
     finally:
         await follower.stop()
-        await host.close()
     if follower.cursor is not None:
         print(f"kimitui logs follow: stopped; resume with --from-cursor {follower.cursor!r}", file=sys.stderr)
     return 0

@@ -11,11 +11,15 @@ import argparse
 import asyncio
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kimitui.host.base import Host
 
 
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("status", help="what runs on the host, since when, and drift from its profile")
     p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--unit", metavar="NAME", help="systemd unit to look at (default: sglang)")
@@ -24,7 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(args))
+    # Imported here, not at the top: every command module is imported to build the parser,
+    # and `kimitui --help` should not pay for rich and the launchers.
+    from rich.console import Console
+
+    from kimitui.commands.common import console_errors, on_host
+
+    console = Console(highlight=False)
+    return asyncio.run(on_host(args, lambda host: _report(console, host, args), console_errors(console)))
 
 
 def _ago(seconds: float) -> str:
@@ -35,16 +46,18 @@ def _ago(seconds: float) -> str:
 
 
 async def collect(
-    host: Any, *, unit: str | None = None, extra_dirs: list[str] | None = None, state_dir: str | None = None
+    host: Host, *, unit: str | None = None, extra_dirs: list[str] | None = None, state_dir: str | None = None
 ) -> dict[str, Any]:
     """Everything ``status`` reports, as a dict (also used by tests and the cockpit).
 
     ``last_swap``: how the last swap on the host ended, from its supervisor's
     record, so a swap whose controller died or detached is named.
     """
-    import httpx
+    import httpx  # lazily, as in run
 
     from kimitui.launcher.drift import drift, fetch_server_info
+    from kimitui.launcher.http_ready import client
+    from kimitui.launcher.profiles import load
     from kimitui.launcher.select import find_running
     from kimitui.launcher.swap import reach_server
 
@@ -66,8 +79,6 @@ async def collect(
         log=record.log_path or (f"journalctl -u {record.unit}" if record.unit else None),
     )
     try:
-        from kimitui.launcher.http_ready import client
-
         async with client(url, 5.0) as http:
             out["health"] = (await http.get(f"{url}/health")).status_code
     except httpx.HTTPError as exc:
@@ -80,8 +91,6 @@ async def collect(
         return out
     out["version"] = info.get("version")
     try:
-        from kimitui.launcher.profiles import load
-
         profile = load(record.profile_path or record.profile, extra_dirs)
     except Exception as exc:  # noqa: BLE001 - a missing profile is reported, not raised
         out["drift_error"] = f"cannot load profile {record.profile}: {exc}"
@@ -90,8 +99,8 @@ async def collect(
     return out
 
 
-async def _last_swap(host: Any, out: dict[str, Any], state_dir: str | None) -> None:
-    from kimitui.host.base import HostError
+async def _last_swap(host: Host, out: dict[str, Any], state_dir: str | None) -> None:
+    from kimitui.host.base import HostError  # lazily, as in run
     from kimitui.launcher.base import LaunchError
     from kimitui.launcher.process import ProcessLauncher
     from kimitui.launcher.select import is_simulated_host
@@ -107,26 +116,8 @@ async def _last_swap(host: Any, out: dict[str, Any], state_dir: str | None) -> N
         out["last_swap_text"] = describe(last)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-
-    from kimitui.commands.common import open_host
-
-    console = Console(highlight=False)
-    try:
-        host = open_host(args)
-    except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return 2
-    from kimitui.host.base import HostError
-
-    try:
-        async with host:
-            info = await collect(host, unit=args.unit, extra_dirs=list(getattr(args, "profiles", None) or []))
-    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return 2
+async def _report(console: Console, host: Host, args: argparse.Namespace) -> int:
+    info = await collect(host, unit=args.unit, extra_dirs=list(args.profiles or []))
     if args.json:
         print(json.dumps(info, default=str))
     else:
@@ -134,8 +125,8 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if info.get("running") and info.get("health") == 200 else 1
 
 
-def _print(console: Any, info: dict[str, Any]) -> None:
-    from rich.markup import escape
+def _print(console: Console, info: dict[str, Any]) -> None:
+    from rich.markup import escape  # lazily, as in run
 
     host = escape(info["host"])
     if not info["running"]:
