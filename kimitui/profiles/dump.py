@@ -18,7 +18,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     data = profile.model_dump(mode="json", exclude_defaults=True, exclude={"extends", "source_path"})
     data["name"] = profile.name
     data["model_path"] = profile.model_path
-    head = {k: data.pop(k) for k in ("name", "description", "model_path") if k in data}
+    head: dict[str, Any] = {k: data.pop(k) for k in ("name", "description", "model_path") if k in data}
     tables = {k: data.pop(k) for k in ("env", "launcher", "sim") if data.get(k)}
     return {**head, **data, **tables}
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kimitui.paths import state_dir
+from kimitui.profiles.loader import key_clashes, scan_profiles
 from kimitui.profiles.schema import PROFILE_KEYS, Profile
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,6 @@ def profile_keys(extra_dirs: Sequence[Path | str] | None = None, order: Sequence
 
     Key clashes are in ``notes`` too, so the cockpit can say them.
     """
-    from kimitui.profiles.loader import key_clashes, scan_profiles  # noqa: PLC0415
-
     good, _bad = scan_profiles(extra_dirs)
     assignment = stable_keys(good, order)
     return KeyAssignment(assignment.by_key, [str(e) for e in key_clashes(good)] + assignment.notes)

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kimitui import __version__
 from kimitui.events import Event
 
-FORMAT_NAME = "kimitui-recording"
+FORMAT_NAME: Final = "kimitui-recording"
 FORMAT_VERSION = 2
 """2: chunk offsets as integer deltas, gzip written while recording; readers take 1 and 2."""
 

@@ -8,8 +8,11 @@ so the rest of ``kimitui.sim`` never deals with ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kimitui.profiles import Profile, ProfileError, SimSettings, load_profile
 
 FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
 
@@ -108,12 +111,17 @@ class ServerSettings:
         }
 
 
-def _pick(profile: Any, name: str, default: Any) -> Any:
-    value = getattr(profile, name, None) if not isinstance(profile, dict) else profile.get(name)
+ProfileLike = Profile | Mapping[str, Any]
+"""A loaded profile, or the same fields as a plain mapping (the tests' shorthand)."""
+
+
+def _pick(profile: ProfileLike | SimSettings, name: str, default: Any) -> Any:
+    """The field ``name`` (a TOML value of any kind), ``default`` when unset."""
+    value = profile.get(name) if isinstance(profile, Mapping) else getattr(profile, name, None)
     return default if value is None else value
 
 
-def settings_from_profile(profile: Any, **overrides: Any) -> ServerSettings:
+def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSettings:
     """Concrete settings from a profile object (or a plain dict), SGLang's auto values filled in.
 
     ``overrides`` (from the command line) win over the profile's ``[sim]`` table
@@ -193,8 +201,6 @@ def validate(s: ServerSettings) -> None:
 
 def load_settings(name_or_path: str, **overrides: Any) -> ServerSettings:
     """Load a profile by name or path (``kimitui.profiles``), then resolve it for the simulator."""
-    from kimitui.profiles import ProfileError, load_profile
-
     try:
         profile = load_profile(name_or_path)
     except ProfileError as exc:  # carries file, line and field
