@@ -340,14 +340,15 @@ class SseSplitter:
         self.pending = b""
         return False
 
-    def end(self, now: int) -> None:
-        """The body ended: a last line without its newline still counts."""
+    def end(self, now: int) -> bool:
+        """The body ended: a last line without its newline still counts.  True once ``[DONE]`` was seen."""
         pending, self.pending = bytes(self.pending), b""
         if pending.strip():
             if pending[:5] == b"data:":
                 _on_payload(pending[5:].strip(), now, self.trace)
             else:
                 self.trace.fail("malformed", f"truncated SSE line: {pending[:120]!r}")
+        return self.trace.saw_done
 
 
 def _kind(value: object) -> str:

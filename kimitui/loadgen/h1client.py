@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from typing import cast
 
 import yarl
 
@@ -129,7 +130,7 @@ class Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # create_connection's: a stream transport
         self.open = True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -170,8 +171,10 @@ class Conn(asyncio.Protocol):
 
     def write(self, data: bytes) -> None:
         """The send itself, stamped just before the bytes go to the transport."""
-        self._last_ns = self.trace.sent_ns = _perf_ns()  # type: ignore[union-attr]
-        self.transport.write(data)  # type: ignore[union-attr]
+        trace, transport = self.trace, self.transport
+        assert trace is not None and transport is not None, "prime() on an open connection first"
+        self._last_ns = trace.sent_ns = _perf_ns()
+        transport.write(data)
 
     def arm(self) -> None:
         """Start the stall deadline, counted from the send (armed after a burst's writes, not between them)."""
@@ -355,8 +358,7 @@ class Conn(asyncio.Protocol):
             text = self._err_body[:2048].decode("utf-8", "replace").strip()
             trace.fail("http_status", f"HTTP {trace.status}: {text}")
         elif not trace.saw_done and trace.error_class is None:
-            self._sse.end(now)
-            if not trace.saw_done and trace.finish_reason is None:
+            if not self._sse.end(now) and trace.finish_reason is None:
                 trace.fail("reset", "stream ended before [DONE]")
         self._finish(reuse=self._keep and self._framing != "close")
 

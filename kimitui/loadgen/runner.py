@@ -27,8 +27,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+import kimitui
 from kimitui.loadgen.sweep import new_sweep_id
-from kimitui.events import ErrorEvent, LevelResult, SweepResult, SweepSpec, parse_event
+from kimitui.events import ErrorEvent, Event, LevelResult, SweepResult, SweepSpec, parse_event
 from kimitui.session import Session
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one progress event at C=1024 is ~100 KB; results with chunk offsets more
@@ -47,8 +48,6 @@ def worker_command() -> list[str]:
     process's kimitui came from is appended, so an uninstalled checkout
     still finds itself.
     """
-    import kimitui
-
     return [sys.executable, "-P", "-c", _BOOT, str(Path(kimitui.__file__).resolve().parents[1])]
 
 
@@ -101,9 +100,11 @@ class SweepRunner:
         if self._proc is None:
             raise RuntimeError("SweepRunner.abort() before start()")
         if not self._done.is_set():
-            with contextlib.suppress(ConnectionError, RuntimeError, AttributeError):
-                self._proc.stdin.write(b"abort\n")  # type: ignore[union-attr]
-                await self._proc.stdin.drain()  # type: ignore[union-attr]
+            stdin = self._proc.stdin
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                if stdin is not None:
+                    stdin.write(b"abort\n")
+                    await stdin.drain()
             try:
                 await asyncio.wait_for(self._done.wait(), grace_s)
             except asyncio.TimeoutError:
@@ -157,12 +158,12 @@ class SweepRunner:
             return
         self._publish(event)
 
-    def _publish(self, event: object) -> None:
+    def _publish(self, event: Event) -> None:
         if isinstance(event, LevelResult):
             self.levels.append(event)
         elif isinstance(event, SweepResult):
             self.result = event
-        self.session.publish(event)  # type: ignore[arg-type]
+        self.session.publish(event)
 
     def _error(self, message: str, detail: str = "") -> None:
         self.session.publish(ErrorEvent(host=self.session.host, source="sweep", message=message, detail=detail))

@@ -45,6 +45,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from typing import Literal
 
 from kimitui.loadgen import h1client
 from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
@@ -66,6 +67,8 @@ from kimitui.events import (
 )
 
 _perf_ns = time.perf_counter_ns
+SweepOutcome = Literal["completed", "stopped", "aborted", "failed"]
+"""How a sweep ended (:attr:`kimitui.events.SweepResult.outcome`)."""
 FLUSH_CACHE_MISSING = "this server has no /flush_cache: levels run with the prefix cache warm"
 
 
@@ -84,7 +87,7 @@ def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: in
         chosen = rows
         rest: list[tuple[str, float, int, float | None]] = []
     else:
-        rated = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])  # type: ignore[arg-type,return-value]
+        rated = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3] or 0.0)  # (never None: filtered)
         picked = {r[0] for r in rated[:keep // 2]}
         for r in sorted(rows, key=lambda r: -r[1]):
             if len(picked) >= keep:
@@ -146,7 +149,7 @@ async def resolve_model(url: str, timeout_s: float | None = None) -> str:
     length, a refused connection, the HTTP status and body, or what the
     answer held instead of a model (an httpx timeout's own text is empty).
     """
-    import httpx  # control plane only; kept out of the load process's start-up
+    import httpx  # control plane only: ~0.3 s of imports kept out of the load process's start-up
 
     timeout_s = MODEL_LOOKUP_TIMEOUT_S if timeout_s is None else timeout_s
     where = base_url(url) + "/v1/models"
@@ -234,7 +237,8 @@ class SweepEngine:
     async def run(self) -> SweepResult:
         spec = self.spec
         self.emit(SweepStarted(host=self.host, sweep_id=self.sweep_id, spec=spec, profile=self.profile))
-        outcome, reason = "completed", ""
+        outcome: SweepOutcome = "completed"
+        reason = ""
         await self.health.start()
         try:
             if self._setup_error:
@@ -250,17 +254,14 @@ class SweepEngine:
                     if self._aborted:
                         break
                     level = await self._run_level(c, repeat)
-                    stop = (self._aborted or self._cut
-                            or error_rate_exceeded(level, spec.max_error_rate)
-                            or (oversaturation(prev, level) if spec.stop_on_oversaturation else None))
-                    if stop:
-                        level = level.model_copy(update={"stopped": stop})
+                    ended = self._ends_after(prev, level)
+                    if ended:
+                        level = level.model_copy(update={"stopped": ended[1]})
                     self.levels.append(level)
                     self.emit(level)
                     prev = level
-                    if stop:
-                        outcome = "aborted" if self._aborted else "stopped"
-                        reason = stop
+                    if ended:
+                        outcome, reason = ended
                         break
                 if outcome != "completed":
                     break
@@ -273,10 +274,19 @@ class SweepEngine:
             await self.health.stop()
         peak = peak_level(self.levels)  # failed, aborted and cut levels are never the peak
         result = SweepResult(host=self.host, sweep_id=self.sweep_id, levels=[lv.concurrency for lv in self.levels],
-                             outcome=outcome, reason=reason,  # type: ignore[arg-type]
+                             outcome=outcome, reason=reason,
                              peak_tok_s=level_rate(peak) if peak is not None else None)
         self.emit(result)
         return result
+
+    def _ends_after(self, prev: LevelResult | None, level: LevelResult) -> tuple[SweepOutcome, str] | None:
+        """Whether the sweep ends after ``level``: aborted, or stopped by a rule (with why); None: go on."""
+        if self._aborted:
+            return "aborted", self._aborted
+        spec = self.spec
+        stop = (self._cut or error_rate_exceeded(level, spec.max_error_rate)
+                or (oversaturation(prev, level) if spec.stop_on_oversaturation else None))
+        return ("stopped", stop) if stop else None
 
     async def _run_level(self, c: int, repeat: int) -> LevelResult:
         spec = self.spec
@@ -329,10 +339,16 @@ class SweepEngine:
             return None
         return c if spec.mode == "burst" else max(2 * c, 5)
 
+    def _span_ns(self) -> float:
+        """A level's measured span when it is timed (``duration_s``), else never reached."""
+        duration_s = self.spec.duration_s
+        return duration_s * 1e9 if duration_s is not None else math.inf
+
     # -- modes ---------------------------------------------------------------------
     async def _sustained(self, c: int) -> None:
         warm = self.spec.warmup_requests
         budget = self._measured_budget(c)
+        span_ns = self._span_ns()
         counter = iter(range(1 << 62))
         measure_start: list[int] = []
 
@@ -347,7 +363,7 @@ class SweepEngine:
             now = _perf_ns()
             if not measure_start:
                 measure_start.append(now)
-            return (idx, False) if now - measure_start[0] < self.spec.duration_s * 1e9 else None  # type: ignore[operator]
+            return (idx, False) if now - measure_start[0] < span_ns else None
 
         async def slot() -> None:
             intended = _perf_ns()
@@ -372,26 +388,29 @@ class SweepEngine:
             await asyncio.gather(*(warm_one(i) for i in range(warm)))
         budget = self._measured_budget(c)
         rounds = math.ceil(budget / c) if budget is not None else None
+        span_ns = self._span_ns()
+        pool = self._pool
+        assert pool is not None, "a level opens its pool first"
         start = _perf_ns()
         idx, r = warm, 0
         while not self._stop_dispatch:
             if rounds is not None and r >= rounds:
                 break
-            if rounds is None and _perf_ns() - start >= self.spec.duration_s * 1e9:  # type: ignore[operator]
+            if rounds is None and _perf_ns() - start >= span_ns:
                 break
             n = c if budget is None else min(c, budget - r * c)
             # Everything but the sends happens before the clock starts: request bytes, traces and
             # connections (set-up is not dispatch: a refused one is tried again, and reported, at send).
             prepared = [self._prepare(idx + k, False, 0) for k in range(n)]
             with contextlib.suppress(h1client.ConnectFailed):
-                await self._pool.warm(n)  # type: ignore[union-attr]
+                await pool.warm(n)
             loop = asyncio.get_running_loop()
             batch: list[tuple[h1client.Conn, RequestTrace, bytes]] = []
             conns: list[h1client.Conn | None] = []
             for trace, data in prepared:  # pair each request with an open connection and prime it
                 conn = None
-                while self._pool.idle and conn is None:  # type: ignore[union-attr]
-                    conn = self._pool.idle.pop()  # type: ignore[union-attr]
+                while pool.idle and conn is None:
+                    conn = pool.idle.pop()
                     conn = conn if conn.open else None
                 if conn is not None:
                     conn.prime(trace)
@@ -417,6 +436,7 @@ class SweepEngine:
         rng = random.Random(spec.seed * 7919 + c * 31 + self._repeat)
         sem = asyncio.Semaphore(c)
         budget = self._measured_budget(c)
+        span_ns = self._span_ns()
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[None]] = set()
         start = next_ns = _perf_ns()
@@ -435,7 +455,7 @@ class SweepEngine:
             if not warm:
                 if budget is not None and idx - spec.warmup_requests >= budget:
                     break
-                if budget is None and next_ns - start >= spec.duration_s * 1e9:  # type: ignore[operator]
+                if budget is None and next_ns - start >= span_ns:
                     break
             next_ns += int(rng.expovariate(rate) * 1e9)
             wait = (next_ns - _perf_ns()) / 1e9
@@ -457,7 +477,7 @@ class SweepEngine:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         self._wakers.add(waiter)
-        handle = loop.call_later(seconds, lambda: waiter.done() or waiter.set_result(None))
+        handle = loop.call_later(seconds, _wake, waiter)
         try:
             await waiter
         finally:
@@ -482,7 +502,7 @@ class SweepEngine:
         rid = trace.request_id
         task = asyncio.current_task()
         assert task is not None and self._pool is not None
-        self._inflight[rid] = (trace, task)  # type: ignore[assignment]
+        self._inflight[rid] = (trace, task)
         loop = asyncio.get_running_loop()
         # Announce after the send: in a burst every task sends before any announcement is built.
         loop.call_soon(self._announce, trace)
@@ -638,7 +658,7 @@ class SweepEngine:
 
     async def _flush_cache(self) -> None:
         """POST /flush_cache between levels so the prefix cache does not carry over."""
-        import httpx
+        import httpx  # control plane only: ~0.3 s of imports kept out of the load process's start-up
 
         try:
             async with httpx.AsyncClient(timeout=30.0) as client:
@@ -653,3 +673,8 @@ class SweepEngine:
         except Exception as exc:
             self.emit(ErrorEvent(host=self.host, source="sweep", message=f"flush_cache before C={self._c} failed",
                                  detail=str(exc)))
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from kimitui.events import ErrorEvent, Event, LevelStarted, SweepResult, SweepSpec, dump_event
+from kimitui.loadgen.sweep import SweepEngine
 
 
 def _parse_config(line: str) -> dict[str, Any]:
@@ -37,8 +38,6 @@ def _parse_config(line: str) -> dict[str, Any]:
 
 
 async def _amain(cfg: dict[str, Any]) -> int:
-    from kimitui.loadgen.sweep import SweepEngine
-
     loop = asyncio.get_running_loop()
     out = await _EventOut.open(loop)
     warnings: dict[int, str] = dict(cfg.get("fd_warnings") or {})
@@ -96,7 +95,7 @@ class _EventOut:
         mode = os.fstat(fd).st_mode
         if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(fd, "wb"))
-            return cls(transport)  # type: ignore[arg-type]
+            return cls(transport)
         out = cls(None, os.fdopen(fd, "wb", buffering=1 << 16))
         out._schedule_flush(loop)
         return out
@@ -152,7 +151,7 @@ def _raise_fd_limit(need: int = 0) -> tuple[int | None, int | None]:
     Returns the (soft, hard) limits after, None for unlimited or unknown.
     """
     try:
-        import resource
+        import resource  # here, where its absence is handled: not on every platform
     except ImportError:  # pragma: no cover - not on every platform
         return None, None
     inf = resource.RLIM_INFINITY
@@ -217,7 +216,7 @@ def main() -> int:
     cfg["fd_warnings"] = fd_warnings(spec.levels, soft, hard, _open_fds())
     gc.freeze()  # imports are done: keep the collector off the long-lived objects during the sweep
     try:
-        import uvloop
+        import uvloop  # here, where its absence is handled: optional (not on Windows)
     except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
         return asyncio.run(_amain(cfg))
     return uvloop.run(_amain(cfg))
