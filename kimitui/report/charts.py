@@ -8,6 +8,8 @@ without colour; ◉ marks points of two series in one cell.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 MARKS = ("●", "○", "◆", "◇")
 TRAILS = ("·", "∘", "⋄", "˙")
 BOTH = "◉"
@@ -20,10 +22,12 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
 
 
-def line_chart(series: dict[str, list[tuple[int, float]]], *, height: int = 12, col_width: int = 7,
+def line_chart(series: Mapping[str, Sequence[tuple[int, float | None]]], *, height: int = 12, col_width: int = 7,
                y_label: str = "tok/s", x_label: str = "concurrency",
                flagged: dict[int, str] | None = None) -> list[str]:
     """Rows of a chart of ``{name: [(concurrency, value), ...]}``; empty if there is nothing to draw.
+
+    A ``None`` value (a figure a level does not have) draws no point.
 
     ``flagged`` (C -> status) are levels that are not ok: no point is drawn for them (their
     figures are not real), their tick is ``✗`` and the legend says why.

@@ -266,8 +266,8 @@ def sweep_md(run: SweepRun) -> list[str]:
     if peak:
         out += ["", f"Peak (seed-comparable aggregate, ok levels only): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
     ok_rows = [r for r in run.ordered_levels if r.valid]
-    chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in ok_rows],  # type: ignore[misc]
-                        "steady": [(r.concurrency, r.steady_tok_s) for r in ok_rows]},  # type: ignore[misc]
+    chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in ok_rows],
+                        "steady": [(r.concurrency, r.steady_tok_s) for r in ok_rows]},
                        flagged={r.concurrency: r.status for r in run.ordered_levels if not r.valid})
     if chart:
         out += ["", "```text", *chart, "```"]
@@ -279,15 +279,15 @@ def sweep_md(run: SweepRun) -> list[str]:
             med = f" (median {s.median_decode_tok_s:.0f})" if s.median_decode_tok_s is not None else ""
             at = s.gap_start if s.gap_start is not None else gap_at.get(s.request_id)
             gap = f", longest gap {s.max_gap_s:.1f} s at {_clock(at)}" if s.max_gap_s is not None else ""
-            dec = f"decode {s.decode_tok_s:.1f} tok/s" if s.decode_tok_s is not None else "decode ?"
-            out.append(f"- C={s.concurrency} `{s.request_id}`: {dec}{med}{gap}" + (f" — {s.reason}" if s.reason else ""))
+            decode = f"decode {s.decode_tok_s:.1f} tok/s" if s.decode_tok_s is not None else "decode ?"
+            out.append(f"- C={s.concurrency} `{s.request_id}`: {decode}{med}{gap}" + (f" — {s.reason}" if s.reason else ""))
     fails = [r for r in run.ordered_levels if r.n_failed]
     if fails:
         out += ["", "Failures (first message per error class):", ""]
         for r in fails:
-            errors = r.errors
+            first_errors = r.errors
             out.append(f"- C={r.concurrency}: " + ", ".join(
-                f"{k} {v}" + (f" ({_md_text(errors[k])})" if k in errors else "") for k, v in sorted(r.failures.items())))
+                f"{k} {v}" + (f" ({_md_text(first_errors[k])})" if k in first_errors else "") for k, v in sorted(r.failures.items())))
     stopped = [(r.concurrency, r.stopped) for r in run.ordered_levels if r.stopped]
     for c, why in stopped:
         out += ["", f"Stopped after C={c}: {why}"]
@@ -360,8 +360,8 @@ def comparison_md(cmp: Comparison) -> list[str]:
             if not r.valid:
                 flagged[r.concurrency] = " and ".join(filter(None, [flagged.get(r.concurrency), f"{side} {r.status}"]))
     chart = line_chart({
-        f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels if r.valid],  # type: ignore[misc]
-        f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels if r.valid],  # type: ignore[misc]
+        f"A {cmp.a.profile or cmp.a.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.a.ordered_levels if r.valid],
+        f"B {cmp.b.profile or cmp.b.sweep_id}": [(r.concurrency, r.agg_tok_s) for r in cmp.b.ordered_levels if r.valid],
     }, y_label="agg tok/s", flagged=flagged)
     if chart:
         out += ["", "```text", *chart, "```"]

@@ -39,7 +39,7 @@ VOLATILE_KNOBS = frozenset({
 ignored when diffing knobs (so are values that are objects: status blobs, not knobs)."""
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return sum(vals) / len(vals) if vals else None
 
@@ -258,6 +258,7 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
     runs: dict[str, SweepRun] = {}
     info: dict[str, ServerInfo] = {}
     switch: dict[str, ProfileSwitch] = {}
+    run: SweepRun | None
     for ev in events:
         if isinstance(ev, ServerInfo):
             info[ev.host] = ev
