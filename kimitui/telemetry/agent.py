@@ -38,7 +38,13 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TextIO
+
+if TYPE_CHECKING:  # aliases for the checker only: at run time the agent needs nothing newer than its python3
+    Handle = object
+    """An NVML device handle: opaque, only ever passed back to pynvml."""
+    Reader = Callable[[Handle], dict[str, Any]]
+    """Reads one group of fields of one GPU into frame fields."""
 
 PROTOCOL = 1
 EXIT_OK = 0
@@ -65,7 +71,7 @@ RANK_RE = re.compile(r"sglang::\w*?_((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+_?)+)")
 MIB = 1048576.0
 
 
-_CHILDREN: list[subprocess.Popen] = []  # type: ignore[type-arg]
+_CHILDREN: list[subprocess.Popen[str]] = []
 
 
 def _exit(code: int) -> None:
@@ -93,7 +99,7 @@ def rank_from_title(title: str) -> str | None:
 class Output:
     """Thread-safe JSON-lines writer; a broken stdout ends the process."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream or sys.stdout
         self._lock = threading.Lock()
 
@@ -173,10 +179,10 @@ class NvmlBackend:
 
     def __init__(self, out: Output, fake: bool = False) -> None:
         if fake:
-            from kimitui.sim import nvml as fake_nvml  # only on the simulated host
+            from kimitui.sim import nvml as fake_nvml  # here: only the simulated host has the package
 
             fake_nvml.install()
-        import pynvml
+        import pynvml  # here: a host without it still streams, through nvidia-smi
 
         self.nv = pynvml
         self.out = out
@@ -186,7 +192,7 @@ class NvmlBackend:
         self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
         self.uuids: list[str] = [""] * self.count
         self.lost: dict[int, float] = {}
-        self.readers: list[dict[str, Callable[[Any], dict[str, Any]]]] = [{} for _ in range(self.count)]
+        self.readers: list[dict[str, Reader]] = [{} for _ in range(self.count)]
         self.unsupported: list[dict[str, str]] = [{} for _ in range(self.count)]
         self.static: list[dict[str, Any]] = [{} for _ in range(self.count)]
         self.pcie_ok = [False] * self.count
@@ -199,7 +205,7 @@ class NvmlBackend:
 
     # -- helpers -----------------------------------------------------------------
     @staticmethod
-    def _s(value: Any) -> str:
+    def _s(value: object) -> str:
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
     def _reason(self, exc: Exception) -> str | None:
@@ -212,44 +218,44 @@ class NvmlBackend:
             return "function_not_found"
         return None
 
-    def _variants(self) -> dict[str, list[tuple[str, Callable[[Any], dict[str, Any]]]]]:
+    def _variants(self) -> dict[str, list[tuple[str, Reader]]]:
         """Field group -> candidate readers, newest API first."""
         nv = self.nv
 
-        def util(h: Any) -> dict[str, Any]:
+        def util(h: Handle) -> dict[str, Any]:
             u = nv.nvmlDeviceGetUtilizationRates(h)
             return {"util_pct": float(u.gpu), "mem_util_pct": float(u.memory)}
 
-        def mem_v2(h: Any) -> dict[str, Any]:
+        def mem_v2(h: Handle) -> dict[str, Any]:
             m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
             return {"mem_used_mib": m.used / MIB, "mem_total_mib": m.total / MIB}
 
-        def mem_v1(h: Any) -> dict[str, Any]:
+        def mem_v1(h: Handle) -> dict[str, Any]:
             m = nv.nvmlDeviceGetMemoryInfo(h)
             return {"mem_used_mib": m.used / MIB, "mem_total_mib": m.total / MIB}
 
-        def power(h: Any) -> dict[str, Any]:
+        def power(h: Handle) -> dict[str, Any]:
             return {"power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0}
 
-        def temp_v(h: Any) -> dict[str, Any]:
+        def temp_v(h: Handle) -> dict[str, Any]:
             return {"temp_c": float(nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))}
 
-        def temp(h: Any) -> dict[str, Any]:
+        def temp(h: Handle) -> dict[str, Any]:
             return {"temp_c": float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))}
 
-        def sm_clock(h: Any) -> dict[str, Any]:
+        def sm_clock(h: Handle) -> dict[str, Any]:
             return {"sm_clock_mhz": float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))}
 
-        def mem_clock(h: Any) -> dict[str, Any]:
+        def mem_clock(h: Handle) -> dict[str, Any]:
             return {"mem_clock_mhz": float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))}
 
-        def reasons(h: Any) -> dict[str, Any]:
+        def reasons(h: Handle) -> dict[str, Any]:
             return {"throttle_reasons": reason_names(nv.nvmlDeviceGetCurrentClocksEventReasons(h))}
 
-        def reasons_old(h: Any) -> dict[str, Any]:
+        def reasons_old(h: Handle) -> dict[str, Any]:
             return {"throttle_reasons": reason_names(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))}
 
-        def pstate(h: Any) -> dict[str, Any]:
+        def pstate(h: Handle) -> dict[str, Any]:
             p = nv.nvmlDeviceGetPerformanceState(h)
             return {"pstate": None if p == 32 else int(p)}
 
@@ -332,7 +338,7 @@ class NvmlBackend:
         return {"type": "caps", "v": PROTOCOL, "t": time.time(), "backend": self.name, "driver": driver,
                 "nvml_version": nvml_version, "features": self.features, "gpus": gpus}
 
-    def _probe(self, i: int, h: Any, variants: dict[str, list[tuple[str, Callable[[Any], dict[str, Any]]]]]) -> None:
+    def _probe(self, i: int, h: Handle, variants: dict[str, list[tuple[str, Reader]]]) -> None:
         nv = self.nv
         for group, candidates in variants.items():
             last_reason = "function_not_found"
@@ -507,7 +513,7 @@ class NvmlBackend:
                              "name": title, "rank": rank_from_title(title), "sm_util_pct": util.get(int(p.pid))})
         return rows
 
-    def _proc_util(self, i: int, h: Any) -> dict[int, float]:
+    def _proc_util(self, i: int, h: Handle) -> dict[int, float]:
         nv = self.nv
         last = self._proc_ts.get(i, 0)
         out: dict[int, float] = {}
@@ -700,7 +706,7 @@ _READING_KEYS = ("util_pct", "mem_util_pct", "mem_used_mib", "mem_total_mib", "p
 
 
 try:
-    _PRCTL: Any = ctypes.CDLL(None).prctl  # looked up before fork: the child only calls it
+    _PRCTL: Callable[..., int] | None = ctypes.CDLL(None).prctl  # looked up before fork: the child only calls it
 except (OSError, AttributeError):
     _PRCTL = None
 
@@ -713,7 +719,7 @@ def _die_with_parent() -> None:
 
 def run_smi(args: argparse.Namespace, out: Output, control: Control | None) -> int:
     """Stream ``nvidia-smi --query-gpu ... -lms N``; a block ends when the index wraps."""
-    fields = SMI_FIELDS
+    fields: tuple[str, ...] = SMI_FIELDS
     for attempt in range(2):
         argv = [args.nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits",
                 f"-lms={max(1, int(args.interval * 1000))}"]
@@ -731,7 +737,7 @@ def run_smi(args: argparse.Namespace, out: Output, control: Control | None) -> i
         proc.kill()
         proc.wait()
         if attempt == 0 and "clocks_event_reasons" in err:  # drivers before 535 know only the throttle name
-            fields = tuple("clocks_throttle_reasons.active" if f.startswith("clocks_event") else f for f in fields)
+            fields = tuple("clocks_throttle_reasons.active" if f.startswith("clocks_event") else f for f in SMI_FIELDS)
             continue
         out.error("nvidia-smi produced no data", err.strip()[:500])
         return EXIT_INIT_FAILED
@@ -793,7 +799,7 @@ def run_bench(args: argparse.Namespace, out: Output) -> int:
     """Per-call latency (p50/p99, microseconds) of each NVML call, over every GPU."""
     backend = NvmlBackend(out, fake=args.backend == "fake")
     nv = backend.nv
-    calls: dict[str, Callable[[Any], Any]] = {
+    calls: dict[str, Callable[[Handle], object]] = {
         "nvmlDeviceGetUtilizationRates": nv.nvmlDeviceGetUtilizationRates,
         "nvmlDeviceGetMemoryInfo_v2": lambda h: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
         "nvmlDeviceGetMemoryInfo": nv.nvmlDeviceGetMemoryInfo,
