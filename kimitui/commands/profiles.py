@@ -39,7 +39,7 @@ EXIT_BAD_PROFILE = 2
 INERT_KNOBS = {"num_continuous_decode_steps": NO_EFFECT_CONTINUOUS}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("profiles", help="list, show, diff, render and lint server profiles")
     sub = parser.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
 
@@ -272,8 +272,8 @@ def _lint(args: argparse.Namespace) -> int:
     else:
         good, bad = scan_profiles(dirs)
         profiles = good
-        for exc in bad:
-            _fail(exc)
+        for broken in bad:
+            _fail(broken)
         failed = bool(bad)
     errors = 0
     for p in profiles:

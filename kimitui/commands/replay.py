@@ -28,7 +28,7 @@ def _speed(text: str) -> float | None:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("replay", help="open the cockpit on a recording (play, pause, seek, jump)")
     p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz)")
     p.add_argument("--speed", type=_speed, default=1.0, metavar="X",

@@ -23,7 +23,7 @@ EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("report", help="level tables, curves and A/B verdicts from recordings")
     p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz); with --vs, the reference (A)")
     p.add_argument("--vs", metavar="FILE2", help="compare against this recording (the candidate, B)")

@@ -13,7 +13,7 @@ import sys
 from kimitui.sim.settings import FAULT_KINDS, SimConfigError, load_settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("sim", help="the simulated host: run a simulated SGLang server")
     sim_sub = parser.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
     serve = sim_sub.add_parser("serve", help="run a simulated SGLang server for a profile (foreground)")
@@ -27,11 +27,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--fault-after", type=float, default=None, metavar="SECONDS", help="simulated seconds after ready before 'hang' fires")
     serve.add_argument("--enable-metrics", action="store_true", default=None, help="serve /metrics even if the profile does not enable it")
     serve.set_defaults(func=_serve)
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from kimitui.sim.server import run_server
+    from kimitui.sim.server import run_server  # not at the top: uvicorn and starlette only for `sim serve`, not every command
 
     try:
         settings = load_settings(

@@ -77,7 +77,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("sweep", help="run a concurrency sweep headless (progress bar, tables, --json)")
     p.add_argument("--url", help="server base URL, e.g. http://gpu-host.example:30000")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
