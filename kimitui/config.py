@@ -41,7 +41,6 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kimitui.host.base import Host, Stream
+from kimitui.profiles import Profile
 
 
 class LaunchError(Exception):
@@ -65,7 +66,7 @@ class Launcher(abc.ABC):
         """The server kimitui started on this host that still runs, if any."""
 
     @abc.abstractmethod
-    async def start(self, profile: Any) -> RunRecord:
+    async def start(self, profile: Profile) -> RunRecord:
         """Start ``profile`` (nothing else may be running); returns at once, not when ready."""
 
     @abc.abstractmethod

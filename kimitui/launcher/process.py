@@ -23,12 +23,12 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.launcher import procscript
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.profiles import argv_for, env_for, profile_name, profile_port, profile_source, sim_python
+from kimitui.profiles import Profile
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -115,7 +115,7 @@ class ProcessLauncher(Launcher):
         return await self.inspect(record) == "alive"
 
     # -- start / stop --------------------------------------------------------------
-    async def start(self, profile: Any) -> RunRecord:
+    async def start(self, profile: Profile) -> RunRecord:
         return await self.start_argv(
             profile_name(profile),
             argv_for(
@@ -127,7 +127,7 @@ class ProcessLauncher(Launcher):
             env=env_for(profile),
             port=profile_port(profile),
             source=profile_source(profile),
-            bind_host=getattr(profile, "host", None),
+            bind_host=profile.host,
         )
 
     async def relaunch(self, record: RunRecord) -> RunRecord:
@@ -176,6 +176,7 @@ class ProcessLauncher(Launcher):
                 f"{self.host.name}: starting {name} failed (exit {res.exit_code}): "
                 f"{res.stderr.strip() or res.stdout.strip()}"
             )
+        record_path = posixpath.join(run_dir, "run.json")
         record = RunRecord(
             launcher="process",
             profile=name,
@@ -185,11 +186,11 @@ class ProcessLauncher(Launcher):
             pid=int(parts[0]),
             start_ticks=parts[1] if len(parts) > 1 and parts[1] != "-" else None,
             log_path=log_path,
-            record_path=posixpath.join(run_dir, "run.json"),
+            record_path=record_path,
             simulated=self.simulated,
             extra={"argv": argv, "env": env, "bind_host": bind_host},
         )
-        await self.host.write_file(record.record_path, record.model_dump_json(), mode=0o600)  # type: ignore[arg-type]
+        await self.host.write_file(record_path, record.model_dump_json(), mode=0o600)
         await self.host.run(_sh(procscript.PRUNE_LOGS, run_dir, str(max(1, self.keep_logs))), timeout=20)
         return record
 

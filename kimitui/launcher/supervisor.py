@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from kimitui.host.base import Host, HostError, Stream
+from kimitui.host.local import LocalHost
 from kimitui.launcher.hostlock import HostBusy
+from kimitui.launcher.select import is_simulated_host
 
 SCRIPT = Path(__file__).with_name("supervisor_host.py").read_text()
 STATE_FILE = "swap.json"
@@ -33,12 +35,8 @@ EXIT_WAIT_S = 10.0
 
 def host_python(host: Host) -> str:
     """The Python that runs the supervisor: this one locally (and on the simulated host), else ``python3``."""
-    from kimitui.host.local import LocalHost
-    from kimitui.launcher.select import is_simulated_host
-
-    configured = getattr(host, "python", None)
-    if configured:
-        return str(configured)
+    if host.python:
+        return host.python
     return sys.executable if isinstance(host, LocalHost) or is_simulated_host(host) else "python3"
 
 
