@@ -23,7 +23,7 @@ import os
 import signal
 import stat
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 from kimitui.events import ErrorEvent, Event, LevelStarted, SweepResult, SweepSpec, dump_event
 from kimitui.loadgen.sweep import SweepEngine
@@ -84,7 +84,8 @@ class _EventOut:
     file (``> events.jsonl``) or a terminal gets a buffered file flushed a few times a second.
     """
 
-    def __init__(self, transport: asyncio.WriteTransport | None, file: Any = None) -> None:
+    def __init__(self, transport: asyncio.WriteTransport | None, file: BinaryIO | None = None) -> None:
+        """Exactly one of the two: a pipe's transport, or a file (a regular file or a terminal)."""
         self.transport = transport
         self.file = file
         self._flusher: asyncio.TimerHandle | None = None
@@ -102,7 +103,8 @@ class _EventOut:
 
     def _schedule_flush(self, loop: asyncio.AbstractEventLoop) -> None:
         def flush() -> None:
-            self.file.flush()
+            if self.file is not None:
+                self.file.flush()
             self._schedule_flush(loop)
 
         self._flusher = loop.call_later(0.25, flush)
@@ -111,7 +113,7 @@ class _EventOut:
         data = dump_event(ev).encode() + b"\n"
         if self.transport is not None:
             self.transport.write(data)
-        else:
+        elif self.file is not None:
             self.file.write(data)
 
     async def close(self) -> None:
@@ -119,7 +121,7 @@ class _EventOut:
             while self.transport.get_write_buffer_size():
                 await asyncio.sleep(0.01)
             self.transport.close()
-        else:
+        elif self.file is not None:
             if self._flusher is not None:
                 self._flusher.cancel()
             self.file.flush()

@@ -19,7 +19,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import kimitui
 from kimitui.events import (
@@ -63,7 +63,7 @@ class BadFrame(ValueError):
     """A frame kimitui cannot turn into events; counted and skipped."""
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise BadFrame(f"{name} is not a number")  # NaN / Infinity: not JSON, and not a reading
 
 
@@ -269,7 +269,7 @@ class GpuStream(RestartingTask):
     def _error(self, message: str, detail: str = "") -> None:
         self._publish(ErrorEvent(host=self.host.name, source="gpu", message=message, detail=detail))
 
-    def _handle(self, line: str, state: dict[str, Any]) -> None:
+    def _handle(self, line: str, state: dict[str, bool]) -> None:
         """One agent line -> events.  Total: a frame that cannot be understood (bad JSON, nested too
         deeply, huge or non-finite numbers, a tick without ``index``...) is counted, reported once
         (then its count, at most every :data:`BAD_FRAME_REPORT_S`) and skipped; the agent is not
@@ -303,7 +303,7 @@ class GpuStream(RestartingTask):
         self._error(f"GPU agent: {self.bad_frames} frames skipped in all ({new} since the last report)",
                     f"last: {self._bad_last}")
 
-    def _events(self, frame: dict[str, Any], state: dict[str, Any]) -> list[Event]:
+    def _events(self, frame: dict[str, Any], state: dict[str, bool]) -> list[Event]:
         """The events of one frame, built in full before anything is published or remembered."""
         kind = frame.get("type")
         if kind == "tick":

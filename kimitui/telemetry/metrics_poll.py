@@ -178,7 +178,7 @@ def stats_from_loads(data: dict[str, Any], *, host: str) -> ServerStats:
                        cache_hit_rate=mean("cache_hit_rate"), extra=extra)
 
 
-def _same(meant: Any, running: Any) -> bool:
+def _same(meant: object, running: object) -> bool:
     if isinstance(meant, bool) or isinstance(running, bool):
         return bool(meant) == bool(running) if {type(meant), type(running)} <= {bool, int} else meant == running
     if isinstance(meant, (int, float)) and isinstance(running, (int, float)):
@@ -188,7 +188,7 @@ def _same(meant: Any, running: Any) -> bool:
     return meant == running or (str(meant) == str(running) and meant is not None and running is not None)
 
 
-def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, list[Any]]:
+def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, list[object]]:
     """knob -> [meant, running] for each expected knob the server reports differently.
 
     Knobs the server does not report at all are not judged (older versions
@@ -196,7 +196,7 @@ def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, li
     """
     states = info.get("internal_states")
     inner = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-    drift: dict[str, list[Any]] = {}
+    drift: dict[str, list[object]] = {}
     for knob, meant in expected.items():
         key = knob.replace("-", "_").lstrip("_")
         if key in info:
