@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from kimitui.events import LogLine, ServerStats
 
@@ -55,9 +55,13 @@ Value = bool | int | float | str
 """A value read from a log line: a number or a flag when it is one, else its text."""
 
 
+Severity = Literal["debug", "info", "warning", "error", "critical"]
+"""A line's severity, as :attr:`kimitui.events.LogLine.severity` takes it."""
+
+
 class Parsed(NamedTuple):
     line_kind: str
-    severity: str
+    severity: Severity
     fields: Fields
 
 
@@ -114,7 +118,7 @@ _CUSTOM = re.compile(
 _RANK_TAG = re.compile(r"\b(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d{1,9})\b")
 _UVICORN_LEVEL = re.compile(r"^(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 
-_LEVEL_SEVERITY = {
+_LEVEL_SEVERITY: dict[str, Severity] = {
     "TRACE": "debug",
     "DEBUG": "debug",
     "INFO": "info",
@@ -541,7 +545,7 @@ def _eplb(msg: str, fields: Fields) -> bool:
 
 
 # (substring, kind, severity, error) in priority order; the first match wins.
-_PROBLEMS: tuple[tuple[str, str, str, str], ...] = (
+_PROBLEMS: tuple[tuple[str, str, Severity, str], ...] = (
     ("Scheduler hit an exception", "error", "error", "scheduler_exception"),
     ("Received sigquit", "error", "critical", "sigquit"),
     ("SIGQUIT received", "error", "critical", "sigquit"),
@@ -573,7 +577,7 @@ _PY_WARNING = re.compile(r"^\S+:\d+: ([A-Z]\w*Warning): ")  # warnings.showwarni
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Warning))(?::|$)")
 
 
-def _problem(msg: str, fields: Fields) -> tuple[str, str] | None:
+def _problem(msg: str, fields: Fields) -> tuple[str, Severity] | None:
     for needle, kind, severity, error in _PROBLEMS:
         if needle in msg:
             fields["error"] = error
@@ -738,7 +742,7 @@ def _parse_bounded(raw: str) -> tuple[Parsed, str]:
 def _parse(raw: str) -> Parsed:
     line = _clean(raw)
     fields: Fields = {}
-    severity = "info"
+    severity: Severity = "info"
     level: str | None = None
     if line[:1].isdigit():  # journalctl short-iso: strip its prefix once (no recursion: no depth to exhaust)
         m = _JOURNAL.match(line)
@@ -825,7 +829,7 @@ def to_event(
         host=host,
         raw=text,
         line_kind=parsed.line_kind,
-        severity=parsed.severity,  # type: ignore[arg-type]
+        severity=parsed.severity,
         fields=parsed.fields,
         source=source,
         cursor=cursor,

@@ -24,7 +24,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -418,6 +418,6 @@ class MetricsPoller(SupervisedTask):
             self._last_error[name] = now
             self._publish_error(f"polling {name} failed", f"{type(exc).__name__}: {exc}")
 
-    def _publish_error(self, message: str, detail: str, severity: str = "error") -> None:
+    def _publish_error(self, message: str, detail: str, severity: Literal["error", "warning", "info"] = "error") -> None:
         self.session.publish(ErrorEvent(host=self.host, source="metrics", message=message,
-                                        detail=f"{self.base_url}: {detail}", severity=severity))  # type: ignore[arg-type]
+                                        detail=f"{self.base_url}: {detail}", severity=severity))
