@@ -23,7 +23,8 @@ Timing rules (see ``reference/bench-anchors.md`` §9):
 - Deadlines: the stall deadline (off by default: a long silence is a
   straggler, not a failure) is aiohttp's ``sock_read`` timeout (re-armed
   on every read without a task per chunk); the total deadline is one timer
-  that cancels the request's task.  A request that misses either ends
+  that cancels the request's task (:class:`TotalDeadline`, which the
+  HTTP/1.1 client uses too).  A request that misses either ends
   incomplete with everything measured so far kept.
 """
 

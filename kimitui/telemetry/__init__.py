@@ -4,5 +4,5 @@
 - :mod:`.gpu` ``GpuStream`` starts it and turns its frames into GPU events.
 - :mod:`.logs` ``LogFollower`` follows the server's journal or log file, resumably.
 - :mod:`.logparse` turns SGLang log lines into typed fields (shared with the launcher).
-- :mod:`.metrics` ``MetricsPoller`` polls /metrics, /server_info, /v1/loads, /health.
+- :mod:`.metrics_poll` ``MetricsPoller`` polls /metrics, /server_info, /v1/loads, /health.
 """
