@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kimitui.config import ConfigError, load_config
 from kimitui.profiles import (
     ProfileError,
     diff_profiles,
@@ -130,10 +131,8 @@ def _own_settings(p: Profile) -> str:
 
 def _config_order(args: argparse.Namespace) -> list[str]:
     """The config's ``[profiles] order``; a bad config is said once and does not stop the listing."""
-    from kimitui.config import ConfigError, load_config  # noqa: PLC0415
-
     try:
-        return list(load_config(getattr(args, "config", None)).profiles.order)
+        return list(load_config(args.config).profiles.order)
     except ConfigError as exc:
         _err().print(f"[bold yellow]config:[/] {escape(str(exc))} (profile keys ignore its order)")
         return []

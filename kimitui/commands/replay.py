@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"kimitui replay: {exc}", file=sys.stderr)
             return EXIT_BAD_RECORDING
+    # Imported here, not at the top: every command module is imported to build the parser, and only
+    # opening the cockpit pays for Textual (an ImportError of it is said in words, see below).
     from kimitui.replay import ReplayController
 
     try:

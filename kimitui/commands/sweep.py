@@ -23,12 +23,16 @@ import asyncio
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
 from kimitui.loadgen.prompts import prompt_source
+from kimitui.recording import RecordingError, RecordingWriter, spec_from_recording
+from kimitui.session import Session
 from kimitui.analysis.level_stats import effective_status, level_rate, peak_level
 from kimitui.events import (
     ErrorEvent,
@@ -40,6 +44,9 @@ from kimitui.events import (
     SweepResult,
     SweepSpec,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 EXIT_BAD_ARGS = 2
 
@@ -54,8 +61,13 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
+Number = TypeVar("Number", int, float)
+
+
+def _positive(kind: Callable[[str], Number]) -> Callable[[str], Number]:
+    """An argparse type: a number of ``kind`` above zero, refused in words otherwise."""
+
+    def parse(text: str) -> Number:
         try:
             value = kind(text)
         except ValueError:
@@ -113,8 +125,6 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
     """The spec from ``--like`` (if any) with every explicitly given option applied on top."""
     base: dict[str, Any] = {}
     if args.like:
-        from kimitui.recording import spec_from_recording
-
         base = spec_from_recording(args.like).model_dump()
     given = {
         "url": args.url, "model": args.model, "levels": args.levels, "mode": args.mode,
@@ -144,15 +154,13 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kimitui.recording import RecordingError
-
     try:
         spec = build_spec(args)
     except (ValueError, RecordingError, ValidationError) as exc:
         print(f"kimitui sweep: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGS
     if not spec.model:
-        from kimitui.loadgen.sweep import resolve_model
+        from kimitui.loadgen.sweep import resolve_model  # lazily: the load generator costs ~0.13 s, and every command module is imported to build the parser
 
         try:
             spec = spec.model_copy(update={"model": asyncio.run(resolve_model(spec.url))})
@@ -163,15 +171,11 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(spec, args))
 
 
-if TYPE_CHECKING:
-    from kimitui.session import Session
-
-
-async def _publish_server_info(session: "Session", url: str, host: str) -> None:
+async def _publish_server_info(session: Session, url: str, host: str) -> None:
     """One ``ServerInfo`` before the sweep, so a recording names the server's effective
     args and ``kimitui report --vs`` can tell which knobs differ.  A server without
     ``/server_info`` is reported and the sweep goes on."""
-    from kimitui.launcher.http_ready import client
+    from kimitui.launcher.http_ready import client  # lazily, as in run (httpx, the poller)
     from kimitui.telemetry.metrics_poll import MetricsPoller, ServerInfoMissing
 
     async with client(url) as http:
@@ -186,15 +190,12 @@ async def _publish_server_info(session: "Session", url: str, host: str) -> None:
 
 
 async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
-    from kimitui.loadgen.runner import SweepRunner
-    from kimitui.session import Session
+    from kimitui.loadgen.runner import SweepRunner  # lazily, as in run
 
     host = urlparse(spec.url).hostname or "sweep"
     session = Session(host=host)
     writer = None
     if args.out:
-        from kimitui.recording import RecordingError, RecordingWriter
-
         try:
             writer = RecordingWriter(args.out, hosts=[host], meta={"command": "sweep"}).start()
         except (RecordingError, OSError) as exc:
@@ -287,6 +288,7 @@ class _Progress:
     """A rich progress bar on stderr: one bar over the sweep's levels, live figures in its text."""
 
     def __init__(self, spec: SweepSpec) -> None:
+        # rich is imported where it draws: every command module is imported to build the parser.
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -320,9 +322,9 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-def level_table(lv: LevelResult) -> Any:
+def level_table(lv: LevelResult) -> Table:
     """One level: headline figures in the title, percentiles as rows; a level that is not ``ok`` says so first."""
-    from rich.table import Table
+    from rich.table import Table  # where it draws, as in _Progress
 
     status = effective_status(lv)[0]
     mark = "" if status == "ok" else f"  {status.upper()}"
@@ -357,9 +359,7 @@ def client_line(lv: LevelResult) -> str | None:
 
 
 def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None) -> None:
-    from datetime import datetime
-
-    from rich.console import Console
+    from rich.console import Console  # where it draws, as in _Progress
     from rich.markup import escape
 
     console = Console()

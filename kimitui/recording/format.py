@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 from kimitui import __version__
@@ -114,8 +115,6 @@ def default_recording_path(host: str, profile: str | Sequence[str] | None, *, ba
     ``base`` replaces ``platformdirs.user_data_dir("kimitui")`` (tests, ``--data-dir``).
     """
     if base is None:
-        import platformdirs
-
         base = platformdirs.user_data_dir("kimitui")
     stamp = datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y%m%d-%H%M%S")
     label = profiles_label([profile] if isinstance(profile, str) else profile or [])

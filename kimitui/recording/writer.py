@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -286,8 +287,6 @@ class RecordingWriter:
 
     async def aclose(self) -> Path:
         """``close()`` off the event loop."""
-        import asyncio
-
         return await asyncio.to_thread(self.close)
 
     def __enter__(self) -> "RecordingWriter":
