@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kimitui import __version__
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-port", metavar="N", type=port_number, default=None,
                         help="the simulated host's profiles serve on port N (overrides [sim] port; for when "
                              "another process holds their own port)")
+    parser.set_defaults(func=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -84,14 +85,17 @@ def _with_default_command(argv: list[str], commands: set[str]) -> list[str]:
     return [*argv[:i], "run", *argv[i:]] if "run" in commands else argv
 
 
+def _command_names(parser: argparse.ArgumentParser) -> set[str]:
+    """The subcommands ``build_parser`` registered."""
+    return {name for action in parser._actions if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
+            for name in action.choices}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    commands: set[str] = set()
-    for action in parser._subparsers._group_actions if parser._subparsers else []:  # noqa: SLF001
-        commands.update(getattr(action, "choices", {}) or {})
-    argv = _with_default_command(list(sys.argv[1:] if argv is None else argv), commands)
+    argv = _with_default_command(list(sys.argv[1:] if argv is None else argv), _command_names(parser))
     args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
+    func: Callable[[argparse.Namespace], int | None] | None = args.func
     if func is None:
         parser.print_help()
         return 0
