@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
@@ -63,6 +63,22 @@ sync -- "$t" 2>/dev/null || :
 mv -f -- "$t" "$p"
 trap - EXIT"""
 _READ_SCRIPT = 'p=$1; case $p in "~/"*) p=$HOME/${p#"~/"};; esac\nexec cat -- "$p"'
+
+
+class _ByteReader(Protocol):
+    """One end of a forwarded connection, read side (asyncio's or asyncssh's stream reader)."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class _ByteWriter(Protocol):
+    """One end of a forwarded connection, write side (asyncio's or asyncssh's stream writer)."""
+
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def can_write_eof(self) -> bool: ...
+    def write_eof(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class _Client(asyncssh.SSHClient):
@@ -333,7 +349,7 @@ class SSHHost(Host):
             writer.close()
             return
 
-        async def pump(src: Any, dst: Any) -> None:
+        async def pump(src: _ByteReader, dst: _ByteWriter) -> None:
             try:
                 while data := await src.read(65536):
                     dst.write(data)

@@ -16,6 +16,9 @@ from kimitui.sim.textgen import chat_prompt, plain_prompt
 
 EOS_TOKEN_ID = 163586  # Kimi's <|im_end|>: SGLang reports it as matched_stop on a natural stop
 
+MatchedStop = str | int | None
+"""What SGLang reports as ``matched_stop``: the stop string hit, the EOS token id, or nothing (length)."""
+
 
 class BadRequest(Exception):
     """A request SGLang would reject with 400; the message says which field."""
@@ -123,7 +126,7 @@ def usage(prompt: int, completion: int) -> dict[str, Any]:
     }
 
 
-def chat_response(p: GenParams, model: str, text: str, finish: str, matched: Any, completion: int) -> dict[str, Any]:
+def chat_response(p: GenParams, model: str, text: str, finish: str, matched: MatchedStop, completion: int) -> dict[str, Any]:
     return {
         "id": p.rid,
         "object": "chat.completion",
@@ -143,7 +146,7 @@ def chat_response(p: GenParams, model: str, text: str, finish: str, matched: Any
     }
 
 
-def completion_response(p: GenParams, model: str, text: str, finish: str, matched: Any, completion: int) -> dict[str, Any]:
+def completion_response(p: GenParams, model: str, text: str, finish: str, matched: MatchedStop, completion: int) -> dict[str, Any]:
     return {
         "id": p.rid,
         "object": "text_completion",
@@ -155,7 +158,7 @@ def completion_response(p: GenParams, model: str, text: str, finish: str, matche
     }
 
 
-def chat_chunk(p: GenParams, model: str, created: int, delta: dict[str, Any], finish: str | None = None, matched: Any = None) -> dict[str, Any]:
+def chat_chunk(p: GenParams, model: str, created: int, delta: dict[str, Any], finish: str | None = None, matched: MatchedStop = None) -> dict[str, Any]:
     return {
         "id": p.rid,
         "object": "chat.completion.chunk",
@@ -165,7 +168,7 @@ def chat_chunk(p: GenParams, model: str, created: int, delta: dict[str, Any], fi
     }
 
 
-def completion_chunk(p: GenParams, model: str, created: int, text: str, finish: str | None = None, matched: Any = None) -> dict[str, Any]:
+def completion_chunk(p: GenParams, model: str, created: int, text: str, finish: str | None = None, matched: MatchedStop = None) -> dict[str, Any]:
     return {
         "id": p.rid,
         "object": "text_completion",

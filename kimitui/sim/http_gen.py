@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -29,7 +29,7 @@ class SimulatedDrop(Exception):
     """Raised inside a response body to cut the connection (fault ``drop``)."""
 
 
-def _sse(obj: Any) -> bytes:
+def _sse(obj: dict[str, Any]) -> bytes:
     """One event as SGLang writes it: ``model_dump_json()``, so non-ASCII text goes out as raw UTF-8."""
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
@@ -116,7 +116,7 @@ class GenerationRoutes(SimServerState):
         )
         return req, None
 
-    async def _admit(self, request: Request, parse: Any) -> tuple[Any, Req] | Response:
+    async def _admit(self, request: Request, parse: Callable[[Any], api.GenParams]) -> tuple[api.GenParams, Req] | Response:
         """Parse the body and hand the request to the scheduler, or the response that refuses it."""
         refused = self._not_accepting()
         if refused:
@@ -146,7 +146,7 @@ class GenerationRoutes(SimServerState):
         build = api.chat_response if kind == "chat" else api.completion_response
         return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
 
-    def _finish(self, req: Req) -> tuple[str, Any]:
+    def _finish(self, req: Req) -> tuple[str, api.MatchedStop]:
         if req.finish_reason == "stop":
             return "stop", req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID
         return req.finish_reason or "length", None

@@ -33,7 +33,7 @@ CHAT_TEMPLATE_TOKENS_PER_MESSAGE = 4
 CHAT_TEMPLATE_TOKENS_FIXED = 3
 
 
-def stable_hash(*parts: Any) -> int:
+def stable_hash(*parts: object) -> int:
     """A 64-bit hash that is the same in every process (unlike ``hash()``)."""
     h = hashlib.blake2b(digest_size=8)
     for part in parts:
