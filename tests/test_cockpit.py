@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kimitui.cockpit import LiveController
+from kimitui.live import LiveController
 from kimitui.control import NotAvailable
 from kimitui.recording import read_recording
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kimitui.cockpit import LiveController
+from kimitui.live import LiveController
 from kimitui.host.local import LocalHost
 from kimitui.launcher.select import find_running
 from kimitui.launcher.swap import SwapOptions, swap

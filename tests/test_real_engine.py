@@ -201,7 +201,7 @@ async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.Eng
     """``kimitui run --url``: the real cockpit (Pilot) on vLLM: sweep, curve and spread work; swaps refused."""
     from textual.widgets import Input
 
-    from kimitui.cockpit import LiveController
+    from kimitui.live import LiveController
     from kimitui.tui.app import KimituiApp
     from kimitui.tui.screens.sweep_form import SweepForm
     from kimitui.tui.widgets.level_table import LevelTable

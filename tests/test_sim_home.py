@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kimitui.cockpit import LiveController
+from kimitui.live import LiveController
 from kimitui.control import NotAvailable
 from kimitui.host.local import LocalHost
 from kimitui.launcher import ports

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from kimitui.cockpit import LiveController
+from kimitui.live import LiveController
 from kimitui.recording import read_recording
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.straggler_detail import StragglerDetail

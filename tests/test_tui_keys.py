@@ -241,7 +241,7 @@ async def test_profile_keys_are_declared_ordered_or_remembered_and_adding_one_mo
 
 
 def test_the_live_controller_uses_the_stable_keys(only_my_profiles: Path, tmp_path: Path):
-    from kimitui.cockpit import LiveController
+    from kimitui.live import LiveController
 
     d = only_my_profiles
     _profile(d, "b", 'key = "7"\n')

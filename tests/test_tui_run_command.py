@@ -52,7 +52,7 @@ def test_a_bad_sim_port_is_one_clear_line(value: str, capsys) -> None:
 
 
 def test_the_config_sim_port_is_used_and_the_flag_wins(tmp_path: Path, monkeypatch) -> None:
-    from kimitui.cockpit import LiveController
+    from kimitui.live import LiveController
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     cfg = tmp_path / "config.toml"

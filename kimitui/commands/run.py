@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kimitui.live import LiveController
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="open the cockpit (the default command)",
                               description="Open the cockpit. With no hosts configured it runs on the "
                                           "embedded simulated host 'sim'.")
@@ -15,7 +18,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--url", metavar="URL",
                    help="watch a server kimitui did not start (metrics, health, sweeps; never swapped), "
                         "e.g. http://127.0.0.1:30000; its GPUs are read on --host (default: this machine)")
-    from kimitui.cli import port_number  # noqa: PLC0415
+    from kimitui.cli import port_number  # noqa: PLC0415 - kimitui.cli imports this module to build its parser
 
     p.add_argument("--sim-port", metavar="N", type=port_number, default=argparse.SUPPRESS,
                    help="the simulated host's profiles serve on port N (overrides [sim] port in the config)")
@@ -26,12 +29,14 @@ def register(subparsers: Any) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    """Build the live controller (lazily: it pulls in hosts, telemetry, sweeps) and run the app."""
+    """Build the live controller and run the app.
+
+    Both are imported here, not at the top: every command module is imported to build the
+    parser, and the others should not pay for Textual, hosts, telemetry and sweeps."""
+    from kimitui.live import LiveController  # noqa: PLC0415
     from kimitui.tui.app import run_app  # noqa: PLC0415
 
     try:
-        from kimitui.cockpit import LiveController  # noqa: PLC0415
-
         controller = LiveController(
             config_path=getattr(args, "config", None),
             host=args.host,
@@ -45,16 +50,12 @@ def handler(args: argparse.Namespace) -> int:
         print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)
         return 2
     rc = run_app(controller, config_keys=_config_keys(controller))
-    saved = getattr(controller, "last_recording_path", None)
-    if isinstance(saved, str):  # after quitting: the recording's final name on disk
+    saved = controller.last_recording_path
+    if saved is not None:  # after quitting: the recording's final name on disk
         print(f"kimitui: recording saved to {saved}", file=sys.stderr)
     return rc
 
 
-def _config_keys(controller: Any) -> dict[str, str] | None:
-    """The config's ``[keys]`` table (binding name -> key), if the controller exposes it."""
-    keys = getattr(controller, "config_keys", None)
-    if keys is None:
-        config = getattr(controller, "config", None)
-        keys = getattr(config, "keys", None)
-    return dict(keys) if isinstance(keys, dict) else None
+def _config_keys(controller: LiveController) -> dict[str, str]:
+    """The config's ``[keys]`` table (binding name -> key)."""
+    return dict(controller.config.keys)

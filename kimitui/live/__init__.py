@@ -1,0 +1,16 @@
+"""The live cockpit: the controller of a live host, composed of parts with one job each.
+
+* :mod:`~kimitui.live.controller`: ``LiveController`` (the UI's ``kimitui.control.Controller``);
+* :mod:`~kimitui.live.recorder`: the session's recording, events before it opens held;
+* :mod:`~kimitui.live.sweeps` and :mod:`~kimitui.live.sweep_defaults`: sweeps, their remembered form;
+* :mod:`~kimitui.live.profiles`: the one way profiles are loaded;
+* :mod:`~kimitui.live.foreign`: a port held by a process kimitui did not start;
+* :mod:`~kimitui.live.tasks`: background tasks whose failures are shown.
+
+The server follower (log and metrics, retargeted on every swap) is a source:
+:mod:`kimitui.telemetry.server_follower`.  Only ``kimitui.commands`` imports this package.
+"""
+
+from kimitui.live.controller import DEFAULT_LEVELS, DEFAULT_PROFILE, LiveController
+
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "LiveController"]

@@ -1,0 +1,373 @@
+"""The live controller: everything the cockpit shows, started and wired.
+
+``LiveController`` owns one Session and composes, for one host:
+
+* the recording (:class:`~kimitui.live.recorder.RecorderHandle`, a Session sink);
+* the GPU agent stream (fake NVML on the simulated host, pynvml elsewhere);
+* the server follower (:class:`~kimitui.telemetry.server_follower.ServerFollower`): log and
+  metrics of whatever server runs, retargeted whenever a swap starts a new one;
+* swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.loadgen.runner``).
+
+On the simulated host with nothing running it launches the known-good profile, so a
+newcomer sees a server start — unless a process kimitui did not start holds its port
+(:class:`~kimitui.live.foreign.ForeignPort` says who, and the ways on, and offers
+:meth:`LiveController.watch` when it answers ``/v1/models``).  Nothing here imports Textual,
+and nothing raises into the UI: failures become ``ErrorEvent``s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kimitui.config import load_config
+from kimitui.control import NotAvailable
+from kimitui.events import Baseline, ErrorEvent, Marker, Note, ProfileState, SweepSpec
+from kimitui.host.base import Host, HostError, HostUnavailable
+from kimitui.host.factory import make_host
+from kimitui.launcher import guard
+from kimitui.launcher.base import RunRecord
+from kimitui.launcher.plan import SwapPlan
+from kimitui.launcher.select import find_running, is_simulated_host
+from kimitui.launcher.swap import DEFAULT_TIMEOUT_S
+from kimitui.live.foreign import ForeignPort
+from kimitui.live.profiles import ProfileBook
+from kimitui.live.quitting import quit_rule, stops_server_on_quit
+from kimitui.live.recorder import RecorderHandle
+from kimitui.live.sweep_defaults import DEFAULT_LEVELS, SweepDefaults
+from kimitui.live.sweeps import Sweeps
+from kimitui.live.swaps import SwapDriver, plan
+from kimitui.live.tasks import Background
+from kimitui.loadgen.sweep import base_url
+from kimitui.profiles import Profile
+from kimitui.session import Session
+from kimitui.telemetry.gpu import GpuStream
+from kimitui.telemetry.server_follower import ServerFollower
+
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "LiveController"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROFILE = "ep8-tuned"
+"""The field notes' known-good profile: what the simulated host starts with."""
+
+
+class LiveController:
+    """Controller of a live host (see ``kimitui.control.Controller``)."""
+
+    live = True
+
+    def __init__(self, config_path: str | None = None, host: str | None = None, profile_dirs: list[str] | None = None,
+                 record_path: str | None = None, record: bool = True, default_profile: str = DEFAULT_PROFILE,
+                 autostart: bool = True, sim_time_scale: float | None = None, watch_url: str | None = None,
+                 sim_port: int | None = None) -> None:
+        """``watch_url``: watch a server kimitui did not start (metrics, health, sweeps); never swap it.
+
+        ``sim_port``: the simulated host's profiles serve on this port (``--sim-port``; else ``[sim] port``)."""
+        self.config = load_config(config_path)
+        self.profile_dirs = list(profile_dirs or [])
+        self.default_profile = default_profile
+        self.autostart = autostart
+        self.sim_time_scale = sim_time_scale
+        self.watch_url = watch_url.rstrip("/") if watch_url else None
+        self.sim_port: int | None = sim_port or self.config.sim.port
+        self.watch_offer: str | None = None
+        """A server kimitui did not start that holds the simulated host's port and answers
+        ``/v1/models``: :meth:`watch` it (``None``: nothing to offer)."""
+        self._host_choice = host or ("local" if watch_url and not self.config.hosts else None)
+        self.host_name = self._resolve_host_name(self._host_choice)
+        self.session = Session(host=self.host_name)
+        self.profiles = ProfileBook(self.profile_dirs, self.sim_port)
+        self.recorder = RecorderHandle(self.session, wanted=record, path=record_path, on_error=self._error)
+        self.tasks = Background(self._error)
+        self.sweeps = Sweeps(self.session, SweepDefaults(), on_error=self._error)
+        self._host: Host | None = None
+        self._follower: ServerFollower | None = None
+        self._foreign: ForeignPort | None = None
+        self._swaps: SwapDriver | None = None
+        self._gpu: GpuStream | None = None
+        self._connected = False
+        self._closed = False
+        self._found_at_start = False
+
+    def _resolve_host_name(self, host: str | None) -> str:
+        if host:
+            return host
+        if self.config.default_host:
+            return self.config.default_host
+        return next(iter(self.config.hosts)) if len(self.config.hosts) == 1 else "sim"
+
+    @property
+    def simulated(self) -> bool:
+        return self._host is not None and is_simulated_host(self._host)
+
+    @property
+    def _our_record(self) -> RunRecord | None:
+        """The run record of the server kimitui started here and follows (None: nothing, or watched)."""
+        return self._follower.record if self._follower is not None else None
+
+    @property
+    def _running_profile(self) -> str | None:
+        return self._follower.profile if self._follower is not None else None
+
+    def _load_running(self) -> Profile | None:
+        """The running profile as written, or None (nothing runs, or its file went away)."""
+        if not self._running_profile:
+            return None
+        try:
+            return self.profiles.load(self._running_profile)
+        except Exception as exc:
+            log.debug("running profile %s: %s", self._running_profile, exc)
+            return None
+
+    @property
+    def last_recording_path(self) -> str | None:
+        """The closed recording's path on disk (its final name)."""
+        return self.recorder.last_path
+
+    # ------------------------------------------------------------------ set-up
+    async def start(self) -> None:
+        self.session.bind_loop(asyncio.get_running_loop())
+        self.recorder.hold_early()  # the recording is named after the running profile: keep events till then
+        try:
+            host = make_host(self.config, self._host_choice, on_event=self.session.publish)
+        except Exception as exc:  # unknown host name, jump loop: shown, not raised
+            self._error("host", f"cannot use host {self.host_name}: {exc}")
+            self.recorder.open(self.host_name, None)
+            return
+        self._adopt_host(host)
+        try:
+            await host.connect()
+        except HostUnavailable as exc:
+            # Down or unreachable for now: say so, keep trying in the background.
+            self._error("host", f"cannot connect to {self.host_name}: {exc}; retrying")
+            self.recorder.open(self.host_name, None)
+            self.tasks.spawn(self._connect_later(host))
+            return
+        except Exception as exc:  # a changed host key, refused credentials: a human must act
+            self._error("host", f"cannot connect to {self.host_name}: {exc}")
+            self.recorder.open(self.host_name, None)
+            return
+        self._connected = True
+        self.tasks.spawn(self._start_sources(host))
+
+    def _adopt_host(self, host: Host) -> None:
+        """The host is known: build the parts that work on it."""
+        self._host = host
+        self.host_name = host.name
+        simulated = self.simulated
+        self._follower = ServerFollower(host, self.session, simulated=simulated, load_profile=self.profiles.load,
+                                        spawn=self.tasks.spawn, on_error=self._error)
+        self.session.add_sink(self._follower.on_event)
+        self._foreign = ForeignPort(self.session, host, config_path=self.config.path,
+                                    target=lambda name: self.profiles.target(name, simulated=simulated))
+        self._swaps = SwapDriver(self.session, host, self._follower, profiles=self.profiles, foreign=self._foreign,
+                                 tasks=self.tasks, on_error=self._error, sim_time_scale=self.sim_time_scale)
+        self.session.add_sink(self._swaps.on_event)
+
+    async def _connect_later(self, host: Host) -> None:
+        try:
+            await host.wait_connected(None)
+        except HostError as exc:
+            self._error("host", f"giving up on {self.host_name}: {exc}")
+            return
+        self._connected = True
+        await self._start_sources(host)
+
+    async def _start_sources(self, host: Host) -> None:
+        entry = self.config.hosts.get(self.host_name)
+        self._gpu = GpuStream(host, self.session, backend="fake" if self.simulated else "pynvml",
+                              python=(entry.python if entry is not None else None) or "python3")
+        await self._gpu.start()
+        if self.watch_url is not None:
+            await self._watch_server(self.watch_url)
+            return
+        if self.sim_port is not None and not self.simulated:
+            self._info(f"the simulated host's port {self.sim_port} does not apply to {self.host_name}, a real "
+                       "host: its profiles serve on their own ports")
+        await self._follow_what_runs(host)
+        autostart = not self._found_at_start and self.simulated and self.autostart
+        self.recorder.open(self.host_name, self.default_profile if autostart else self._running_profile)
+        base = guard.baseline_name(self.host_name, self._running_profile)
+        if base:
+            self.session.publish(Baseline(host=self.host_name, profile=base))
+        if autostart and self._foreign is not None:
+            held, self.watch_offer = await self._foreign.held_at_start(self.default_profile)
+            if not held:
+                await self.swap(self.default_profile)
+
+    async def _follow_what_runs(self, host: Host) -> None:
+        """A server kimitui started before this session: say so and follow it."""
+        try:
+            found = await find_running(host, simulated=self.simulated)
+        except Exception as exc:
+            self._error("launcher", f"cannot tell what runs on {self.host_name}: {exc}")
+            found = None
+        self._found_at_start = found is not None
+        if found is None or self._follower is None:
+            return
+        launcher, record = found
+        self.session.publish(ProfileState(host=self.host_name, profile=record.profile, state="serving",
+                                          detail="found running"))
+        await self._follower.follow_found(launcher, record)
+
+    # ------------------------------------------------------------------ watching a server kimitui did not start
+    async def watch(self, url: str | None = None) -> None:
+        """Switch this session to watch mode: follow ``url`` (default: :attr:`watch_offer`) without controlling it.
+
+        Only while kimitui runs nothing here itself, so no server of ours is left unfollowed."""
+        url = url or self.watch_offer
+        if not url:
+            raise NotAvailable("there is no server to watch: pass its URL (`kimitui run --url URL`)")
+        if self.watch_url is not None:
+            raise NotAvailable(f"already watching {self.watch_url}")
+        if self.busy is not None:
+            raise NotAvailable(f"a {self.busy} is running")
+        if self._our_record is not None:
+            raise NotAvailable(f"kimitui runs {self._our_record.profile} on {self.host_name}: watching another "
+                               "server would leave it unfollowed")
+        if self._host is None or not self._connected:
+            raise NotAvailable(f"host {self.host_name} is not connected")
+        self.watch_url = url.rstrip("/")
+        self.watch_offer = None
+        await self._watch_server(self.watch_url)
+
+    async def _watch_server(self, url: str) -> None:
+        """A server kimitui did not start: poll it and sweep it, but never stop, start or swap it."""
+        url = base_url(url)
+        self.recorder.open(self.host_name, "watched")
+        self.session.publish(ProfileState(host=self.host_name, profile=None, state="serving",
+                                          detail=f"watching {url}: not started by kimitui"))
+        self._info(f"watching {url}, a server kimitui did not start: metrics, health and sweeps; "
+                   "its log is not followed and swaps are refused")
+        if self._follower is not None:
+            await self._follower.watch(url)
+
+    def _refuse_if_watched(self) -> None:
+        if self.watch_url is not None:
+            raise NotAvailable(f"{self.watch_url} is watched, not controlled: kimitui did not start it, so it "
+                               "never stops or swaps it (open the cockpit on its host to control a server "
+                               "kimitui starts)")
+
+    # ------------------------------------------------------------------ profiles and swaps
+    def profile_names(self) -> list[str]:
+        return self.profiles.names()
+
+    def plan_swap(self, profile: str) -> SwapPlan:
+        self._refuse_if_watched()
+        return plan(self.profiles, profile, host_name=self.host_name, simulated=self.simulated, follower=self._follower)
+
+    async def swap(self, profile: str) -> None:
+        self._refuse_if_watched()
+        if self.busy == "sweep":
+            raise NotAvailable("a sweep is running: stop it before swapping profiles")
+        if self.busy == "swap":
+            raise NotAvailable("a swap is already running")
+        if self._swaps is None or not self._connected:
+            raise NotAvailable(f"host {self.host_name} is not connected")
+        self._swaps.begin(profile)
+
+    def mark_baseline(self) -> str | None:
+        if not self._running_profile:
+            raise NotAvailable("no profile is running to mark as baseline")
+        self.session.publish(guard.mark_baseline(self.host_name, self._running_profile))
+        return self._running_profile
+
+    # ------------------------------------------------------------------ sweeps
+    def default_sweep_spec(self) -> SweepSpec:
+        if self._follower is None:  # no host yet
+            url, model = "http://127.0.0.1:30001", "default"
+        else:
+            url, model = self._follower.sweep_target(self._load_running())
+        return self.sweeps.defaults.spec(url, model)
+
+    async def start_sweep(self, spec: SweepSpec) -> None:
+        if self.busy is not None:
+            raise NotAvailable(f"a {self.busy} is running")
+        await self.sweeps.start(spec, host_name=self.host_name, profile=self._running_profile,
+                                running=self._load_running())
+        self.tasks.spawn(self.sweeps.wait())
+
+    async def stop_sweep(self) -> None:
+        await self.sweeps.stop()
+
+    @property
+    def busy(self) -> str | None:
+        if self._swaps is not None and self._swaps.busy:
+            return "swap"
+        return "sweep" if self.sweeps.busy else None
+
+    # ------------------------------------------------------------------ the recording
+    def add_note(self, text: str) -> None:
+        self.session.publish(Note(host=self.host_name, text=text))
+
+    def add_marker(self, label: str = "") -> None:
+        self.session.publish(Marker(host=self.host_name, label=label))
+
+    def toggle_recording(self) -> bool:
+        return self.recorder.toggle(self.host_name, self._running_profile)
+
+    @property
+    def recording_path(self) -> str | None:
+        return self.recorder.path
+
+    # ------------------------------------------------------------------ errors and shutdown
+    def _error(self, source: str, message: str) -> None:
+        log.warning("%s: %s", source, message)
+        self.session.publish(ErrorEvent(host=self.host_name, source=source, message=message))
+
+    def _info(self, message: str) -> None:
+        self.session.publish(ErrorEvent(host=self.host_name, source="cockpit", severity="info", message=message))
+
+    def quit_rule(self) -> str:
+        """What quitting does to this host's server, in words, for the quit confirmation."""
+        return quit_rule(busy=self.busy, simulated=self.simulated, found_at_start=self._found_at_start,
+                         host_name=self.host_name)
+
+    async def shutdown(self) -> None:
+        """Finish a swap under way, stop sources, then close the recording.
+
+        The server keeps serving, except on the simulated host when this kimitui started it from
+        nothing (:meth:`quit_rule` says which, in words).  A swap under way ends on its own terms
+        (served or rolled back), bounded by the readiness and rollback timeouts; past them it is
+        cancelled and the host's swap supervisor finishes the host side alone.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._swaps is not None:
+            await self._swaps.finish(timeout=2 * DEFAULT_TIMEOUT_S + 60)
+        await self.sweeps.abort()
+        self.tasks.cancel_all()
+        if self._follower is not None:
+            await self._follower.stop()
+            await self._stop_our_simulated_server(self._follower)
+        await self._close_quietly()
+        self.recorder.close()
+
+    async def _stop_our_simulated_server(self, follower: ServerFollower) -> None:
+        """The embedded simulated host this cockpit brought up: leave no server of its own behind.
+
+        On a real host, or a simulated one that had a server already, the server keeps serving."""
+        started_here = self._swaps is not None and self._swaps.started_here
+        if not stops_server_on_quit(simulated=self.simulated, started_here=started_here,
+                                    found_at_start=self._found_at_start):
+            return
+        if follower.launcher is None or follower.record is None:
+            return
+        try:
+            await follower.launcher.stop(follower.record, grace_s=5.0)
+        except Exception as exc:
+            log.debug("stopping the simulated server: %s", exc)
+
+    async def _close_quietly(self) -> None:
+        if self._gpu is not None:
+            try:
+                await self._gpu.stop()
+            except Exception as exc:
+                log.debug("gpu stop: %s", exc)
+        if self._host is not None:
+            try:
+                await self._host.close()
+            except Exception as exc:
+                log.debug("host close: %s", exc)

@@ -1,0 +1,59 @@
+"""The sweep form's defaults: the last ones used, remembered in the user's state folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import ValidationError
+
+from kimitui.events import SweepSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]
+
+FIRST_DEFAULTS: dict[str, Any] = {
+    "levels": DEFAULT_LEVELS,
+    "mode": "sustained",
+    "max_tokens": 512,
+    "ignore_eos": True,
+    "prompts": "seed",
+}
+"""What the form offers before any sweep ran."""
+
+
+class SweepDefaults:
+    """A small settings store: one JSON file, everything of a sweep but where it goes (url, model)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+
+    @property
+    def path(self) -> Path:
+        """Found when asked, so a test's (or the user's) XDG_STATE_HOME is where it lives."""
+        return self._path or Path(platformdirs.user_state_dir("kimitui")) / "sweep-defaults.json"
+
+    def spec(self, url: str, model: str) -> SweepSpec:
+        """The defaults for a sweep of ``url``; a remembered value that no longer validates is dropped."""
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        fields = dict(FIRST_DEFAULTS)
+        if isinstance(saved, dict):
+            fields.update({k: v for k, v in saved.items() if k in SweepSpec.model_fields and k not in ("url", "model")})
+        try:
+            return SweepSpec.model_validate({**fields, "url": url, "model": model})
+        except ValidationError:
+            return SweepSpec(url=url, model=model, levels=DEFAULT_LEVELS)
+
+    def remember(self, spec: SweepSpec) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(spec.model_dump(exclude={"url", "model"})))
+        except OSError as exc:
+            log.debug("cannot remember sweep defaults: %s", exc)
