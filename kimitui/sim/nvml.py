@@ -37,11 +37,22 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pynvml
 
 from kimitui.sim import gpustate
+
+# What pynvml's wrappers pass into the "C library" (pynvml has no type stubs, so these are ctypes
+# objects mypy cannot see into; the names say which kind each parameter is).
+Handle = Any
+"""A device handle (a ctypes pointer whose address is the GPU index + 1, never dereferenced) or an event set's."""
+ByRef = Any
+"""``ctypes.byref(x)``: the fake writes ``x`` (``ref._obj``): a number or one of pynvml's structs."""
+CBuffer = Any
+"""A ``ctypes.create_string_buffer``: the fake sets its ``value``."""
+CValue = Any
+"""A ctypes scalar argument (``c_uint``, ``c_ulonglong``...): the fake reads its ``value``."""
 
 ENV_VAR = "KIMITUI_FAKE_NVML"
 MIB = 1024 * 1024
@@ -211,13 +222,13 @@ class FakeNvmlLib:
         self._by_index = {gpu.index: gpu for gpu in state.gpus}
 
     @staticmethod
-    def _index(handle: Any) -> int:
+    def _index(handle: Handle) -> int:
         try:
             return ctypes.addressof(handle.contents) - 1  # the "pointer" is index + 1; never dereferenced
         except ValueError:  # NULL handle
             return -1
 
-    def _check(self, name: str, handle: Any) -> tuple[int, int]:
+    def _check(self, name: str, handle: Handle) -> tuple[int, int]:
         """(return code, gpu index) for a device call, applying the scenario."""
         index = self._index(handle)
         if self.init_at is None:
@@ -242,7 +253,7 @@ class FakeNvmlLib:
         return pynvml.NVML_SUCCESS, index
 
     @staticmethod
-    def _set(ref: Any, value: Any) -> None:
+    def _set(ref: ByRef, value: object) -> None:
         ref._obj.value = value
 
     # -- system ----------------------------------------------------------------
@@ -261,23 +272,23 @@ class FakeNvmlLib:
     def nvmlErrorString(self, result: int) -> bytes:
         return f"fake NVML error {int(result)}".encode()
 
-    def nvmlSystemGetDriverVersion(self, buf: Any, size: Any) -> int:
+    def nvmlSystemGetDriverVersion(self, buf: CBuffer, size: CValue) -> int:
         buf.value = self.scenario.driver_version.encode()
         return pynvml.NVML_SUCCESS
 
-    def nvmlSystemGetNVMLVersion(self, buf: Any, size: Any) -> int:
+    def nvmlSystemGetNVMLVersion(self, buf: CBuffer, size: CValue) -> int:
         major = self.scenario.driver_version.split(".")[0]
         buf.value = f"12.{self.scenario.driver_version}".encode() if major != "580" else b"13.580.105.06"
         return pynvml.NVML_SUCCESS
 
-    def nvmlSystemGetCudaDriverVersion(self, ref: Any) -> int:
+    def nvmlSystemGetCudaDriverVersion(self, ref: ByRef) -> int:
         self._set(ref, 13000 if self.scenario.driver580 else 12080)
         return pynvml.NVML_SUCCESS
 
-    def nvmlSystemGetCudaDriverVersion_v2(self, ref: Any) -> int:
+    def nvmlSystemGetCudaDriverVersion_v2(self, ref: ByRef) -> int:
         return self.nvmlSystemGetCudaDriverVersion(ref)
 
-    def nvmlSystemGetProcessName(self, pid: Any, buf: Any, size: Any) -> int:
+    def nvmlSystemGetProcessName(self, pid: CValue, buf: CBuffer, size: CValue) -> int:
         """The scheduler's process title.
 
         The simulator runs every rank in one process, so one pid owns all 8
@@ -298,13 +309,13 @@ class FakeNvmlLib:
                 return pynvml.NVML_SUCCESS
         return pynvml.NVML_ERROR_NOT_FOUND
 
-    def nvmlDeviceGetCount_v2(self, ref: Any) -> int:
+    def nvmlDeviceGetCount_v2(self, ref: ByRef) -> int:
         if self.init_at is None:
             return pynvml.NVML_ERROR_UNINITIALIZED
         self._set(ref, self.scenario.gpus)
         return pynvml.NVML_SUCCESS
 
-    def nvmlDeviceGetHandleByIndex_v2(self, c_index: Any, ref: Any) -> int:
+    def nvmlDeviceGetHandleByIndex_v2(self, c_index: CValue, ref: ByRef) -> int:
         if self.init_at is None:
             return pynvml.NVML_ERROR_UNINITIALIZED
         index = int(c_index.value)
@@ -315,54 +326,54 @@ class FakeNvmlLib:
         return pynvml.NVML_SUCCESS
 
     # -- static device facts -----------------------------------------------------
-    def nvmlDeviceGetName(self, h: Any, buf: Any, size: Any) -> int:
+    def nvmlDeviceGetName(self, h: Handle, buf: CBuffer, size: CValue) -> int:
         code, _ = self._check("nvmlDeviceGetName", h)
         if code == pynvml.NVML_SUCCESS:
             buf.value = gpustate.GPU_NAME.encode()
         return code
 
-    def nvmlDeviceGetUUID(self, h: Any, buf: Any, size: Any) -> int:
+    def nvmlDeviceGetUUID(self, h: Handle, buf: CBuffer, size: CValue) -> int:
         code, i = self._check("nvmlDeviceGetUUID", h)
         if code == pynvml.NVML_SUCCESS:
             buf.value = f"GPU-5ea1{i:04x}-6000-4b1a-8c0e-0000000000{i:02d}".encode()
         return code
 
-    def _static(self, name: str, h: Any, ref: Any, value: int) -> int:
+    def _static(self, name: str, h: Handle, ref: ByRef, value: int) -> int:
         code, _ = self._check(name, h)
         if code == pynvml.NVML_SUCCESS:
             self._set(ref, value)
         return code
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetEnforcedPowerLimit", h, ref, int(gpustate.GPU_POWER_LIMIT_W * 1000))
 
-    def nvmlDeviceGetPowerManagementLimit(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetPowerManagementLimit(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetPowerManagementLimit", h, ref, int(gpustate.GPU_POWER_LIMIT_W * 1000))
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetMaxPcieLinkGeneration", h, ref, 5)
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetMaxPcieLinkWidth", h, ref, 16)
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: Handle, ref: ByRef) -> int:
         busy = self._gpu_state(self._index(h)).util_pct > 0
         return self._static("nvmlDeviceGetCurrPcieLinkGeneration", h, ref, 5 if busy else 1)
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetCurrPcieLinkWidth", h, ref, 16)
 
-    def nvmlDeviceGetFanSpeed(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetFanSpeed(self, h: Handle, ref: ByRef) -> int:
         code, _ = self._check("nvmlDeviceGetFanSpeed", h)
         return code if code != pynvml.NVML_SUCCESS else pynvml.NVML_ERROR_NOT_SUPPORTED  # passively cooled
 
-    def nvmlDeviceGetSupportedEventTypes(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetSupportedEventTypes(self, h: Handle, ref: ByRef) -> int:
         return self._static("nvmlDeviceGetSupportedEventTypes", h, ref,
                             pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeSingleBitEccError
                             | pynvml.nvmlEventTypeDoubleBitEccError)
 
     # -- live values -------------------------------------------------------------
-    def nvmlDeviceGetUtilizationRates(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetUtilizationRates(self, h: Handle, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetUtilizationRates", h)
         if code == pynvml.NVML_SUCCESS:
             gpu = self._gpu_state(i)
@@ -370,7 +381,7 @@ class FakeNvmlLib:
             ref._obj.memory = int(round(gpu.mem_util_pct))
         return code
 
-    def _memory(self, name: str, h: Any, ref: Any, v2: bool) -> int:
+    def _memory(self, name: str, h: Handle, ref: ByRef, v2: bool) -> int:
         code, i = self._check(name, h)
         if code == pynvml.NVML_SUCCESS:
             gpu = self._gpu_state(i)
@@ -388,31 +399,31 @@ class FakeNvmlLib:
                 mem.free = total - mem.used
         return code
 
-    def nvmlDeviceGetMemoryInfo(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetMemoryInfo(self, h: Handle, ref: ByRef) -> int:
         return self._memory("nvmlDeviceGetMemoryInfo", h, ref, v2=False)
 
-    def nvmlDeviceGetMemoryInfo_v2(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetMemoryInfo_v2(self, h: Handle, ref: ByRef) -> int:
         return self._memory("nvmlDeviceGetMemoryInfo_v2", h, ref, v2=True)
 
-    def nvmlDeviceGetPowerUsage(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetPowerUsage(self, h: Handle, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetPowerUsage", h)
         if code == pynvml.NVML_SUCCESS:
             self._set(ref, int(self._gpu_state(i).power_w * 1000))
         return code
 
-    def nvmlDeviceGetTemperature(self, h: Any, sensor: Any, ref: Any) -> int:
+    def nvmlDeviceGetTemperature(self, h: Handle, sensor: CValue, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetTemperature", h)
         if code == pynvml.NVML_SUCCESS:
             self._set(ref, int(round(self._gpu_state(i).temp_c)))
         return code
 
-    def nvmlDeviceGetTemperatureV(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetTemperatureV(self, h: Handle, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetTemperatureV", h)
         if code == pynvml.NVML_SUCCESS:
             ref._obj.temperature = int(round(self._gpu_state(i).temp_c))
         return code
 
-    def nvmlDeviceGetClockInfo(self, h: Any, clock_type: Any, ref: Any) -> int:
+    def nvmlDeviceGetClockInfo(self, h: Handle, clock_type: CValue, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetClockInfo", h)
         if code == pynvml.NVML_SUCCESS:
             gpu = self._gpu_state(i)
@@ -421,7 +432,7 @@ class FakeNvmlLib:
             self._set(ref, int(value))
         return code
 
-    def nvmlDeviceGetPcieThroughput(self, h: Any, counter: Any, ref: Any) -> int:
+    def nvmlDeviceGetPcieThroughput(self, h: Handle, counter: CValue, ref: ByRef) -> int:
         time.sleep(self.scenario.pcie_delay_s)  # the real call samples a byte counter over 20 ms
         code, i = self._check("nvmlDeviceGetPcieThroughput", h)
         if code == pynvml.NVML_SUCCESS:
@@ -430,7 +441,7 @@ class FakeNvmlLib:
             self._set(ref, int(gpu.pcie_tx_kbps if tx else gpu.pcie_rx_kbps))
         return code
 
-    def _reasons(self, name: str, h: Any, ref: Any) -> int:
+    def _reasons(self, name: str, h: Handle, ref: ByRef) -> int:
         code, i = self._check(name, h)
         if code == pynvml.NVML_SUCCESS:
             mask = 0
@@ -439,20 +450,20 @@ class FakeNvmlLib:
             self._set(ref, mask)
         return code
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: Handle, ref: ByRef) -> int:
         return self._reasons("nvmlDeviceGetCurrentClocksEventReasons", h, ref)
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: Handle, ref: ByRef) -> int:
         return self._reasons("nvmlDeviceGetCurrentClocksThrottleReasons", h, ref)
 
-    def nvmlDeviceGetPerformanceState(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetPerformanceState(self, h: Handle, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetPerformanceState", h)
         if code == pynvml.NVML_SUCCESS:
             self._set(ref, int(self._gpu_state(i).pstate))
         return code
 
     # -- processes ---------------------------------------------------------------
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, h: Any, count_ref: Any, procs: Any) -> int:
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, h: Handle, count_ref: ByRef, procs: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetComputeRunningProcesses_v3", h)
         if code != pynvml.NVML_SUCCESS:
             return code
@@ -472,7 +483,7 @@ class FakeNvmlLib:
             procs[slot].computeInstanceId = 0xFFFFFFFF
         return pynvml.NVML_SUCCESS
 
-    def nvmlDeviceGetProcessUtilization(self, h: Any, samples: Any, count_ref: Any, ts: Any) -> int:
+    def nvmlDeviceGetProcessUtilization(self, h: Handle, samples: ByRef, count_ref: ByRef, ts: ByRef) -> int:
         """Legacy per-process utilisation: broken on driver 580 (HAMi #2015)."""
         code, i = self._check("nvmlDeviceGetProcessUtilization", h)
         if code != pynvml.NVML_SUCCESS:
@@ -492,7 +503,7 @@ class FakeNvmlLib:
         count_ref._obj.value = 1
         return pynvml.NVML_SUCCESS
 
-    def nvmlDeviceGetProcessesUtilizationInfo(self, h: Any, ref: Any) -> int:
+    def nvmlDeviceGetProcessesUtilizationInfo(self, h: Handle, ref: ByRef) -> int:
         code, i = self._check("nvmlDeviceGetProcessesUtilizationInfo", h)
         if code != pynvml.NVML_SUCCESS:
             return code
@@ -512,19 +523,19 @@ class FakeNvmlLib:
         return pynvml.NVML_SUCCESS
 
     # -- events ------------------------------------------------------------------
-    def nvmlEventSetCreate(self, ref: Any) -> int:
+    def nvmlEventSetCreate(self, ref: ByRef) -> int:
         ptr = ctypes.c_void_p(0xE5E7)
         ctypes.memmove(ctypes.addressof(ref._obj), ctypes.addressof(ptr), ctypes.sizeof(ctypes.c_void_p))
         return pynvml.NVML_SUCCESS
 
-    def nvmlDeviceRegisterEvents(self, h: Any, types: Any, event_set: Any) -> int:
+    def nvmlDeviceRegisterEvents(self, h: Handle, types: CValue, event_set: Handle) -> int:
         code, _ = self._check("nvmlDeviceRegisterEvents", h)
         return code
 
-    def nvmlEventSetFree(self, event_set: Any) -> int:
+    def nvmlEventSetFree(self, event_set: Handle) -> int:
         return pynvml.NVML_SUCCESS
 
-    def nvmlEventSetWait_v2(self, event_set: Any, ref: Any, timeout_ms: Any) -> int:
+    def nvmlEventSetWait_v2(self, event_set: Handle, ref: ByRef, timeout_ms: CValue) -> int:
         deadline = time.monotonic() + int(timeout_ms.value) / 1000.0
         while True:
             now = time.monotonic()
@@ -569,7 +580,7 @@ def _scenario(spec: str | Scenario | None) -> Scenario:
 
 
 def _missing(name: str) -> property:
-    def get(self: Any) -> Any:
+    def get(self: object) -> NoReturn:
         raise AttributeError(name)  # pynvml: NVMLError_FunctionNotFound
 
     return property(get)
