@@ -10,7 +10,6 @@ import argparse
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -85,7 +84,7 @@ def _fail(exc: ProfileError) -> int:
     return EXIT_BAD_PROFILE
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):

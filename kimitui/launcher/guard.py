@@ -129,7 +129,7 @@ def _no_effect_warnings(target: Profile) -> list[str]:
     return out
 
 
-def _slug(value: Any) -> str:
+def _slug(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if value is None:
@@ -149,7 +149,7 @@ _SHORT = {
 }
 
 
-def variant_name(baseline: str, knob: str, value: Any) -> str:
+def variant_name(baseline: str, knob: str, value: object) -> str:
     """``ep8-tuned-eplb-on``, ``ep8-tuned-cont16``: the baseline plus the one knob."""
     short = _SHORT.get(knob, knob.replace("_", "-").replace(".", "-"))
     if isinstance(value, bool):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from kimitui.profiles.schema import Profile
 
@@ -23,7 +22,7 @@ def _flag(knob: str) -> str:
     return "--" + knob.replace("_", "-")
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 

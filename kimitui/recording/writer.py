@@ -105,7 +105,8 @@ class RecordingWriter:
         self._stop = threading.Event()
         self._kick = threading.Event()
         self._thread: threading.Thread | None = None
-        self._z: Any = None
+        self._z: zlib._Compress | None = None
+        """The gzip member being written (``None`` between members)."""
         self._member_in = 0
         self._unwritten = b""
         self.path.parent.mkdir(parents=True, exist_ok=True)

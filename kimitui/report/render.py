@@ -8,7 +8,7 @@ import io
 import json
 import math
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kimitui import __version__
 from kimitui.events import Percentiles, Straggler
@@ -21,7 +21,10 @@ JSON_VERSION = 1
 PCT_FIELDS = ("ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s")
 
 
-def _clean(v: Any) -> Any:
+_V = TypeVar("_V")
+
+
+def _clean(v: _V) -> _V | None:
     """JSON-safe: non-finite floats become None."""
     if isinstance(v, float) and not math.isfinite(v):
         return None

@@ -122,7 +122,7 @@ def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | No
     return None, "knobs unknown: " + ", ".join(missing) + " records no server args (server_info) and no profile switch diff"
 
 
-def _is_status(value: Any) -> bool:
+def _is_status(value: object) -> bool:
     """Objects and lists of objects in server_info are status blobs (memory usage, internal states)."""
     return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
 
