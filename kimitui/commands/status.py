@@ -48,7 +48,7 @@ def _ago(seconds: float) -> str:
 async def collect(
     host: Host, *, unit: str | None = None, extra_dirs: list[str] | None = None, state_dir: str | None = None
 ) -> dict[str, Any]:
-    """Everything ``status`` reports, as a dict (also used by tests and the cockpit).
+    """Everything ``status`` reports, as a dict (the tests read it too).
 
     ``last_swap``: how the last swap on the host ended, from its supervisor's
     record, so a swap whose controller died or detached is named.
