@@ -91,7 +91,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.support.simserver import free_port  # noqa: E402
+from tests.support.net import free_port  # noqa: E402
 
 CLIENT_CPU, SERVER_CPU = 0, 1
 HZ = os.sysconf("SC_CLK_TCK")

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -29,19 +27,10 @@ from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.session import Session
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.net import free_port  # noqa: E402
+
 READY = "The server is fired up and ready to roll!"
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, so no client connection takes it before the server binds."""
-    for port in random.sample(range(20000, 32000), 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-32000")
 
 
 class ReadyWatcher(threading.Thread):

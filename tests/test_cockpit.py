@@ -4,7 +4,6 @@ GPU agent (fake NVML), log follower, metrics poller, sweep worker and recorder."
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from pathlib import Path
 
@@ -13,36 +12,7 @@ import pytest
 from kimitui.live import LiveController
 from kimitui.control import NotAvailable
 from kimitui.recording import read_recording
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every kimitui directory (tmp, state, data, config, cwd) inside tmp_path; ep8-tuned on a free port."""
-    for var, sub in [("TMPDIR", "tmp"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
-                     ("XDG_CONFIG_HOME", "config")]:
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    monkeypatch.delenv("KIMITUI_SIM_STATE", raising=False)
-    monkeypatch.delenv("KIMITUI_CONFIG", raising=False)
-    monkeypatch.delenv("KIMITUI_PROFILES", raising=False)
-    cwd = tmp_path / "cwd"
-    (cwd / "profiles").mkdir(parents=True)
-    monkeypatch.chdir(cwd)
-    port = _free_port()
-    # A local profile refining the shipped one of the same name: another port, a fast clock.
-    (cwd / "profiles" / "ep8-tuned.toml").write_text(
-        f'extends = "ep8-tuned"\nport = {port}\n[sim]\ntime_scale = 40.0\n'
-    )
-    (cwd / "profiles" / "ep8-v2.toml").write_text(
-        f'extends = "ep8-v2"\nport = {port}\n[sim]\ntime_scale = 40.0\n'
-    )
-    return tmp_path
+from tests.support.net import free_port
 
 
 async def _until(sub, pred, timeout: float, seen: list):
@@ -130,7 +100,7 @@ async def test_default_recording_is_named_after_the_profile_and_keeps_the_first_
 
 async def test_a_recording_of_several_profiles_is_named_after_all_of_them(sim_home: Path):
     (Path.cwd() / "profiles" / "ep8-v2.toml").write_text(
-        f'extends = "ep8-v2"\nport = {_free_port()}\n[sim]\ntime_scale = 40.0\n')
+        f'extends = "ep8-v2"\nport = {free_port()}\n[sim]\ntime_scale = 40.0\n')
     c = LiveController()
     sub = c.session.subscribe("t", maxsize=100_000)
     seen: list = []

@@ -16,7 +16,7 @@ from kimitui.live import LiveController
 from kimitui.host.local import LocalHost
 from kimitui.launcher.select import find_running
 from kimitui.launcher.swap import SwapOptions, swap
-from tests.test_cockpit import _until, sim_home  # noqa: F401 - the fixture
+from tests.test_cockpit import _until
 
 pytestmark = pytest.mark.timeout(180)
 

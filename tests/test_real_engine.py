@@ -22,7 +22,7 @@ import pytest
 
 from kimitui.recording import read_recording
 from tests.support import real_engine
-from tests.support.simserver import free_port
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.timeout(300)
 

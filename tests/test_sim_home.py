@@ -23,7 +23,8 @@ from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.select import find_running
 from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.sim import gpustate
-from tests.support.launcher_env import free_port, stop_everything, write_profile
+from tests.support.launcher_env import stop_everything, write_profile
+from tests.support.net import free_port
 from tests.support.simserver import start_sim
 
 pytestmark = pytest.mark.timeout(180)

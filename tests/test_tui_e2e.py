@@ -8,7 +8,6 @@ the screen.  ep8-eplb at a 40x clock: its EPLB rebalance stalls a C=1 request.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -26,32 +25,14 @@ from tests.support.tuiscreen import screen_text, tick, wait_for
 pytestmark = pytest.mark.timeout(180)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """All kimitui directories inside tmp_path; ep8-eplb on a free port with a 40x clock."""
-    for var, sub in [("TMPDIR", "tmp"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
-                     ("XDG_CONFIG_HOME", "config")]:
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    for var in ("KIMITUI_SIM_STATE", "KIMITUI_CONFIG", "KIMITUI_PROFILES"):
-        monkeypatch.delenv(var, raising=False)
-    cwd = tmp_path / "cwd"
-    (cwd / "profiles").mkdir(parents=True)
-    monkeypatch.chdir(cwd)
-    (cwd / "profiles" / "ep8-eplb.toml").write_text(
-        f'extends = "ep8-eplb"\nport = {_free_port()}\n[sim]\ntime_scale = 40.0\n')
-    # The sweep form's remembered defaults: a short level, a gap threshold that fits a 40x clock.
-    state = tmp_path / "state" / "kimitui"
+@pytest.fixture(autouse=True)
+def short_sweep_defaults(sim_home: Path) -> None:
+    """In sim_home (tests/conftest.py), the sweep form's remembered defaults: a short level,
+    a gap threshold that fits a 40x clock."""
+    state = sim_home / "state" / "kimitui"
     state.mkdir(parents=True)
     (state / "sweep-defaults.json").write_text(json.dumps(
         {"requests_per_level": 4, "straggler_gap_s": 0.005, "stop_on_oversaturation": False}))
-    return tmp_path
 
 
 async def _wait(app: KimituiApp, pilot, pred, timeout: float, what: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,13 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.support.net import free_port
+
 Handler = Callable[[], tuple[int, Any]]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _route(path: str, handler: Handler) -> Route:
@@ -40,7 +35,7 @@ def _route(path: str, handler: Handler) -> Route:
 async def serve(routes: dict[str, Handler]) -> AsyncIterator[str]:
     """Serve ``routes`` (path -> handler); yields the base URL; unknown paths are 404."""
     app = Starlette(routes=[_route(p, h) for p, h in routes.items()])
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:

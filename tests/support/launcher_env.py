@@ -7,10 +7,7 @@ test started is stopped afterwards (through the launcher, so only what it starte
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,25 +19,11 @@ from kimitui.host.base import Host
 from kimitui.host.local import LocalHost
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.session import Session
+from tests.support.net import free_port
 
 FAKE_SYSTEMD_DIR = Path(__file__).resolve().parent / "fake_systemd"
 TIME_SCALE = 100.0
 """Sim clock speed for tests: a start-up takes ~1 s of wall time (mostly Python imports)."""
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range (32768+), so no client connection takes it
-    between this check and the server binding it."""
-    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-32000")
 
 
 def write_profile(directory: Path, name: str, extends: str, *, port: int, body: str = "", **sim: Any) -> Path:

@@ -17,10 +17,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from tests.support.net import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _RUNNING: set[SimServerProcess] = set()
 
@@ -40,21 +40,6 @@ def _stop_leftovers() -> None:
     """A test that forgot to stop its server (or an interrupted run) must not leave it running."""
     for server in list(_RUNNING):
         server.stop(grace_s=2.0)
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range (32768+), so no client connection
-    takes it between this check and the server binding it."""
-    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-32000")
 
 
 class SimServerProcess:
