@@ -68,7 +68,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _dirs(args: argparse.Namespace) -> list[str] | None:
-    return getattr(args, "profiles", None)
+    """The ``--profiles DIR`` options (the global ones, before the subcommand)."""
+    dirs: list[str] | None = args.profiles
+    return dirs
 
 
 def _out() -> Console:
