@@ -16,6 +16,7 @@ from kimitui.telemetry.logs import MARK, LogFollower
 from tests.support.journal import FAKE_JOURNAL_BIN, append_entry
 from tests.support.sshd import SSHTestServer
 from tests.support.telemetry import Collector, processes_with, wait_gone
+from tests.support.waiting import wait_for
 
 DECODE = ("[2026-05-28 10:05:13 TP0 EP0] Decode batch, #running-req: {n}, #token: 10, token usage: 0.01, "
           "cuda graph: True, gen throughput (token/s): 65.00, #queue-req: 0")
@@ -46,6 +47,8 @@ async def test_file_follower_backlog_new_lines_and_a_line_written_in_two_parts(t
         with open(log, "a") as fh:
             fh.write("plain six\nhalf a li")
         await seen.wait_for(lambda ev: "plain six" in raws(seen))
+        # A fixed window on purpose: the half line must NOT come out in it ("plain six", written
+        # with it, shows the follower has read that far).
         await asyncio.sleep(0.3)
         assert raws(seen)[-1] == "plain six"  # the half line is not published half
         with open(log, "a") as fh:
@@ -75,10 +78,12 @@ async def test_file_follower_resumes_from_a_cursor(tmp_path: Path) -> None:
     await follower.start()
     try:
         await seen.wait_for(lambda ev: len(raws(seen)) >= 3)
-        await asyncio.sleep(0.2)
+        with open(log, "a") as fh:  # a line after the rest: once it is out, everything before it is too
+            fh.write("line 11\n")
+        await seen.wait_for(lambda ev: "line 11" in raws(seen))
     finally:
         await follower.stop()
-    assert raws(seen) == ["line 8", "line 9", "line 10"]
+    assert raws(seen) == ["line 8", "line 9", "line 10", "line 11"]
 
 
 def test_cut_lines_are_not_published_or_counted() -> None:
@@ -123,10 +128,11 @@ async def test_journal_follower_reads_json_cursors_and_resumes_after_a_cursor(fa
     await follower2.start()
     try:
         await seen2.wait_for(lambda ev: len(raws(seen2)) >= 1)
-        await asyncio.sleep(0.3)
+        append_entry(fake_journal, "sglang.service", "later")  # once out, everything before it is too
+        await seen2.wait_for(lambda ev: "later" in raws(seen2))
     finally:
         await follower2.stop()
-    assert raws(seen2) == ["after restart"]
+    assert raws(seen2) == ["after restart", "later"]
 
 
 async def _across_link_loss(ssh_server: SSHTestServer, follower: LogFollower, seen: Collector, write) -> list[str]:  # type: ignore[no-untyped-def]
@@ -141,17 +147,18 @@ async def _across_link_loss(ssh_server: SSHTestServer, follower: LogFollower, se
             line = f"[2026-05-28 10:00:00 TP0] numbered line {n}"
             write(line)
             written.append(line)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the server's pace: a line every 10 ms
 
     await follower.start()
-    while follower.starts == 0:  # its start point is fixed; everything written from now on must arrive
-        await asyncio.sleep(0.01)
+    # its start point is fixed; everything written from now on must arrive
+    await wait_for(lambda: follower.starts > 0, 10, "the follower to start")
     task = asyncio.get_running_loop().create_task(writer())
     try:
         await seen.wait_for(lambda ev: len(raws(seen)) >= 20)
         await ssh_server.stop()
         await seen.wait_for(lambda ev: any(e.kind == "error" and e.source == "logs" for e in ev))
-        await asyncio.sleep(0.5)  # lines keep coming while the link is down
+        down_at = len(written)  # lines keep coming while the link is down
+        await wait_for(lambda: len(written) >= down_at + 40, 10, "40 lines written while the link is down")
         resumed_at = len(written)
         await ssh_server.restart()
         await seen.wait_for(lambda ev: len(raws(seen)) >= resumed_at + 20, timeout=30)
@@ -164,7 +171,10 @@ async def _across_link_loss(ssh_server: SSHTestServer, follower: LogFollower, se
             missing = [w for w in written if w not in set(got)]
             raise AssertionError(f"{len(got)} of {len(written)} published; missing {missing[:5]}... "
                                  f"dups {len(got) - len(set(got))}; cursor {follower.cursor}; starts {follower.starts}")
-        await asyncio.sleep(0.3)
+        # a last line: once it is out, any duplicate of an earlier one would be out too (the stream is ordered)
+        write(last := "[2026-05-28 10:00:00 TP0] the last line")
+        written.append(last)
+        await seen.wait_for(lambda ev: last in raws(seen), timeout=10)
     finally:
         stop.set()
         with contextlib.suppress(Exception):
@@ -257,18 +267,22 @@ async def test_a_line_cut_by_the_dropped_link_arrives_whole_once(tmp_path: Path,
         await seen.wait_for(lambda ev: raws(seen) == ["first"])
         with open(log, "a") as fh:
             fh.write("a line cut by the li")  # the writer is mid-line when the link dies
+        # A fixed wait on purpose: tail must read the half line before the link drops, and a half
+        # line is never published, so there is nothing to wait for.
         await asyncio.sleep(0.5)
         await ssh_server.stop()
         with open(log, "a") as fh:
             fh.write("nk drop\nafter\n")
         await ssh_server.restart()
         await seen.wait_for(lambda ev: "after" in raws(seen))
-        await asyncio.sleep(0.3)
+        with open(log, "a") as fh:  # once this is out, a second copy of the cut line would be too
+            fh.write("last\n")
+        await seen.wait_for(lambda ev: "last" in raws(seen))
     finally:
         await follower.stop()
         await host.close()
-    assert raws(seen) == ["first", "a line cut by the link drop", "after"]
-    assert [e.cursor for e in seen.of("log_line")] == ["1", "2", "3"]
+    assert raws(seen) == ["first", "a line cut by the link drop", "after", "last"]
+    assert [e.cursor for e in seen.of("log_line")] == ["1", "2", "3", "4"]
 
 
 async def test_bad_lines_in_the_followed_file_neither_stall_nor_restart_the_stream(tmp_path: Path) -> None:
@@ -286,7 +300,7 @@ async def test_bad_lines_in_the_followed_file_neither_stall_nor_restart_the_stre
     follower = LogFollower(LocalHost("sim"), session, path=str(log), backlog=0)
     await follower.start()
     try:
-        await asyncio.sleep(0.3)
+        await wait_for(lambda: follower.starts > 0, 10, "the follower to start")  # backlog=0: from here on
         with open(log, "a") as fh:
             fh.write("".join(line + "\n" for line in lines))
         await seen.wait_for(lambda ev: "after" in raws(seen), timeout=10)
