@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import time
 
 import httpx
 import pytest
@@ -13,6 +13,7 @@ from kimitui.telemetry.metrics_poll import MetricsPoller, server_drift, stats_fr
 from tests.support.httpapp import serve
 from tests.support.simserver import start_sim
 from tests.support.telemetry import Collector
+from tests.support.waiting import wait_for
 
 FAST = dict(metrics_interval=0.1, info_interval=0.2, loads_interval=0.1, health_interval=0.1, startup_grace_s=0.0)
 
@@ -74,7 +75,8 @@ async def test_an_older_server_without_loads_or_metrics_is_polled_for_what_it_ha
         await poller.start()
         try:
             await seen.wait_for(lambda ev: len(of(seen, ServerInfo)) >= 2 and len(of(seen, ServerHealth)) >= 3)
-            await asyncio.sleep(0.4)
+            polled = len(of(seen, ServerHealth))  # four more health polls: /v1/loads and /metrics had their turns
+            await seen.wait_for(lambda ev: len(of(seen, ServerHealth)) >= polled + 4)
         finally:
             await poller.stop()
     assert calls == {"loads": 1, "metrics": 1}  # 404 once, then no longer polled
@@ -88,9 +90,13 @@ async def test_an_older_server_without_loads_or_metrics_is_polled_for_what_it_ha
 
 async def test_failures_are_events_reported_once_not_per_poll_and_never_raised() -> None:
     state = {"broken": True}
+    failed: list[float] = []  # when /v1/loads answered 500
 
     def flaky() -> tuple[int, object]:
-        return (500, "boom") if state["broken"] else (200, {"loads": [{"dp_rank": 0, "num_running_reqs": 3}]})
+        if state["broken"]:
+            failed.append(time.monotonic())
+            return 500, "boom"
+        return 200, {"loads": [{"dp_rank": 0, "num_running_reqs": 3}]}
 
     async with serve({"/health": lambda: (503, "starting"), "/v1/loads": flaky,
                       "/metrics": lambda: (200, "this is { not prometheus")}) as url:
@@ -100,7 +106,7 @@ async def test_failures_are_events_reported_once_not_per_poll_and_never_raised()
                                loads_interval=0.05, health_interval=0.05, startup_grace_s=0.0)
         await poller.start()
         try:
-            await asyncio.sleep(0.6)
+            await wait_for(lambda: len(failed) >= 6, 10, "six failed /v1/loads polls")  # said once, not six times
             state["broken"] = False
             await seen.wait_for(lambda ev: of(seen, ServerStats, source="loads"))
         finally:
