@@ -106,6 +106,7 @@ def test_a_broken_event_is_logged_not_raised():
     m.sweep = object()  # type: ignore[assignment]  # a corrupt state must not take the screen down
     dirty = m.apply([bad])
     assert "log" in dirty and "could not show sweep_progress" in m.logs[-1].text
+    assert m.fold_errors == 1
 
 
 def test_access_lines_can_be_hidden_and_one_kind_shown_alone():

@@ -11,7 +11,6 @@ with a C=1 straggler during an EPLB rebalance) at fixed times for snapshots.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from kimitui.control import NotAvailable
 from kimitui.launcher.plan import SwapPlan
@@ -164,7 +163,7 @@ class FakeController:
         self.initial = initial if initial is not None else [ConnectionState(t=T0, state="connected"), caps(T0),
                                                             gpu_sample(T0, 0.0),
                                                             ProfileState(t=T0, profile="ep8-tuned", state="serving")]
-        self.calls: list[tuple[Any, ...]] = []
+        self.calls: list[tuple[str, ...]] = []
         self.running: str | None = "ep8-tuned"
         self.baseline: str | None = None
         self._busy: str | None = None
@@ -298,7 +297,8 @@ class FakeController:
 class StoryController(FakeController):
     """The FakeController whose start() publishes the whole fixed story (for snapshots)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(initial=story_events(), **kwargs)
+    def __init__(self, session: Session | None = None, *, live: bool = True, sweep_levels: int = 1,
+                 fail: dict[str, Exception] | None = None) -> None:
+        super().__init__(session, live=live, initial=story_events(), sweep_levels=sweep_levels, fail=fail)
         self.running = "ep8-eplb"
         self.baseline = "ep8-tuned"
