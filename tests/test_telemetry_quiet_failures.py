@@ -3,7 +3,7 @@ names kimitui does not read.  Each is said once, plainly, as an ErrorEvent the c
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 
 from kimitui.events import ErrorEvent, ServerHealth, ServerStats
 from kimitui.session import Session
@@ -27,35 +27,45 @@ def errors(seen: Collector) -> list[ErrorEvent]:
     return [e for e in seen.events if isinstance(e, ErrorEvent)]
 
 
-async def poll(routes: dict, seconds: float, **kw: object) -> tuple[Collector, MetricsPoller]:
+def health(seen: Collector) -> list[ServerHealth]:
+    return [e for e in seen.events if isinstance(e, ServerHealth)]
+
+
+def stats(seen: Collector) -> list[ServerStats]:
+    return [e for e in seen.events if isinstance(e, ServerStats)]
+
+
+async def poll(routes: dict, until: Callable[[Collector], bool], **kw: object) -> tuple[Collector, MetricsPoller]:
+    """Poll a server playing ``routes`` until ``until(seen)``: "said once" is judged over that many polls."""
     async with serve(routes) as url:
         session = Session()
         seen = Collector(session)
         poller = MetricsPoller(session, url, host="h", **{**FAST, **kw})  # type: ignore[arg-type]
         await poller.start()
         try:
-            await asyncio.sleep(seconds)
+            await seen.wait_for(lambda ev: until(seen))
         finally:
             await poller.stop()
     return seen, poller
 
 
 async def test_a_server_without_server_info_is_said_once_and_plainly() -> None:
-    seen, poller = await poll({"/health": lambda: (200, "")}, 0.5, metrics_interval=None)
+    seen, poller = await poll({"/health": lambda: (200, "")}, lambda seen: len(health(seen)) >= 8,
+                              metrics_interval=None)
     [err] = errors(seen)
     assert err.source == "metrics" and err.message.startswith("this server has no /server_info (nor /get_server_info)")
     assert "drift from the profile is not checked" in err.message and "404" in err.detail
     assert "server_info" in poller.stopped_polls
-    assert len([e for e in seen.events if isinstance(e, ServerHealth)]) >= 3  # the rest is polled on
+    assert len(health(seen)) >= 3  # the rest is polled on
 
 
 async def test_metrics_with_none_of_the_names_kimitui_reads_is_said_once() -> None:
-    seen, _ = await poll({"/metrics": lambda: (200, FOREIGN), "/server_info": lambda: (200, {"tp_size": 8})}, 0.5)
+    seen, _ = await poll({"/metrics": lambda: (200, FOREIGN), "/server_info": lambda: (200, {"tp_size": 8})},
+                         lambda seen: len(stats(seen)) >= 8)
     [err] = errors(seen)
     assert err.message.startswith("/metrics has none of the names kimitui reads")
     assert "tgi_batch_current_size, tgi_queue_size" in err.detail
-    stats = [e for e in seen.events if isinstance(e, ServerStats)]
-    assert len(stats) >= 3 and stats[-1].running_reqs is None  # still polled, and still empty
+    assert len(stats(seen)) >= 3 and stats(seen)[-1].running_reqs is None  # still polled, and still empty
 
 
 async def test_sglang_metrics_without_gauges_get_a_grace_then_are_said_once() -> None:
@@ -67,9 +77,11 @@ async def test_sglang_metrics_without_gauges_get_a_grace_then_are_said_once() ->
         poller.unknown_metrics_after_s = 0.4
         await poller.start()
         try:
-            await asyncio.sleep(0.25)
+            await seen.wait_for(lambda ev: len(stats(seen)) >= 2)  # scraped twice, well within the 0.4 s grace
             assert errors(seen) == []
-            await asyncio.sleep(0.6)
+            await seen.wait_for(lambda ev: errors(seen))  # the grace is over: said...
+            scraped = len(stats(seen))
+            await seen.wait_for(lambda ev: len(stats(seen)) >= scraped + 4)  # ...and not again on later scrapes
         finally:
             await poller.stop()
     [err] = errors(seen)
@@ -85,10 +97,10 @@ async def test_vllm_metrics_are_mapped_and_what_is_missing_is_said_once_as_infor
         i = next(n)
         return 200, VLLM_SCRAPE % dict(running=1.0, queries=10.0 * i, hits=i, prompt=100.0 * i, gen=50.0 * i)
 
-    seen, _ = await poll({"/metrics": scrape}, 0.5, info_interval=None)
+    seen, _ = await poll({"/metrics": scrape}, lambda seen: len(stats(seen)) >= 8, info_interval=None)
     [note] = errors(seen)
     assert note.severity == "info" and note.message.startswith("/metrics is vLLM's")
     assert "not available there: cuda graph" in note.message
-    stats = [e for e in seen.events if isinstance(e, ServerStats)]
-    assert stats[-1].running_reqs == 1.0 and stats[-1].gen_throughput and stats[-1].gen_throughput > 0
-    assert stats[-1].cache_hit_rate == 0.1
+    last = stats(seen)[-1]
+    assert last.running_reqs == 1.0 and last.gen_throughput and last.gen_throughput > 0
+    assert last.cache_hit_rate == 0.1
