@@ -21,6 +21,7 @@ from kimitui.events import (
 )
 from kimitui.session import Session
 from tests.support.sweep_servers import minimal_server, minimal_spec  # noqa: F401  (fixture)
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -148,9 +149,14 @@ async def test_abort_keeps_partial_results(minimal_server) -> None:
     session.add_sink(events.append)
     runner = SweepRunner(session, s)
     await runner.start()
-    while len(of(events, RequestResult)) < 3:
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
+    await wait_for(lambda: len(of(events, RequestResult)) >= 3, 20, "the first three requests to end")
+    after = len(events)
+
+    def three_streaming() -> bool:  # the next three are mid-stream: cut, each has chunks to keep
+        return any(len(p.in_flight) == 3 and all(r.tokens > 0 for r in p.in_flight)
+                   for p in of(events[after:], SweepProgress))
+
+    await wait_for(three_streaming, 20, "a progress snapshot of three requests streaming")
     result = await runner.abort()
     assert result.outcome == "aborted" and not runner.running
     [lv] = of(events, LevelResult)  # the partial level is reported, the next never started
@@ -187,8 +193,7 @@ async def test_dead_load_process_is_a_failed_result(minimal_server) -> None:
     session.add_sink(events.append)
     runner = SweepRunner(session, s)
     await runner.start()
-    while not of(events, RequestStarted):
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: of(events, RequestStarted), 20, "a request to start")
     runner._proc.kill()  # noqa: SLF001 - the crash under test
     result = await runner.wait()
     assert result.outcome == "failed" and "exited with code -9" in result.reason
@@ -218,8 +223,8 @@ async def test_abort_wakes_a_rate_sweep_waiting_for_its_next_arrival(minimal_ser
     session.add_sink(events.append)
     runner = SweepRunner(session, s)
     await runner.start()
-    while not of(events, SweepProgress):  # running, and (almost surely) waiting ~20 s for an arrival
-        await asyncio.sleep(0.05)
+    # running, and (almost surely) waiting ~20 s for an arrival
+    await wait_for(lambda: of(events, SweepProgress), 20, "the sweep's first progress")
     result = await asyncio.wait_for(runner.abort(), 5)
     assert result.outcome == "aborted"
 

@@ -25,6 +25,7 @@ from kimitui.events import (
 )
 from tests.support.strict_server import StrictServer
 from tests.support.sweep_servers import minimal_server, minimal_spec  # noqa: F401  (fixture)
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,9 +42,10 @@ async def test_an_aborted_level_is_marked_and_never_the_peak(minimal_server) -> 
     events: list[Event] = []
     engine = SweepEngine(s, events.append, host="testhost")
     task = asyncio.get_running_loop().create_task(engine.run())
-    while not [e for e in of(events, RequestStarted) if e.concurrency == 4]:
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)  # four streams at 100 tok/s each: a higher rate than C=1 ever had
+    await wait_for(lambda: [e for e in of(events, RequestStarted) if e.concurrency == 4], 20, "C=4 to start")
+    # A fixed wait on purpose: four streams at 100 tok/s each for a while, a higher rate than C=1 ever
+    # had (the claim below is that the aborted level is never the peak, however fast it ran).
+    await asyncio.sleep(0.3)
     engine.abort()
     result = await task
     c1, c4 = of(events, LevelResult)
