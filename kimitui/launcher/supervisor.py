@@ -73,7 +73,7 @@ class Supervisor:
             self.lost = True  # the link dropped: the supervisor carries on alone
             self.closed = True
 
-    async def note(self, phase: str, **fields: Any) -> None:
+    async def note(self, phase: str, **fields: object) -> None:
         """Tell the supervisor the next step *before* taking it; raises Detached once it took over."""
         if self.lost:
             raise Detached(phase)

@@ -336,7 +336,7 @@ def locate_field(profile: Profile, loc: Sequence[str | int], extra_dirs: Sequenc
     for depth, src in enumerate(chain):
         if names and names[0] in _NOT_INHERITED and depth > 0:
             break
-        node: Any = src.data
+        node: object = src.data
         for name in names:
             if not isinstance(node, dict) or name not in node:
                 node = _MISSING
