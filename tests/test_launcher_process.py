@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from kimitui.host.local import LocalHost
 from kimitui.launcher.base import LaunchError
 from kimitui.launcher.process import ProcessLauncher
+from tests.support.waiting import wait_for
 
 pytest_plugins = ["tests.support.launcher_env"]
 
@@ -35,12 +35,9 @@ def _alive(pid: int) -> bool:
 
 
 async def _wait_for(path: Path, text: str, timeout: float = 10.0) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.exists() and text in (content := path.read_text()):
-            return content
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{text!r} never appeared in {path}")
+    await wait_for(lambda: path.exists() and text in path.read_text(), timeout, f"{text!r} in {path}",
+                   interval=0.02)
+    return path.read_text()
 
 
 @pytest.fixture
@@ -159,10 +156,7 @@ async def test_a_dead_leader_leaves_its_marked_children_to_be_stopped(launcher: 
     )
     rec = await launcher.start_argv("orphaning", [PY, "-c", code], port=4246)
     child = int((await _wait_for(Path(rec.log_path), "child")).split()[1])
-    for _ in range(100):
-        if not _alive(rec.pid):
-            break
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: not _alive(rec.pid), 5, f"the leader {rec.pid} to exit")
     assert await launcher.inspect(rec) == "alive"  # the group still runs
     await launcher.stop(rec, grace_s=1.0)
     assert not _alive(child)
