@@ -12,6 +12,7 @@ import pytest
 
 from kimitui.host.base import CommandTimeout, HostError
 from kimitui.host.local import LocalHost
+from tests.support.waiting import wait_for
 
 
 def alive(pid: int) -> bool:
@@ -28,12 +29,9 @@ def alive(pid: int) -> bool:
 
 
 async def wait_gone(pid: int, within: float = 3.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        await asyncio.sleep(0.02)
-    return False
+    """True once ``pid`` is gone; fails the test, naming the pid, if it still runs after ``within``."""
+    await wait_for(lambda: not alive(pid), within, f"pid {pid} to be gone", interval=0.02)
+    return True
 
 
 @pytest.fixture

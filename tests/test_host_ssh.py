@@ -12,6 +12,7 @@ import pytest
 from kimitui.events import ConnectionState
 from kimitui.host.base import CommandTimeout, HostError, HostKeyError, HostUnavailable
 from kimitui.host.ssh import SSHHost
+from tests.support import waiting
 from tests.support.sshd import SSHTestServer
 from tests.test_host_local import alive, wait_gone
 
@@ -27,13 +28,9 @@ class Events(list):
         return [e.state for e in self]
 
     async def wait_for(self, state: str, after: int = 0, within: float = 5.0) -> ConnectionState:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            for e in self[after:]:
-                if e.state == state:
-                    return e
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"no {state!r} event; got {self.states}")
+        await waiting.wait_for(lambda: state in self.states[after:], within, f"a {state!r} event",
+                               detail=lambda: self.states)
+        return next(e for e in self[after:] if e.state == state)
 
 
 @pytest.fixture
@@ -185,7 +182,9 @@ async def test_server_killed_mid_stream_then_back(ssh_server: SSHTestServer) -> 
     await events.wait_for("lost")
     with pytest.raises(HostUnavailable, match="reconnecting"):
         await h.run(["true"])
-    await asyncio.sleep(0.2)  # a few failed attempts while the server is down
+    lost_at = events.states.index("lost")  # a few failed attempts while the server is down:
+    await waiting.wait_for(lambda: events.states[lost_at:].count("reconnecting") >= 3, 5,
+                           "three reconnect attempts", detail=lambda: events.states)
     await ssh_server.start(ssh_server.port)
     await h.wait_connected(timeout=5)
     back = await events.wait_for("connected", after=events.states.index("lost"))
@@ -294,16 +293,19 @@ async def test_agent_authentication(ssh_server: SSHTestServer, tmp_path) -> None
         "ssh-agent", "-D", "-a", str(sock), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
     try:
-        for _ in range(300):  # until the agent listens (ssh-add exits 2 while it cannot connect)
+        added: list[tuple[int | None, bytes]] = []
+
+        async def agent_answered() -> bool:  # ssh-add exits 2 while it cannot reach the agent
             add = await asyncio.create_subprocess_exec(
                 "ssh-add", str(ssh_server.client_key_path), env={"SSH_AUTH_SOCK": str(sock)},
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             )
             _, add_err = await add.communicate()
-            if add.returncode != 2:
-                break
-            await asyncio.sleep(0.01)
-        assert add.returncode == 0, add_err
+            added.append((add.returncode, add_err))
+            return add.returncode != 2
+
+        await waiting.wait_for(agent_answered, 10, "ssh-agent to listen", detail=lambda: added[-1:])
+        assert added[-1][0] == 0, added[-1][1]
         # no key file given: only the agent holds the authorised key
         h = ssh_server.make_host("gpu", client_keys=None, agent=str(sock))
         assert (await h.run(["echo", "agent"])).stdout == "agent\n"
