@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual.pilot import Pilot
+
 from kimitui.events import GpuCaps, GpuReading, GpuSample, GpuStatic
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.widgets.gpu_panel import GpuPanel, group_size
@@ -21,7 +23,7 @@ def fleet_sample(n: int, seq: int, util: dict[int, float] | None = None) -> GpuS
         for i in range(n)])
 
 
-async def _shown(app: KimituiApp, pilot) -> None:  # type: ignore[no-untyped-def]
+async def _shown(app: KimituiApp, pilot: Pilot[int]) -> None:
     await app.workers.wait_for_complete()
     await pilot.pause(0.05)
     app.pump(force_charts=True)

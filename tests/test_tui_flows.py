@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Button, Input, Log
+from textual_plot import PlotWidget
+from textual_plot.plot_widget import LinePlot, ScatterPlot
 
 from kimitui.control import NotAvailable
-from kimitui.events import SweepSpec
+from kimitui.events import (ConnectionState, GpuCaps, GpuReading, GpuSample, GpuStatic, LevelResult, ProfileState,
+                            RequestResult, ServerStats, Straggler, SweepSpec, SweepStarted)
 from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm, build_spec
+from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.straggler_list import StragglerList
-from tests.support.fakecontrol import FakeController, StoryController, spec
+from kimitui.tui.widgets.sweep_curve import SweepCurve
+from tests.support.fakecontrol import T0, FakeController, StoryController, caps, gpu_sample, spec
+from tests.support.seedcase import eplb_events, tuned_events
 from tests.support.tuiscreen import screen_text, settle, start_held_swap, tick
 
 SIZE = (120, 40)
@@ -128,7 +136,8 @@ async def test_sweep_form_starts_with_remembered_defaults_and_s_stops_it():
         await settle(app, pilot)
         started = [c for c in ctrl.calls if c[0] == "start_sweep"]
         assert len(started) == 1
-        sent: SweepSpec = started[0][1]
+        sent = started[0][1]
+        assert isinstance(sent, SweepSpec)
         assert sent.levels == [1, 4] and sent.max_tokens == 64 and sent.mode == "sustained"
         assert ctrl.busy == "sweep"
         table = app.query_one(LevelTable)
@@ -278,7 +287,7 @@ async def test_z_maximises_the_focused_panel_and_hidden_panels_do_no_work():
         await pilot.press("z")
         await tick(pilot)
         assert app.screen.maximized is app.query_one("#panel-log")
-        ctrl.session.publish(__import__("tests.support.fakecontrol", fromlist=["gpu_sample"]).gpu_sample(0, 10.0))
+        ctrl.session.publish(gpu_sample(0, 10.0))
         drawn = app.pump(force_charts=True)
         assert "gpus" not in drawn and "gpus" in app.dirty  # hidden: skipped but kept dirty
         await pilot.press("z")
@@ -367,8 +376,6 @@ async def test_replay_shows_replay_controls_and_hides_live_only_keys():
 
 
 async def test_compare_view_overlays_baseline_and_last_sweep_with_a_verdict():
-    from kimitui.tui.screens.compare import CompareScreen
-
     app, ctrl = make(StoryController())
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -397,8 +404,6 @@ async def test_compare_view_explains_when_there_is_one_sweep():
 
 
 async def test_help_lists_keys_and_profile_numbers():
-    from kimitui.tui.screens.help import HelpScreen
-
     app, ctrl = make()
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -410,8 +415,6 @@ async def test_help_lists_keys_and_profile_numbers():
 
 
 async def test_lost_link_shows_in_the_header_and_as_an_error_toast():
-    from kimitui.events import ConnectionState
-
     app, ctrl = make()
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
@@ -426,9 +429,6 @@ async def test_lost_link_shows_in_the_header_and_as_an_error_toast():
 
 async def test_sparse_and_odd_events_render_without_errors():
     """Hosts that report little (None everywhere), results without aggregates, a straggler without a gap."""
-    from kimitui.events import (GpuCaps, GpuReading, GpuSample, GpuStatic, LevelResult, RequestResult,
-                                ServerStats, Straggler, SweepStarted)
-
     app, ctrl = make(FakeController(initial=[]))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -443,8 +443,6 @@ async def test_sparse_and_odd_events_render_without_errors():
         pub(LevelResult(sweep_id="odd", concurrency=1, stragglers=[Straggler(request_id="r1", concurrency=1,
                                                                                reason="slow")]))
         await settle(app, pilot)
-        from kimitui.tui.widgets.gpu_panel import GpuPanel
-
         gpu_lines = app.query_one(GpuPanel).render().plain.splitlines()
         assert "%" not in gpu_lines[0]  # GPU 0 reports nothing: blank, not "0%"
         assert "50%" in gpu_lines[1]
@@ -463,10 +461,6 @@ async def test_sparse_and_odd_events_render_without_errors():
 
 def seed_app(**b_kw) -> tuple[KimituiApp, FakeController]:
     """The field notes' tuned EP8 (eight levels) then EPLB (1, 8, 64, 256), as a session saw them."""
-    from kimitui.events import ConnectionState, ProfileState
-    from tests.support.fakecontrol import T0, caps
-    from tests.support.seedcase import eplb_events, tuned_events
-
     initial = [ConnectionState(t=T0, state="connected"), caps(T0),
                ProfileState(t=T0, profile="ep8-tuned", state="serving"), *tuned_events(), *eplb_events(**b_kw)]
     return make(FakeController(initial=initial))
@@ -492,9 +486,6 @@ async def test_compare_view_compares_sweeps_with_different_level_lists():
 
 
 async def test_compare_view_does_not_judge_a_failed_level_nor_draw_it():
-    from textual_plot.plot_widget import LinePlot, ScatterPlot
-
-    from kimitui.tui.screens.compare import CompareScreen
 
     app, _ = seed_app(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})
     async with app.run_test(size=(160, 50)) as pilot:
@@ -503,7 +494,7 @@ async def test_compare_view_does_not_judge_a_failed_level_nor_draw_it():
         assert "regression: peak -46 %" in text and "not judged at C=256 (not ok)" in text
         assert "ok/failed" in text and "not judged" in text and "B's C=256 failed (256/256 failed)" in text
         assert "⚠ latency distorted by the client: loop lag 730 ms (B)" in text
-        datasets = app.screen.query_one("#compare-plot")._datasets
+        datasets = app.screen.query_one("#compare-plot", PlotWidget)._datasets
         eplb = [d for d in datasets if isinstance(d, LinePlot) and d.line_style == "bold green"][0]
         assert list(eplb.x) == [0.0, 3.0, 6.0]  # C=1, 8, 64: no point for the failed C=256
         (floor,) = [d for d in datasets if isinstance(d, ScatterPlot)]
@@ -511,9 +502,6 @@ async def test_compare_view_does_not_judge_a_failed_level_nor_draw_it():
 
 
 async def test_level_rows_and_curve_mark_failed_and_distorted_levels():
-    from textual_plot.plot_widget import LinePlot, ScatterPlot
-
-    from kimitui.tui.widgets.sweep_curve import SweepCurve
 
     app, _ = seed_app(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})
     async with app.run_test(size=(200, 60)) as pilot:

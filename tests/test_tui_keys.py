@@ -236,6 +236,7 @@ async def test_profile_keys_are_declared_ordered_or_remembered_and_adding_one_mo
         assert app.screen.plan.target == "alpha"
         await pilot.press("escape", "question_mark")
         await tick(pilot)
+        assert isinstance(app.screen, HelpScreen)
         assert app.screen.profiles == {"1": "tuned", "2": "mid", "3": "alpha", "5": "zeta"}
         assert "swap to profile zeta" in screen_text(app)
 
@@ -264,7 +265,7 @@ async def test_a_key_clash_is_said_in_the_cockpit(only_my_profiles: Path):
 
 def test_a_watched_server_blocks_profile_keys_and_baseline_but_not_sweeps():
     url = "http://127.0.0.1:30000"
-    assert "watched, not controlled" in blocked_reason("pick_profile", None, "serving", watched=url)
+    assert "watched, not controlled" in (blocked_reason("pick_profile", None, "serving", watched=url) or "")
     assert blocked_reason("baseline", None, "serving", watched=url)
     assert blocked_reason("sweep", None, "serving", watched=url) is None
 
@@ -282,15 +283,20 @@ async def test_profile_keys_are_dimmed_while_watching_a_server_kimitui_did_not_s
         assert any("watched, not controlled" in m for m in _messages(app))
 
 
+class ForeignServerFake(FakeController):
+    """A live controller that found a server it did not start on the simulated host's port."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch_offer = "http://127.0.0.1:30001"
+        self.watched: list[str | None] = []
+
+    async def watch(self, url: str | None = None) -> None:
+        self.watched.append(url or self.watch_offer)
+
+
 async def test_the_palette_offers_to_watch_a_foreign_server_on_the_sim_port():
-    ctrl = FakeController()
-    ctrl.watch_offer = "http://127.0.0.1:30001"  # set by the live controller when a foreign server holds its port
-    watched: list[str] = []
-
-    async def watch(url: str | None = None) -> None:
-        watched.append(url or ctrl.watch_offer)
-
-    ctrl.watch = watch
+    ctrl = ForeignServerFake()
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -298,4 +304,4 @@ async def test_the_palette_offers_to_watch_a_foreign_server_on_the_sim_port():
         assert cmd.title == "Watch http://127.0.0.1:30001" and "never stopped or swapped" in cmd.help
         cmd.callback()
         await settle(app, pilot)
-        assert watched == ["http://127.0.0.1:30001"]
+        assert ctrl.watched == ["http://127.0.0.1:30001"]

@@ -71,6 +71,7 @@ def test_spread_marks_slow_requests_and_in_flight_ones_move():
 def test_straggler_window_shows_gap_gpus_and_log_lines():
     m = story_model()
     s = straggler()
+    assert s.gap_start is not None and s.gap_end is not None
     view = m.history.window(s.gap_start, s.gap_end)
     raws = [line.raw for line in view.log_lines]
     assert any("rebalance start" in r for r in raws) and any("rebalance end" in r for r in raws)

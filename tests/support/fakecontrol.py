@@ -160,10 +160,11 @@ class FakeController:
         self.host_name = "sim"
         self.live = live
         self.watch_url: str | None = None
+        self.watch_offer: str | None = None
         self.initial = initial if initial is not None else [ConnectionState(t=T0, state="connected"), caps(T0),
                                                             gpu_sample(T0, 0.0),
                                                             ProfileState(t=T0, profile="ep8-tuned", state="serving")]
-        self.calls: list[tuple[str, ...]] = []
+        self.calls: list[tuple[object, ...]] = []
         self.running: str | None = "ep8-tuned"
         self.baseline: str | None = None
         self._busy: str | None = None
@@ -292,6 +293,9 @@ class FakeController:
     @property
     def recording_path(self) -> str | None:
         return "/tmp/kimitui-test.jsonl" if self._recording else None
+
+    def quit_rule(self) -> str:
+        return ""
 
 
 class StoryController(FakeController):
