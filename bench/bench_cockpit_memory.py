@@ -32,6 +32,7 @@ import random
 import subprocess
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,8 +61,11 @@ from kimitui.events import (  # noqa: E402
 )
 from kimitui.recording.writer import dump_line  # noqa: E402
 
+if TYPE_CHECKING:  # the model class is loaded per revision at run time (``model_class``)
+    from kimitui.tui.cockpit_state import CockpitModel
+
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_recording import LEVELS, MAX_TOKENS, SEED_AGG_TOK_S, decode_line, gpu_sample  # noqa: E402
+from bench_recording import LEVELS, MAX_TOKENS, SEED_AGG_TOK_S, decode_line, gpu_sample  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above), not a package mypy sees
 
 SWEEP_EVERY_S = 900.0
 T0 = 1_772_618_400.0
@@ -205,13 +209,14 @@ def load_model_class(rev: str | None):
     path = Path(tempfile.mkdtemp()) / "model_rev.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("model_rev", path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
     sys.modules["model_rev"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    spec.loader.exec_module(mod)
     return mod.CockpitModel
 
 
-def kept_for_compare(model) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def kept_for_compare(model: CockpitModel) -> dict[str, int]:
     """Counted without building the compare view's list (that would be new memory at the end)."""
     if hasattr(model, "_compare_events"):
         return {"sweep_events": len(model._compare_events),
@@ -352,9 +357,11 @@ def print_snapshots() -> None:
         draw_now = spread_us(c, dump_line(SweepProgress(sweep_id="sw", concurrency=c, in_flight=listed, cloud=cloud,
                                                         running=len(rows))), reps)
         draw_before = spread_us(c, before, reps)
-        first = first or (len(now), us_now, len(before))
+        if first is None:
+            first = (len(now), us_now, len(before))
         print(f"  {c:>5} {len(now):>10} {len(listed):>6} {len(cloud):>5} {us_now:>11.0f} {us_now / c:>10.2f} "
               f"{len(before):>12} {us_before / c:>17.2f} {draw_now:>11.0f} {draw_before:>14.0f}")
+    assert first is not None
     print(f"  growth 64 -> 2048 (32x the requests): now {len(now) / first[0]:.2f}x bytes, CPU per in-flight request "
           f"{(us_now / 2048) / (first[1] / 64):.2f}x; before {len(before) / first[2]:.1f}x bytes  "
           f"(load average {os.getloadavg()[0]:.2f})")

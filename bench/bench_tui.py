@@ -34,6 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
+
+from rich.console import RenderableType
+from textual.screen import Screen
 
 ROOT = Path(os.environ.get("KIMITUI_BENCH_ROOT") or Path(__file__).resolve().parents[1])
 """Whose cockpit to measure: this checkout, or another (``--compare``) under the same bench."""
@@ -72,7 +76,8 @@ def firehose(seconds: float, t0: float, seed: int = 1) -> list[list[Event]]:
             pcie_tx_kbps=rnd.uniform(1e3, 5e4), pcie_rx_kbps=rnd.uniform(1e3, 5e4), throttle_reasons=[])
             for i in range(8)])]
         for j in range(50):
-            sev = "error" if rnd.random() < 0.005 else ("warning" if rnd.random() < 0.02 else "info")
+            sev: Literal["error", "warning", "info"] = (
+                "error" if rnd.random() < 0.005 else ("warning" if rnd.random() < 0.02 else "info"))
             batch.append(LogLine(t=t, raw=f"[TP{j % 8}] Decode batch. #running-req: 256, #token: {k * 50 + j}, "
                                           f"gen throughput (token/s): {rnd.uniform(1400, 1600):.2f}",
                                  line_kind="decode", severity=sev))
@@ -129,7 +134,7 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
     frames: list[float] = []
     original = app._display
 
-    def display(screen, renderable):  # type: ignore[no-untyped-def]
+    def display(screen: Screen[object], renderable: RenderableType | None) -> None:
         original(screen, renderable)
         if renderable is not None:
             frames.append(time.perf_counter())
