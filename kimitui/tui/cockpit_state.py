@@ -226,8 +226,8 @@ class CompactHistory:
     A GPU sample is kept as its time and, per GPU, index + utilisation, PCIe, temperature,
     power (an ``array('d')``, NaN for not reported) and throttle reasons; a log line as its
     time, severity, kind and text.  ``window`` rebuilds events with just those fields, so the
-    straggler view reads the same as over ``analysis.window.EventHistory``.  A GpuSample parsed from the agent's JSON is about 14 KB,
-    so 6,000 of them held whole were 84 MB.
+    straggler view reads the same as over ``analysis.window.EventHistory``.  A GpuSample parsed
+    from the agent's JSON is about 14 KB, so 6,000 of them held whole were 84 MB.
 
     Entries also age out: only the running sweep's stragglers can be opened, so what is older
     than both ``horizon_s`` and the running sweep's start is dropped (the counts stay caps).

@@ -272,7 +272,8 @@ class GpuPanel(Widget, ModelView):
         for start in range(0, len(rows), size):
             group = rows[start:start + size]
             key = (has, size, label_w, tuple((g.index, _tail_key(g)) for g in group))
-            frame.append(self._cached(("group", start // size), key, partial(self._group, group, has_field, size, label_w)))
+            build = partial(self._group, group, has_field, size, label_w)
+            frame.append(self._cached(("group", start // size), key, build))
         return frame
 
     @staticmethod
