@@ -13,6 +13,7 @@ import pytest
 from kimitui.sim.faults import FaultPlan
 from kimitui.sim.settings import load_settings
 from tests.support.simserver import start_sim
+from tests.support.waiting import wait_until
 
 
 def write_profile(folder: Path, name: str, body: str) -> str:
@@ -54,10 +55,8 @@ def test_scheduler_hang_trips_the_watchdog_then_exits(tmp_path):
 
         t = threading.Thread(target=stuck, daemon=True)
         t.start()
-        deadline = time.monotonic() + 5
-        while sim.health() != 503 and time.monotonic() < deadline:  # no scheduler output: health times out
-            time.sleep(0.02)
-        assert sim.health() == 503
+        # no scheduler output: health times out
+        wait_until(lambda: sim.health() == 503, 5, "/health to answer 503", interval=0.02)
         rc = sim.wait_exit(timeout=20)
     assert rc != 0
     text = sim.output()

@@ -10,7 +10,6 @@ import os
 import pwd
 import shutil
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from kimitui.sim import gpustate
 from tests.support.launcher_env import stop_everything, write_profile
 from tests.support.net import free_port
 from tests.support.simserver import start_sim
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -46,10 +46,9 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _serving(path: Path, timeout: float = 20.0) -> gpustate.SimGpuState:
-    deadline = time.monotonic() + timeout
-    while (state := gpustate.read_state(path)).phase != "serving" and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    return state
+    await wait_for(lambda: gpustate.read_state(path).phase == "serving", timeout, f"{path} to say serving",
+                   interval=0.1, detail=lambda: gpustate.read_state(path).phase)
+    return gpustate.read_state(path)
 
 
 async def test_two_state_dirs_on_one_account_never_see_each_others_simulated_server(
@@ -145,14 +144,16 @@ def _default_profile_on(cwd: Path, port: int) -> None:
 
 async def _until(sub, pred, timeout: float, seen: list) -> list:
     """Keep every event in ``seen`` until one satisfies ``pred``."""
-    deadline = time.monotonic() + timeout
-    while not any(pred(e) for e in seen):
-        if time.monotonic() > deadline:
-            errors = [e.message for e in seen if e.kind == "error"]
-            states = [(e.state, e.profile, e.detail) for e in seen if e.kind == "profile_state"]
-            raise AssertionError(f"timed out; errors: {errors}; states: {states}")
-        await asyncio.sleep(0.05)
+    def found() -> bool:
         seen.extend(sub.drain())
+        return any(pred(e) for e in seen)
+
+    def story() -> str:
+        errors = [e.message for e in seen if e.kind == "error"]
+        states = [(e.state, e.profile, e.detail) for e in seen if e.kind == "profile_state"]
+        return f"errors: {errors}; states: {states}"
+
+    await wait_for(found, timeout, "the event", interval=0.05, detail=story)
     return seen
 
 

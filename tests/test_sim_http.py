@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.simserver import SimServerProcess, start_sim
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -199,12 +200,10 @@ def test_client_disconnect_frees_the_slot(sim):
     with httpx.stream("POST", sim.url + "/v1/chat/completions", json=body, timeout=30) as r:
         for _ in zip(range(5), r.iter_lines()):
             pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if httpx.get(sim.url + "/v1/loads").json()["aggregate"]["total_reqs"] == 0:
-            break
-        time.sleep(0.05)
-    assert httpx.get(sim.url + "/v1/loads").json()["aggregate"]["total_reqs"] == 0
+    def running() -> int:
+        return httpx.get(sim.url + "/v1/loads").json()["aggregate"]["total_reqs"]
+
+    wait_until(lambda: running() == 0, 5, "the abandoned request's slot to be freed", interval=0.05, detail=running)
 
 
 def test_decode_lines_every_40_iterations_with_true_figures(sim, oai):

@@ -14,6 +14,7 @@ import httpx
 
 from kimitui.sim.gpustate import read_state
 from tests.support.simserver import REPO_ROOT, start_sim
+from tests.support.waiting import wait_until
 
 STARTUP_ORDER = (
     "] server_args=ServerArgs(model_path='/root/models/Kimi-K2.6'",
@@ -46,7 +47,7 @@ def test_health_is_503_while_starting_and_the_log_follows_sglang():
             states.append(read_state(sim.state_path))
             if code == 200:
                 break
-            time.sleep(0.1)
+            time.sleep(0.1)  # the sampling period: health codes and GPU states all through start-up
         assert codes[0] == 503 and codes[-1] == 200
         assert time.monotonic() - t0 > 1.5  # ~45 s of start-up at time-scale 15
         text = sim.output()
@@ -59,9 +60,10 @@ def test_health_is_503_while_starting_and_the_log_follows_sglang():
         # GPU memory filled up during start-up and ~85 GB per GPU when serving
         mems = [s.gpus[0].mem_used_mib for s in states if s.pid is not None]
         assert mems and mems[0] < mems[-1]
-        deadline = time.monotonic() + 3  # the state file is rewritten 4x per second
-        while (serving := read_state(sim.state_path)).phase != "serving" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # the state file is rewritten 4x per second
+        wait_until(lambda: read_state(sim.state_path).phase == "serving", 3, "the GPU state to say serving",
+                   interval=0.05, detail=lambda: read_state(sim.state_path).phase)
+        serving = read_state(sim.state_path)
         assert serving.phase == "serving" and serving.pid == sim.proc.pid
         assert all(80_000 < g.mem_used_mib < 90_000 for g in serving.gpus)
         assert [g.proc_title for g in serving.gpus] == [f"sglang::scheduler_TP{i}_EP{i}" for i in range(8)]
