@@ -27,6 +27,7 @@ from kimitui.recording import (
 )
 from kimitui.session import Session
 from tests.support.recordings import any_event, busy_minute, synthetic_sweep
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.parametrize("name", ["a.jsonl.gz", "a.jsonl"])
@@ -102,12 +103,9 @@ def test_flushed_within_a_second_and_readable_while_written(tmp_path: Path) -> N
     writer = RecordingWriter(tmp_path / "live.jsonl", hosts=["sim"], flush_interval=0.1).start()
     try:
         writer(Note(text="first"))
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            rec = read_recording(tmp_path / "live.jsonl")
-            if rec.events:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: read_recording(tmp_path / "live.jsonl").events, 1.0, "the first event on disk",
+                   interval=0.02)
+        rec = read_recording(tmp_path / "live.jsonl")
         assert [e.text for e in rec.events] == ["first"]  # type: ignore[attr-defined]
     finally:
         writer.close()
@@ -333,10 +331,8 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path, name: str) -> None
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 30
-        while not published and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(1.5)
+        wait_until(lambda: published, 30, "the child's first event")
+        time.sleep(1.5)  # a fixed window on purpose: the child records for longer than the one-second promise
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
     finally:

@@ -14,6 +14,7 @@ from kimitui.recording import RecordingIndex, read_recording, write_recording
 from kimitui.replay import HIGH_RATE_KINDS, ReplayController, Replayer
 from kimitui.session import Session
 from tests.support.recordings import busy_minute, gpu_sample, synthetic_sweep
+from tests.support.waiting import wait_for
 
 
 class Collector:
@@ -81,11 +82,13 @@ async def test_pause_resume_and_speed_change(tmp_path: Path) -> None:
     got = Collector(session)
     rep = Replayer(session, write_recording(tmp_path / "p.jsonl", events), speed=20.0)
     await rep.start()
-    await asyncio.sleep(0.08)  # ~1.6 recorded seconds: events 0 and 1 out
+    await wait_for(lambda: len(got.events) >= 2, 2, "events 0 and 1 out")
     assert rep.play_pause() is False
     n = len(got.events)
     assert 1 <= n <= 3
     pos = rep.position
+    # A fixed window on purpose: unpaused, 0.2 s at 20x would play four more events (the channel
+    # works: the first ones came, and all the rest come after the resume below).
     await asyncio.sleep(0.2)
     assert len(got.events) == n and rep.position == pos  # paused: nothing moves
     rep.set_speed(100.0)

@@ -62,7 +62,7 @@ def test_replay_keeps_at_most_the_cache_bound_of_parsed_events(tmp_path: Path, c
         while not rep.finished or not rep._finished.is_set():  # drain as a UI does, watching the cache
             got += sum(1 for e in sub.drain() if e.kind not in ("replay_state", "dropped"))
             held.append(index.cached)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn of the loop to the replayer, as between a UI's frames
         await rep.seek((index.start + index.end) / 2)  # a seek parses thousands: the bound holds there too
         held.append(index.cached)
         await rep.stop()

@@ -37,7 +37,7 @@ async def test_kind_filter_and_waiting_get():
     s = Session()
     sub = s.subscribe("notes", kinds=["note"])
     waiter = asyncio.create_task(sub.get())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the waiter is waiting before anything is published
     s.publish(GpuSample(gpus=[GpuReading(index=0)]))
     s.publish(Note(text="hi"))
     assert (await asyncio.wait_for(waiter, 1)).text == "hi"
@@ -61,7 +61,7 @@ async def test_closed_subscription_ends_iteration():
         return [e async for e in sub]
     task = asyncio.create_task(consume())
     s.publish(Note(text="a"))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a turn or two of the loop: the consumer has "a" and waits for more when closed
     sub.close()
     assert [e.text for e in await asyncio.wait_for(task, 1)] == ["a"]
 
