@@ -182,13 +182,13 @@ def test_agent_exits_after_missed_heartbeats_and_stays_alive_while_pinged(tmp_pa
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError):
                 return
-            time.sleep(0.2)
+            time.sleep(0.2)  # the client's pace (GpuStream pings every 0.2 s)
 
     pinger = threading.Thread(target=ping, daemon=True)
     pinger.start()
     try:
         frames(proc, until="tick")
-        time.sleep(2.4)  # longer than the heartbeat
+        time.sleep(2.4)  # a fixed window on purpose: longer than the heartbeat, and the agent must outlive it
         assert proc.poll() is None
         pinging.clear()
         pinger.join()
@@ -225,7 +225,6 @@ def test_a_bad_interval_on_the_control_channel_is_ignored(tmp_path: Path) -> Non
         assert len([f for f in frames(proc, until="never", limit=10, timeout=10) if f["type"] == "tick"]) >= 5
         proc.stdin.write("interval inf\ninterval 1e9\n")  # ignored: ticks go on every 0.05 s
         proc.stdin.flush()
-        time.sleep(0.3)
         t0 = time.monotonic()
         assert len([f for f in frames(proc, until="never", limit=10, timeout=5) if f["type"] == "tick"]) >= 5
         assert time.monotonic() - t0 < 3.0 and proc.poll() is None

@@ -76,7 +76,9 @@ async def test_agent_killed_is_restarted_and_the_gap_is_marked(sim_gpus: Path) -
         await seen.wait_for(lambda ev: any(e.kind == "gpu_event" and e.event == "gap" for e in ev), timeout=20)
         n = len(seen.of("gpu_sample"))
         await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_sample"]) > n + 2)
-        await asyncio.sleep(1.0)  # streaming fine for a while: the next gap is measured from its own start
+        # A fixed window on purpose: streaming fine for a second. The next gap is measured from its own
+        # start; were it measured from the first kill, it would exceed the bound asserted below by this much.
+        await asyncio.sleep(1.0)
         killed_at = time.time()
         os.kill(processes_with(tag)[0], signal.SIGKILL)
         await seen.wait_for(lambda ev: len([e for e in ev if e.kind == "gpu_event" and e.event == "gap"]) == 2)
