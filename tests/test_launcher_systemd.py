@@ -8,7 +8,6 @@ ExecStart as a real process and serve its output from a journal with cursors
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from kimitui.launcher.base import LaunchError
 from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
 from kimitui.profiles import load_profile, render_unit
+from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:
     from tests.support.launcher_env import SimEnv
@@ -102,11 +102,13 @@ async def test_unit_values_are_escaped_so_nothing_runs_and_no_directive_is_injec
     profile = load_profile(str(prof))
     launcher = SystemdLauncher(sim_host, unit_dir=str(fake_systemd / "units"), state_dir=str(tmp_path / "st"))
     rec = await launcher.start(profile)
-    for _ in range(200):
-        lines = await launcher.read_log_tail(rec, 50)
-        if any(line.startswith("{") for line in lines):
-            break
-        await asyncio.sleep(0.02)
+    lines: list[str] = []
+
+    async def dumped() -> bool:  # the argv dumper's one JSON line is in the unit's log
+        lines[:] = await launcher.read_log_tail(rec, 50)
+        return any(line.startswith("{") for line in lines)
+
+    await wait_for(dumped, 10, "the argv dump in the log", interval=0.02, detail=lambda: lines)
     await launcher.stop(rec)
     seen = json.loads(next(line for line in lines if line.startswith("{")))
     from kimitui.profiles import render_argv
