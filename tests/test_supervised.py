@@ -9,6 +9,7 @@ import pytest
 from kimitui.host.base import HostUnavailable
 from kimitui.host.local import LocalHost
 from kimitui.supervised import RestartingTask, SupervisedTask
+from tests.support.waiting import wait_for
 
 
 class _Ticker(SupervisedTask):
@@ -28,13 +29,13 @@ async def test_start_runs_one_task_and_stop_is_idempotent() -> None:
     t = _Ticker()
     await t.start()
     await t.start()  # already running: no second task
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the task has begun its run
     assert t.running and t.runs == 1
     await t.stop()
     assert not t.running
     await t.stop()
     await t.start()  # a stopped task starts again
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the task has begun its run
     assert t.running and t.runs == 2
     await t.stop()
 
@@ -42,8 +43,7 @@ async def test_start_runs_one_task_and_stop_is_idempotent() -> None:
 async def test_stop_never_raises_what_the_task_died_of(caplog: pytest.LogCaptureFixture) -> None:
     t = _Ticker(fail=True)
     await t.start()
-    await asyncio.sleep(0.01)
-    assert not t.running
+    await wait_for(lambda: not t.running, 2, "the failing task to end")
     await t.stop()
     assert "a bug in the loop" in caplog.text
 
