@@ -7,8 +7,9 @@ import os
 import time
 from collections.abc import Callable
 
-from kimitui.events import Event
+from kimitui.events import ErrorEvent, Event
 from kimitui.session import Session
+from tests.support import waiting
 
 
 class Collector:
@@ -22,13 +23,14 @@ class Collector:
         return [e for e in self.events if e.kind == kind]
 
     async def wait_for(self, pred: Callable[[list[Event]], bool], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred(self.events):
-            if time.monotonic() > deadline:
-                kinds = [e.kind for e in self.events[-30:]]
-                errors = [getattr(e, "message", "") + " " + getattr(e, "detail", "") for e in self.of("error")][-5:]
-                raise AssertionError(f"condition not met in {timeout} s; last kinds {kinds}; errors {errors}")
-            await asyncio.sleep(0.05)
+        """Until ``pred(events)``; fails with the last kinds seen and the last errors."""
+        await waiting.wait_for(lambda: pred(self.events), timeout, "the events' condition", interval=0.05,
+                               detail=self._story)
+
+    def _story(self) -> str:
+        kinds = [e.kind for e in self.events[-30:]]
+        errors = [f"{e.message} {e.detail}" for e in self.events if isinstance(e, ErrorEvent)][-5:]
+        return f"last kinds {kinds}; errors {errors}"
 
 
 def processes_with(needle: str) -> list[int]:
