@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from kimitui.recording import read_recording
 from tests.support import real_engine
 from tests.support.net import free_port
+from tests.support.waiting import wait_for, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -124,6 +124,17 @@ def test_prompt_longer_than_the_context_is_an_http_error_with_the_reason(engine:
     assert re.search(r"context|max_model_len|maximum", level["errors"]["http_status"], re.I)
 
 
+def _running(server: real_engine.EngineServer) -> float:
+    """vLLM's own count of the requests it is running now (0 until its /metrics answers)."""
+    try:
+        with urllib.request.urlopen(server.url + "/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    found = re.search(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
 def test_server_stopped_mid_sweep_ends_every_open_request_as_a_failure(tmp_path: Path) -> None:
     """Its own server: this one is stopped (SIGTERM) while 16 streams are open.
 
@@ -138,7 +149,9 @@ def test_server_stopped_mid_sweep_ends_every_open_request_as_a_failure(tmp_path:
                 "--levels", "16", "--mode", "burst", "--max-tokens", "2000", "--requests", "16",
                 "--prompts", "random:16"]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4.0)  # the burst is streaming (16 x 2000 tokens take ~20 s on one core)
+        # the burst is streaming (16 x 2000 tokens take ~20 s on one core)
+        wait_until(lambda: _running(server) >= 16, 60, "all 16 requests running", interval=0.2,
+                   detail=lambda: _running(server))
         server.stop(grace_s=0.5)
         out, err = proc.communicate(timeout=120)
     summary = json.loads(out)
@@ -170,7 +183,8 @@ async def test_metrics_poller_reads_vllms_metrics_and_says_once_what_it_lacks(
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
         assert await asyncio.wait_for(load.wait(), 120) == 0
-        await asyncio.sleep(0.6)  # one more scrape after the load: the rate falls back
+        scraped = len(seen.of("server_stats"))  # two more scrapes after the load: the rate falls back
+        await wait_for(lambda: len(seen.of("server_stats")) >= scraped + 2, 10, "two scrapes after the load")
     finally:
         await poller.stop()
     stats = [e for e in seen.events if isinstance(e, ServerStats) and e.source == "metrics"]
