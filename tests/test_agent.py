@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
-import select
-import signal
 import stat
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from kimitui.sim import nvml as fake_nvml
 from kimitui.telemetry.agent import parse_smi_line, rank_from_title, reason_names
-from tests.support.agentproc import frames, run_agent, start_agent, write_busy_state
+from tests.support.agentproc import ROOT, frames, run_agent, start_agent, write_busy_state
 
 FAST = ("--interval", "0.05", "--pcie-interval", "0.05", "--procs-interval", "0.1")
 
@@ -169,8 +171,6 @@ def test_agent_exits_when_stdout_breaks(tmp_path: Path) -> None:
 
 
 def test_agent_exits_after_missed_heartbeats_and_stays_alive_while_pinged(tmp_path: Path) -> None:
-    import threading
-
     proc = start_agent(*FAST, "--heartbeat", "1.5", scenario="pcie_delay=0.001", state=tmp_path / "s.json")
     pinging = threading.Event()
     pinging.set()
@@ -237,8 +237,6 @@ def test_nvidia_smi_values_that_are_no_reading_become_none() -> None:
     row = parse_smi_line("0, GPU-a, n, inf, nan, 1, 97887, 1e999, 600.00, 35, 180, 405, P², 0x1, ², 16")
     assert row["util_pct"] is None and row["mem_util_pct"] is None and row["power_w"] is None
     assert row["pstate"] is None and row["pcie_max_gen"] is None and row["pcie_max_width"] == 16
-    import json
-
     json.loads(json.dumps(row), parse_constant=lambda c: pytest.fail(f"{c} in a frame"))
 
 
@@ -273,7 +271,6 @@ def test_nvidia_smi_backend_streams_blocks(tmp_path: Path) -> None:
     body = "\n".join(SMI_LINES[:2] * 3)
     script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{body}\nEOF\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    import subprocess, sys, json
     proc = subprocess.run(
         [sys.executable, "-m", "kimitui.telemetry.agent", "--backend", "nvidia-smi", "--nvidia-smi", str(script),
          "--no-stdin"], capture_output=True, text=True, timeout=30,
@@ -301,12 +298,6 @@ def test_slow_pcie_calls_never_hold_up_the_ticks(tmp_path: Path) -> None:
 
 
 def test_bench_mode_reports_latency_per_nvml_call(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
-    from tests.support.agentproc import ROOT
-
     state = tmp_path / "gpus.json"
     write_busy_state(state)
     env = {**os.environ, "KIMITUI_SIM_STATE": str(state), "KIMITUI_FAKE_NVML": "pcie_delay=0.02"}

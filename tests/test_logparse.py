@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 
@@ -10,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimitui.events import LogLine, ServerStats
+from kimitui.events import LogLine, ServerStats, dump_event, parse_event
+from kimitui.telemetry import logparse
 from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL, DECODE, PREFILL, Golden
 
@@ -47,8 +51,6 @@ def test_plain_line_keeps_text_and_no_fields_are_invented() -> None:
 
 
 def test_to_event_round_trips_through_json() -> None:
-    from kimitui.events import dump_event, parse_event
-
     ev = to_event(DECODE[7][0], host="h", source="u", t=123.0)
     assert ev.t == 123.0
     assert parse_event(dump_event(ev)) == ev
@@ -135,10 +137,6 @@ def test_decode_figures_survive_every_format(running: int, tokens: int, usage: f
 
 
 def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import os
-    import signal
-    import time
-
     log = tmp_path / "server.log"
     log.write_text("old 1\nold 2\nold 3\n")
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "KIMITUI_CONFIG": ""}
@@ -162,10 +160,6 @@ def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) 
 
 
 def test_the_fast_paths_agree_with_the_generic_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    import re
-
-    from kimitui.telemetry import logparse
-
     lines = [g[0] for g in DECODE + PREFILL]
     fast = {line: parse_line(line).fields for line in lines}
     assert sum(logparse._DECODE_FAST.search(x) is not None or logparse._PREFILL_FAST.search(x) is not None

@@ -10,8 +10,6 @@ import httpx
 import openai
 import pytest
 
-from kimitui.sim.faults import FaultPlan
-from kimitui.sim.settings import load_settings
 from tests.support.simserver import start_sim
 from tests.support.waiting import wait_until
 
