@@ -141,7 +141,9 @@ class SSHTestServer:
         notice.  (asyncssh has no public handle on the transport.)
         """
         for conn in self.connections:
-            conn._transport.pause_reading()  # type: ignore[attr-defined]
+            transport = conn._transport  # asyncssh's private transport: the only way to stop reading
+            if transport is not None:  # None once the connection is closed: nothing left to freeze
+                transport.pause_reading()
 
     async def restart(self) -> None:
         """Stop, then listen again on the same port with the same host key."""
