@@ -1,10 +1,13 @@
 """The live cockpit: the controller of a live host, composed of parts with one job each.
 
 * :mod:`~kimitui.live.controller`: ``LiveController`` (the UI's ``kimitui.control.Controller``);
+* :mod:`~kimitui.live.on_host`: what works on the host once it is known (GPU stream, server
+  follower, swaps, the foreign-port check) and closing it by the quit rule (:mod:`~kimitui.live.quitting`);
+* :mod:`~kimitui.live.swaps`: the swap plan and the swaps, one at a time, their outcome followed;
+* :mod:`~kimitui.live.foreign`: a port held by a process kimitui did not start, and the ways on;
 * :mod:`~kimitui.live.recorder`: the session's recording, events before it opens held;
-* :mod:`~kimitui.live.sweeps` and :mod:`~kimitui.live.sweep_defaults`: sweeps, their remembered form;
+* :mod:`~kimitui.live.sweeps` and :mod:`~kimitui.live.sweep_defaults`: sweeps and their remembered form;
 * :mod:`~kimitui.live.profiles`: the one way profiles are loaded;
-* :mod:`~kimitui.live.foreign`: a port held by a process kimitui did not start;
 * :mod:`~kimitui.live.tasks`: background tasks whose failures are shown.
 
 The server follower (log and metrics, retargeted on every swap) is a source:

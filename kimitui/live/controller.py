@@ -3,16 +3,16 @@
 ``LiveController`` owns one Session and composes, for one host:
 
 * the recording (:class:`~kimitui.live.recorder.RecorderHandle`, a Session sink);
-* the GPU agent stream (fake NVML on the simulated host, pynvml elsewhere);
-* the server follower (:class:`~kimitui.telemetry.server_follower.ServerFollower`): log and
-  metrics of whatever server runs, retargeted whenever a swap starts a new one;
-* swaps (``kimitui.launcher.swap``) and sweeps (``kimitui.loadgen.runner``).
+* the parts that work on the host (:class:`~kimitui.live.on_host.LiveHost`): the GPU agent
+  stream, the server follower (log and metrics of whatever runs, retargeted on every swap),
+  the swaps, and the check for a port held by a process kimitui did not start;
+* sweeps (:class:`~kimitui.live.sweeps.Sweeps`) and their remembered form.
 
 On the simulated host with nothing running it launches the known-good profile, so a
-newcomer sees a server start — unless a process kimitui did not start holds its port
-(:class:`~kimitui.live.foreign.ForeignPort` says who, and the ways on, and offers
-:meth:`LiveController.watch` when it answers ``/v1/models``).  Nothing here imports Textual,
-and nothing raises into the UI: failures become ``ErrorEvent``s.
+newcomer sees a server start — unless a process kimitui did not start holds its port: then
+it says who, and the ways on, and offers :meth:`LiveController.watch` when that server
+answers ``/v1/models``.  Nothing here imports Textual, and nothing raises into the UI:
+failures become ``ErrorEvent``s.
 """
 
 from __future__ import annotations
@@ -26,23 +26,19 @@ from kimitui.events import Baseline, ErrorEvent, Marker, Note, ProfileState, Swe
 from kimitui.host.base import Host, HostError, HostUnavailable
 from kimitui.host.factory import make_host
 from kimitui.launcher import guard
-from kimitui.launcher.base import RunRecord
 from kimitui.launcher.plan import SwapPlan
-from kimitui.launcher.select import find_running, is_simulated_host
 from kimitui.launcher.swap import DEFAULT_TIMEOUT_S
-from kimitui.live.foreign import ForeignPort
+from kimitui.live.on_host import LiveHost
 from kimitui.live.profiles import ProfileBook
-from kimitui.live.quitting import quit_rule, stops_server_on_quit
+from kimitui.live.quitting import quit_rule
 from kimitui.live.recorder import RecorderHandle
 from kimitui.live.sweep_defaults import DEFAULT_LEVELS, SweepDefaults
 from kimitui.live.sweeps import Sweeps
-from kimitui.live.swaps import SwapDriver, plan
+from kimitui.live.swaps import plan
 from kimitui.live.tasks import Background
 from kimitui.loadgen.sweep import base_url
 from kimitui.profiles import Profile
 from kimitui.session import Session
-from kimitui.telemetry.gpu import GpuStream
-from kimitui.telemetry.server_follower import ServerFollower
 
 __all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "LiveController"]
 
@@ -81,14 +77,9 @@ class LiveController:
         self.recorder = RecorderHandle(self.session, wanted=record, path=record_path, on_error=self._error)
         self.tasks = Background(self._error)
         self.sweeps = Sweeps(self.session, SweepDefaults(), on_error=self._error)
-        self._host: Host | None = None
-        self._follower: ServerFollower | None = None
-        self._foreign: ForeignPort | None = None
-        self._swaps: SwapDriver | None = None
-        self._gpu: GpuStream | None = None
+        self._live: LiveHost | None = None
         self._connected = False
         self._closed = False
-        self._found_at_start = False
 
     def _resolve_host_name(self, host: str | None) -> str:
         if host:
@@ -98,17 +89,21 @@ class LiveController:
         return next(iter(self.config.hosts)) if len(self.config.hosts) == 1 else "sim"
 
     @property
-    def simulated(self) -> bool:
-        return self._host is not None and is_simulated_host(self._host)
+    def _host(self) -> Host | None:
+        return self._live.host if self._live is not None else None
 
     @property
-    def _our_record(self) -> RunRecord | None:
-        """The run record of the server kimitui started here and follows (None: nothing, or watched)."""
-        return self._follower.record if self._follower is not None else None
+    def simulated(self) -> bool:
+        return self._live is not None and self._live.simulated
+
+    @property
+    def last_recording_path(self) -> str | None:
+        """The closed recording's path on disk (its final name)."""
+        return self.recorder.last_path
 
     @property
     def _running_profile(self) -> str | None:
-        return self._follower.profile if self._follower is not None else None
+        return self._live.follower.profile if self._live is not None else None
 
     def _load_running(self) -> Profile | None:
         """The running profile as written, or None (nothing runs, or its file went away)."""
@@ -120,11 +115,6 @@ class LiveController:
             log.debug("running profile %s: %s", self._running_profile, exc)
             return None
 
-    @property
-    def last_recording_path(self) -> str | None:
-        """The closed recording's path on disk (its final name)."""
-        return self.recorder.last_path
-
     # ------------------------------------------------------------------ set-up
     async def start(self) -> None:
         self.session.bind_loop(asyncio.get_running_loop())
@@ -135,81 +125,52 @@ class LiveController:
             self._error("host", f"cannot use host {self.host_name}: {exc}")
             self.recorder.open(self.host_name, None)
             return
-        self._adopt_host(host)
+        self.host_name = host.name
+        self._live = live = LiveHost(host, self.session, profiles=self.profiles, config_path=self.config.path,
+                                     tasks=self.tasks, on_error=self._error, sim_time_scale=self.sim_time_scale)
         try:
             await host.connect()
         except HostUnavailable as exc:
             # Down or unreachable for now: say so, keep trying in the background.
             self._error("host", f"cannot connect to {self.host_name}: {exc}; retrying")
             self.recorder.open(self.host_name, None)
-            self.tasks.spawn(self._connect_later(host))
+            self.tasks.spawn(self._connect_later(live))
             return
         except Exception as exc:  # a changed host key, refused credentials: a human must act
             self._error("host", f"cannot connect to {self.host_name}: {exc}")
             self.recorder.open(self.host_name, None)
             return
         self._connected = True
-        self.tasks.spawn(self._start_sources(host))
+        self.tasks.spawn(self._start_sources(live))
 
-    def _adopt_host(self, host: Host) -> None:
-        """The host is known: build the parts that work on it."""
-        self._host = host
-        self.host_name = host.name
-        simulated = self.simulated
-        self._follower = ServerFollower(host, self.session, simulated=simulated, load_profile=self.profiles.load,
-                                        spawn=self.tasks.spawn, on_error=self._error)
-        self.session.add_sink(self._follower.on_event)
-        self._foreign = ForeignPort(self.session, host, config_path=self.config.path,
-                                    target=lambda name: self.profiles.target(name, simulated=simulated))
-        self._swaps = SwapDriver(self.session, host, self._follower, profiles=self.profiles, foreign=self._foreign,
-                                 tasks=self.tasks, on_error=self._error, sim_time_scale=self.sim_time_scale)
-        self.session.add_sink(self._swaps.on_event)
-
-    async def _connect_later(self, host: Host) -> None:
+    async def _connect_later(self, live: LiveHost) -> None:
         try:
-            await host.wait_connected(None)
+            await live.host.wait_connected(None)
         except HostError as exc:
             self._error("host", f"giving up on {self.host_name}: {exc}")
             return
         self._connected = True
-        await self._start_sources(host)
+        await self._start_sources(live)
 
-    async def _start_sources(self, host: Host) -> None:
+    async def _start_sources(self, live: LiveHost) -> None:
         entry = self.config.hosts.get(self.host_name)
-        self._gpu = GpuStream(host, self.session, backend="fake" if self.simulated else "pynvml",
-                              python=(entry.python if entry is not None else None) or "python3")
-        await self._gpu.start()
+        await live.start_gpu((entry.python if entry is not None else None) or "python3")
         if self.watch_url is not None:
-            await self._watch_server(self.watch_url)
+            await self._watch_server(live, self.watch_url)
             return
-        if self.sim_port is not None and not self.simulated:
+        if self.sim_port is not None and not live.simulated:
             self._info(f"the simulated host's port {self.sim_port} does not apply to {self.host_name}, a real "
                        "host: its profiles serve on their own ports")
-        await self._follow_what_runs(host)
-        autostart = not self._found_at_start and self.simulated and self.autostart
+        await live.follow_what_runs()
+        autostart = not live.found_at_start and live.simulated and self.autostart
         self.recorder.open(self.host_name, self.default_profile if autostart else self._running_profile)
         base = guard.baseline_name(self.host_name, self._running_profile)
         if base:
             self.session.publish(Baseline(host=self.host_name, profile=base))
-        if autostart and self._foreign is not None:
-            held, self.watch_offer = await self._foreign.held_at_start(self.default_profile)
+        if autostart:
+            held, self.watch_offer = await live.foreign.held_at_start(self.default_profile)
             if not held:
                 await self.swap(self.default_profile)
-
-    async def _follow_what_runs(self, host: Host) -> None:
-        """A server kimitui started before this session: say so and follow it."""
-        try:
-            found = await find_running(host, simulated=self.simulated)
-        except Exception as exc:
-            self._error("launcher", f"cannot tell what runs on {self.host_name}: {exc}")
-            found = None
-        self._found_at_start = found is not None
-        if found is None or self._follower is None:
-            return
-        launcher, record = found
-        self.session.publish(ProfileState(host=self.host_name, profile=record.profile, state="serving",
-                                          detail="found running"))
-        await self._follower.follow_found(launcher, record)
 
     # ------------------------------------------------------------------ watching a server kimitui did not start
     async def watch(self, url: str | None = None) -> None:
@@ -223,16 +184,16 @@ class LiveController:
             raise NotAvailable(f"already watching {self.watch_url}")
         if self.busy is not None:
             raise NotAvailable(f"a {self.busy} is running")
-        if self._our_record is not None:
-            raise NotAvailable(f"kimitui runs {self._our_record.profile} on {self.host_name}: watching another "
-                               "server would leave it unfollowed")
-        if self._host is None or not self._connected:
+        if self._live is not None and self._live.follower.record is not None:
+            raise NotAvailable(f"kimitui runs {self._live.follower.record.profile} on {self.host_name}: watching "
+                               "another server would leave it unfollowed")
+        if self._live is None or not self._connected:
             raise NotAvailable(f"host {self.host_name} is not connected")
         self.watch_url = url.rstrip("/")
         self.watch_offer = None
-        await self._watch_server(self.watch_url)
+        await self._watch_server(self._live, self.watch_url)
 
-    async def _watch_server(self, url: str) -> None:
+    async def _watch_server(self, live: LiveHost, url: str) -> None:
         """A server kimitui did not start: poll it and sweep it, but never stop, start or swap it."""
         url = base_url(url)
         self.recorder.open(self.host_name, "watched")
@@ -240,8 +201,7 @@ class LiveController:
                                           detail=f"watching {url}: not started by kimitui"))
         self._info(f"watching {url}, a server kimitui did not start: metrics, health and sweeps; "
                    "its log is not followed and swaps are refused")
-        if self._follower is not None:
-            await self._follower.watch(url)
+        await live.follower.watch(url)
 
     def _refuse_if_watched(self) -> None:
         if self.watch_url is not None:
@@ -255,7 +215,8 @@ class LiveController:
 
     def plan_swap(self, profile: str) -> SwapPlan:
         self._refuse_if_watched()
-        return plan(self.profiles, profile, host_name=self.host_name, simulated=self.simulated, follower=self._follower)
+        follower = self._live.follower if self._live is not None else None
+        return plan(self.profiles, profile, host_name=self.host_name, simulated=self.simulated, follower=follower)
 
     async def swap(self, profile: str) -> None:
         self._refuse_if_watched()
@@ -263,9 +224,9 @@ class LiveController:
             raise NotAvailable("a sweep is running: stop it before swapping profiles")
         if self.busy == "swap":
             raise NotAvailable("a swap is already running")
-        if self._swaps is None or not self._connected:
+        if self._live is None or not self._connected:
             raise NotAvailable(f"host {self.host_name} is not connected")
-        self._swaps.begin(profile)
+        self._live.swaps.begin(profile)
 
     def mark_baseline(self) -> str | None:
         if not self._running_profile:
@@ -275,10 +236,10 @@ class LiveController:
 
     # ------------------------------------------------------------------ sweeps
     def default_sweep_spec(self) -> SweepSpec:
-        if self._follower is None:  # no host yet
+        if self._live is None:  # no host yet
             url, model = "http://127.0.0.1:30001", "default"
         else:
-            url, model = self._follower.sweep_target(self._load_running())
+            url, model = self._live.follower.sweep_target(self._load_running())
         return self.sweeps.defaults.spec(url, model)
 
     async def start_sweep(self, spec: SweepSpec) -> None:
@@ -293,7 +254,7 @@ class LiveController:
 
     @property
     def busy(self) -> str | None:
-        if self._swaps is not None and self._swaps.busy:
+        if self._live is not None and self._live.swaps.busy:
             return "swap"
         return "sweep" if self.sweeps.busy else None
 
@@ -321,53 +282,24 @@ class LiveController:
 
     def quit_rule(self) -> str:
         """What quitting does to this host's server, in words, for the quit confirmation."""
-        return quit_rule(busy=self.busy, simulated=self.simulated, found_at_start=self._found_at_start,
-                         host_name=self.host_name)
+        found = self._live is not None and self._live.found_at_start
+        return quit_rule(busy=self.busy, simulated=self.simulated, found_at_start=found, host_name=self.host_name)
 
     async def shutdown(self) -> None:
         """Finish a swap under way, stop sources, then close the recording.
 
-        The server keeps serving, except on the simulated host when this kimitui started it from
-        nothing (:meth:`quit_rule` says which, in words).  A swap under way ends on its own terms
-        (served or rolled back), bounded by the readiness and rollback timeouts; past them it is
-        cancelled and the host's swap supervisor finishes the host side alone.
+        A swap under way ends on its own terms (served or rolled back), bounded by the readiness
+        and rollback timeouts; past them it is cancelled and the host's swap supervisor finishes
+        the host side alone.  The server keeps serving, except on the simulated host when this
+        kimitui started it from nothing (:meth:`quit_rule` says which, in words).
         """
         if self._closed:
             return
         self._closed = True
-        if self._swaps is not None:
-            await self._swaps.finish(timeout=2 * DEFAULT_TIMEOUT_S + 60)
+        if self._live is not None:
+            await self._live.swaps.finish(timeout=2 * DEFAULT_TIMEOUT_S + 60)
         await self.sweeps.abort()
         self.tasks.cancel_all()
-        if self._follower is not None:
-            await self._follower.stop()
-            await self._stop_our_simulated_server(self._follower)
-        await self._close_quietly()
+        if self._live is not None:
+            await self._live.close()
         self.recorder.close()
-
-    async def _stop_our_simulated_server(self, follower: ServerFollower) -> None:
-        """The embedded simulated host this cockpit brought up: leave no server of its own behind.
-
-        On a real host, or a simulated one that had a server already, the server keeps serving."""
-        started_here = self._swaps is not None and self._swaps.started_here
-        if not stops_server_on_quit(simulated=self.simulated, started_here=started_here,
-                                    found_at_start=self._found_at_start):
-            return
-        if follower.launcher is None or follower.record is None:
-            return
-        try:
-            await follower.launcher.stop(follower.record, grace_s=5.0)
-        except Exception as exc:
-            log.debug("stopping the simulated server: %s", exc)
-
-    async def _close_quietly(self) -> None:
-        if self._gpu is not None:
-            try:
-                await self._gpu.stop()
-            except Exception as exc:
-                log.debug("gpu stop: %s", exc)
-        if self._host is not None:
-            try:
-                await self._host.close()
-            except Exception as exc:
-                log.debug("host close: %s", exc)
