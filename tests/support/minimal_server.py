@@ -308,7 +308,7 @@ class Proto(asyncio.Protocol):
         self.response_done()
 
     def _burst(self, stream: Stream) -> None:
-        parts = []
+        parts: list[bytes] = []
         while not stream.done:
             data = stream.next_bytes()
             if data is None:

@@ -237,9 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "setup":
         t0 = time.monotonic()
-        py = setup(quiet=False)
-        model = build_model(py)
-        print(f"engine ready in {time.monotonic() - t0:.0f} s: {py} serving {model}")
+        built = setup(quiet=False)
+        model = build_model(built)
+        print(f"engine ready in {time.monotonic() - t0:.0f} s: {built} serving {model}")
         return 0
     py = engine_python()
     if py is None:

@@ -30,7 +30,7 @@ from kimitui.events import (
     SweepStarted,
 )
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
 _floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 _ints = st.integers(min_value=-(2**53), max_value=2**53)
 _json_scalar = st.one_of(st.none(), st.booleans(), _ints, _floats, _text)
@@ -80,7 +80,7 @@ def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
     return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
 
 
-any_event: st.SearchStrategy[Event] = st.one_of(*(model_strategy(c) for c in EVENT_TYPES.values()))  # type: ignore[arg-type]
+any_event: st.SearchStrategy[Event] = st.one_of(*(model_strategy(c) for c in EVENT_TYPES.values()))
 
 
 # --------------------------------------------------------------------------- synthetic sessions

@@ -16,6 +16,7 @@ from kimitui.events import (
     Event,
     LevelResult,
     LevelStarted,
+    LevelStatus,
     Percentiles,
     ProfileSwitch,
     RequestResult,
@@ -39,7 +40,7 @@ def seed_spec(levels: list[int]) -> SweepSpec:
 
 
 def sweep_events(sweep_id: str, profile: str, knobs: dict, aggs: dict[int, float], *, t0: float, seed: int,
-                 status: dict[int, tuple[str, str, float | None]] | None = None,
+                 status: dict[int, tuple[LevelStatus, str, float | None]] | None = None,
                  distorted: dict[int, str] | None = None, from_profile: str | None = None,
                  spec: SweepSpec | None = None) -> list[Event]:
     """One recorded sweep: requests at ``agg / C`` tok/s each (±3 %), a LevelResult per level.
@@ -58,7 +59,8 @@ def sweep_events(sweep_id: str, profile: str, knobs: dict, aggs: dict[int, float
         t += 10
         evs.append(LevelStarted(t=t, sweep_id=sweep_id, concurrency=c))
         n = max(6, c)
-        st, why, measured_agg = status.get(c, ("ok", "", aggs[c]))
+        default: tuple[LevelStatus, str, float | None] = ("ok", "", aggs[c])
+        st, why, measured_agg = status.get(c, default)
         n_bad = n if st == "failed" else (n // 2 if st in ("aborted", "cut") else 0)
         error_class = {"failed": "http_status", "aborted": "aborted", "cut": "cancelled"}.get(st)
         per = aggs[c] / c

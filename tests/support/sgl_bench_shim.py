@@ -12,7 +12,10 @@ import os
 import sys
 import types
 
-_root = os.path.dirname(importlib.util.find_spec("sglang").origin)  # finds it without executing it
+_spec = importlib.util.find_spec("sglang")  # finds it without executing it
+if _spec is None or _spec.origin is None:
+    sys.exit("sglang is not installed in this Python: use the venv bench/bench_client.py describes")
+_root = os.path.dirname(_spec.origin)
 
 
 def _bare_pkg(name: str, path: str) -> None:
@@ -26,9 +29,9 @@ for _name, _sub in [("sglang", ""), ("sglang.srt", "srt"), ("sglang.srt.utils", 
                     ("sglang.srt.disaggregation", "srt/disaggregation")]:
     _bare_pkg(_name, os.path.join(_root, _sub))
 _stub = types.ModuleType("sglang.srt.disaggregation.utils")
-_stub.FAKE_BOOTSTRAP_HOST = "2.2.2.2"
+vars(_stub)["FAKE_BOOTSTRAP_HOST"] = "2.2.2.2"
 sys.modules["sglang.srt.disaggregation.utils"] = _stub
 
-from sglang.benchmark.serving import cli_main  # noqa: E402
+from sglang.benchmark.serving import cli_main  # type: ignore[import-not-found]  # noqa: E402  # sglang lives in the bench's own venv
 
 cli_main()

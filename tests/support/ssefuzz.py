@@ -100,9 +100,9 @@ def _line(rng: random.Random) -> bytes:
     if k < 68:
         return rng.choice([b"", b": keep-alive", b"event: message", b"id: 7", b"retry: 10", b" "])
     if k < 74:  # cut JSON, broken UTF-8, trailing data
-        text = json.dumps(rng.choice(_TEMPLATES)).encode()
-        return b"data: " + rng.choice([text[:rng.randrange(len(text))], text[:20] + b"\xff\xfe" + text[20:],
-                                       text + b" x", text + text])
+        raw = json.dumps(rng.choice(_TEMPLATES)).encode()
+        return b"data: " + rng.choice([raw[:rng.randrange(len(raw))], raw[:20] + b"\xff\xfe" + raw[20:],
+                                       raw + b" x", raw + raw])
     if k < 78:  # deep nesting
         n = rng.choice([10, 900, 5000, 100_000])
         return b"data: " + b"[" * n + b"]" * rng.choice([0, n])
