@@ -55,7 +55,8 @@ async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(s
         stranger.listen()
         assert await ports.listening(host, sim_env.port)
         target = sim_env.profile("t", "ep8-tuned")
-        out = await swap(host, str(target), SwapOptions(timeout=30, port_wait_s=0.3), session=sim_env.session, launcher=sim_env.launcher(host))
+        out = await swap(host, str(target), SwapOptions(timeout=30, port_wait_s=0.3), session=sim_env.session,
+                         launcher=sim_env.launcher(host))
         assert out.outcome == "failed" and f"port {sim_env.port}" in out.reason
         assert "did not start" in out.reason
         assert stranger.fileno() != -1 and await ports.listening(host, sim_env.port)

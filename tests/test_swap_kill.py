@@ -220,7 +220,8 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
     try:
         async with server.make_host("sim-ssh") as host:
             launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
-            assert (await swap(host, str(env.profile("base", "ep8-tuned")), SwapOptions(timeout=TIMEOUT_S), launcher=launcher)).ok
+            base = str(env.profile("base", "ep8-tuned"))
+            assert (await swap(host, base, SwapOptions(timeout=TIMEOUT_S), launcher=launcher)).ok
             crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
             session, dropped = Session(host=host.name), []
 
@@ -232,7 +233,8 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
             session.add_sink(drop_once_started)
             events: list = []
             session.add_sink(events.append)
-            out = await swap(host, str(crashy), SwapOptions(timeout=TIMEOUT_S, rollback_timeout=TIMEOUT_S), session=session, launcher=launcher)
+            out = await swap(host, str(crashy), SwapOptions(timeout=TIMEOUT_S, rollback_timeout=TIMEOUT_S),
+                             session=session, launcher=launcher)
             assert dropped, (out.outcome, out.reason, [(e.kind, getattr(e, 'phase', None)) for e in events][:12])
             await dropped[0]
             assert out.outcome == "rolled_back" and out.serving == "base", out.reason

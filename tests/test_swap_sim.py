@@ -149,7 +149,8 @@ async def test_a_swap_over_ssh_survives_the_link_dropping_during_start_up(sim_en
         async with server.make_host("sim-ssh") as host:
             launcher = sim_env.launcher(host)
             target = sim_env.profile("slowish", "ep8-tuned", startup_s=250.0)  # ~2.5 s at time-scale 100
-            task = asyncio.create_task(swap(host, str(target), SwapOptions(timeout=60), session=sim_env.session, launcher=launcher))
+            task = asyncio.create_task(swap(host, str(target), SwapOptions(timeout=60), session=sim_env.session,
+                                            launcher=launcher))
             for _ in range(400):
                 if any(e.kind == "swap_progress" and e.phase == "weights" for e in sim_env.events):
                     break

@@ -580,7 +580,8 @@ def _swap_result(value: object) -> SwapResult:
 async def _finished_by_supervisor(sw: _Swap, name: str, wait_s: float) -> SwapOutcome:
     """The link dropped mid-swap and the host's supervisor took over: report how it finished the swap."""
     assert sw.sup is not None
-    sw.progress(name, "supervisor", None, f"the link to {sw.host.name} dropped; the host's supervisor is finishing the swap")
+    sw.progress(name, "supervisor", None,
+                f"the link to {sw.host.name} dropped; the host's supervisor is finishing the swap")
     last = await await_outcome(sw.host, sw.sup, wait_s)
     if last is None:
         return _lost(sw.host, sw.session, name, HostError("the link dropped and the host's supervisor did not report"))

@@ -72,7 +72,8 @@ async def main() -> int:
                                        unit=args.unit)
         else:
             launcher = ProcessLauncher(host, simulated=True, state_dir=args.state)
-        out = await swap(host, target, SwapOptions(timeout=args.timeout, rollback_timeout=args.timeout), session=session, launcher=launcher)
+        options = SwapOptions(timeout=args.timeout, rollback_timeout=args.timeout)
+        out = await swap(host, target, options, session=session, launcher=launcher)
     print(json.dumps({"outcome": out.outcome, "serving": out.serving, "reason": out.reason}), flush=True)
     return 0 if out.ok else 1
 
