@@ -69,7 +69,7 @@ class SupervisedTask:
 
         Never raises: a task that died of an exception has it logged here (each source reports
         its own failures as events while it runs)."""
-        task, self._task = self._task, None
+        task = self._task
         if task is None:
             return
         if not task.done() and grace_s > 0:
@@ -83,6 +83,9 @@ class SupervisedTask:
             pass
         except Exception:  # noqa: BLE001 - stop() never raises; the failure is not lost either
             log.warning("%s ended with an error", task.get_name(), exc_info=True)
+        finally:
+            if self._task is task:  # running (so start() waits) until it has ended
+                self._task = None
 
 
 class RestartingTask(SupervisedTask):
