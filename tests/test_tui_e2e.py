@@ -59,7 +59,8 @@ async def test_live_cockpit_sweeps_and_shows_levels_and_a_straggler(sim_home: Pa
         await pilot.click("#sweep-start")
         await _wait(app, pilot, lambda: app.model.sweep is not None and app.model.sweep.outcome is not None,
                     90, "the sweep to finish")
-        assert app.model.sweep.outcome.outcome == "completed", app.model.sweep.outcome.reason
+        outcome = app.model.sweep.outcome if app.model.sweep is not None else None
+        assert outcome is not None and outcome.outcome == "completed", outcome
         await tick(pilot)
 
         table = app.query_one(LevelTable)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.cli import build_parser, main
+from kimitui.live import LiveController
 
 
 def test_run_is_the_default_command_with_its_options():
@@ -36,8 +37,13 @@ def test_sim_port_is_a_top_level_and_a_run_option(argv: list[str], tmp_path: Pat
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text("")
-    seen: list = []
-    monkeypatch.setattr(app, "run_app", lambda controller, **_: seen.append(controller) or 0)
+    seen: list[LiveController] = []
+
+    def run_app(controller: LiveController, **_: object) -> int:
+        seen.append(controller)
+        return 0
+
+    monkeypatch.setattr(app, "run_app", run_app)
     assert main(argv) == 0
     assert seen[0].sim_port == 30011
 
@@ -52,8 +58,6 @@ def test_a_bad_sim_port_is_one_clear_line(value: str, capsys) -> None:
 
 
 def test_the_config_sim_port_is_used_and_the_flag_wins(tmp_path: Path, monkeypatch) -> None:
-    from kimitui.live import LiveController
-
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     cfg = tmp_path / "config.toml"
     cfg.write_text("[sim]\nport = 30011\n")
