@@ -154,3 +154,50 @@ def test_mypy_finds_no_error_in_the_package(tmp_path: Path) -> None:
     out, err, status = api.run(["--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path),
                                 "--no-error-summary", str(PACKAGE)])
     assert status == 0, f"mypy (config in pyproject.toml):\n{out}{err}"
+
+
+DOTTED = re.compile(r"kimitui(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+FILE_PATH = re.compile(r"kimitui/[A-Za-z0-9_/]+\.py")
+
+
+def _resolves(name: str) -> bool:
+    """``kimitui.a.b.C.d``: the longest importable module prefix, then attributes (or pydantic fields)."""
+    import importlib
+    import importlib.util
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        if module.endswith("__main__"):
+            return True  # importing it would start the app
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            spec = None
+        if spec is None:
+            continue
+        obj: object = importlib.import_module(module)
+        for attr in parts[i:]:
+            fields = getattr(obj, "model_fields", {})
+            if attr in fields:
+                return True
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_name_the_docs_and_docstrings_cite_exists() -> None:
+    texts = [*sorted(PACKAGE.rglob("*.py")), *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
+             *sorted((ROOT / "tests" / "support").glob("*.py"))]
+    bad = []
+    for path in texts:
+        text = path.read_text()
+        for name in sorted(set(DOTTED.findall(text))):
+            if not _resolves(name.rstrip(".")):
+                bad.append(f"{path.relative_to(ROOT)}: {name}")
+        for file in sorted(set(FILE_PATH.findall(text))):
+            if not (ROOT / file).exists():
+                bad.append(f"{path.relative_to(ROOT)}: {file}")
+    assert not bad, "names that do not exist (renamed or removed?):\n" + "\n".join(bad)
