@@ -152,8 +152,8 @@ async def test_abort_keeps_partial_results(minimal_server) -> None:
     await wait_for(lambda: len(of(events, RequestResult)) >= 3, 20, "the first three requests to end")
     after = len(events)
 
-    def three_streaming() -> bool:  # the next three are mid-stream: cut, each has chunks to keep
-        return any(len(p.in_flight) == 3 and all(r.tokens > 0 for r in p.in_flight)
+    def three_streaming() -> bool:  # the next three are mid-stream (50 tokens each): cut, each has a rate to keep
+        return any(len(p.in_flight) == 3 and all(5 <= r.tokens <= 35 for r in p.in_flight)
                    for p in of(events[after:], SweepProgress))
 
     await wait_for(three_streaming, 20, "a progress snapshot of three requests streaming")
