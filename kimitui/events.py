@@ -21,6 +21,15 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, TypeAdapter, field_serializer, field_validator
 
 
+
+LogSeverity = Literal["debug", "info", "warning", "error", "critical"]
+"""A log line's severity (SGLang's levels, lower-cased)."""
+ErrorSeverity = Literal["error", "warning", "info"]
+"""How loud an :class:`ErrorEvent` is: ``info`` notes a limitation, not a fault."""
+SweepOutcome = Literal["completed", "stopped", "aborted", "failed"]
+"""How a sweep ended (:class:`SweepResult`)."""
+
+
 class Event(BaseModel):
     """Base of every event: a kind tag, a wall-clock time and a host."""
 
@@ -142,7 +151,7 @@ class LogLine(Event):
     kind: Literal["log_line"] = "log_line"
     raw: str
     line_kind: str = "plain"
-    severity: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    severity: LogSeverity = "info"
     fields: dict[str, Any] = Field(default_factory=dict)
     source: str = ""
     """Where it came from: a journal unit or a file path."""
@@ -472,7 +481,7 @@ class SweepResult(Event):
     kind: Literal["sweep_result"] = "sweep_result"
     sweep_id: str
     levels: list[int] = Field(default_factory=list)
-    outcome: Literal["completed", "stopped", "aborted", "failed"] = "completed"
+    outcome: SweepOutcome = "completed"
     reason: str = ""
     peak_tok_s: float | None = None
 
@@ -558,7 +567,7 @@ class ErrorEvent(Event):
     source: str
     message: str
     detail: str = ""
-    severity: Literal["error", "warning", "info"] = "error"
+    severity: ErrorSeverity = "error"
     """``info``: something the operator should know once that is not a failure (vLLM's /metrics
     lacks SGLang's gauges); shown as information, not counted as an error."""
 

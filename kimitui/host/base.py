@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from kimitui.events import ConnectionState, Event, LinkState
+from kimitui.host.lines import StderrTail
 
 
 class HostError(Exception):
@@ -55,6 +56,8 @@ class Stream(abc.ABC):
     """
 
     exit_code: int | None = None
+    stderr_tail: StderrTail | None = None
+    """The last lines it wrote to stderr (kept when stderr is not merged); ``None``: it keeps none."""
 
     @abc.abstractmethod
     def __aiter__(self) -> AsyncIterator[str]: ...

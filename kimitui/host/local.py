@@ -54,6 +54,9 @@ def _as_bytes(data: str | bytes) -> bytes:
 class LocalStream(Stream):
     """A local child process read line by line."""
 
+    stderr_tail: StderrTail
+    """Always kept here (an empty tail when stderr is merged into stdout)."""
+
     def __init__(self, proc: asyncio.subprocess.Process, argv: tuple[str, ...], host: str) -> None:
         self.proc = proc
         self.argv = argv

@@ -69,6 +69,9 @@ async def read_pid(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
 class SSHStream(Stream):
     """A remote command read line by line over an SSH channel."""
 
+    stderr_tail: StderrTail
+    """Always kept here (an empty tail when stderr is merged into stdout)."""
+
     def __init__(self, host: "SSHHost", proc: asyncssh.SSHClientProcess[bytes], argv: tuple[str, ...], pid: int | None, merged: bool) -> None:
         self.host = host
         self.proc = proc

@@ -53,6 +53,7 @@ from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
 from kimitui.analysis.level_stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
 from kimitui.events import (
+    SweepOutcome,
     ErrorEvent,
     Event,
     InFlight,
@@ -67,7 +68,6 @@ from kimitui.events import (
 )
 
 _perf_ns = time.perf_counter_ns
-SweepOutcome = Literal["completed", "stopped", "aborted", "failed"]
 """How a sweep ended (:attr:`kimitui.events.SweepResult.outcome`)."""
 FLUSH_CACHE_MISSING = "this server has no /flush_cache: levels run with the prefix cache warm"
 

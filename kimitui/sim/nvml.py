@@ -42,6 +42,9 @@ from typing import Any, NoReturn
 import pynvml
 
 from kimitui.sim import gpustate
+# Clock-event reason bits: the agent's table, the one source (the agent is stdlib-only, so it may be
+# imported from here; never the reverse: the agent runs on the GPU host without the package).
+from kimitui.telemetry.agent import CLOCK_REASON_BITS
 
 # What pynvml's wrappers pass into the "C library" (pynvml has no type stubs, so these are ctypes
 # objects mypy cannot see into; the names say which kind each parameter is).
@@ -76,10 +79,6 @@ FIELD_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "procs": ("nvmlDeviceGetComputeRunningProcesses_v3",),
     "fan": ("nvmlDeviceGetFanSpeed",),
 }
-
-# Clock-event reason bits: the agent's table, the one source (the agent is stdlib-only, so it may be
-# imported from here; never the reverse: the agent runs on the GPU host without the package).
-from kimitui.telemetry.agent import CLOCK_REASON_BITS  # noqa: E402  # here, with what it replaced
 
 
 

@@ -251,8 +251,7 @@ class GpuStream(RestartingTask):
             return "stopped"
         if state["no_pynvml"]:
             return "no_pynvml"
-        detail = getattr(stream, "stderr_tail", None)
-        tail = detail.text()[-500:] if detail is not None else ""
+        tail = stream.stderr_tail.text()[-500:] if stream.stderr_tail is not None else ""
         self._error("GPU telemetry interrupted", f"agent ended (exit {stream.exit_code}); restarting. {tail}".strip())
         return "ended" if stream.exit_code == 0 and state["bye"] else "lost"
 

@@ -48,14 +48,14 @@ import re
 import time
 from typing import Any, Literal, NamedTuple
 
-from kimitui.events import LogLine, ServerStats
+from kimitui.events import LogLine, LogSeverity, ServerStats
 
 Fields = dict[str, Any]
 Value = bool | int | float | str
 """A value read from a log line: a number or a flag when it is one, else its text."""
 
 
-Severity = Literal["debug", "info", "warning", "error", "critical"]
+Severity = LogSeverity
 """A line's severity, as :attr:`kimitui.events.LogLine.severity` takes it."""
 
 

@@ -176,8 +176,7 @@ class LogFollower(RestartingTask):
             with contextlib.suppress(Exception):
                 await stream.stop(grace_s=1.0)
             self._stream = None
-        tail = getattr(stream, "stderr_tail", None)
-        said = tail.text().strip() if tail is not None else ""
+        said = stream.stderr_tail.text().strip() if stream.stderr_tail is not None else ""
         if said and not self._stopping:
             self._error("log follower said", said[-500:])
             if self.unit is not None and self.cursor and "cursor" in said.lower():

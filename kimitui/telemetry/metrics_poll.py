@@ -29,7 +29,7 @@ from typing import Any, Literal
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kimitui.events import ErrorEvent, ServerHealth, ServerInfo, ServerStats
+from kimitui.events import ErrorEvent, ErrorSeverity, ServerHealth, ServerInfo, ServerStats
 from kimitui.session import Session
 from kimitui.supervised import SupervisedTask
 
@@ -418,6 +418,6 @@ class MetricsPoller(SupervisedTask):
             self._last_error[name] = now
             self._publish_error(f"polling {name} failed", f"{type(exc).__name__}: {exc}")
 
-    def _publish_error(self, message: str, detail: str, severity: Literal["error", "warning", "info"] = "error") -> None:
+    def _publish_error(self, message: str, detail: str, severity: ErrorSeverity = "error") -> None:
         self.session.publish(ErrorEvent(host=self.host, source="metrics", message=message,
                                         detail=f"{self.base_url}: {detail}", severity=severity))

@@ -21,6 +21,7 @@ from typing import Literal, TypeAlias, TypeVar, cast, get_args
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
+    LogSeverity,
     Baseline,
     ConnectionState,
     Dropped,
@@ -214,7 +215,6 @@ def unpack_figures(values: PackedFigures) -> RequestResult:
 
 GpuEntry: TypeAlias = tuple[float, str, int, "array[float]", "tuple[tuple[str, ...] | None, ...] | None"]
 """A GPU sample as the straggler window keeps it: t, host, seq, per GPU index + ``_GPU_FIELDS``, throttles."""
-LogSeverity = Literal["debug", "info", "warning", "error", "critical"]
 LogRow: TypeAlias = tuple[float, str, LogSeverity, str, str]
 """A log line as the straggler window keeps it: t, host, severity, kind, text."""
 Row = TypeVar("Row", GpuEntry, LogRow)
