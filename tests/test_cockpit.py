@@ -11,6 +11,7 @@ import pytest
 
 from kimitui.live import LiveController
 from kimitui.control import NotAvailable
+from kimitui.events import ConnectionState, ProfileSwitch
 from kimitui.recording import read_recording
 from tests.support.net import free_port
 
@@ -95,7 +96,8 @@ async def test_default_recording_is_named_after_the_profile_and_keeps_the_first_
     assert c.last_recording_path == path  # one profile ran: the name stays
     recording = read_recording(path)
     # the connection event published before the recorder opened is in the file, first
-    assert recording.events[0].kind == "connection" and recording.events[0].state == "connected"
+    first_event = recording.events[0]
+    assert isinstance(first_event, ConnectionState) and first_event.state == "connected"
 
 
 async def test_a_recording_of_several_profiles_is_named_after_all_of_them(sim_home: Path):
@@ -118,7 +120,7 @@ async def test_a_recording_of_several_profiles_is_named_after_all_of_them(sim_ho
     final = c.last_recording_path
     assert final is not None and final == first.replace("-ep8-tuned.jsonl.gz", "-ep8-tuned+ep8-v2.jsonl.gz")
     assert Path(final).exists() and not Path(first).exists()
-    assert any(e.kind == "profile_switch" and e.to_profile == "ep8-v2" for e in read_recording(final).events)
+    assert any(isinstance(e, ProfileSwitch) and e.to_profile == "ep8-v2" for e in read_recording(final).events)
 
 
 async def test_unreachable_host_is_an_error_event_not_an_exception(sim_home: Path):

@@ -35,7 +35,7 @@ from kimitui.tui.cockpit_state import (
 
 def rows(c: int, seed: int = 1) -> list[tuple[str, float, int, float | None]]:
     rng = random.Random(seed)
-    out = []
+    out: list[tuple[str, float, int, float | None]] = []
     for i in range(c):
         el = rng.uniform(0.5, 90.0)
         rate = rng.gauss(6.0, 0.6)
@@ -122,7 +122,9 @@ def test_bytes_kept_per_request_result():
 def test_packed_offsets_are_what_a_recording_keeps():
     rng = random.Random(5)
     ev = result("s", 8, 1, rng, chunks=300)
-    recorded = parse_event(dump_line(ev)).chunk_offsets_ms
+    parsed = parse_event(dump_line(ev))
+    assert isinstance(parsed, RequestResult)
+    recorded = parsed.chunk_offsets_ms
     assert unpack_offsets(pack_offsets(ev.chunk_offsets_ms)) == recorded
     assert KeptResult.of(ev).result() == parse_event(dump_line(ev))
     odd = [1.0, float("inf")]
@@ -150,6 +152,7 @@ def test_retained_state_is_bounded_after_many_sweeps():
     kept = {e.sweep_id for e in events if isinstance(e, RequestResult)}
     assert kept == {f"s{k}" for k in range(sweeps - DETAIL_SWEEPS, sweeps)}
     assert all(e.chunk_offsets_ms is None for e in events if isinstance(e, RequestResult))
+    assert m.sweep is not None
     full = m.sweep.straggler_result(f"s{sweeps - 1}-c4-r0")
     assert full is not None and full.chunk_offsets_ms is not None and len(full.chunk_offsets_ms) == 64
 

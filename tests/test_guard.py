@@ -68,7 +68,8 @@ def test_baseline_is_per_host_persisted_and_defaults_to_the_running_profile(_sta
     assert guard.baseline_name("sim", running="ep8-tuned") == "ep8-eplb"
     assert guard.baseline_name("ct200", running="tp8") == "tp8"  # other hosts are not affected
     assert (_state / "baselines.json").exists()
-    assert guard.load_baseline("sim").name == "ep8-eplb"
+    baseline = guard.load_baseline("sim")
+    assert baseline is not None and baseline.name == "ep8-eplb"
 
 
 def test_sweep_notice_compares_the_running_profile_with_the_baseline() -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kimitui.events import Event, ProfileSwitch
 from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.plan import plan_swap
@@ -88,7 +89,8 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
     host = server.make_host("gpu")
     await host.connect()
     await server.stop()  # the link is gone
-    session, events = Session("gpu"), []
+    session = Session("gpu")
+    events: list[Event] = []
     session.add_sink(events.append)
     try:
         launcher = ProcessLauncher(host, simulated=True, state_dir=str(tmp_path / "state"))
@@ -96,7 +98,8 @@ async def test_an_unreachable_host_fails_the_swap_with_a_reason_not_a_traceback(
     finally:
         await host.close()
     assert out.outcome == "failed" and "gpu" in out.reason and not out.ok
-    assert events[-1].kind == "profile_switch" and events[-1].outcome == "failed"
+    last = events[-1]
+    assert isinstance(last, ProfileSwitch) and last.outcome == "failed"
 
 
 async def test_an_unknown_profile_is_refused_with_the_search_path(tmp_path: Path) -> None:

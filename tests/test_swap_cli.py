@@ -63,11 +63,13 @@ def test_swap_status_drift_and_stop_from_the_shell(cli, sim_env, tmp_path: Path)
     swapped = cli.process("swap", str(good), "--yes", "--timeout", "60", "--out", str(rec))  # the real entry point
     assert swapped.returncode == 0, swapped.stdout + swapped.stderr
     assert "good serving on sim" in swapped.stdout and "Traceback" not in swapped.stderr
+    from kimitui.events import ProfileSwitch
     from kimitui.recording import read_recording
 
     recorded = read_recording(next(tmp_path.glob("swap.jsonl*")))
     kinds = [e.kind for e in recorded.events]
-    assert "swap_progress" in kinds and kinds[-1] == "profile_switch" and recorded.events[-1].outcome == "ok"
+    last = recorded.events[-1]
+    assert "swap_progress" in kinds and isinstance(last, ProfileSwitch) and last.outcome == "ok"
 
     status = cli("status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr

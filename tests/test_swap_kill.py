@@ -223,7 +223,8 @@ async def test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor(
             base = str(env.profile("base", "ep8-tuned"))
             assert (await swap(host, base, SwapOptions(timeout=TIMEOUT_S), launcher=launcher)).ok
             crashy = env.profile("crashy", "ep8-eplb", fault="crash_load")
-            session, dropped = Session(host=host.name), []
+            session = Session(host=host.name)
+            dropped: list[asyncio.Future[None]] = []
 
             def drop_once_started(event) -> None:
                 if event.kind == "profile_state" and event.profile == "crashy" and event.state == "starting":

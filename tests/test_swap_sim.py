@@ -74,10 +74,12 @@ async def _swap_story(host, env: SimEnv) -> None:
 
     # a profile with a lint error is refused before anything is touched
     broken = env.profile("broken", "ep8-tuned", body="ep_size = 3")  # 3 does not divide tp_size 8
-    before = (await launcher.current()).run_id
+    before = await launcher.current()
     out = await swap(host, str(broken), SwapOptions(timeout=60), session=env.session, launcher=launcher)
     assert out.outcome == "failed" and "refused by preflight" in out.reason and "ep_size" in out.reason
-    assert out.serving == "eplb" and (await launcher.current()).run_id == before
+    after = await launcher.current()
+    assert before is not None and after is not None
+    assert out.serving == "eplb" and after.run_id == before.run_id
 
 
 async def test_swap_reports_progress_in_order_and_serves_locally_and_over_ssh(both_hosts) -> None:
@@ -158,6 +160,7 @@ async def test_a_swap_over_ssh_survives_the_link_dropping_during_start_up(sim_en
             await server.restart()  # every connection aborted, every remote command killed
             out = await task
             assert out.ok, out.reason  # the detached server lived on and the follower came back
-            assert (await launcher.current()).profile == "slowish"
+            serving = await launcher.current()
+            assert serving is not None and serving.profile == "slowish"
     finally:
         await server.stop()

@@ -38,12 +38,15 @@ async def main() -> int:
     p.add_argument("--unit", default="sglang")
     args = p.parse_args()
 
+    from kimitui.host.base import Host
     from kimitui.host.local import LocalHost
+    from kimitui.launcher.base import Launcher
     from kimitui.launcher.process import ProcessLauncher
     from kimitui.launcher.profiles import load
     from kimitui.launcher.swap import SwapOptions, swap
     from kimitui.session import Session
 
+    host: Host
     if args.ssh:
         from kimitui.host.ssh import SSHHost
 
@@ -65,6 +68,7 @@ async def main() -> int:
 
     session.add_sink(sink)
     async with host:
+        launcher: Launcher
         if args.systemd_units:
             from kimitui.launcher.systemd import SystemdLauncher
 
