@@ -94,8 +94,9 @@ async def main() -> int:
     try:
         for i in range(args.swaps):
             marks.clear()
-            out = await swap(host, names[i % 2], SwapOptions(timeout=120), session=session, launcher=launcher)
-            if not out.ok:
+            out = await swap(host, names[i % 2], SwapOptions(timeout=120), session=session,
+                             launcher=launcher)
+            if not out.ok or out.record is None:
                 print(f"swap {i} failed: {out.reason}", file=sys.stderr)
                 return 1
             printed = watcher.seen.get(str(out.record.log_path))
