@@ -75,6 +75,13 @@ def test_only_the_commands_that_open_it_import_the_tui() -> None:
     assert not bad, "only `kimitui run` and `kimitui replay` open the TUI:\n" + "\n".join(bad)
 
 
+def test_only_the_command_line_composes_the_live_cockpit() -> None:
+    allowed = ("kimitui.live", "kimitui.commands", "kimitui.cli")
+    bad = [_where(i) for i in _all_imports()
+           if _within(i.target, "kimitui.live") and not any(_within(i.module, a) for a in allowed)]
+    assert not bad, "kimitui.live composes the sources for `kimitui run`; the TUI sees it only as a Controller:\n" + "\n".join(bad)
+
+
 def test_textual_and_rich_stay_in_the_tui_and_the_command_line() -> None:
     allowed = ("kimitui.tui", "kimitui.commands", "kimitui.cli")
     bad = [_where(i) for i in _all_imports()

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from kimitui.launcher.swap import reach_server
+from kimitui.launcher.reach import reach_server
 
 
 async def _http_server() -> tuple[asyncio.base_events.Server, int]:

@@ -59,7 +59,7 @@ async def collect(
     from kimitui.launcher.http_ready import client
     from kimitui.launcher.profiles import load
     from kimitui.launcher.select import find_running
-    from kimitui.launcher.swap import reach_server
+    from kimitui.launcher.reach import reach_server
 
     found = await find_running(host, unit=unit, state_dir=state_dir)
     out: dict[str, Any] = {"host": host.name, "running": found is not None}

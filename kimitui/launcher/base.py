@@ -51,6 +51,8 @@ class Launcher(abc.ABC):
     """Start, follow, check and stop a server on one host."""
 
     kind: str = "?"
+    simulated: bool = False
+    """Whether it starts the simulator instead of SGLang (only on the simulated host)."""
     next_run_id: str | None = None
     """The run id the next start takes (the swap announces it to the host's supervisor first)."""
 

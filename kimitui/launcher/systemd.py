@@ -93,7 +93,8 @@ class SystemdLauncher(Launcher):
             )
         return res.stdout
 
-    async def _unit_dir(self) -> str:
+    async def resolved_unit_dir(self) -> str:
+        """Where unit files go: the configured ``unit_dir``, else the user's systemd user directory."""
         if self.unit_dir is None:
             res = await self.host.run(["sh", "-c", 'printf "%s\\n" "${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"'])
             self.unit_dir = res.stdout.strip()
@@ -105,7 +106,7 @@ class SystemdLauncher(Launcher):
             self._state_dir = posixpath.join(res.stdout.strip(), "kimitui")
         return self._state_dir
 
-    async def _record_path(self, unit: str) -> str:
+    async def record_path(self, unit: str) -> str:
         return posixpath.join(await self.state_dir(), f"systemd-{unit}.json")
 
     # -- what runs -----------------------------------------------------------------
@@ -135,14 +136,14 @@ class SystemdLauncher(Launcher):
 
     async def _read_record(self, unit: str) -> RunRecord | None:
         try:
-            data = json.loads(await self.host.read_file(await self._record_path(unit)))
+            data = json.loads(await self.host.read_file(await self.record_path(unit)))
             return RunRecord.model_validate(data)
         except (HostError, ValueError):
             return None
 
     async def _profile_in_unit(self, unit: str) -> str | None:
         try:
-            text = (await self.host.read_file(posixpath.join(await self._unit_dir(), f"{unit}.service"))).decode()
+            text = (await self.host.read_file(posixpath.join(await self.resolved_unit_dir(), f"{unit}.service"))).decode()
         except HostError:
             return None
         for line in text.splitlines():
@@ -161,7 +162,7 @@ class SystemdLauncher(Launcher):
         unit = profile.launcher.unit
         text = render_unit(profile, simulated=self.simulated, python=sim_python(self.host) if self.simulated else None)
         check_unit_text(text)
-        unit_path = posixpath.join(await self._unit_dir(), f"{unit}.service")
+        unit_path = posixpath.join(await self.resolved_unit_dir(), f"{unit}.service")
         await self._write_unit(unit_path, text, keep_backup=True)
         return await self._start_unit(
             unit,
@@ -215,7 +216,7 @@ class SystemdLauncher(Launcher):
             journal_cursor=cursor,
             extra={"bind_host": bind_host},
         )
-        record_path = await self._record_path(unit)
+        record_path = await self.record_path(unit)
         record = record.model_copy(update={"record_path": record_path})
         await self.host.run(["mkdir", "-p", posixpath.dirname(record_path)], timeout=20)
         await self.host.write_file(record_path, record.model_dump_json(), mode=0o600)
@@ -223,7 +224,7 @@ class SystemdLauncher(Launcher):
 
     async def relaunch(self, record: RunRecord) -> RunRecord:
         unit = record.unit or "sglang"
-        unit_path = record.unit_path or posixpath.join(await self._unit_dir(), f"{unit}.service")
+        unit_path = record.unit_path or posixpath.join(await self.resolved_unit_dir(), f"{unit}.service")
         return await self._start_unit(
             unit, unit_path, name=record.profile, port=record.port, source=record.profile_path,
             bind_host=record.extra.get("bind_host"),

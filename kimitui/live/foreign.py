@@ -14,7 +14,7 @@ from kimitui.events import ErrorEvent, ProfileState
 from kimitui.host.base import Host
 from kimitui.launcher import ports
 from kimitui.launcher.http_ready import client, served_model
-from kimitui.launcher.swap import reach_server, server_url
+from kimitui.launcher.reach import reach_server, server_url
 from kimitui.profiles import Profile
 from kimitui.session import Session
 

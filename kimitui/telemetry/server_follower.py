@@ -19,7 +19,7 @@ from kimitui.host.base import Host
 from kimitui.launcher.base import Launcher, RunRecord
 from kimitui.launcher.drift import expected_args
 from kimitui.launcher.select import find_running
-from kimitui.launcher.swap import reach_server, server_url
+from kimitui.launcher.reach import reach_server, server_url
 from kimitui.profiles import Profile
 from kimitui.session import Session
 from kimitui.telemetry.logs import LogFollower
