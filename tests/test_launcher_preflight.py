@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -15,6 +14,7 @@ from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.plan import plan_swap
 from kimitui.launcher.swap import SwapOptions, check_flags, swap
+from tests.support.waiting import wait_for
 from kimitui.profiles import load_profile
 
 if TYPE_CHECKING:
@@ -117,10 +117,8 @@ async def test_a_second_swap_on_the_same_host_is_refused_while_one_runs(tmp_path
     # another kimitui process holds the host's swap lock
     holder = subprocess.Popen(["flock", str(state / "swap.lock"), "sleep", "30"], start_new_session=True)
     try:
-        for _ in range(100):
-            if subprocess.run(["flock", "-n", str(state / "swap.lock"), "true"]).returncode == 1:
-                break
-            await asyncio.sleep(0.02)
+        await wait_for(lambda: subprocess.run(["flock", "-n", str(state / "swap.lock"), "true"]).returncode == 1,
+                       5, "the other process to hold the swap lock", interval=0.02)
         launcher = ProcessLauncher(LocalHost("sim"), simulated=True, state_dir=str(state))
         out = await swap(LocalHost("sim"), "ep8-tuned", SwapOptions(timeout=5), launcher=launcher)
         assert out.outcome == "failed" and "another swap is running on sim" in out.reason

@@ -14,6 +14,7 @@ import pytest
 
 from kimitui.launcher.readiness import PHASES
 from kimitui.launcher.swap import SwapOptions, swap
+from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:
     from tests.support.launcher_env import SimEnv
@@ -153,10 +154,8 @@ async def test_a_swap_over_ssh_survives_the_link_dropping_during_start_up(sim_en
             target = sim_env.profile("slowish", "ep8-tuned", startup_s=250.0)  # ~2.5 s at time-scale 100
             task = asyncio.create_task(swap(host, str(target), SwapOptions(timeout=60), session=sim_env.session,
                                             launcher=launcher))
-            for _ in range(400):
-                if any(e.kind == "swap_progress" and e.phase == "weights" for e in sim_env.events):
-                    break
-                await asyncio.sleep(0.01)
+            await wait_for(lambda: any(e.kind == "swap_progress" and e.phase == "weights" for e in sim_env.events),
+                           20, "the target to report loading weights")
             await server.restart()  # every connection aborted, every remote command killed
             out = await task
             assert out.ok, out.reason  # the detached server lived on and the follower came back
