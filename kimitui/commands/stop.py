@@ -33,22 +33,11 @@ async def _run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: every command module is imported to build the parser,
     # and `kimitui --help` should not pay for rich and the launchers.
     from rich.console import Console
-    from rich.markup import escape
 
-    from kimitui.commands.common import open_host
-    from kimitui.host.base import HostError
+    from kimitui.commands.common import console_errors, on_host
 
     console = Console(highlight=False)
-    try:
-        host = open_host(args)
-    except Exception as exc:  # noqa: BLE001 - config problems are reported, not raised
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return 2
-    try:
-        return await _stop(console, host, args)
-    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return 2
+    return await on_host(args, lambda host: _stop(console, host, args), console_errors(console))
 
 
 async def _stop(console: Console, host: Host, args: argparse.Namespace) -> int:
@@ -57,22 +46,21 @@ async def _stop(console: Console, host: Host, args: argparse.Namespace) -> int:
     from kimitui.launcher.base import LaunchError
     from kimitui.launcher.select import find_running
 
-    async with host:
-        found = await find_running(host, unit=args.unit)
-        if found is None:
-            console.print(f"{escape(host.name)}: nothing kimitui started is running")
-            return 0
-        launcher, running = found
-        if not args.yes:
-            if not sys.stdin.isatty():
-                console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to stop without asking")
-                return 1
-            if console.input(f"stop {running.profile} on {host.name}? [y/N] ").strip().lower() not in ("y", "yes"):
-                return 1
-        try:
-            how = await launcher.stop(running)
-        except LaunchError as exc:
-            console.print(f"[red]error[/]: {escape(str(exc))}")
+    found = await find_running(host, unit=args.unit)
+    if found is None:
+        console.print(f"{escape(host.name)}: nothing kimitui started is running")
+        return 0
+    launcher, running = found
+    if not args.yes:
+        if not sys.stdin.isatty():
+            console.print("[red]not confirmed[/]: stdin is not a terminal; pass --yes to stop without asking")
             return 1
+        if console.input(f"stop {running.profile} on {host.name}? [y/N] ").strip().lower() not in ("y", "yes"):
+            return 1
+    try:
+        how = await launcher.stop(running)
+    except LaunchError as exc:
+        console.print(f"[red]error[/]: {escape(str(exc))}")
+        return 1
     console.print(f"{escape(host.name)}: {escape(running.profile)} stopped ({escape(how)})")
     return 0

@@ -55,8 +55,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from kimitui.commands.common import HostChoiceError, open_host
-    from kimitui.host.base import HostError
+    from kimitui.commands.common import console_errors, on_host
     from kimitui.launcher.profiles import load
     from kimitui.profiles import ProfileError
 
@@ -67,20 +66,11 @@ async def _run(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return EXIT_USAGE
-    try:
-        host = open_host(args)
-    except HostChoiceError as exc:
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - a bad config file is reported, not raised
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return EXIT_USAGE
-    target = _on_sim_port(args, host, target)
-    try:
-        return await _swap(console, host, target, args, extra)
-    except HostError as exc:  # unreachable, a changed host key, refused credentials: one line, no traceback
-        console.print(f"[red]error[/]: {escape(str(exc))}")
-        return EXIT_USAGE
+
+    async def work(host: "Host") -> int:
+        return await _swap(console, host, _on_sim_port(args, host, target), args, extra)
+
+    return await on_host(args, work, console_errors(console))
 
 
 async def _swap(console: "Console", host: "Host", target: "Profile", args: argparse.Namespace, extra: list[str]) -> int:
@@ -92,30 +82,29 @@ async def _swap(console: "Console", host: "Host", target: "Profile", args: argpa
     from kimitui.recording import RecordingError, RecordingWriter
     from kimitui.session import Session
 
-    async with host:
-        found = await find_running(host, unit=target.launcher.unit)
-        running = found[1] if found else None
-        _show_plan(console, host.name, running, target, extra)
-        if not args.yes and not _confirm(console, f"swap {host.name} to {target.name}?"):
-            return EXIT_NOT_SERVING
-        session = Session(host=host.name)
-        writer = None
-        if args.out:
-            try:
-                writer = RecordingWriter(args.out, hosts=[host.name], meta={"command": "swap"}).start()
-            except (RecordingError, OSError) as exc:
-                console.print(f"[red]error[/]: --out: {escape(str(exc))}")
-                return EXIT_USAGE
-            session.add_sink(writer)
+    found = await find_running(host, unit=target.launcher.unit)
+    running = found[1] if found else None
+    _show_plan(console, host.name, running, target, extra)
+    if not args.yes and not _confirm(console, f"swap {host.name} to {target.name}?"):
+        return EXIT_NOT_SERVING
+    session = Session(host=host.name)
+    writer = None
+    if args.out:
         try:
-            with SwapBar(console) as bar:
-                session.add_sink(bar)
-                options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags)
-                outcome = await swap(host, target, options, session=session)
-        finally:
-            path = await writer.aclose() if writer is not None else None
-        if path is not None:
-            console.print(f"recorded to {escape(str(path))}")
+            writer = RecordingWriter(args.out, hosts=[host.name], meta={"command": "swap"}).start()
+        except (RecordingError, OSError) as exc:
+            console.print(f"[red]error[/]: --out: {escape(str(exc))}")
+            return EXIT_USAGE
+        session.add_sink(writer)
+    try:
+        with SwapBar(console) as bar:
+            session.add_sink(bar)
+            options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags)
+            outcome = await swap(host, target, options, session=session)
+    finally:
+        path = await writer.aclose() if writer is not None else None
+    if path is not None:
+        console.print(f"recorded to {escape(str(path))}")
     _show_outcome(console, host.name, outcome)
     return EXIT_OK if outcome.ok else EXIT_NOT_SERVING
 
