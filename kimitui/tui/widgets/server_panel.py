@@ -35,7 +35,7 @@ class ServerPanel(Widget, ModelView):
         w = max(6, self.size.width - 18)
         out = Text(no_wrap=True, overflow="ellipsis")
         if not s:
-            out.append("no scheduler figures yet", "dim")
+            out.append("no scheduler figures yet\n", "dim")
         else:
             def line(label: str, key: str, fmt: str, top: float | None = None) -> None:
                 value = s.get(key)
