@@ -10,13 +10,17 @@ from pathlib import Path
 import pytest
 
 from kimitui.events import Note, SweepSpec
+from kimitui.launcher import guard
 from kimitui.launcher.swap import DEFAULT_TIMEOUT_S, SwapOptions
 from kimitui.live.profiles import ProfileBook
 from kimitui.live.quitting import quit_rule, stops_server_on_quit
 from kimitui.live.recorder import RecorderHandle
 from kimitui.live.sweep_defaults import DEFAULT_LEVELS, SweepDefaults
+from kimitui.live.sweeps import guard_notice
+from kimitui.profiles import load_profile
 from kimitui.recording import read_recording
 from kimitui.session import Session
+from kimitui.tui.cockpit_state import CockpitModel
 
 
 def test_events_before_the_recording_opens_are_written_first(tmp_path: Path) -> None:
@@ -98,3 +102,17 @@ def test_swap_options_are_frozen_with_the_cockpits_defaults() -> None:
         options.timeout = 1.0  # type: ignore[misc]  # the point: it cannot be changed
     assert dataclasses.replace(options, timeout=5.0).timeout == 5.0
 
+
+
+def test_the_guards_sweep_notice_is_a_warning_the_errors_counter_does_not_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep of a confounded change says so first, as a warning: the sweep runs, nothing failed."""
+    monkeypatch.setenv("KIMITUI_STATE_DIR", str(tmp_path))
+    guard.mark_baseline("sim", "ep8-tuned")
+    event = guard_notice("sim", load_profile("ep8-v2"))
+    assert event is not None and event.source == "guard" and event.severity == "warning"
+    assert "confounded" in (event.message + event.detail)
+    model = CockpitModel()
+    model.apply([event])
+    assert model.errors == 0 and model.take_notices()[-1].severity == "warning"
+    assert guard_notice("sim", load_profile("ep8-tuned")) is None  # the baseline itself: nothing to say

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kimitui.analysis.window import EventHistory
-from kimitui.events import GpuReading, GpuSample, LogLine, SweepProgress, InFlight
+from kimitui.events import GpuReading, GpuSample, InFlight, LogLine, ProfileSwitch, SweepProgress
 from kimitui.tui.cockpit_state import CockpitModel, spread_points
 from tests.support.fakecontrol import T0, caps, gpu_sample, story_events, straggler
 
@@ -117,3 +117,13 @@ def test_access_lines_can_be_hidden_and_one_kind_shown_alone():
     assert [e.kind for e in m.filtered_logs(kind="-access")] == ["decode"]
     assert [e.kind for e in m.filtered_logs(kind="access")] == ["access"]
     assert len(m.filtered_logs()) == 2
+
+
+def test_a_swap_notice_says_the_recorded_total_not_the_sum_of_every_phase_and_the_total():
+    phases = {"stop": 2.0, "start": 1.1, "weights": 30.0, "cuda_graph": 8.0, "health": 3.0, "warmup": 1.0, "total": 45.1}
+    m = CockpitModel()
+    m.apply([ProfileSwitch(t=T0, host="sim", from_profile="ep8", to_profile="ep8-tuned", outcome="ok", phases=phases)])
+    assert m.take_notices()[-1].message == "swapped ep8 -> ep8-tuned in 45.1 s"
+    old = {k: v for k, v in phases.items() if k != "total"}  # a recording from before the total was kept
+    m.apply([ProfileSwitch(t=T0, host="sim", from_profile="ep8-tuned", to_profile="ep8", outcome="ok", phases=old)])
+    assert m.take_notices()[-1].message == "swapped ep8-tuned -> ep8 in 45.1 s"

@@ -16,6 +16,18 @@ from kimitui.session import Session
 log = logging.getLogger(__name__)
 
 
+def guard_notice(host_name: str, running: Profile) -> ErrorEvent | None:
+    """The guard's notice for a sweep of ``running``: what changed since the host's baseline, or None.
+
+    A warning, not an error: the sweep runs, and the cockpit's errors counter counts faults only."""
+    report = sweep_notice(host_name, running)
+    if report is None or not report.changes:
+        return None
+    lines = report.lines()
+    return ErrorEvent(host=host_name, source="guard", severity="warning", message=" ".join(lines[:1]),
+                      detail="\n".join(lines))
+
+
 class Sweeps:
     """Starts, waits for and stops the one sweep of a live session."""
 
@@ -39,14 +51,12 @@ class Sweeps:
     def _guard_notice(self, host_name: str, running: Profile) -> None:
         """What changed since the host's baseline: a sweep of a confounded change says so first."""
         try:
-            report = sweep_notice(host_name, running)
+            event = guard_notice(host_name, running)
         except Exception as exc:
             log.debug("guard: %s", exc)
             return
-        if report is not None and report.changes:
-            lines = report.lines()
-            self._session.publish(ErrorEvent(host=host_name, source="guard", message=" ".join(lines[:1]),
-                                             detail="\n".join(lines)))
+        if event is not None:
+            self._session.publish(event)
 
     async def wait(self) -> None:
         """Until the sweep ends; a failure is shown, not raised."""

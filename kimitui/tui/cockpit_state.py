@@ -639,7 +639,8 @@ class CockpitModel:
     def _on_switch(self, ev: ProfileSwitch) -> Parts:
         self.last_switch = ev
         self.swap = None
-        took = sum(ev.phases.values())
+        # the recorded total (a swap records it beside its phases); older recordings: the phases' sum
+        took = ev.phases.get("total", sum(ev.phases.values()))
         if ev.outcome == "ok":
             self.profile = ev.to_profile
             text = f"swapped {ev.from_profile or '-'} -> {ev.to_profile} in {took:.1f} s"
