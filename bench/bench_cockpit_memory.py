@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
-import importlib.util
 import json
 import os
 import random
@@ -65,16 +64,11 @@ if TYPE_CHECKING:  # the model class is loaded per revision at run time (``model
     from kimitui.tui.cockpit_state import CockpitModel
 
 sys.path.insert(0, str(ROOT / "bench"))
+from benchutil import module_at_revision, rss_mb  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above)
 from bench_recording import LEVELS, MAX_TOKENS, SEED_AGG_TOK_S, decode_line, gpu_sample  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above), not a package mypy sees
 
 SWEEP_EVERY_S = 900.0
 T0 = 1_772_618_400.0
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * PAGE / 1e6
 
 
 # --------------------------------------------------------------------------- the synthetic session
@@ -204,16 +198,7 @@ def load_model_class(rev: str | None):
     if rev is None:
         from kimitui.tui.cockpit_state import CockpitModel
         return CockpitModel
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:kimitui/tui/cockpit_state.py"], check=True,
-                         capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "model_rev.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("model_rev", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["model_rev"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod.CockpitModel
+    return module_at_revision(rev, "kimitui/tui/cockpit_state.py", "model_rev").CockpitModel
 
 
 def kept_for_compare(model: CockpitModel) -> dict[str, int]:
@@ -288,6 +273,9 @@ def print_memory(hours: float, rev: str | None) -> bool:
         raise SystemExit(f"the child failed ({proc.returncode})")
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     base = r["first_sweep_mb"]
+    if base is None:
+        raise SystemExit(f"no sweep finished in {hours:g} h (one every {SWEEP_EVERY_S / 3600:g} h): "
+                         "pass --hours of at least 0.3")
     limit = base * 1.10
     ok = r["end_mb"] <= limit and r["peak_mb"] <= limit
     load = os.getloadavg()[0]

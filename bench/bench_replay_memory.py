@@ -34,16 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parents[1]))
 sys.path.insert(0, str(Path(__file__).absolute().parent))
+from benchutil import rss_mb  # noqa: E402  # bench/ is on sys.path (above)
 
 GROWTH_GOAL = 0.10
 SEEK_GOAL_S = 0.2
 N_SEEKS = 20
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _PAGE / 1e6
 
 
 def peak_mb() -> float:

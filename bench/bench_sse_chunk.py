@@ -13,17 +13,16 @@ Run: ``.venv/bin/python bench/bench_sse_chunk.py [--vs HEAD~1]``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from types import ModuleType
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchutil import module_at_revision  # noqa: E402  # bench/ is on sys.path (above)
 
 
 def chunk(i: int) -> bytes:
@@ -57,17 +56,7 @@ def per_chunk_us(mod: ModuleType, split: bool) -> float:
 
 
 def load_rev(rev: str) -> ModuleType:
-    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:kimitui/loadgen/client.py"], check=True,
-                          capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "client_rev.py")
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("client_rev", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["client_rev"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return module_at_revision(rev, "kimitui/loadgen/client.py", "client_rev")
 
 
 def main() -> None:
