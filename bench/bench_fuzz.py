@@ -27,32 +27,12 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from kimitui.events import dump_event  # noqa: E402
-from kimitui.launcher.readiness import Readiness  # noqa: E402
-from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats  # noqa: E402
-from tests.support.fuzzcases import frame_case, log_case  # noqa: E402
+from tests.support.fuzzcases import frame_case, log_case, logparse_runner  # noqa: E402
 from tests.support.profilefuzz import profile_case, profile_runner  # noqa: E402
 from tests.support.ssefuzz import sse_case, sse_runner  # noqa: E402
 
 BUDGET_MS = 10.0
 """The issue's goal per case (per line, per frame)."""
-
-
-def logparse_runner() -> Callable[[str], None]:
-    """A line's whole path: split, parse, LogLine, stats, JSON (the follower), and swap readiness."""
-    readiness = Readiness()
-
-    def run(line: str) -> None:
-        for piece in split_glued(line):
-            event = to_event(piece, host="h", source="s", t=1.0)
-            dump_event(event)
-            stats = to_stats(parse_line(piece), host="h", t=1.0)
-            if stats is not None:
-                dump_event(stats)
-            if "parse_error" in event.fields:  # caught inside the parser, but still a parser bug
-                raise AssertionError(f"parse_error: {event.fields['parse_error']}")
-        readiness.feed(line)
-
-    return run
 
 
 def agent_runner() -> Callable[[str], None]:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats, dump_event
 from kimitui.launcher.readiness import Readiness
-from kimitui.telemetry.logparse import MAX_LINE_CHARS, parse_line, split_glued, to_event, to_stats
-from tests.support.fuzzcases import log_case
+from kimitui.telemetry.logparse import MAX_LINE_CHARS, parse_line, to_event, to_stats
+from tests.support.fuzzcases import log_case, logparse_runner
 
 WATCHDOG_20K = "[2025-12-09 11:20:00 TP5] Watchdog timeout (self.watchdog_" + "9" * 20000
 LINE_BUDGET_S = 0.010
@@ -37,14 +37,8 @@ def _cpu_s(fn: Callable[[], object]) -> float:
 
 
 def _whole_path(line: str) -> None:
-    """What the follower and readiness do with one line: split, parse, event, stats, JSON."""
-    for piece in split_glued(line):
-        ev = to_event(piece, host="h", source="s", t=1.0)
-        dump_event(ev)
-        stats = to_stats(parse_line(piece), host="h", t=1.0)
-        if stats is not None:
-            dump_event(stats)
-    Readiness().feed(line)
+    """What the follower and readiness do with one line (a fresh readiness each time)."""
+    logparse_runner()(line)
 
 
 def test_the_20kb_watchdog_line_takes_under_10ms_and_is_flagged_truncated() -> None:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
+from kimitui.events import dump_event
+from kimitui.launcher.readiness import Readiness
+from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL
 
 LOG_LINES = [g[0] for g in ALL]
@@ -164,3 +168,23 @@ def frame_case(rng: random.Random) -> str:
         return text[:i] if rng.random() < 0.5 else text[:i] + rng.choice(_RAW_VALUES + ["\x00", "}", "{"]) + text[i:]
     return rng.choice(["", " ", "null", "[]", "[1,2]", '"tick"', "{}", '{"type":null}', '{"type":"warp"}',
                        "[" * 200000, "x" * 300000])
+
+
+def logparse_runner() -> Callable[[str], None]:
+    """A line's whole path: split, parse, LogLine, stats, JSON (the follower), and swap readiness.
+
+    Raises on a ``parse_error`` field: the parser caught it, but it is still a parser bug."""
+    readiness = Readiness()
+
+    def run(line: str) -> None:
+        for piece in split_glued(line):
+            event = to_event(piece, host="h", source="s", t=1.0)
+            dump_event(event)
+            stats = to_stats(parse_line(piece), host="h", t=1.0)
+            if stats is not None:
+                dump_event(stats)
+            if "parse_error" in event.fields:
+                raise AssertionError(f"parse_error: {event.fields['parse_error']}")
+        readiness.feed(line)
+
+    return run
