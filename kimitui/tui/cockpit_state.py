@@ -20,6 +20,7 @@ from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
+from kimitui.tui.timeline_marks import Timeline
 from kimitui.events import (
     LogSeverity,
     Baseline,
@@ -70,7 +71,7 @@ HISTORY_HORIZON_S = 1200.0
 STRAGGLER_RESULTS = 256
 """Stragglers per sweep whose request result (with its chunk offsets) the cockpit keeps."""
 
-Part = Literal["header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers"]
+Part = Literal["header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers", "timeline"]
 """A part of the screen the fold can change; each widget declares the parts it shows (``ModelView.shows``)."""
 Parts: TypeAlias = frozenset[Part]
 PANELS: tuple[Part, ...] = get_args(Part)
@@ -84,6 +85,7 @@ LOG: Parts = frozenset({"log"})
 HEADER: Parts = frozenset({"header"})
 SERVER: Parts = frozenset({"server"})
 HEADER_LOG: Parts = frozenset({"header", "log"})
+TIMELINE: Parts = frozenset({"timeline"})
 
 NoticeSeverity = Literal["information", "warning", "error"]
 _NOTICE_OF: dict[str, NoticeSeverity] = {"info": "information", "warning": "warning", "error": "error"}
@@ -386,6 +388,8 @@ class CockpitModel:
         self.dropped = 0
         self.last_t: float | None = None
         self.history = CompactHistory()
+        self.timeline = Timeline()
+        """Level spans and marks on the sweep's time axis (the strip under the curve)."""
         self._compare_events: deque[Event] = deque(maxlen=20_000)
         """Bounded: what the compare view needs of the sweeps this session saw, but request results."""
         self._requests: dict[str, list[PackedFigures]] = {}
@@ -433,7 +437,8 @@ class CockpitModel:
         if ev.kind in COMPARE_KINDS:
             self._keep_for_compare(ev)
         handler = _FOLD.get(type(ev))
-        return handler(self, ev) if handler is not None else NOTHING
+        parts = handler(self, ev) if handler is not None else NOTHING
+        return parts | TIMELINE if self.timeline.add(ev) else parts
 
     # One handler per event type (the table ``_FOLD`` below the class); each returns the parts it changed.
     def _on_gpu_sample(self, ev: GpuSample) -> Parts:

@@ -1,10 +1,13 @@
 """Throughput vs concurrency: this run's two aggregates, the moving live point, earlier profiles.
 
-X is log2(C) with ticks labelled by C, so 1..256 spreads evenly.  Solid line =
-seed-comparable aggregate (tokens / level wall); dots = steady-state aggregate;
-``●`` = the running level so far.  Other profiles' last runs stay as dim lines.
-A level that failed, was aborted or cut is no point of any line: a red ``✗`` on
-the floor marks where it ran (its figures are not a measurement of the server).
+X is log2(C) with a tick at exactly each level swept, labelled with C where it
+fits; both axes carry their titles.  ``━●`` = seed-comparable aggregate (tokens
+/ level wall, what the seeds' script reported), a marker per measured level;
+``┈◇`` = steady-state aggregate (dotted, cyan); ``◉ now`` = the running level
+so far.  Other profiles' last runs are overlaid, one colour each, named in the
+panel title.  A level that failed, was aborted or cut is a hollow ``○`` at the
+figure it reached, never joined into a line and never the peak.
+What to draw is decided in :mod:`kimitui.tui.curve_series`; this only paints it.
 """
 
 from __future__ import annotations
@@ -14,32 +17,48 @@ from collections.abc import Sequence
 
 from typing import Unpack
 
+from rich.markup import escape
+from textual import events
+from textual_hires_canvas import Canvas, TextAlign
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
-from rich.markup import escape
 
 from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.curve_series import (
+    AGG_MARK, AGG_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK, STEADY_MARK,
+    STEADY_STYLE, Hollow, ProfileSeries, curve_figure, dotted, fit_legend, legend_items,
+    level_ticks, markup_len, nice_y_ticks, peak_point, short_tok, x_limits,
+)
+from kimitui.tui.timeline_marks import kinds_shown, legend as timeline_legend
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
-OTHER_STYLES = ("grey58", "magenta", "dark_orange", "cyan", "purple")
 NOT_OK_MARK = "✗"
+"""The compare view's floor mark for a level with no point."""
 NOT_OK_STYLE = "bold red"
 
 
-def sweep_status(model: CockpitModel) -> str:
-    """The curve panel's subtitle: how far the running sweep is, or how the last one ended."""
+def sweep_status(model: CockpitModel, width: int | None = None) -> str:
+    """The curve panel's subtitle: how far the running sweep is, or how the last one ended, and its peak.
+
+    The peak is the best ``ok`` level's seed-comparable aggregate: a failed, aborted or cut level is
+    never the peak, whatever figure it reached (and whatever an old recording's result says).
+    Narrower than ``width`` cells it says the same in short."""
     sw = model.sweep
     if sw is None:
         return "press s to sweep"
-    if sw.outcome is not None:
-        peak = f" peak {sw.outcome.peak_tok_s:.0f} tok/s" if sw.outcome.peak_tok_s is not None else ""
-        return f"{sw.profile}: {sw.outcome.outcome}{peak}"
+    best = peak_point(model.curves.get(sw.profile or "?", {}))
     done = len({lv.concurrency for lv in sw.levels})
-    return f"{sw.profile}: C={sw.concurrency} ({done}/{len(sw.spec.levels)} levels done)"
+    where = sw.outcome.outcome if sw.outcome is not None else f"C={sw.concurrency}"
+    long = f"{sw.profile}: {where}" + ("" if sw.outcome else f" ({done}/{len(sw.spec.levels)} levels done)")
+    short = f"{where}" + ("" if sw.outcome else f" {done}/{len(sw.spec.levels)}")
+    if best is not None:
+        long += f"  peak {best[1]:.0f} tok/s @C={best[0]}"
+        short += f" peak {best[1]:.0f}@C={best[0]}"
+    return long if width is None or len(long) <= width else short
 
 
 class ConcurrencyAxis(AxisFormatter):
-    """Ticks at the powers of two inside the range, labelled with C itself."""
+    """Ticks at the powers of two inside the range, labelled with C itself (the compare view's axis)."""
 
     def get_ticks(self, min_: float, max_: float, max_ticks: int = 8) -> list[float]:
         ticks = [float(k) for k in range(math.floor(min_), math.ceil(max_) + 1) if min_ <= k <= max_]
@@ -48,6 +67,26 @@ class ConcurrencyAxis(AxisFormatter):
 
     def get_labels_for_ticks(self, ticks: Sequence[float]) -> list[str]:
         return [str(round(2 ** t)) for t in ticks]
+
+
+class LevelAxis(ConcurrencyAxis):
+    """A tick at each level swept; the label chosen by ``level_ticks`` (blank where it would collide)."""
+
+    def __init__(self) -> None:
+        self.labels: dict[float, str] = {}
+
+    def get_labels_for_ticks(self, ticks: Sequence[float]) -> list[str]:
+        return [self.labels.get(t, str(round(2 ** t))) for t in ticks]
+
+
+class TokAxis(AxisFormatter):
+    """tok/s ticks in at most five characters (1.5k), so the left margin stays narrow."""
+
+    def get_ticks(self, min_: float, max_: float, max_ticks: int = 8) -> list[float]:
+        return nice_y_ticks(max_, 2 * max_ticks)
+
+    def get_labels_for_ticks(self, ticks: Sequence[float]) -> list[str]:
+        return [short_tok(t) for t in ticks]
 
 
 class SweepCurve(PlotWidget, ModelView):
@@ -62,69 +101,103 @@ class SweepCurve(PlotWidget, ModelView):
         self.legend = ""
         """Content markup naming the series; the app shows it in the panel's title.  (The plot's own
         legend widget relayouts the whole screen on every update.)"""
+        self.xaxis = LevelAxis()
+        self._live: tuple[float, float] | None = None
 
     def caption(self) -> tuple[str | None, str | None]:
-        return (f"tok/s vs C  {self.legend}" if self.legend else "Throughput vs concurrency",
-                sweep_status(self.model))
+        room = self.size.width - 2
+        status = sweep_status(self.model, room)
+        marks = timeline_legend(kinds_shown(self.model.timeline))
+        if marks and len(status) + 3 + markup_len(marks) <= room:  # the strip's glyphs, named where room
+            status = f"{escape(status)} · {marks}"
+        else:
+            status = escape(status)
+        if not self.legend:
+            return "Throughput vs concurrency", status
+        return (f"Throughput  {self.legend}" if room >= 60 else self.legend), status
 
     def on_mount(self) -> None:
-        self.set_x_formatter(ConcurrencyAxis())
-        self.set_xlabel("concurrency")
+        self.set_x_formatter(self.xaxis)
+        self.set_y_formatter(TokAxis())
         self.set_ylabel("tok/s")
-        self.margin_top = 0
-        self.margin_bottom = 2
-        self.margin_left = 7
+        self.margin_left = 6
         self.redraw()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.redraw()
+        self.refresh(layout=True)
+
+    def _fit_margins(self) -> tuple[int, int]:
+        """(plot columns, plot rows inside the frame); below 8 rows the x title gives its row to the plot."""
+        w, h = self.size.width, self.size.height
+        margins = (1 if h >= 5 else 0, 2 if h >= 8 else 1)
+        if margins != (self.margin_top, self.margin_bottom):
+            self.margin_top, self.margin_bottom = margins
+            self.refresh(layout=True)  # the plot resets its margin canvases only on a layout refresh
+        self.set_xlabel("concurrency C (log scale)" if w >= 34 else ("C (log scale)" if w >= 20 else "C"))
+        return max(4, w - self.margin_left), max(1, h - self.margin_top - self.margin_bottom - 2)
+
     def redraw(self) -> None:
-        m = self.model
+        fig = curve_figure(self.model)
+        cols, rows = self._fit_margins()
         self.clear()
-        legend: list[str] = []
-        current = m.sweep.profile if m.sweep else None
-        ymax = 10.0
-        levels: list[int] = []
-        not_ok: list[int] = []
-        for i, (profile, points) in enumerate(m.curves.items()):
-            if profile == (current or "?") or not points:
-                continue
-            xs = sorted(c for c in points if points[c].status == "ok")
-            levels += list(points)
-            if not xs:
-                continue
-            ys = [points[c].agg_tok_s or 0.0 for c in xs]
-            ymax = max(ymax, *ys)
-            style = OTHER_STYLES[i % len(OTHER_STYLES)]
-            self.plot([math.log2(c) for c in xs], ys, line_style=style, hires_mode=HiResMode.BRAILLE)
-            legend.append(f"[{style}]━ {escape(profile)}[/]")
-        if m.sweep is not None:
-            levels += list(m.sweep.spec.levels)
-            points = m.curves.get(current or "?", {})
-            not_ok = sorted(c for c, p in points.items() if p.status != "ok")
-            xs = sorted(c for c in points if points[c].status == "ok")
-            agg = [(c, y) for c in xs if (y := points[c].agg_tok_s) is not None]
-            steady = [(c, y) for c in xs if (y := points[c].steady_tok_s) is not None]
-            if agg:
-                ymax = max(ymax, *(y for _, y in agg))
-                self.plot([math.log2(c) for c, _ in agg], [y for _, y in agg], line_style="bold green",
-                          hires_mode=HiResMode.BRAILLE)
-            if steady:
-                ymax = max(ymax, *(y for _, y in steady))
-                self.scatter([math.log2(c) for c, _ in steady], [y for _, y in steady], marker="·",
-                             marker_style="bold cyan")
-            if not_ok:
-                self.scatter([math.log2(c) for c in not_ok], [0.0] * len(not_ok), marker=NOT_OK_MARK,
-                             marker_style=NOT_OK_STYLE)
-            live = m.sweep.live_point
-            if live is not None:
-                ymax = max(ymax, live[1])
-                self.scatter([math.log2(live[0])], [live[1]], marker="●", marker_style="bold yellow")
-        if m.sweep is not None:
-            legend = [f"[b green]━ {escape(current or '?')} agg[/]", "[b cyan]· steady[/]",
-                      *(["[b yellow]● now[/]"] if m.sweep.live_point else []),
-                      *([f"[{NOT_OK_STYLE}]{NOT_OK_MARK} not ok[/]"] if not_ok else []), *legend]
-        self.legend = "  ".join(legend)
-        if levels:
-            self.set_xlimits(math.log2(max(1, min(levels))) - 0.3, math.log2(max(levels)) + 0.3)
+        xmin, xmax = x_limits(fig.levels)
+        ticks = level_ticks(fig.levels, xmin, xmax, cols)
+        self.xaxis.labels = dict(ticks)
+        self.set_xticks([x for x, _ in ticks])
+        ytop = fig.ymax * 1.1
+        self.set_yticks(nice_y_ticks(ytop, rows))
+        for style, series in fig.overlays:
+            self._draw_series(series, style, style, OVERLAY_MARK)
+        if fig.current is not None:
+            sx, sy = dotted(fig.current.steady, xmin, xmax, ytop, cols, rows)
+            if sx:
+                self.scatter(sx, sy, marker_style=STEADY_STYLE, hires_mode=HiResMode.BRAILLE)
+            self._draw_series(fig.current, AGG_STYLE, STEADY_STYLE, AGG_MARK)
+        self._live = (math.log2(fig.live[0]), fig.live[1]) if fig.live is not None else None
+        if self._live is not None:
+            self.scatter([self._live[0]], [self._live[1]], marker=LIVE_MARK, marker_style=LIVE_STYLE)
+        room = self.size.width - 2
+        self.legend = fit_legend(legend_items(fig), max(10, room - 12 if room >= 60 else room))
+        self.set_xlimits(xmin, xmax)
+        self.set_ylimits(0, ytop)
+
+    def _draw_series(self, series: ProfileSeries, line: str, steady: str, mark: str) -> None:
+        """Line and a marker per measured level; steady markers (current run only); hollow not-ok levels."""
+        if series.agg:
+            xs, ys = [math.log2(c) for c, _ in series.agg], [y for _, y in series.agg]
+            self.plot(xs, ys, line_style=line, hires_mode=HiResMode.BRAILLE)
+        if series.steady and mark == AGG_MARK:
+            self.scatter([math.log2(c) for c, _ in series.steady], [y for _, y in series.steady],
+                         marker=STEADY_MARK, marker_style=steady)
+        if series.agg:
+            self.scatter(xs, ys, marker=mark, marker_style=line)
+        for status in sorted({h.status for h in series.hollow}):
+            marks: list[Hollow] = [h for h in series.hollow if h.status == status]
+            style = NOT_OK_STYLES.get(status, "bold red") if mark == AGG_MARK else line
+            self.scatter([math.log2(h.concurrency) for h in marks], [h.tok_s for h in marks],
+                         marker=HOLLOW_MARK, marker_style=style)
+
+    # textual_plot 0.10.1 (pinned) draws the x title on row 2 of the bottom margin and has no
+    # annotations: these two hooks put the title on the margin's last row and label the live point.
+    def _render_x_label(self) -> None:
+        if self.margin_bottom < 2:
+            return
+        canvas = self.query_one("#plot", Canvas)
+        margin = self.query_one("#margin-bottom", Canvas)
+        style = self.get_component_rich_style("plot--label")
+        margin.write_text(canvas.size.width // 2 + self.margin_left, self.margin_bottom - 1,
+                          f"[{style}]{self._x_label}", TextAlign.CENTER)
+
+    def _render_plot(self) -> None:
+        super()._render_plot()
+        if self._live is None or self._scale_rectangle.width < 4:
+            return
+        canvas = self.query_one("#plot", Canvas)
+        x, y = self.get_pixel_from_coordinate(*self._live)
+        if x + 4 < self._scale_rectangle.right:
+            canvas.write_text(x + 1, y, f"[{LIVE_STYLE}]now")
         else:
-            self.set_xlimits(-0.3, 8.3)
-        self.set_ylimits(0, ymax * 1.1)
+            canvas.write_text(x - 4, y, f"[{LIVE_STYLE}]now")
+
+
