@@ -28,9 +28,9 @@ from kimitui.tui.cockpit_state import (
     KeptResult,
     pack_figures,
     pack_offsets,
-    spread_points,
     unpack_offsets,
 )
+from kimitui.tui.spread_data import spread_points
 
 
 def rows(c: int, seed: int = 1) -> list[tuple[str, float, int, float | None]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kimitui.analysis.window import EventHistory
 from kimitui.events import GpuReading, GpuSample, InFlight, LogLine, ProfileSwitch, SweepProgress
-from kimitui.tui.cockpit_state import CockpitModel, spread_points
+from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.spread_data import spread_points
 from tests.support.fakecontrol import T0, caps, gpu_sample, story_events, straggler
 
 

@@ -1,71 +1,240 @@
-"""The current level's per-request tok/s: each request a point at (seconds since sent, tok/s).
+"""The running level's per-request decode rates as a stacked histogram (x: tok/s per request, y: requests).
 
-In-flight requests move right as they progress (yellow), finished ones stay
-(green), slow ones and the level's stragglers are red, so a crawling request
-stands out while it still crawls.  At high C a progress snapshot lists only the
-oldest and slowest requests; the rest come binned (``SweepProgress.cloud``) and
-are drawn one point per cell, counted as the requests they stand for.
+At a fixed C every request starts together and decodes at about the same rate, so
+a (seconds since sent, tok/s) scatter put 64 requests on one dot.  What the operator
+asks here is "how are the rates spread, and who is slow": each column counts the
+requests whose rate falls in it, finished ones solid green, in-flight ones (rate so
+far) yellow on top, slow ones and the level's stragglers red at the foot of their
+column, and the slow zone (below half the median) red along the axis, so a crawling
+request stands out at the left while it still crawls.  The median is a cyan mark.
+
+Drawn by hand from :mod:`kimitui.tui.spread_data` into one ``Text`` sized to the
+content region: the cost is the cells on screen plus the points (at most
+``SPREAD_DONE_MAX`` finished, 16 listed and the binned cloud in flight), never the history.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Unpack
 
-from textual_plot import PlotWidget
+from rich.text import Text
+from textual.widget import Widget
 
-from kimitui.tui.cockpit_state import CockpitModel, spread_points, weighted_median
+from kimitui.tui.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.render import BLOCKS
+from kimitui.tui.spread_data import (
+    LAYERS,
+    SLOW_FRACTION,
+    SpreadBins,
+    SpreadPoint,
+    SpreadSummary,
+    bin_points,
+    spread_points,
+    spread_summary,
+)
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
+EMPTY = "no sweep yet (s starts one)"
+LAYER_STYLE = {"done_slow": "red", "done": "green", "running_slow": "red", "running": "yellow"}
+MEDIAN_STYLE = "cyan"
 
-class SpreadChart(PlotWidget, ModelView):
+
+def rate_label(v: float) -> str:
+    return f"{v:.0f}" if v >= 10 or v == int(v) else f"{v:g}"
+
+
+def legend(s: SpreadSummary, width: int) -> Text:
+    """C, done, running, slow, failed, median, min: the long words when they fit, short ones when not."""
+    for long, with_min in ((True, True), (False, True), (False, False)):
+        out = Text(no_wrap=True, overflow="ellipsis")
+        gap = "  " if long else " "
+        out.append(f"C={s.concurrency}", "bold")
+        out.append(f"{gap}done {s.done}", "green")
+        if s.live:
+            out.append(f"{gap}{'running' if long else 'run'} {s.running}", "yellow")
+        out.append(f"{gap}slow {s.slow}", "bold red" if s.slow else "dim")
+        if s.failed or long:
+            out.append(f"{gap}{'failed' if long else 'fail'} {s.failed}", "bold red" if s.failed else "dim")
+        if s.median is not None:
+            out.append(f"{gap}{'median' if long else 'med'} {s.median:.1f}", MEDIAN_STYLE)
+        if s.low is not None and with_min:
+            out.append(f"{gap}min {s.low:.1f}")
+        if long:
+            out.append(" tok/s", "dim")
+        if out.cell_len <= width:
+            return out
+    out.truncate(width, overflow="ellipsis")
+    return out
+
+
+def boundaries(stack: list[int], top: int, eighths: int) -> list[int]:
+    """Each layer's upper edge in eighths of a cell, cumulative; a layer with requests keeps at least one eighth."""
+    out, cum, prev = [], 0, 0
+    for count in stack:
+        cum += count
+        edge = round(cum / top * eighths) if top else 0
+        if count and edge <= prev:
+            edge = prev + 1
+        prev = min(edge, eighths)
+        out.append(prev)
+    return out
+
+
+def cell(edges: list[int], row: int) -> tuple[str, str]:
+    """(glyph, style) of the cell ``row`` cells above the axis in a column whose layers end at ``edges``."""
+    lo, hi = row * 8, row * 8 + 8
+    inside = [(k, max(lo, start), min(hi, end)) for k, (start, end) in enumerate(zip([0, *edges[:-1]], edges))
+              if end > lo and start < hi and end > start]
+    if not inside:
+        return "", ""
+    first, _, first_end = inside[0]
+    style = LAYER_STYLE[LAYERS[first]]
+    if len(inside) == 1:
+        return ("█" if first_end >= hi else BLOCKS[first_end - lo]), style
+    above = max(inside[1:], key=lambda t: (LAYER_STYLE[LAYERS[t[0]]] == "red", t[2] - t[1]))
+    return BLOCKS[first_end - lo], f"{style} on {LAYER_STYLE[LAYERS[above[0]]]}"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where things go: ``per_bin`` screen cells per histogram bin (2 on a wide panel: bars, not a comb)."""
+
+    bins: SpreadBins
+    per_bin: int
+    gutter: int
+    wide: bool
+
+    @property
+    def cells(self) -> int:
+        return self.bins.columns * self.per_bin
+
+    def cell_of(self, tok_s: float) -> int:
+        return max(0, min(self.cells - 1, int(tok_s / self.bins.x_max * self.cells)))
+
+
+def plot_rows(f: Frame, rows: int, median_cell: int | None) -> list[Text]:
+    """The histogram's rows, top first, each with its y-axis gutter (top count, "requests", half way)."""
+    bins = f.bins
+    top = max(1, bins.tallest())  # the tallest column fills the plot: its count is the y axis's top label
+    edges = [boundaries(bins.stack(c), top, rows * 8) for c in range(bins.columns)]
+    labels = {0: f"{top}┤"}
+    if rows >= 2:
+        labels[1] = ("requests" if f.wide else "req") + "│"
+    if rows >= 6 and top % 2 == 0:
+        labels[rows // 2] = f"{top // 2}┤"
+    out = []
+    for y in range(rows):
+        line = Text(no_wrap=True)
+        line.append(labels.get(y, "│").rjust(f.gutter), "dim")
+        row = rows - 1 - y
+        for x in range(f.cells):
+            glyph, style = cell(edges[x // f.per_bin], row)
+            if not glyph:
+                glyph, style = ("┊", MEDIAN_STYLE) if x == median_cell else (" ", "")
+            line.append(glyph, style)
+        out.append(line)
+    return out
+
+
+def tick_labels(f: Frame, ticks: list[tuple[int, float]]) -> Text:
+    """The ticks' values under the axis, then the unit (room for it first: a value without a unit says nothing)."""
+    unit = " tok/s per request" if f.wide else " tok/s"
+    width = max(0, f.cells - len(unit))
+    chars = [" "] * width
+    taken = -1
+    for x, v in ticks:
+        label = rate_label(v)
+        start = max(0, x - len(label) // 2)
+        if (taken >= 0 and start <= taken) or start + len(label) > width:
+            continue
+        chars[start:start + len(label)] = label
+        taken = start + len(label)
+    out = Text(" " * f.gutter + "".join(chars), "dim", no_wrap=True)
+    out.append(unit[-f.cells:], "bold")
+    return out
+
+
+def axis_rows(f: Frame, median_cell: int | None, median: float | None) -> list[Text]:
+    """The x axis (slow zone red, ticks, median ▲) and its labels, ending in the unit."""
+    ticks = [(f.cell_of(v), v) for v in f.bins.tick_values()]
+    tick_cells = {x for x, _ in ticks}
+    slow_cells = int(SLOW_FRACTION * median / f.bins.x_max * f.cells) if median is not None else 0
+    axis = Text(no_wrap=True)
+    axis.append(" " * (f.gutter - 1) + "└", "dim")
+    for x in range(f.cells):
+        if x == median_cell:
+            axis.append("▲", f"bold {MEDIAN_STYLE}")
+        else:
+            axis.append("┬" if x in tick_cells else "─", "red" if x < slow_cells else "dim")
+    return [axis, tick_labels(f, ticks)]
+
+
+def chart(pts: list[SpreadPoint], s: SpreadSummary, width: int, rows: int) -> list[Text]:
+    """The histogram, its axis and labels for ``rows`` plot rows (empty when the panel is too narrow)."""
+    wide = width >= 80
+    gutter = max(len("requests│" if wide else "req│"), len(str(sum(p.n for p in pts))) + 2)
+    cells = width - gutter
+    if rows < 1 or cells < 8:
+        return []
+    per_bin = 2 if cells >= 64 else 1
+    gap = len(rate_label(max(p.tok_s for p in pts))) + 3
+    f = Frame(bin_points(pts, cells // per_bin, min_gap=-(-gap // per_bin)), per_bin, gutter, wide)
+    median_cell = f.cell_of(s.median) if s.median is not None else None
+    return plot_rows(f, rows, median_cell) + axis_rows(f, median_cell, s.median)
+
+
+def spread_text(sweep: SweepView | None, width: int, height: int) -> Text:
+    """The whole chart for a content region ``width`` x ``height``: a legend line, the histogram, the axis."""
+    width, height = max(1, width), max(1, height)
+    pts = spread_points(sweep)
+    s = spread_summary(sweep, pts)
+    if sweep is None or s.concurrency is None:
+        return centred([Text(EMPTY, "dim")], width, height)
+    lines = [legend(s, width)]
+    if not pts:
+        what = "waiting for the first tokens" if s.live or sweep.outcome is None else "no finished request"
+        return centred(lines + [Text(f"C={s.concurrency}: {what}", "dim")], width, height)
+    lines += chart(pts, s, width, height - 3)
+    out = Text(no_wrap=True, overflow="crop")
+    for k, line in enumerate(lines[:height]):
+        if k:
+            out.append("\n")
+        line.truncate(width)
+        out.append_text(line)
+    return out
+
+
+def centred(lines: list[Text], width: int, height: int) -> Text:
+    out = Text(no_wrap=True, overflow="crop")
+    pad = max(0, (height - len(lines)) // 2)
+    for k in range(min(height, pad + len(lines))):
+        if k:
+            out.append("\n")
+        if k >= pad:
+            line = lines[k - pad]
+            line.truncate(width)
+            out.append(" " * max(0, (width - line.cell_len) // 2))
+            out.append_text(line)
+    return out
+
+
+class SpreadChart(Widget, ModelView):
+    DEFAULT_CSS = """
+    SpreadChart { text-wrap: nowrap; }
+    """
     can_focus = False
     shows = frozenset({"spread"})
 
     def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
-        super().__init__(allow_pan_and_zoom=False, **kwargs)
+        super().__init__(**kwargs)
         self.model = model
-        self.summary = ""
 
     def caption(self) -> tuple[str | None, str | None]:
-        return None, self.summary
-
-    def on_mount(self) -> None:
-        self.set_xlabel("s since sent")
-        self.set_ylabel("tok/s")
-        self.margin_top = 0
-        self.margin_bottom = 2
-        self.margin_left = 6
-        self.redraw()
+        return None, ("red: slow (< ½ median) or straggler" if self.model.sweep is not None else "")
 
     def redraw(self) -> None:
-        self.clear()
-        sw = self.model.sweep
-        pts = spread_points(sw)
-        groups = (
-            ("done", [p for p in pts if p.done and not p.slow], "·", "green"),
-            ("running", [p for p in pts if not p.done and not p.slow], "•", "yellow"),
-            ("slow", [p for p in pts if p.slow], "●", "bold red"),
-        )
-        for label, group, marker, style in groups:
-            if group:
-                self.scatter([p.x_s for p in group], [p.tok_s for p in group], marker=marker,
-                             marker_style=style, hires_mode=None, label=f"{label} {sum(p.n for p in group)}")
-        xmax = max((p.x_s for p in pts), default=10.0)
-        ymax = max((p.tok_s for p in pts), default=10.0)
-        self.set_xlimits(0, max(1.0, xmax) * 1.05)
-        self.set_ylimits(0, max(1.0, ymax) * 1.15)
-        self.show_legend(is_visible=False)
-        if sw is None or sw.concurrency is None:
-            self.summary = "no sweep yet (s starts one)"
-        else:
-            med = weighted_median(pts)
-            low = min((p.tok_s for p in pts), default=None)
-            prog = sw.progress
-            done = sum(p.n for p in pts if p.done)
-            slow = sum(p.n for p in pts if p.slow)
-            self.summary = (f"C={sw.concurrency}  [green]· done {done}[/]"
-                            + (f"  [yellow]• running {prog.n_in_flight}[/]" if prog and sw.outcome is None else "")
-                            + (f"  [b red]● slow {slow}[/]" if slow else "")
-                            + (f"  failed {prog.failed}" if prog and prog.failed else "")
-                            + (f"  median {med:.1f} min {low:.1f} tok/s" if med is not None and low is not None else ""))
+        self.refresh()
 
+    def render(self) -> Text:
+        return spread_text(self.model.sweep, self.size.width, self.size.height)
