@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from kimitui.analysis.gap_evidence import gather
 from kimitui.control import Controller, NotAvailable, ReplayControls
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
@@ -38,6 +39,7 @@ from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.gpu_processes import GpuProcesses
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.swap_confirm import SwapConfirm
@@ -48,7 +50,10 @@ from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
 from kimitui.tui.widgets.model_view import ModelView
-from kimitui.tui.widgets.panel import Panel
+from kimitui.tui.layout_mode import LayoutMode, layout_mode
+from kimitui.tui.widgets.panel import LogBox, Panel
+from kimitui.tui.widgets.profile_bar import ProfileBar
+from kimitui.tui.widgets.sweep_strip import SweepStrip
 from kimitui.tui.widgets.replay_bar import ReplayBar
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
@@ -67,6 +72,11 @@ class KimituiApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "kimitui"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-medium"), (160, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-medium-height"), (50, "-tall")]
+    """Size classes on the screen (app.tcss): 80x24 is -narrow -short, 120x40 -medium, 200x60 -wide -tall."""
+    AUTO_FOCUS = "#panel-log"
+    """The log is the panel most keys act on (search, filter, pause); Tab moves on from there."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*COCKPIT_BINDINGS]
 
@@ -95,6 +105,8 @@ class KimituiApp(App[int]):
         self._shutdown_done = False
         self._key_state: tuple[str | None, str] = (None, "unknown")
         self.started = False
+        self.layout_shown: LayoutMode | None = None
+        """The layout the screen shows (``layout_mode``): None until mounted."""
         self.renders = 0
         """Panel redraws so far (benchmarks and tests read it)."""
 
@@ -107,13 +119,15 @@ class KimituiApp(App[int]):
         with Horizontal(id="row-top"):
             yield Panel(GpuPanel(m, id="gpus"), title="GPUs", id="panel-gpus")
             yield Panel(ServerPanel(m, id="server"), title="Server", id="panel-server")
+        yield Panel(SweepStrip(m, id="strip"), title="Sweep", id="panel-strip")
         with Horizontal(id="row-mid"):
             yield Panel(SweepCurve(m, id="curve"), title="Throughput vs concurrency", id="panel-curve")
             yield Panel(SpreadChart(m, id="spread"), title="Per-request tok/s (current level)", id="panel-spread")
         with Horizontal(id="row-bot"):
             yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title="Levels & stragglers",
                         id="panel-sweep")
-            yield Panel(LogPanel(m, id="logpanel"), title="Server log", id="panel-log")
+            yield LogBox(LogPanel(m, id="logpanel"), title="Server log", id="panel-log")
+        yield ProfileBar(m, id="profile-bar")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -124,6 +138,7 @@ class KimituiApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
         self._views = self._map_views()
+        self._apply_layout()
         self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
         self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
         self.query_one("#panel-spread", Panel).border_subtitle = "no sweep yet"
@@ -140,6 +155,9 @@ class KimituiApp(App[int]):
         # press would wait for.  Refcounting still frees them; on_unmount hands them back.
         gc.freeze()
         found = self._safe(lambda: profile_keys(self.controller))
+        bar = self.query_one(ProfileBar)
+        bar.by_key = dict(found[0]) if found else {}
+        bar.redraw()
         for note in found[1] if found else []:  # a key clash or an order the config cannot have
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)
 
@@ -183,6 +201,7 @@ class KimituiApp(App[int]):
             for panel in self.query(LogPanel):
                 panel.rebuild()
         self._update_key_state()
+        self._apply_layout()
         for notice in self.model.take_notices():
             self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)
         now = time.monotonic()
@@ -204,10 +223,25 @@ class KimituiApp(App[int]):
         self.renders += len(drawn)
         return drawn
 
-    def _visible(self, widget: Widget) -> bool:
+    def _apply_layout(self) -> None:
+        """Set the main screen's layout class from the state; what it reveals is redrawn now."""
+        main = self.screen_stack[0] if self.screen_stack else None
+        if main is None:
+            return
+        mode = layout_mode(self.model)
+        if self.layout_shown != mode:
+            self.layout_shown = mode
+            main.set_class(mode == "monitor", "-monitor")
+            main.set_class(mode == "sweep", "-sweep")
+            self._dirty |= PANELS_BELOW_HEADER
+
+    def _visible(self, widget: Widget, *, chart: bool = False) -> bool:
+        """Shown, not behind a maximised panel; a chart also not hidden by the layout (its redraw is the costly one)."""
         main = self.screen_stack[0] if self.screen_stack else None
         if main is None:
             return False
+        if chart and not all(node.display for node in widget.ancestors_with_self if isinstance(node, Widget)):
+            return False  # hidden by the layout (app.tcss): drawn when the layout shows it
         maxed = main.maximized
         return maxed is None or maxed is widget or maxed in widget.ancestors
 
@@ -219,7 +253,7 @@ class KimituiApp(App[int]):
         shown = True
         for view in views:
             assert isinstance(view, Widget)  # every ModelView is a widget (see _map_views)
-            if not view.drawn_when_maximized and not self._visible(view):
+            if not view.drawn_when_maximized and not self._visible(view, chart=part in CHARTS):
                 shown = False
                 continue
             view.redraw()
@@ -246,6 +280,9 @@ class KimituiApp(App[int]):
         if state != self._key_state:
             self._key_state = state
             self.refresh_bindings()
+            bar = self.query_one(ProfileBar)
+            bar.blocked = self._blocked("pick_profile") is not None
+            bar.redraw()
 
     def _blocked(self, action: str) -> str | None:
         busy = self._safe(lambda: self.controller.busy)
@@ -358,7 +395,7 @@ class KimituiApp(App[int]):
                 self.notify(f"sweep: levels {new.levels}, {new.mode}, {new.max_tokens} tokens")
                 self.background_call("sweep", self.controller.start_sweep, new)
 
-        self.push_screen(SweepForm(spec), chosen)
+        self.push_screen(SweepForm(spec, self.model), chosen)
 
     def _ask_stop_sweep(self) -> None:
         """A sweep can take a quarter of an hour: one stray ``s`` must not end it."""
@@ -461,11 +498,12 @@ class KimituiApp(App[int]):
         self.push_screen(CompareScreen(self.model))
 
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
-        s = message.straggler
-        view = None
-        if s.gap_start is not None:
-            view = self.model.history.window(s.gap_start, s.gap_end if s.gap_end is not None else s.gap_start)
-        self.push_screen(StragglerDetail(s, view))
+        s, sweep = message.straggler, self.model.sweep
+        result = sweep.straggler_result(s.request_id) if sweep is not None else None
+        self.push_screen(StragglerDetail(gather(s, result, self.model.history)))
+
+    def action_gpu_processes(self) -> None:
+        self.push_screen(GpuProcesses(self.model))
 
     # ------------------------------------------------------------------ actions: replay
     def action_play_pause(self) -> None:

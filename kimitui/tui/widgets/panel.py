@@ -1,9 +1,16 @@
-"""A bordered, titled, focusable box that can be maximised (``z``)."""
+"""A bordered, titled, focusable box that can be maximised (``z``).
+
+The focused panel must be obvious at a glance, not only by a border's hue: it gets a heavy border
+in the accent colour and its title in reverse video, the way lazygit and k9s mark the active view.
+A panel may carry keys of its own (``keys``): they show in the footer while it has the focus, so
+the footer always lists what the current view can do.
+"""
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import ClassVar, Unpack
 
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widget import Widget
 
@@ -21,10 +28,30 @@ class Panel(Vertical, can_focus=True):
         border-title-color: $text-accent;
         padding: 0 1;
         height: 1fr;
-        &:focus-within { border: round $accent; }
+        &:focus-within {
+            border: heavy $accent;
+            border-title-color: $background;
+            border-title-background: $accent;
+            border-title-style: bold;
+        }
     }
     """
 
     def __init__(self, *children: Widget, title: str = "", **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(*children, **kwargs)
         self.border_title = title
+
+
+class LogBox(Panel):
+    """The log's panel: its filter, search and pause keys show in the footer while it has the focus.
+
+    The same actions stay bound app-wide (hidden from the footer), so ``/`` searches the log from
+    anywhere; here they are listed because this is the view they act on.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "app.log_search", "search", id="kimitui.log_search"),
+        Binding("f", "app.log_severity", "severity", id="kimitui.log_severity"),
+        Binding("t", "app.log_kind", "kind", id="kimitui.log_kind"),
+        Binding("p", "app.log_pause", "pause", id="kimitui.log_pause"),
+    ]
