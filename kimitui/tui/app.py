@@ -54,6 +54,7 @@ from kimitui.tui.layout_mode import LayoutMode, layout_mode
 from kimitui.tui.widgets.panel import LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
+from kimitui.tui.widgets.timeline_strip import TimelineStrip
 from kimitui.tui.widgets.replay_bar import ReplayBar
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
@@ -72,8 +73,8 @@ class KimituiApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "kimitui"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (100, "-medium"), (160, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-medium-height"), (50, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (160, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-medium-height"), (50, "-tall")]
     """Size classes on the screen (app.tcss): 80x24 is -narrow -short, 120x40 -medium, 200x60 -wide -tall."""
     AUTO_FOCUS = "#panel-log"
     """The log is the panel most keys act on (search, filter, pause); Tab moves on from there."""
@@ -121,7 +122,8 @@ class KimituiApp(App[int]):
             yield Panel(ServerPanel(m, id="server"), title="Server", id="panel-server")
         yield Panel(SweepStrip(m, id="strip"), title="Sweep", id="panel-strip")
         with Horizontal(id="row-mid"):
-            yield Panel(SweepCurve(m, id="curve"), title="Throughput vs concurrency", id="panel-curve")
+            yield Panel(SweepCurve(m, id="curve"), TimelineStrip(m, id="timeline"), title="Throughput vs concurrency",
+                        id="panel-curve")
             yield Panel(SpreadChart(m, id="spread"), title="Per-request tok/s (current level)", id="panel-spread")
         with Horizontal(id="row-bot"):
             yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title="Levels & stragglers",
