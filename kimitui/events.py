@@ -71,6 +71,10 @@ class GpuCaps(Event):
     gpus: list[GpuStatic] = Field(default_factory=list)
     features: dict[str, str] = Field(default_factory=dict)
     """Which NVML API variant the agent uses per field group (``memory_api: memory_v1``...)."""
+    cuda_version: str | None = None
+    """The CUDA version the driver supports (``12.8``; NVML's ``nvmlSystemGetCudaDriverVersion_v2``)."""
+    interval_s: float | None = None
+    """Seconds between the agent's ticks: what a reading's history spans."""
 
 
 class GpuReading(BaseModel):
@@ -94,6 +98,10 @@ class GpuReading(BaseModel):
     throttle_reasons: list[str] | None = None
     """Active clock-event reasons by short name (``sw_power_cap``, ``hw_slowdown``...)."""
     pstate: int | None = None
+    pcie_gen: int | None = None
+    """The PCIe link's current generation (it may train down from ``GpuStatic.pcie_max_gen``)."""
+    pcie_width: int | None = None
+    """The PCIe link's current width in lanes."""
 
 
 class GpuSample(Event):

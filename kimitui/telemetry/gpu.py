@@ -347,9 +347,13 @@ class GpuStream(RestartingTask):
         features = frame.get("features") or {}
         if not isinstance(features, dict):
             raise BadFrame("'features' is not an object")
+        cuda, given = frame.get("cuda_version"), frame.get("interval")
+        interval = float(given) if isinstance(given, (int, float)) and 0 < given < 3600 else None  # else unknown
         caps = GpuCaps(host=self.host.name, driver=frame.get("driver"), nvml_version=frame.get("nvml_version"),
                        backend=str(frame.get("backend", self.backend)), gpus=gpus,
-                       features={str(k): str(v) for k, v in features.items()})
+                       features={str(k): str(v) for k, v in features.items()},
+                       cuda_version=str(cuda)[:20] if cuda is not None else None,
+                       interval_s=interval)
         self.uuids, self.caps = uuids, caps
         return caps
 

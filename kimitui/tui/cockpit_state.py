@@ -30,6 +30,7 @@ from kimitui.events import (
     Event,
     GpuCaps,
     GpuEvent,
+    GpuProcess,
     GpuProcs,
     GpuReading,
     GpuSample,
@@ -371,6 +372,9 @@ class CockpitModel:
         self.baseline: str | None = None
         self.gpus: dict[int, GpuRow] = {}
         self.driver: str | None = None
+        self.gpu_caps: GpuCaps | None = None
+        self.gpu_procs: list[GpuProcess] | None = None
+        """The agent's last process list (None: none came yet, or the agent sends none)."""
         self.server: dict[str, float | bool | None] = {}
         self.server_source: str | None = None
         self.server_hist: dict[str, deque[float]] = {
@@ -461,12 +465,13 @@ class CockpitModel:
         return NOTHING
 
     def _on_caps(self, ev: GpuCaps) -> Parts:
-        self.driver = ev.driver
+        self.driver, self.gpu_caps = ev.driver, ev
         for s in ev.gpus:
             self.gpus.setdefault(s.index, GpuRow(s.index)).static = s
         return GPUS
 
     def _on_procs(self, ev: GpuProcs) -> Parts:
+        self.gpu_procs = ev.procs
         for row in self.gpus.values():
             row.rank = None
         for p in ev.procs:

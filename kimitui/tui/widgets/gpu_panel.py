@@ -1,20 +1,27 @@
-"""GPU rows and the imbalance gauge, drawn line by line from a per-row cache.
+"""The GPUs: a device header line, a row per GPU, the util-spread gauge; a summary when room is short.
 
 One widget for all GPUs (not one per GPU) keeps a redraw to a single widget.
 Each screen line is cached under the values it shows, so a tick rebuilds only
-the rows whose figures changed and a frame costs the same per GPU at 8 or 128.
+the lines whose figures changed and a frame costs the same per GPU at 8 or 128.
 A column appears only if some GPU reports that field, and a cell stays blank
 for a GPU that does not: unsupported is never shown as zero.
 
-Up to what fits (16 rows, less on a short terminal) every GPU has its own
-row; beyond that each line summarises a group of 8 (16, 32… if even that does
-not fit): one utilisation block per GPU, then the group's worst figures, so the
-panel never pushes the other panels off the screen.
+What the eye reads, nvitop-style: the header names the model, driver, CUDA and the
+PCIe link (coloured when it trained below its maximum).  Each row's bars are the
+CURRENT reading, the same value as the number beside them (a stopped server shows
+empty bars next to "0%"); the sparkline on the right is labelled as history, scaled
+0..100 %.  Colour means something: yellow needs a look (80 °C, a power cap, a 10-point
+spread), red is wrong (88 °C, a hardware slowdown, 25 points); labels stay neutral.
+
+Sizes: a row per GPU when GPUs + 2 lines fit; beyond 16 GPUs a line per group of 8
+(16, 32…); fewer lines than that get a 1-3 line fleet summary.  Wider panels add
+columns (SM clock, PCIe traffic, memory bandwidth, memory clock, a power bar, the history).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice, repeat
 from operator import truediv
@@ -24,28 +31,31 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.events import Resize
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from kimitui.events import GpuReading
+from kimitui.tui import gpu_summary as words
 from kimitui.tui.cockpit_state import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import BLOCKS, bar, rate, spark
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
-BENIGN_THROTTLE = {"gpu_idle", "applications_clocks_setting", "app_clocks"}
-"""Clock reasons that say nothing is wrong (idle, clocks set by the admin): shown dim."""
-HOT_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
-FIELDS = ("util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_kbps", "pcie_rx_kbps")
+FIELDS = ("util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_kbps", "pcie_rx_kbps",
+          "mem_util_pct", "mem_clock_mhz")
 FULL_ROWS_MAX = 16
 """Most GPUs shown one per row; more are grouped (the fleet view shows 16+ at once)."""
 GROUP = 8
-
-
-def _util_style(util: float | None) -> str:
-    if util is None:
-        return "dim"
-    return "green" if util >= 80 else ("yellow" if util >= 30 else "cyan")
+SUMMARY_LINES = 3
+"""Lines the panel asks for on a short terminal (an 80x24 screen): header, figures, a block per GPU."""
+SHORT_SCREEN = 30
+"""A terminal under this many rows gets the summary (the curve and the log need the room)."""
+SEVERITY = {"": "", "warn": "yellow", "bad": "bold red", "dim": "dim", "bold": "bold"}
+UTIL_FILL, MEM_FILL, POWER_FILL, TRACK = "green", "blue", "blue", "bright_black"
+SPARK_MIN = 16
+SPARK_GOOD = 40
+DEFAULT_INTERVAL_S = 0.25
 
 
 def row_budget(height: int) -> int:
@@ -62,14 +72,48 @@ def group_size(count: int, height: int) -> int:
         return 1
     budget = max(2, height // 4)
     size = GROUP
-    while -(-count // size) + 1 > budget and size < count:  # +1: the legend line
+    while -(-count // size) + 1 > budget and size < count:  # +1: the header line
         size *= 2
     return size
 
 
+def mode_for(count: int, lines: int) -> tuple[str, int]:
+    """("rows", 1), ("groups", size) or ("summary", lines) for ``count`` GPUs in ``lines`` content lines."""
+    if count <= FULL_ROWS_MAX and lines >= count + 2:
+        return "rows", 1
+    if count > FULL_ROWS_MAX:
+        size = GROUP
+        while -(-count // size) + 2 > lines and size < count:
+            size *= 2
+        if -(-count // size) + 2 <= lines:
+            return "groups", size
+    return "summary", max(1, min(SUMMARY_LINES, lines))
+
+
+@dataclass(frozen=True)
+class Cols:
+    """Which columns a row shows and how wide, chosen once per frame from the width and the fields."""
+
+    idx_w: int
+    rank_w: int
+    util_bar: int
+    mem_bar: int
+    power_bar: int
+    sm_clock: bool
+    pcie: bool
+    mem_bw: bool
+    mem_clock: bool
+    throttle_w: int
+    spark_w: int
+
+
+def _style(severity: str) -> str:
+    return SEVERITY.get(severity, severity)
+
+
 class GpuPanel(Widget, ModelView):
     DEFAULT_CSS = """
-    GpuPanel { height: auto; min-height: 3; }
+    GpuPanel { height: auto; min-height: 1; }
     """
     shows = frozenset({"gpus"})
 
@@ -78,34 +122,41 @@ class GpuPanel(Widget, ModelView):
         self.model = model
         self.rows_built = 0
         """Screen lines rebuilt so far (a line whose values did not change is reused); tests read it."""
-        self._tails: dict[int, tuple[Hashable, Text, int]] = {}
-        """GPU index -> (what its tail shows, the tail, its cells)."""
         self._lines: dict[Hashable, tuple[Hashable, Text]] = {}
         """A line's slot (``("row", index)``, ``("gauge",)``...) -> (the values it shows, its text)."""
         self._line_strips: dict[Hashable, tuple[tuple[int, Style], Strip]] = {}
         """A line's slot -> ((width, base style), the line as a strip): a frame reuses unchanged lines."""
         self._frame: list[tuple[Hashable, Text]] = []
-        self._widths: dict[Hashable, int] = {}
-        """Cells of a row line, known without measuring (block and arrow glyphs make Rich count per char)."""
         self._sparks: dict[int, tuple[GpuReading | None, int, str]] = {}
         self._strips: list[Strip] = []
-        self._laid_out_rows = -1
-        """GPUs at the last relayout: the panel's height changes only with the GPU count."""
+        self._laid_out: tuple[int, int] = (-1, -1)
+        """(GPUs, screen height) at the last relayout: the panel's height changes only with those."""
+        self._subtitle = "g processes"
 
     def redraw(self) -> None:
-        rows = len(self.model.gpus)
-        self.refresh(layout=rows != self._laid_out_rows)  # a relayout only when the GPU count changes
-        self._laid_out_rows = rows
+        shape = (len(self.model.gpus), self.app.size.height if self.is_mounted else 0)
+        self.refresh(layout=shape != self._laid_out)  # a relayout only when the GPU count or screen changes
+        self._laid_out = shape
+
+    def on_resize(self, event: Resize) -> None:
+        self.refresh()
+
+    def caption(self) -> tuple[str | None, str | None]:
+        return None, self._subtitle
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         n = len(self.model.gpus)
+        if n == 0:
+            return 1
+        if viewport.height < SHORT_SCREEN:
+            return SUMMARY_LINES
         size = group_size(n, viewport.height)
-        return max(1, -(-n // size) + (1 if size > 1 else 0)) + 1
+        return -(-n // size) + 2  # the header line, the GPUs (or groups), the gauge
 
     # ----------------------------------------------------------------- drawing
     def render(self) -> Text:
         """The whole panel as one Text (tests and snapshots of the text; the screen uses render_line)."""
-        self._prepare(self.size.width or 200, self.app.size.height if self.is_mounted else 50)
+        self._prepare(self.size.width or 200, self.size.height or self._natural_lines())
         out = Text(no_wrap=True, overflow="ellipsis")
         for k, (_key, text) in enumerate(self._frame):
             if k:
@@ -113,8 +164,12 @@ class GpuPanel(Widget, ModelView):
             out.append_text(text)
         return out
 
+    def _natural_lines(self) -> int:
+        height = self.app.size.height if self.is_mounted else 50
+        return self.get_content_height(Size(200, height), Size(200, height), 200)
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._prepare(self.size.width, self.app.size.height)
+        self._prepare(self.size.width, self.size.height)
         self._strips = self._to_strips(self.size.width)
         self._dirty_regions.clear()  # what Widget._render_content would do: this frame is drawn
         return super().render_lines(crop)
@@ -133,12 +188,11 @@ class GpuPanel(Widget, ModelView):
             if cached is not None and cached[0] == (width, base):
                 strips.append(cached[1])
                 continue
-            cells = self._widths.get(key)
-            if cells is None or cells > width:  # unknown width, or too wide: let Rich measure and cut
+            if text.cell_len > width:  # never run into the neighbour: cut with an ellipsis
                 text = text.copy()
                 text.truncate(width, overflow="ellipsis")
-                cells = text.cell_len
             segments = list(text.render(console))
+            cells = text.cell_len
             if cells < width:
                 segments.append(Segment(" " * (width - cells)))
             strip = Strip(segments, width).apply_style(base)
@@ -146,16 +200,30 @@ class GpuPanel(Widget, ModelView):
             strips.append(strip)
         return strips
 
-    def _prepare(self, width: int, height: int) -> None:
+    def _prepare(self, width: int, lines: int) -> None:
         """The frame's lines as (key, Text), each rebuilt only when its key (the values it shows) changed."""
         rows = [self.model.gpus[i] for i in sorted(self.model.gpus)]
         if not rows:
             self._frame = [("waiting", Text("waiting for the GPU agent…", "dim"))]
             return
+        mode, size = mode_for(len(rows), max(1, lines))
         has = tuple(any(r.supports(name) for r in rows) for name in FIELDS)
-        size = group_size(len(rows), height)
-        frame = self._rows(rows, has, width) if size == 1 else self._groups(rows, has, size)
-        frame.append(self._cached(("gauge",), self._gauge_key(), self._gauge))
+        self._subtitle = "g processes"
+        if mode == "summary":
+            frame = self._summary(rows, width, size)
+        else:
+            frame = [self._cached(("head",), self._head_key(rows, width), partial(self._head, rows, width))]
+            if mode == "rows":
+                cols = self._cols(rows, dict(zip(FIELDS, has)), width)
+                frame += self._rows(rows, has, cols)
+            else:
+                frame += self._groups(rows, has, size)
+                self._subtitle = f"{size} GPUs a line: ▁…█ util of each · lowest · highest mem, W, °C · g processes"
+                cols = None
+            spark_end = frame[1][1].cell_len if cols is not None and cols.spark_w else None
+            seconds = self._history_s(cols.spark_w) if cols is not None else None
+            frame.append(self._cached(("gauge",), (self._gauge_key(), spark_end, seconds),
+                                      partial(self._gauge, spark_end, seconds)))
         self._frame = frame
         if len(self._lines) + len(self._line_strips) > 8 * (len(frame) + 8):  # lines of GPUs gone or of an old layout
             live = {key for key, _ in frame}
@@ -171,23 +239,70 @@ class GpuPanel(Widget, ModelView):
             self._line_strips.pop(slot, None)
         return slot, hit[1]
 
+    def _history_s(self, spark_w: int) -> float | None:
+        if not spark_w:
+            return None
+        caps = self.model.gpu_caps
+        interval = (caps.interval_s if caps is not None else None) or DEFAULT_INTERVAL_S
+        return spark_w * interval
+
+    # ----------------------------------------------------------------- the header line
+    def _head_key(self, rows: list[GpuRow], width: int) -> Hashable:
+        caps = self.model.gpu_caps
+        link = words.pcie_link(rows)
+        names = tuple((r.static.name, r.static.memory_total_mib) if r.static else None for r in rows)
+        return (width, names, self.model.driver, caps.cuda_version if caps else None, link)
+
+    def _head(self, rows: list[GpuRow], width: int) -> Text:
+        caps = self.model.gpu_caps
+        cuda = caps.cuda_version if caps is not None else None
+        pieces = words.header_pieces(rows, self.model.driver, cuda)
+        if sum(len(t) for t, _ in pieces) > width:
+            pieces = words.header_pieces(rows, self.model.driver, cuda, compact=True)
+        return _text(pieces)
+
     # ----------------------------------------------------------------- a row per GPU
-    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], width: int) -> list[tuple[Hashable, Text]]:
-        has_rank = any(r.rank for r in rows)
-        tails = [self._tail_cached(row, has) for row in rows]
+    def _cols(self, rows: list[GpuRow], has: dict[str, bool], width: int) -> Cols:
+        """The columns that fit ``width``: the essentials, then SM clock, PCIe, the history, the rest."""
         idx_w = max(2, len(str(rows[-1].index)))
-        head_w = idx_w + 1 + (9 if has_rank else 0)
-        widest = head_w + max(self._tails[row.index][2] for row in rows)
-        spark_w = max(4, min(HISTORY, width - widest - 1)) if has[0] else 0
+        ranks = [len(r.rank) for r in rows if r.rank]
+        rank_w = min(12, max(ranks)) + 1 if ranks else 0
+        thr = [len(p[0]) for r in rows if r.reading is not None and (p := words.throttle_piece(r.reading.throttle_reasons))]
+        throttle_w = max(thr) + 1 if thr else 0
+        util_bar, mem_bar = (10 if has["util_pct"] else 0), (5 if has["mem_used_mib"] else 0)
+        used = (idx_w + 1 + rank_w + (util_bar + 5 if has["util_pct"] else 0) + (mem_bar + 10 if has["mem_used_mib"] else 0)
+                + (10 if has["power_w"] else 0) + (5 if has["temp_c"] else 0) + throttle_w)
+        room = width - used
+
+        def take(cells: int, wanted: bool = True) -> bool:
+            nonlocal room
+            if wanted and room >= cells:
+                room -= cells
+                return True
+            return False
+
+        sm = take(8, has["sm_clock_mhz"])
+        pcie = take(12, has["pcie_tx_kbps"] or has["pcie_rx_kbps"])
+        spark_w = SPARK_MIN if take(SPARK_MIN + 2, has["util_pct"]) else 0
+        mem_bw = take(9, has["mem_util_pct"])
+        mem_clock = take(8, has["mem_clock_mhz"])
+        power_bar = 6 if take(7, has["power_w"]) else 0
+        if spark_w:  # the history first gets 10 s or so, then the util bar doubles, then the history the rest
+            grow = max(0, min(SPARK_GOOD - spark_w, room))
+            spark_w, room = spark_w + grow, room - grow
+        if util_bar and take(10):
+            util_bar += 10
+        if spark_w:
+            spark_w += max(0, min(HISTORY - spark_w, room))
+        return Cols(idx_w, rank_w, util_bar, mem_bar, power_bar, sm, pcie, mem_bw, mem_clock, throttle_w, spark_w)
+
+    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], cols: Cols) -> list[tuple[Hashable, Text]]:
         frame = []
-        for row, tail in zip(rows, tails):
-            r = row.reading
-            util = r.util_pct if r is not None and row.supports("util_pct") else None
-            sp = self._spark(row, spark_w) if spark_w and util is not None else " " * spark_w
-            key = (row.index, idx_w, row.rank if has_rank else False, sp, _util_style(util), self._tails[row.index][0])
-            slot = ("row", row.index)
-            frame.append(self._cached(slot, key, partial(self._row, row, idx_w, has_rank, sp, util, tail)))
-            self._widths[slot] = head_w + spark_w + self._tails[row.index][2]
+        has_field = dict(zip(FIELDS, has))
+        for row in rows:
+            sp = self._spark(row, cols.spark_w) if cols.spark_w and row.supports("util_pct") else ""
+            key = (cols, has, row.rank, sp, _row_key(row))
+            frame.append(self._cached(("row", row.index), key, partial(self._row, row, cols, has_field, sp)))
         return frame
 
     def _spark(self, row: GpuRow, width: int) -> str:
@@ -199,79 +314,50 @@ class GpuPanel(Widget, ModelView):
         self._sparks[row.index] = (row.reading, width, sp)
         return sp
 
-    def _row(self, row: GpuRow, idx_w: int, has_rank: bool, sp: str, util: float | None, tail: Text) -> Text:
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(f"{row.index:>{idx_w}} ", "bold")
-        if has_rank:
-            out.append(f"{(row.rank or '-'):<8} ", "magenta" if row.rank else "dim")
-        if sp:
-            out.append(sp, _util_style(util))
-        out.append_text(tail)
-        return out
-
-    def _tail_cached(self, row: GpuRow, has: tuple[bool, ...]) -> Text:
-        key = (has, _tail_key(row))
-        hit = self._tails.get(row.index)
-        if hit is None or hit[0] != key:
-            tail = self._tail(row, dict(zip(FIELDS, has)))
-            hit = (key, tail, tail.cell_len)
-            self._tails[row.index] = hit
-        return hit[1]
-
     @staticmethod
-    def _tail(row: GpuRow, has: dict[str, bool]) -> Text:
-        """Everything right of the sparkline; a blank cell where this GPU lacks a field."""
-        out = Text()
-        r = row.reading
-        if r is None:
-            out.append(" no reading yet", "dim")
+    def _row(row: GpuRow, cols: Cols, has: dict[str, bool], sp: str) -> Text:
+        """One GPU: every bar drawn from the same current value as the number beside it."""
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f"{row.index:>{cols.idx_w}} ", "bold")
+        if cols.rank_w:
+            out.append(f"{(row.rank or '-')[:cols.rank_w - 1]:<{cols.rank_w - 1}} ", "" if row.rank else "dim")
+        if row.reading is None:
+            out.append("no reading yet", "dim")
             return out
         if has["util_pct"]:
-            out.append(f"{r.util_pct:4.0f}%" if row.supports("util_pct") else " " * 5, _util_style(r.util_pct))
+            util = row.value("util_pct")
+            _bar(out, util / 100 if util is not None else None, cols.util_bar, UTIL_FILL)
+            out.append(f" {util:3.0f}%" if util is not None else " " * 5)
         if has["mem_used_mib"]:
-            total = _mem_total(row)
-            used = row.value("mem_used_mib")
-            if used is not None:
-                out.append(" " + bar(used / total if total else None, 5), "blue")
-                tot = f"/{total / 1024:.0f}" if total else ""
-                out.append(f" {used / 1024:.0f}{tot}G".ljust(8))
-            else:
-                out.append(" " * 14)
+            used, total = row.value("mem_used_mib"), _mem_total(row)
+            out.append(" ")
+            _bar(out, used / total if used is not None and total else None, cols.mem_bar, MEM_FILL)
+            text = (f"{words.gib(used)}/{words.gib(total)}G" if total else f"{words.gib(used)}G") if used is not None else ""
+            out.append(f" {text:<8}")
         if has["power_w"]:
-            limit = _power_limit(row)
-            watts = row.value("power_w")
-            if watts is not None:
-                style = "red" if limit and watts >= 0.97 * limit else ""
-                text = f" {watts:.0f}/{limit:.0f}W" if limit else f" {watts:.0f}W"
-                out.append(text.ljust(10), style)
-            else:
-                out.append(" " * 10)
+            _power(out, row, cols.power_bar)
         if has["temp_c"]:
             temp = row.value("temp_c")
-            if temp is not None:
-                out.append(f" {temp:>2.0f}°C", _temp_style(temp))
-            else:
-                out.append(" " * 5)
-        if has["sm_clock_mhz"]:
-            out.append(f" {r.sm_clock_mhz:>4.0f}MHz" if row.supports("sm_clock_mhz") else " " * 8)
-        if has["pcie_tx_kbps"] or has["pcie_rx_kbps"]:
-            tx = rate(r.pcie_tx_kbps) if row.supports("pcie_tx_kbps") else ""
-            rx = rate(r.pcie_rx_kbps) if row.supports("pcie_rx_kbps") else ""
-            out.append(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
-        if r.throttle_reasons:
-            out.append(" " + ",".join(r.throttle_reasons), _throttle_style(r.throttle_reasons))
+            out.append(f" {temp:>2.0f}°C" if temp is not None else " " * 5,
+                       _style(words.temp_severity(temp)) if temp is not None else "")
+        _extras(out, row, cols)
+        if cols.throttle_w:
+            piece = words.throttle_piece(row.reading.throttle_reasons)
+            out.append(f" {piece[0]:<{cols.throttle_w - 1}}" if piece else " " * cols.throttle_w,
+                       _style(piece[1]) if piece else "")
+        if cols.spark_w:
+            out.append("  ")
+            out.append(sp or " " * cols.spark_w, UTIL_FILL)
         return out
 
     # ----------------------------------------------------------------- groups of GPUs
     def _groups(self, rows: list[GpuRow], has: tuple[bool, ...], size: int) -> list[tuple[Hashable, Text]]:
-        legend = Text(f"{len(rows)} GPUs, {size} a line: util of each GPU ▁…█ · lowest · highest mem, W, °C",
-                      "dim")
         label_w = len(str(rows[-1].index)) * 2 + 1
-        frame = [self._cached(("legend",), legend.plain, lambda: legend)]
+        frame = []
         has_field = dict(zip(FIELDS, has))
         for start in range(0, len(rows), size):
             group = rows[start:start + size]
-            key = (has, size, label_w, tuple((g.index, _tail_key(g)) for g in group))
+            key = (has, size, label_w, tuple((g.index, _row_key(g)) for g in group))
             build = partial(self._group, group, has_field, size, label_w)
             frame.append(self._cached(("group", start // size), key, build))
         return frame
@@ -284,46 +370,90 @@ class GpuPanel(Widget, ModelView):
         out.append(f"{f'{lo}-{hi}':>{label_w}} ", "bold")
         utils: list[tuple[float, int]] = []
         for g in group:
-            u = g.reading.util_pct if g.reading is not None and g.supports("util_pct") else None
+            u = g.value("util_pct")
             if u is None:
                 out.append("·", "dim")
             else:
-                out.append(BLOCKS[max(1, min(8, round(u / 100 * 8)))], _util_style(u))
+                out.append(BLOCKS[max(1, min(8, round(u / 100 * 8)))], UTIL_FILL)
                 utils.append((u, g.index))
         out.append(" " * (size - len(group)))
         if has["util_pct"]:
             if utils:
                 low, low_i = min(utils)
-                out.append(f"  low {low:3.0f}% GPU{low_i:<3}", _util_style(low))
+                out.append(f"  low {low:3.0f}% GPU{low_i:<3}")
             else:
                 out.append(" " * 18)
         if has["mem_used_mib"]:
             mem = [(used, _mem_total(g)) for g in group if (used := g.value("mem_used_mib")) is not None]
             if mem:
                 used, total = max(mem, key=lambda m: m[0])
-                tot = f"/{total / 1024:.0f}" if total else ""
-                out.append(f" {used / 1024:.0f}{tot}G".ljust(8))
+                tot = f"/{words.gib(total)}" if total else ""
+                out.append(f" {words.gib(used)}{tot}G".ljust(9))
             else:
-                out.append(" " * 8)
+                out.append(" " * 9)
         if has["power_w"]:
             pw = [(w, _power_limit(g)) for g in group if (w := g.value("power_w")) is not None]
             if pw:
                 watts, limit = max(pw, key=lambda p: p[0])
                 capped = any(lim and w >= 0.97 * lim for w, lim in pw)
                 text = f" {watts:.0f}/{limit:.0f}W" if limit else f" {watts:.0f}W"
-                out.append(text.ljust(10), "red" if capped else "")
+                out.append(text.ljust(10), "yellow" if capped else "")
             else:
                 out.append(" " * 10)
         if has["temp_c"]:
             temps = [t for g in group if (t := g.value("temp_c")) is not None]
-            out.append(f" {max(temps):>2.0f}°C" if temps else " " * 5, _temp_style(max(temps)) if temps else "")
-        reasons_of = [(g.index, g.reading.throttle_reasons) for g in group if g.reading is not None]
-        throttled = [(i, rs) for i, rs in reasons_of if rs and not all(t in BENIGN_THROTTLE for t in rs)]
+            out.append(f" {max(temps):>2.0f}°C" if temps else " " * 5,
+                       _style(words.temp_severity(max(temps))) if temps else "")
+        throttled = [(g.index, p) for g in group if g.reading is not None
+                     and (p := words.throttle_piece(g.reading.throttle_reasons)) is not None]
         if throttled:
-            hot = [t for t in throttled if any(x in HOT_THROTTLE for x in t[1])]
-            index, reasons = (hot or throttled)[0]
+            throttled.sort(key=lambda t: t[1][1] != "bad")
+            index, (text, severity) = throttled[0]
             more = f" +{len(throttled) - 1}" if len(throttled) > 1 else ""
-            out.append(f" GPU{index} {','.join(reasons)}{more}", _throttle_style(reasons))
+            out.append(f" GPU{index} {text}{more}", _style(severity))
+        return out
+
+    # ----------------------------------------------------------------- the summary
+    def _summary(self, rows: list[GpuRow], width: int, lines: int) -> list[tuple[Hashable, Text]]:
+        """1-3 lines: the figures (1), a block per GPU (2), the device header first (3)."""
+        imb = self.model.imbalance()
+        figures = words.figure_pieces(rows, imb.spread if imb is not None else None, throttling=lines == 1)
+        model = words.model_piece(rows, compact=lines < SUMMARY_LINES)
+        frame = []
+        if lines >= SUMMARY_LINES:
+            frame.append(self._cached(("head",), self._head_key(rows, width), partial(self._head, rows, width)))
+            first = words.fit(figures, width)
+        else:
+            first = words.fit([(model, "bold"), *figures], width)
+        frame.append(self._cached(("sum", 0), (width, tuple(first)), partial(_text, first)))
+        if lines >= 2:
+            key = (width, tuple((r.index, _row_key(r)) for r in rows))
+            frame.append(self._cached(("sum", 1), key, partial(self._blocks, rows, width)))
+        return frame
+
+    @staticmethod
+    def _blocks(rows: list[GpuRow], width: int) -> Text:
+        """``now 0 ▇88 1 ▇87 … · no throttling``: each GPU's current util (``!`` hot or throttled), then
+        the throttle state, so the spread's culprit and a slowdown are visible."""
+        throttle = words.throttle_summary(rows)
+        width -= len(throttle[0]) + 3
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("now", "dim")
+        for r in rows:
+            u = r.value("util_pct")
+            cell = f" {r.index} " + ("·" if u is None else BLOCKS[max(1, min(8, round(u / 100 * 8)))])
+            num = "" if u is None else f"{u:.0f}"
+            if out.cell_len + len(cell) + len(num) > width:
+                break
+            out.append(cell[:-1])
+            out.append(cell[-1], UTIL_FILL if u is not None else "dim")
+            out.append(num)
+            piece = words.throttle_piece(r.reading.throttle_reasons) if r.reading is not None else None
+            temp = r.value("temp_c")
+            if piece is not None or (temp is not None and words.temp_severity(temp)):
+                out.append("!", _style(piece[1] if piece else words.temp_severity(temp or 0)))
+        out.append(" · ", "dim")
+        out.append(throttle[0], _style(throttle[1]))
         return out
 
     # ----------------------------------------------------------------- the gauge
@@ -332,18 +462,76 @@ class GpuPanel(Widget, ModelView):
         return None if imb is None else (round(imb.spread), imb.low_index, round(imb.low), imb.high_index,
                                          round(imb.high), round(imb.spread / 100 * 20))
 
-    def _gauge(self) -> Text:
+    def _gauge(self, spark_end: int | None, seconds: float | None) -> Text:
+        """``util spread ██░░ 3 pts  low GPU0 84%  high GPU1 87%``, and the history column's label."""
         out = Text(no_wrap=True, overflow="ellipsis")
         imb = self.model.imbalance()
-        out.append("imbalance ", "bold")
+        out.append("util spread ", "bold")
         if imb is None:
             out.append("-", "dim")
-            return out
-        style = "red" if imb.spread >= 25 else ("yellow" if imb.spread >= 10 else "green")
-        out.append(bar(imb.spread / 100, 20), style)
-        out.append(f" {imb.spread:4.0f} pts  ", style)
-        out.append(f"low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%", "dim")
+        else:
+            style = _style(words.spread_severity(imb.spread))
+            out.append(bar(imb.spread / 100, 20), style or TRACK)
+            out.append(f" {imb.spread:3.0f} pts", style)
+            out.append(f"  low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%", "dim")
+        if spark_end is not None and seconds is not None:  # under the history column, ending where it ends
+            for label in (f"↑ util history, last {seconds:.0f} s", f"↑ history {seconds:.0f} s"):
+                at = spark_end - len(label)
+                if at >= out.cell_len + 2:
+                    out.append(" " * (at - out.cell_len))
+                    out.append(label, "dim")
+                    break
         return out
+
+
+def _text(pieces: Sequence[words.Piece]) -> Text:
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for text, severity in pieces:
+        out.append(text, _style(severity))
+    return out
+
+
+def _bar(out: Text, fraction: float | None, width: int, fill: str) -> None:
+    """A bar of ``width`` cells filled to ``fraction`` (blank where there is no value)."""
+    if fraction is None:
+        out.append(" " * width)
+        return
+    full = round(max(0.0, min(1.0, fraction)) * width)
+    out.append("█" * full, fill)
+    out.append("░" * (width - full), TRACK)
+
+
+def _power(out: Text, row: GpuRow, power_bar: int) -> None:
+    watts, limit = row.value("power_w"), _power_limit(row)
+    if watts is None:
+        out.append(" " * (10 + (power_bar + 1 if power_bar else 0)))
+        return
+    capped = bool(limit and watts >= 0.97 * limit)
+    if power_bar:
+        out.append(" ")
+        _bar(out, watts / limit if limit else None, power_bar, "yellow" if capped else POWER_FILL)
+    text = f"{watts:.0f}/{limit:.0f}W" if limit else f"{watts:.0f}W"
+    out.append(f" {text:>9}", "yellow" if capped else "")
+
+
+def _extras(out: Text, row: GpuRow, cols: Cols) -> None:
+    """The columns a wider panel adds: SM clock, PCIe traffic, memory bandwidth, memory clock."""
+    r = row.reading
+    if r is None:
+        return
+    if cols.sm_clock:
+        sm = row.value("sm_clock_mhz")
+        out.append(f" {sm:>4.0f}MHz" if sm is not None else " " * 8)
+    if cols.pcie:
+        tx = rate(r.pcie_tx_kbps) if row.supports("pcie_tx_kbps") else ""
+        rx = rate(r.pcie_rx_kbps) if row.supports("pcie_rx_kbps") else ""
+        out.append(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
+    if cols.mem_bw:
+        bw = row.value("mem_util_pct")
+        out.append(f" bw {bw:3.0f}%" if bw is not None else " " * 9)
+    if cols.mem_clock:
+        clock = row.value("mem_clock_mhz")
+        out.append(f" {clock:>4.0f}MHz" if clock is not None else " " * 8, "dim")
 
 
 _BLOCK_AT = {i: BLOCKS[max(1, min(8, i))] for i in range(-16, 25)}
@@ -371,27 +559,18 @@ def _power_limit(row: GpuRow) -> float | None:
     return (r.power_limit_w if r is not None else None) or (row.static.power_limit_w if row.static else None)
 
 
-def _temp_style(temp: float) -> str:
-    return "red" if temp >= 85 else ("yellow" if temp >= 75 else "")
-
-
-def _throttle_style(reasons: list[str]) -> str:
-    if any(t in HOT_THROTTLE for t in reasons):
-        return "bold red"
-    return "dim" if all(t in BENIGN_THROTTLE for t in reasons) else "yellow"
-
-
-def _tail_key(row: GpuRow) -> Hashable:
+def _row_key(row: GpuRow) -> Hashable:
     """The figures a row shows, rounded as shown: equal keys draw equal text."""
     r = row.reading
     if r is None:
         return None
     sup = tuple(row.supports(f) for f in FIELDS)
     mem, total, power, limit = r.mem_used_mib, _mem_total(row), r.power_w, _power_limit(row)
-    return (sup, None if r.util_pct is None else (round(r.util_pct), _util_style(r.util_pct)),
-            None if mem is None else (round(mem / 1024), round(mem / total * 5) if total else None),
+    return (sup, None if r.util_pct is None else round(r.util_pct),
+            None if mem is None else (round(mem / 1024), round(mem / total * 20) if total else None),
             None if total is None else round(total / 1024),
-            None if power is None else (round(power), bool(limit and power >= 0.97 * limit)),
-            None if limit is None else round(limit),
-            None if r.temp_c is None else (round(r.temp_c), _temp_style(r.temp_c)), None if r.sm_clock_mhz is None else round(r.sm_clock_mhz),
-            rate(r.pcie_tx_kbps), rate(r.pcie_rx_kbps), tuple(r.throttle_reasons or ()))
+            None if power is None else round(power), None if limit is None else round(limit),
+            None if r.temp_c is None else round(r.temp_c), None if r.sm_clock_mhz is None else round(r.sm_clock_mhz),
+            rate(r.pcie_tx_kbps), rate(r.pcie_rx_kbps), tuple(r.throttle_reasons or ()),
+            None if r.mem_util_pct is None else round(r.mem_util_pct),
+            None if r.mem_clock_mhz is None else round(r.mem_clock_mhz))
