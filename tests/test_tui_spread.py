@@ -244,3 +244,18 @@ def test_after_the_sweep_the_last_level_stays_as_a_distribution():
     lines = spread_text(m.sweep, 38, 8).plain.split("\n")
     assert lines[0].startswith("C=64 done 16") and "run" not in lines[0]
     assert lines[1].lstrip().startswith("8┤")  # 8 requests in each of two columns
+
+
+async def test_a_resize_redraws_the_chart_to_the_new_width():
+    app = SpreadApp(story_model())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.05)
+        chart = app.query_one(SpreadChart)
+        narrow = chart.content_region.width
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause(0.1)
+        region = chart.content_region
+        assert region.width > narrow
+        strips = app.screen._compositor.render_strips()
+        axis = "".join(seg.text for seg in strips[region.bottom - 2].crop(region.x, region.right))
+        assert axis.rstrip().endswith("─") and len(axis.strip()) >= region.width - 12  # the axis spans the new width

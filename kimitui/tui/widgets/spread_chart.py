@@ -125,16 +125,31 @@ def plot_rows(f: Frame, rows: int, median_cell: int | None) -> list[Text]:
         labels[rows // 2] = f"{top // 2}┤"
     out = []
     for y in range(rows):
-        line = Text(no_wrap=True)
-        line.append(labels.get(y, "│").rjust(f.gutter), "dim")
         row = rows - 1 - y
+        runs: list[tuple[str, str]] = [(labels.get(y, "│").rjust(f.gutter), "dim")]
         for x in range(f.cells):
-            glyph, style = cell(edges[x // f.per_bin], row)
-            if not glyph:
+            col = edges[x // f.per_bin]
+            if col[-1] <= row * 8:  # above the column's top: the common case, kept cheap
                 glyph, style = ("┊", MEDIAN_STYLE) if x == median_cell else (" ", "")
-            line.append(glyph, style)
-        out.append(line)
+            else:
+                glyph, style = cell(col, row)
+            runs.append((glyph, style))
+        out.append(joined(runs))
     return out
+
+
+def joined(runs: list[tuple[str, str]]) -> Text:
+    """One Text from (glyph, style) runs, neighbours of one style merged (a span per run, not per cell)."""
+    line = Text(no_wrap=True)
+    text, style = "", ""
+    for glyph, st in runs:
+        if st != style and text:
+            line.append(text, style)
+            text = ""
+        text, style = text + glyph, st
+    if text:
+        line.append(text, style)
+    return line
 
 
 def tick_labels(f: Frame, ticks: list[tuple[int, float]]) -> Text:
@@ -160,14 +175,13 @@ def axis_rows(f: Frame, median_cell: int | None, median: float | None) -> list[T
     ticks = [(f.cell_of(v), v) for v in f.bins.tick_values()]
     tick_cells = {x for x, _ in ticks}
     slow_cells = int(SLOW_FRACTION * median / f.bins.x_max * f.cells) if median is not None else 0
-    axis = Text(no_wrap=True)
-    axis.append(" " * (f.gutter - 1) + "└", "dim")
+    runs = [(" " * (f.gutter - 1) + "└", "dim")]
     for x in range(f.cells):
         if x == median_cell:
-            axis.append("▲", f"bold {MEDIAN_STYLE}")
+            runs.append(("▲", f"bold {MEDIAN_STYLE}"))
         else:
-            axis.append("┬" if x in tick_cells else "─", "red" if x < slow_cells else "dim")
-    return [axis, tick_labels(f, ticks)]
+            runs.append(("┬" if x in tick_cells else "─", "red" if x < slow_cells else "dim"))
+    return [joined(runs), tick_labels(f, ticks)]
 
 
 def chart(pts: list[SpreadPoint], s: SpreadSummary, width: int, rows: int) -> list[Text]:
