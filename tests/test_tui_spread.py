@@ -259,3 +259,12 @@ async def test_a_resize_redraws_the_chart_to_the_new_width():
         strips = app.screen._compositor.render_strips()
         axis = "".join(seg.text for seg in strips[region.bottom - 2].crop(region.x, region.right))
         assert axis.rstrip().endswith("─") and len(axis.strip()) >= region.width - 12  # the axis spans the new width
+
+
+async def test_one_slow_request_among_thousands_still_shows_red():
+    m = at_level(2048)
+    rng = random.Random(3)
+    m.apply(finished([rng.gauss(6.5, 0.3) for _ in range(900)] + [2.0], c=2048))
+    rows = await cells_of(m, size=(120, 40))
+    red = [x for row in rows[1:-2] for x, (ch, st) in enumerate(row) if ch in EIGHTHS and ch != " " and is_red(st)]
+    assert len(red) == 1 and "slow 1" in text(rows)[0]

@@ -68,15 +68,19 @@ def legend(s: SpreadSummary, width: int) -> Text:
     return out
 
 
+LEAST_EIGHTHS = {"done_slow": 2, "done": 1, "running_slow": 2, "running": 1}
+"""The least height of a layer with requests: one slow request among thousands is still a red mark."""
+
+
 def boundaries(stack: list[int], top: int, eighths: int) -> list[int]:
-    """Each layer's upper edge in eighths of a cell, cumulative; a layer with requests keeps at least one eighth."""
+    """Each layer's upper edge in eighths of a cell, cumulative; a layer with requests keeps ``LEAST_EIGHTHS``."""
     out, cum, prev = [], 0, 0
-    for count in stack:
+    for name, count in zip(LAYERS, stack):
         cum += count
         edge = round(cum / top * eighths) if top else 0
-        if count and edge <= prev:
-            edge = prev + 1
-        prev = min(edge, eighths)
+        if count and edge < prev + LEAST_EIGHTHS[name]:
+            edge = prev + LEAST_EIGHTHS[name]
+        prev = min(max(edge, prev), eighths)  # never below the layer under it (a bumped layer lifts the rest)
         out.append(prev)
     return out
 
