@@ -15,9 +15,8 @@ def key(keys: str, action: str, description: str, *, show: bool = True, name: st
     return Binding(keys, action, description, show=show, id=f"kimitui.{name or action.split('(')[0]}")
 
 
-PROFILE_BINDINGS = [
-    key(str(i), f"pick_profile({i})", "profile 1-9" if i == 1 else f"profile {i}", show=i == 1,
-        name=f"profile_{i}")
+PROFILE_BINDINGS = [  # named on the profile bar above the footer (widgets/profile_bar.py), not in it
+    key(str(i), f"pick_profile({i})", f"profile {i}", show=False, name=f"profile_{i}")
     for i in range(1, 10)
 ]
 
@@ -26,7 +25,7 @@ BINDINGS = [
     key("s", "sweep", "sweep"),
     key("b", "baseline", "baseline"),
     key("n", "note", "note"),
-    key("m", "marker", "marker"),
+    key("m", "marker", "marker", show=False),
     key("r", "record", "rec", show=False),
     key("z", "toggle_maximize", "max"),
     key("c", "compare", "compare"),
