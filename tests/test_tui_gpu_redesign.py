@@ -4,17 +4,34 @@ per-process view on ``g``."""
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 
 from kimitui.events import GpuCaps, GpuProcess, GpuProcs, GpuReading, GpuSample, GpuStatic
+from kimitui.host.local import LocalHost
+from kimitui.session import Session
+from kimitui.sim import gpustate
+from kimitui.sim import nvml as fake_nvml
+from kimitui.sim.gpus import GpuModel
+from kimitui.sim.scheduler import SchedStats
+from kimitui.sim.settings import load_settings
+from kimitui.sim.startup import BootState
+from kimitui.telemetry.agent import NvmlBackend, Output
+from kimitui.telemetry.gpu import GpuStream
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.app import KimituiApp
 from tests.support.fakecontrol import SUPPORTED, FakeController, gpu_sample
 from tests.support.fakecontrol import caps as fake_caps
+from tests.support.agentproc import write_busy_state
+from tests.support.telemetry import Collector
 from tests.support.tuiscreen import screen_text, settle
 
 NAME = "NVIDIA H200"
@@ -266,3 +283,82 @@ async def test_process_view_says_when_there_are_none() -> None:
             await pilot.press("g")
             await settle(app, pilot)
             assert says in screen_text(app)
+
+
+# ----------------------------------------------------------------------------- the agent over the fake NVML
+
+
+@pytest.fixture
+def busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    state = tmp_path / "gpus.json"
+    write_busy_state(state)
+    monkeypatch.setenv("KIMITUI_SIM_STATE", str(state))
+    monkeypatch.setenv("KIMITUI_FAKE_NVML", "pcie_delay=0")
+    yield state
+    fake_nvml.uninstall()
+
+
+def _backend(scenario: str = "pcie_delay=0") -> NvmlBackend:
+    fake_nvml.configure(scenario)
+    try:
+        return NvmlBackend(Output(io.StringIO()), fake=True)
+    finally:
+        fake_nvml.configure(None)
+
+
+def test_caps_carry_the_cuda_version_and_ticks_the_current_pcie_link(busy: Path) -> None:
+    backend = _backend()
+    caps = backend.caps()
+    assert caps["cuda_version"] == "12.9"
+    assert {"pcie_gen", "pcie_width"} <= set(caps["gpus"][0]["supported"])
+    assert caps["gpus"][0]["pcie_max_gen"] == 5 and caps["gpus"][0]["pcie_max_width"] == 16
+    row = backend.sample()[0]
+    assert row["pcie_gen"] == 5 and row["pcie_width"] == 16  # the simulated host: Gen5 x16 of Gen5 x16
+    fast = backend.sample(slow=False)[0]
+    assert fast["pcie_gen"] == 5  # read at the slow cadence, carried in every tick
+    assert _backend("pcie_delay=0;driver580").caps()["cuda_version"] == "13.0"
+    assert _backend("pcie_delay=0;old_driver").caps()["cuda_version"] == "11.4"
+
+
+def test_a_degraded_link_is_reported_as_it_is(busy: Path) -> None:
+    state = gpustate.read_state(busy)
+    state.gpus[3].pcie_gen, state.gpus[3].pcie_width = 4, 8
+    gpustate.write_state(state, busy)
+    backend = _backend()
+    backend.caps()
+    rows = {r["index"]: r for r in backend.sample()}
+    assert (rows[3]["pcie_gen"], rows[3]["pcie_width"]) == (4, 8) and rows[2]["pcie_gen"] == 5
+
+
+def test_a_driver_without_the_link_calls_leaves_the_fields_out(busy: Path) -> None:
+    backend = _backend("pcie_delay=0;not_supported=pcie_gen,pcie_width")
+    caps = backend.caps()
+    assert "pcie_gen" not in caps["gpus"][0]["supported"] and caps["gpus"][0]["unsupported"]["pcie_gen"] == "not_supported"
+    assert "pcie_gen" not in backend.sample()[0]  # never a made-up link
+
+
+def test_one_process_per_gpu_for_a_serving_profile(busy: Path) -> None:
+    backend = _backend()
+    backend.caps()
+    procs = backend.procs()
+    assert sorted(p["gpu_index"] for p in procs) == list(range(8))
+    assert all(p["rank"] == f"TP{p['gpu_index']}_EP{p['gpu_index']}" and p["used_mib"] > 80_000 for p in procs)
+
+
+def test_the_simulators_serving_gpus_each_have_the_scheduler_process() -> None:
+    model = GpuModel(load_settings("ep8-tuned"), pid=4242, rank_title=lambda i: f"sglang::scheduler_TP{i}_EP{i}")
+    state = model.state(BootState(phase="serving", mem_used_gb=85.0), SchedStats())
+    assert all(g.pid == 4242 and g.proc_title and g.mem_used_mib > 0 for g in state.gpus)
+    assert all((g.pcie_gen, g.pcie_width) == (5, 16) for g in state.gpus)
+
+
+def test_the_client_keeps_cuda_version_and_interval_from_caps() -> None:
+    session = Session()
+    seen = Collector(session)
+    stream = GpuStream(LocalHost("x"), session)
+    state = {"no_pynvml": False, "bye": False}
+    stream._handle('{"type":"caps","cuda_version":"12.9","interval":0.25,"gpus":[{"index":0,"name":"G"}]}', state)
+    stream._handle('{"type":"tick","seq":1,"gpus":[{"index":0,"pcie_gen":4,"pcie_width":16}]}', state)
+    caps_ev, tick = seen.of("gpu_caps")[0], seen.of("gpu_sample")[0]
+    assert isinstance(caps_ev, GpuCaps) and caps_ev.cuda_version == "12.9" and caps_ev.interval_s == 0.25
+    assert isinstance(tick, GpuSample) and (tick.gpus[0].pcie_gen, tick.gpus[0].pcie_width) == (4, 16)

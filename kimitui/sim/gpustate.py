@@ -50,6 +50,9 @@ class SimGpu(BaseModel):
     pcie_rx_kbps: float = 0.0
     throttle_reasons: list[str] = Field(default_factory=list)
     pstate: int = 8
+    pcie_gen: int = 5
+    """The link's current PCIe generation and width: the board's maximum (Gen5 x16) unless a test degrades it."""
+    pcie_width: int = 16
     pid: int | None = None
     """The 'scheduler' process using this GPU (the sim server's pid)."""
     proc_title: str | None = None

@@ -77,6 +77,8 @@ FIELD_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "throttle_reasons": ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
     "pstate": ("nvmlDeviceGetPerformanceState",),
     "procs": ("nvmlDeviceGetComputeRunningProcesses_v3",),
+    "pcie_gen": ("nvmlDeviceGetCurrPcieLinkGeneration",),
+    "pcie_width": ("nvmlDeviceGetCurrPcieLinkWidth",),
     "fan": ("nvmlDeviceGetFanSpeed",),
 }
 
@@ -281,7 +283,7 @@ class FakeNvmlLib:
         return pynvml.NVML_SUCCESS
 
     def nvmlSystemGetCudaDriverVersion(self, ref: ByRef) -> int:
-        self._set(ref, 13000 if self.scenario.driver580 else 12080)
+        self._set(ref, 11040 if self.scenario.old_driver else 13000 if self.scenario.driver580 else 12090)
         return pynvml.NVML_SUCCESS
 
     def nvmlSystemGetCudaDriverVersion_v2(self, ref: ByRef) -> int:
@@ -356,11 +358,10 @@ class FakeNvmlLib:
         return self._static("nvmlDeviceGetMaxPcieLinkWidth", h, ref, 16)
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: Handle, ref: ByRef) -> int:
-        busy = self._gpu_state(self._index(h)).util_pct > 0
-        return self._static("nvmlDeviceGetCurrPcieLinkGeneration", h, ref, 5 if busy else 1)
+        return self._static("nvmlDeviceGetCurrPcieLinkGeneration", h, ref, self._gpu_state(self._index(h)).pcie_gen)
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: Handle, ref: ByRef) -> int:
-        return self._static("nvmlDeviceGetCurrPcieLinkWidth", h, ref, 16)
+        return self._static("nvmlDeviceGetCurrPcieLinkWidth", h, ref, self._gpu_state(self._index(h)).pcie_width)
 
     def nvmlDeviceGetFanSpeed(self, h: Handle, ref: ByRef) -> int:
         code, _ = self._check("nvmlDeviceGetFanSpeed", h)

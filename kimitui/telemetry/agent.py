@@ -7,7 +7,7 @@ directly: ``python -m kimitui.telemetry.agent [--interval S] [--count N]
 
 Frames (one JSON object per line, ``type`` first):
 
-- ``caps``  once: driver, NVML version, backend, per GPU static facts and which
+- ``caps``  once: driver, CUDA and NVML versions, backend, per GPU static facts and which
   fields it supports (probed once: NotSupported/NoPermission/FunctionNotFound
   fields are listed in ``unsupported`` and never reported as zeros).
 - ``tick``  every interval (default 0.25 s): ``seq``, host time ``t``, per GPU
@@ -259,6 +259,10 @@ class NvmlBackend:
             p = nv.nvmlDeviceGetPerformanceState(h)
             return {"pstate": None if p == 32 else int(p)}
 
+        def pcie_link(h: Handle) -> dict[str, Any]:
+            return {"pcie_gen": int(nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+                    "pcie_width": int(nv.nvmlDeviceGetCurrPcieLinkWidth(h))}
+
         return {
             "util": [("utilization_rates", util)],
             "memory": [("memory_v2", mem_v2), ("memory_v1", mem_v1)],
@@ -268,6 +272,7 @@ class NvmlBackend:
             "mem_clock": [("clock_mem", mem_clock)],
             "throttle": [("clocks_event_reasons", reasons), ("clocks_throttle_reasons", reasons_old)],
             "pstate": [("performance_state", pstate)],
+            "pcie_link": [("curr_pcie_link", pcie_link)],
         }
 
     GROUP_FIELDS = {
@@ -279,6 +284,7 @@ class NvmlBackend:
         "mem_clock": ("mem_clock_mhz",),
         "throttle": ("throttle_reasons",),
         "pstate": ("pstate",),
+        "pcie_link": ("pcie_gen", "pcie_width"),
     }
 
     # -- caps ----------------------------------------------------------------------
@@ -290,6 +296,7 @@ class NvmlBackend:
             nvml_version = self._s(nv.nvmlSystemGetNVMLVersion())
         except nv.NVMLError as exc:
             self.out.error("driver version unreadable", str(exc))
+        cuda_version = self._cuda_version()
         variants = self._variants()
         gpus = []
         for i, h in enumerate(self.handles):
@@ -336,7 +343,21 @@ class NvmlBackend:
                     pass
         self._probe_proc_util()
         return {"type": "caps", "v": PROTOCOL, "t": time.time(), "backend": self.name, "driver": driver,
-                "nvml_version": nvml_version, "features": self.features, "gpus": gpus}
+                "nvml_version": nvml_version, "cuda_version": cuda_version, "features": self.features, "gpus": gpus}
+
+    def _cuda_version(self) -> str | None:
+        """The CUDA version the driver supports, as nvidia-smi prints it (12080 -> ``12.8``)."""
+        nv = self.nv
+        for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            fn = getattr(nv, name, None)
+            if fn is None:
+                continue
+            try:
+                version = int(fn())
+            except nv.NVMLError:  # FunctionNotFound on an old driver: try the older call
+                continue
+            return f"{version // 1000}.{version % 1000 // 10}"
+        return None
 
     def _probe(self, i: int, h: Handle, variants: dict[str, list[tuple[str, Reader]]]) -> None:
         nv = self.nv
@@ -438,7 +459,7 @@ class NvmlBackend:
 
     # Utilisation, memory and power every tick; the rest (which moves slower, or is itself an
     # average over ~1 s) about once a second, its last value riding in every tick.
-    SLOW_GROUPS = frozenset({"temp", "mem_clock", "pstate", "sm_clock", "throttle"})
+    SLOW_GROUPS = frozenset({"temp", "mem_clock", "pstate", "sm_clock", "throttle", "pcie_link"})
 
     def sample(self, slow: bool = True) -> list[dict[str, Any]]:
         nv = self.nv
