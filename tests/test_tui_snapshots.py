@@ -1,4 +1,4 @@
-"""The main screen with the fixed story (two sizes) and the swap dialog, as SVG snapshots.
+"""The cockpit's eight states at 80x24, 120x40 and 200x60, and two dialogs, as SVG snapshots.
 
 Update after an intended visual change with ``pytest tests/test_tui_snapshots.py --snapshot-update``.
 """
@@ -11,6 +11,7 @@ import pytest
 
 from kimitui.tui.app import KimituiApp
 from tests.support.fakecontrol import StoryController
+from tests.support.screen_states import SIZES, STATES, ScreenState, drawn
 
 
 @pytest.fixture(autouse=True)
@@ -28,49 +29,19 @@ def story_app() -> KimituiApp:
 
 
 async def _drawn(pilot) -> None:
-    app = pilot.app
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.05)
-    app.pump(force_charts=True)
-    await pilot.pause(0.05)
-    app.pump(force_charts=True)
-    app.clear_notifications()
-    await pilot.pause(0.05)
+    await drawn(pilot)
 
 
-@pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
-def test_main_screen(snap_compare, size):
-    assert snap_compare(story_app(), terminal_size=size, run_before=_drawn)
-
-
-def test_confounded_swap_dialog(snap_compare):
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("state", STATES, ids=[s.name for s in STATES])
+def test_screen_state(snap_compare, tmp_path, state: ScreenState, size):
+    """Issue 15: idle, starting, sweeping, after a sweep, the confound dialog, a straggler, compare, replay."""
     async def run_before(pilot) -> None:
-        await _drawn(pilot)
-        await pilot.press("2")
-        await pilot.pause(0.05)
+        await drawn(pilot)
+        await state.steps(pilot)
+        await drawn(pilot)
 
-    assert snap_compare(story_app(), terminal_size=(120, 40), run_before=run_before)
-
-
-def test_compare_view_seed_case_with_a_failed_and_a_distorted_level(snap_compare):
-    """Tuned EP8 (eight levels) vs EPLB (1, 8, 64, 256) whose C=256 failed and whose C=64 the client distorted."""
-    from kimitui.events import ConnectionState, ProfileState
-    from tests.support.fakecontrol import T0, FakeController, caps
-    from tests.support.seedcase import eplb_events, tuned_events
-
-    initial = [ConnectionState(t=T0, state="connected"), caps(T0),
-               ProfileState(t=T0, profile="ep8-tuned", state="serving"), *tuned_events(),
-               *eplb_events(status={256: ("failed", "256/256 failed", None)}, distorted={64: "loop lag 730 ms"})]
-
-    async def run_before(pilot) -> None:
-        await _drawn(pilot)
-        await pilot.press("c")
-        await pilot.pause(0.05)
-        await pilot.app.screen.workers.wait_for_complete()
-        await pilot.pause(0.05)
-
-    assert snap_compare(KimituiApp(FakeController(initial=initial), tick=None), terminal_size=(120, 40),
-                        run_before=run_before)
+    assert snap_compare(KimituiApp(state.controller(tmp_path), tick=None), terminal_size=size, run_before=run_before)
 
 
 def test_keys_dimmed_during_a_swap(snap_compare):

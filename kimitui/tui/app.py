@@ -159,6 +159,7 @@ class KimituiApp(App[int]):
         found = self._safe(lambda: profile_keys(self.controller))
         bar = self.query_one(ProfileBar)
         bar.by_key = dict(found[0]) if found else {}
+        bar.display = self.controller.live  # a replay swaps nothing: its header says what ran
         bar.redraw()
         for note in found[1] if found else []:  # a key clash or an order the config cannot have
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)

@@ -122,9 +122,17 @@ class ScreenState:
     steps: Steps = _nothing
 
 
+class _SnapshotReplay(ReplayController):
+    """A replay of the story whose header names the recording without the test's temporary folder."""
+
+    @property
+    def recording_path(self) -> str | None:
+        return "recordings/story.jsonl"
+
+
 def _replay(tmp: Path) -> Controller:
     path = write_recording(tmp / "story.jsonl", story_events())
-    return ReplayController(path, speed=None)
+    return _SnapshotReplay(path, speed=None)
 
 
 STATES: list[ScreenState] = [
