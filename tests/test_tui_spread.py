@@ -9,6 +9,7 @@ cockpit gives it), so they check what an operator sees, colours included.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from rich.color import Color
@@ -68,7 +69,7 @@ def colour_name(style: Style | None, app: App[None]) -> str:
     return "other"
 
 
-async def cells_of(model: CockpitModel, size: tuple[int, int] = (80, 24), shot: str | None = None) -> list[list[Cell]]:
+async def cells_of(model: CockpitModel, size: tuple[int, int] = (80, 24), shot: Path | None = None) -> list[list[Cell]]:
     """The spread's content region as rows of (character, colour name), read from the composed screen."""
     app = SpreadApp(model)
     async with app.run_test(size=size) as pilot:
@@ -76,8 +77,8 @@ async def cells_of(model: CockpitModel, size: tuple[int, int] = (80, 24), shot: 
         chart = app.query_one(SpreadChart)
         chart.redraw()
         await pilot.pause(0.05)
-        if shot:
-            app.save_screenshot(filename=shot, path="/tmp/h2")
+        if shot is not None:
+            app.save_screenshot(filename=shot.name, path=str(shot.parent))
         region = chart.content_region
         strips = app.screen._compositor.render_strips()
         rows = []
@@ -218,8 +219,10 @@ def story_model() -> CockpitModel:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
-async def test_the_chart_fills_its_panel_at_each_terminal_size(size: tuple[int, int]):
-    rows = text(await cells_of(story_model(), size=size, shot=f"spread-{size[0]}x{size[1]}.svg"))
+async def test_the_chart_fills_its_panel_at_each_terminal_size(size: tuple[int, int], tmp_path: Path):
+    shot = tmp_path / f"spread-{size[0]}x{size[1]}.svg"
+    rows = text(await cells_of(story_model(), size=size, shot=shot))
+    assert "tok/s" in shot.read_text()  # the screenshot an operator would look at (rsvg-convert it to see)
     assert rows[0].startswith("C=64") and "slow 1" in rows[0] and "med" in rows[0]
     assert "tok/s" in rows[-1] and "└" in rows[-2]
     assert len(rows) == int(size[1] * 0.42) - 2  # every row of the content region is the chart's

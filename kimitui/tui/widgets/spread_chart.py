@@ -224,6 +224,7 @@ def spread_text(sweep: SweepView | None, width: int, height: int) -> Text:
 
 
 def centred(lines: list[Text], width: int, height: int) -> Text:
+    """A message in the middle of the panel (no sweep, no rate yet): no empty axes."""
     out = Text(no_wrap=True, overflow="crop")
     pad = max(0, (height - len(lines)) // 2)
     for k in range(min(height, pad + len(lines))):
