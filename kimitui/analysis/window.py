@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kimitui.events import GpuSample, LogLine
 
@@ -48,6 +48,12 @@ class WindowView:
     def hottest_gpu(self) -> GpuWindowSummary | None:
         temps = [g for g in self.gpus if g.temp_max is not None]
         return max(temps, key=lambda g: g.temp_max or 0.0) if temps else None
+
+
+class Windowed(Protocol):
+    """What keeps the GPU samples and log lines to look a window up in (EventHistory, the cockpit's CompactHistory)."""
+
+    def window(self, start: float, end: float, pad_s: float = 1.0) -> WindowView: ...
 
 
 _Timed = TypeVar("_Timed", GpuSample, LogLine)

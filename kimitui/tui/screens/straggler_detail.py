@@ -1,67 +1,181 @@
-"""A straggler's slowest gap: the GPUs and the log during [gap_start, gap_end]."""
+"""A straggler, read top-down: one headline sentence, its own timeline over the GPUs, the gap's log, the GPU table.
+
+Issue 15: the old view listed the gap's 119 raw log lines, nearly all kimitui's own polling and each
+SGLang line eight times, and the line that explained the gap needed scrolling.  Now the headline says
+the facts (rate, gap, what the GPUs did, the log line that says why), the log hides polling and merges
+ranks with the explaining lines marked, and ``a`` shows every line as it came for the curious.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kimitui.analysis.window import WindowView
-from kimitui.events import Straggler
+from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell_in_gap, gap_lines, headline,
+                                           hidden_polling, in_gap_gpus, in_gap_samples)
+from kimitui.analysis.window import GpuWindowSummary
 from kimitui.tui.render import clock, num, rate
-from kimitui.tui.widgets.straggler_list import describe
+from kimitui.tui.widgets.request_timeline import RequestTimeline
 
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "debug": "dim"}
+QUIET_LINES = 8
+"""Lines that explain nothing shown around the explaining ones before the rest folds into '… N more'."""
+RAW_LINES = 400
+"""What ``a`` (every line as it came) lists at most: the gap's tail."""
 
 
-def gpu_table(view: WindowView) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("GPU", "util before", "util min", "util mean", "PCIe peak", "temp max", "power max", "throttle"):
-        table.add_column(col, justify="right" if col not in ("throttle",) else "left")
-    hot = view.hottest_gpu
-    for g in view.gpus:
-        dropped = g.util_before is not None and g.util_mean is not None and g.util_mean < g.util_before - 10
-        table.add_row(
-            str(g.index), num(g.util_before), Text(num(g.util_min), "red" if dropped else ""),
-            Text(num(g.util_mean), "red" if dropped else ""), rate(g.pcie_peak_kbps),
-            Text(num(g.temp_max), "bold red" if hot is not None and g.index == hot.index else ""),
-            num(g.power_max), ",".join(g.throttle),
-        )
+def gpu_table(gpus: list[GpuWindowSummary], width: int = 120) -> Table:
+    """One row per GPU in the gap; narrow screens drop the PCIe and power columns."""
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
+    wide = width >= 70
+    cols = ["GPU", "util before", "min", "mean"] + (["PCIe peak"] if wide else []) + ["temp max"] \
+        + (["power max"] if wide else []) + ["throttle"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "throttle" else "right")
+    temps = [g for g in gpus if g.temp_max is not None]
+    hot = max(temps, key=lambda g: g.temp_max or 0.0) if temps else None
+    for g in gpus:
+        dropped = "red" if fell_in_gap(g) else ""
+        cells: list[str | Text] = [str(g.index), num(g.util_before), Text(num(g.util_min), dropped),
+                                   Text(num(g.util_mean), dropped)]
+        if wide:
+            cells.append(rate(g.pcie_peak_kbps))
+        cells.append(Text(num(g.temp_max), "bold red" if hot is not None and g.index == hot.index else ""))
+        if wide:
+            cells.append(num(g.power_max))
+        cells.append(",".join(g.throttle))
+        table.add_row(*cells)
     return table
 
 
+def log_text(lines: list[ShownLine], everything: bool) -> Text:
+    """One row per line, explaining ones marked ``▶``; by default the quiet ones beyond a few fold away."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if not lines:
+        return Text("no log lines in this window", "dim")
+    quiet = 0
+    folded = 0
+    for shown in lines[-RAW_LINES:] if everything else lines:
+        line = shown.line
+        if not everything and not shown.explains:
+            quiet += 1
+            if quiet > QUIET_LINES:
+                folded += 1
+                continue
+        mark = "▶ " if shown.explains else "  "
+        style = SEVERITY_STYLE.get(line.severity, "")
+        out.append(mark, "bold red" if shown.explains else "")
+        out.append(f"{clock(line.t)} {display(line) if not everything else line.text}\n",
+                   f"bold {style}".strip() if shown.explains else (style or "default"))
+    if folded:
+        out.append(f"  … {folded} more lines (a: show every line)\n", "dim")
+    out.rstrip()
+    return out
+
+
 class StragglerDetail(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss(None)", "Close")]
+    BINDINGS = [Binding("escape,q,enter", "dismiss(None)", "Close"),
+                Binding("a", "toggle_everything", "every line")]
 
     DEFAULT_CSS = """
     StragglerDetail { align: center middle; }
-    StragglerDetail > VerticalScroll { width: 92%; height: 90%; border: thick $error;
+    StragglerDetail > VerticalScroll { width: 94%; height: auto; max-height: 92%; border: thick $error;
         background: $surface; padding: 0 1; }
-    StragglerDetail .section { margin-top: 1; text-style: bold; }
+    StragglerDetail .section { text-style: bold; color: $text-muted; }
+    StragglerDetail #straggler-headline { text-style: bold; }
     """
 
-    def __init__(self, straggler: Straggler, view: WindowView | None) -> None:
+    def __init__(self, evidence: GapEvidence) -> None:
         super().__init__()
-        self.straggler, self.view = straggler, view
+        self.evidence = evidence
+        self.everything = False
+        """``a``: every line as it came (polling and each rank's copy) instead of what an operator reads."""
 
     def compose(self) -> ComposeResult:
-        s, v = self.straggler, self.view
+        ev, v = self.evidence, self.evidence.gap
         with VerticalScroll():
-            yield Static(Text(f"Straggler {s.request_id} at C={s.concurrency}: {describe(s)}", "bold red"))
-            if s.reason:
-                yield Static(Text(f"why: {s.reason}", "dim"))
+            yield Static(Text(headline(ev)), id="straggler-headline")
+            yield Static(Text(self._facts(), "dim"), id="straggler-facts")
             if v is None:
                 yield Static("This straggler has no gap window (no gap_start/gap_end recorded).")
                 return
-            yield Static(f"GPUs {clock(v.start)} – {clock(v.end)} ({len(v.gpu_samples)} samples)", classes="section")
-            yield Static(gpu_table(v) if v.gpus else Text("no GPU samples kept for this window", "dim"),
+            yield Static("Tokens since it was sent (the gap red), the GPUs' mean utilisation under them",
+                         classes="section")
+            yield RequestTimeline(ev, id="straggler-timeline")
+            yield Static(self._log_title(), classes="section", id="straggler-log-title")
+            yield Static(log_text(gap_lines(v), False), id="straggler-log")
+            yield Static(self._gpu_title(), classes="section", id="straggler-gpus-title")
+            gpus = in_gap_gpus(ev)
+            yield Static(gpu_table(gpus) if gpus else Text("no GPU samples kept for this window", "dim"),
                          id="straggler-gpus")
-            yield Static(f"Log during the gap ({len(v.log_lines)} lines)", classes="section")
-            lines = Text()
-            for line in v.log_lines[-200:]:
-                lines.append(f"{clock(line.t)} {line.raw}\n", SEVERITY_STYLE.get(line.severity, ""))
-            yield Static(lines if v.log_lines else Text("no log lines in this window", "dim"), id="straggler-log")
+
+    def _gpu_title(self) -> str:
+        ev = self.evidence
+        s, inside = ev.straggler, in_gap_samples(ev)
+        if not inside or s.gap_start is None:
+            return f"GPUs around the gap ({len(ev.gap.gpu_samples) if ev.gap else 0} samples)"
+        return (f"GPUs in the gap {clock(s.gap_start)} – {clock(s.gap_end or s.gap_start)} ({len(inside)} samples): "
+                "utilisation % in the span before it, min and mean in it")
+
+    def _facts(self) -> str:
+        s, r = self.evidence.straggler, self.evidence.result
+        parts = []
+        if r is not None:
+            parts.append(f"sent {clock(r.sent)}")
+            if r.e2e_s is not None:
+                parts.append(f"{r.completion_tokens} tokens in {r.e2e_s:.1f} s")
+            if r.ttft_s is not None:
+                parts.append(f"first token after {r.ttft_s:.2f} s")
+        if s.reason:
+            parts.append(f"flagged for: {s.reason}")
+        if r is None or not r.chunk_offsets_ms:
+            parts.append("no per-chunk times kept for this request")
+        return " · ".join(parts)
+
+    def _log_title(self) -> str:
+        v = self.evidence.gap
+        if v is None:
+            return ""
+        if self.everything:
+            return f"Log during the gap: all {len(v.log_lines)} lines as they came (a: polling hidden, ranks merged)"
+        shown = len(gap_lines(v))
+        polling = hidden_polling(v)
+        hid = f", {polling} of kimitui's own polling hidden" if polling else ""
+        return (f"Log during the gap: {shown} lines{hid}, each rank's copies merged, ▶ what may explain it "
+                f"(a: every line)")
+
+    def on_mount(self) -> None:
+        body = self.query_one(VerticalScroll)
+        body.border_title = f"Straggler {self.evidence.straggler.request_id}"
+        body.border_subtitle = "a every line · esc close" if self.evidence.gap is not None else "esc close"
+        self._fit(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """The frame fills a small terminal; the timeline grows with the height (6 rows at 24, 18 at 60)."""
+        small = width < 100 or height < 30
+        body = self.query_one(VerticalScroll)
+        body.styles.width = "100%" if small else "94%"
+        body.styles.max_height = "100%" if small else "92%"
+        for timeline in self.query(RequestTimeline):
+            timeline.styles.height = max(6, min(18, height // 3 - 2))
+        gpus = in_gap_gpus(self.evidence)
+        if gpus:
+            self.query_one("#straggler-gpus", Static).update(gpu_table(gpus, width))
+
+    def action_toggle_everything(self) -> None:
+        v = self.evidence.gap
+        if v is None:
+            return
+        self.everything = not self.everything
+        self.query_one("#straggler-log", Static).update(log_text(gap_lines(v, everything=self.everything),
+                                                                 self.everything))
+        self.query_one("#straggler-log-title", Static).update(self._log_title())

@@ -15,19 +15,6 @@ from kimitui.tui.render import clock, num
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
-def describe(s: Straggler) -> str:
-    """'decode 7.7 tok/s (median 63), longest gap 9.8 s at 10:41:07'."""
-    parts = []
-    if s.decode_tok_s is not None:
-        parts.append(f"decode {s.decode_tok_s:.1f} tok/s"
-                     + (f" (median {s.median_decode_tok_s:.0f})" if s.median_decode_tok_s is not None else ""))
-    if s.max_gap_s is not None:
-        parts.append(f"longest gap {s.max_gap_s:.1f} s" + (f" at {clock(s.gap_start)}" if s.gap_start else ""))
-    if s.reason and not parts:
-        parts.append(s.reason)
-    return ", ".join(parts)
-
-
 class StragglerList(DataTable[str | Text], ModelView):
     @dataclass
     class Chosen(Message):

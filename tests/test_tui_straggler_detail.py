@@ -1,0 +1,200 @@
+"""The straggler detail view (issue 15): headline first, the request's own timeline, the gap's log without polling.
+
+The seed case: the story's C=1 straggler ``s2-c1-r4`` (10:21:07, during an EPLB rebalance), here with the
+issue's 35.6 s gap, its own chunk offsets, all 8 ranks printing the rebalance lines and kimitui polling
+``/metrics``, ``/v1/loads`` and ``/health`` every second: the 119-line window the issue saw.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+
+from kimitui.analysis.gap_evidence import GapEvidence, explains, gap_lines, gather, headline
+from kimitui.analysis.window import EventHistory
+from kimitui.events import (ConnectionState, Event, LevelResult, LevelStarted, LogLine, Percentiles, ProfileState,
+                            RequestResult, Straggler, SweepStarted)
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.widgets.request_timeline import GAP_BG, RequestTimeline, draw_timeline
+from kimitui.tui.widgets.straggler_list import StragglerList
+from tests.support.fakecontrol import T0, FakeController, caps, gpu_sample, spec
+from tests.support.tuiscreen import screen_text, settle, tick
+
+SENT = T0 + 66.0
+GAP_START, GAP_S = T0 + 67.0, 35.6
+"""10:21:07, as the issue saw it."""
+RATE = 63.0
+TOKENS = 512
+POLL_PATHS = ("/metrics", "/v1/loads", "/health")
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def chunk_offsets() -> list[float]:
+    """One token per chunk at 63 tok/s, stopped for 35.6 s at 10:21:07."""
+    offs, t = [], 0.0
+    for _ in range(TOKENS):
+        t += 1 / RATE
+        if abs(SENT + t - GAP_START) < 0.5 / RATE:
+            t += GAP_S
+        offs.append(round(t * 1000, 1))
+    return offs
+
+
+def straggler_result() -> RequestResult:
+    offs = chunk_offsets()
+    e2e = offs[-1] / 1000
+    return RequestResult(t=SENT + e2e, sweep_id="s2", request_id="s2-c1-r4", concurrency=1, ok=True,
+                         intended_send=SENT, sent=SENT, ttft_s=1 / RATE, e2e_s=e2e, completion_tokens=TOKENS,
+                         chunks=TOKENS, decode_tok_s=TOKENS / e2e, max_gap_s=GAP_S, max_gap_at=GAP_START,
+                         chunk_offsets_ms=offs)
+
+
+def the_straggler() -> Straggler:
+    r = straggler_result()
+    return Straggler(request_id="s2-c1-r4", concurrency=1, decode_tok_s=r.decode_tok_s, median_decode_tok_s=RATE,
+                     max_gap_s=GAP_S, gap_start=GAP_START, gap_end=GAP_START + GAP_S, reason=f"gap {GAP_S} s > 0.50 s")
+
+
+def rank_lines(t: float, message: str) -> list[LogLine]:
+    return [LogLine(t=t + k * 0.001, raw=f"[{_stamp(t)} TP{k} EP{k}] [EPLBManager] {message}", line_kind="eplb",
+                    severity="info") for k in range(8)]
+
+
+def gap_case_events() -> list[Event]:
+    """The cockpit after the EPLB sweep's C=1 level: GPUs, 8 ranks' EPLB lines, polling, the straggler's result."""
+    ev: list[Event] = [ConnectionState(t=T0, state="connected"), caps(T0),
+                       ProfileState(t=T0, profile="ep8-eplb", state="serving"),
+                       SweepStarted(t=T0 + 60, sweep_id="s2", spec=spec(), profile="ep8-eplb"),
+                       LevelStarted(t=T0 + 60, sweep_id="s2", concurrency=1)]
+    end = GAP_START + GAP_S
+    for k in range(60, 120):
+        t = T0 + k
+        in_gap = GAP_START <= t <= end
+        ev.append(gpu_sample(t, 93.0, seq=k, dip=83.0 if in_gap else 0.0))
+        for path in POLL_PATHS:
+            ev.append(LogLine(t=t + 0.3, raw=f'INFO:     127.0.0.1:5{k:04d} - "GET {path} HTTP/1.1" 200 OK',
+                              line_kind="access"))
+    ev.append(LogLine(t=GAP_START - 0.5, raw=f"[{_stamp(GAP_START - 0.5)} TP0 EP0] Decode batch. #running-req: 1, "
+                      "gen throughput (token/s): 62.8", line_kind="decode"))
+    ev += rank_lines(GAP_START + 0.1, "rebalance start")
+    ev += rank_lines(end - 0.2, f"rebalance end time={GAP_S} s")
+    ev.sort(key=lambda e: e.t)
+    ev.append(straggler_result())
+    ev.append(LevelResult(t=end + 9, sweep_id="s2", concurrency=1, requests=6, ok=6, agg_tok_s=38.4,
+                          steady_tok_s=62.1, decode_tok_s=Percentiles(p50=RATE), stragglers=[the_straggler()]))
+    return ev
+
+
+def evidence(with_result: bool = True) -> GapEvidence:
+    history = EventHistory()
+    for e in gap_case_events():
+        history.add(e)
+    return gather(the_straggler(), straggler_result() if with_result else None, history)
+
+
+# --------------------------------------------------------------------------- the pure parts
+
+
+def test_the_gap_window_holds_the_issues_119_lines_and_shows_only_the_merged_few():
+    ev = evidence()
+    assert ev.gap is not None and len(ev.gap.log_lines) >= 119
+    lines = gap_lines(ev.gap)
+    texts = [s.line.shown for s in lines]
+    assert not any("GET /metrics" in t or "/v1/loads" in t or "/health" in t for t in texts)
+    rebalance_end = [s for s in lines if "rebalance end time=35.6 s" in s.line.shown]
+    assert len(rebalance_end) == 1 and "TP0–7 EP0–7" in rebalance_end[0].line.shown and rebalance_end[0].explains
+    assert len(lines) <= 4
+    everything = gap_lines(ev.gap, everything=True)
+    assert len(everything) == len(ev.gap.log_lines)  # the toggle: every line as it came
+
+
+def test_headline_states_rate_gap_gpus_and_the_explaining_line():
+    text = headline(evidence())
+    assert text.startswith("s2-c1-r4 at C=1 ran at 11.7 tok/s (level median 63): one 35.6 s gap at 10:21:07")
+    assert "all 8 GPUs fell to 7–10 % utilisation (from 90–93 %)" in text
+    assert text.endswith("the log says: rebalance end time=35.6 s.")
+
+
+def test_explains_marks_eplb_kv_and_errors_not_decode_lines():
+    from kimitui.analysis.log_lines import MergedLine
+    assert explains(MergedLine(0, "warning", "warning", "KV cache pool is full. Retract requests."))
+    assert explains(MergedLine(0, "error", "error", "NCCL error"))
+    assert not explains(MergedLine(0, "info", "decode", "Decode batch. #running-req: 1"))
+
+
+def test_timeline_shades_the_gap_and_the_tokens_stay_flat_in_it():
+    ev = evidence()
+    text = draw_timeline(ev, 100, 12)
+    rows = text.plain.splitlines()
+    assert "◀ 35.6 s gap ▶" in rows[0]
+    span = ev.gap_span
+    assert span is not None and abs(span[0] - 1.0) < 0.05 and abs(span[1] - 36.6) < 0.05
+    shaded = {s.start for s in text.spans if GAP_BG.split()[-1] in str(s.style)}
+    assert shaded, "the gap's columns carry the red background"
+    gutter = rows[1].index("│") + 1
+    total = ev.axis_end - ev.axis_start
+    in_gap = [gutter + c for c in range(100 - gutter) if span[0] + 1 < (c + 0.5) * total / (100 - gutter) < span[1] - 1]
+    token_rows = rows[1:-4 if len(rows) > 5 else -1]
+    heights = {c: "".join(r[c] for r in token_rows) for c in in_gap}
+    assert len(set(heights.values())) == 1, "no tokens arrive during the gap: the area is flat there"
+    assert "s since sent" in rows[-1] and "GPU%" in text.plain
+
+
+def test_timeline_without_the_requests_chunks_still_draws_the_gpus_and_the_gap():
+    text = draw_timeline(evidence(with_result=False), 90, 8).plain
+    assert "no chunk timeline kept for this request" in text and "35.6 s gap" in text and "GPU%" in text
+
+
+# --------------------------------------------------------------------------- on screen
+
+
+async def open_detail(size: tuple[int, int]) -> tuple[KimituiApp, str]:
+    app = KimituiApp(FakeController(initial=gap_case_events()), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        app.query_one(StragglerList).focus()
+        await pilot.press("enter")
+        await tick(pilot)
+        await tick(pilot)
+        assert isinstance(app.screen, StragglerDetail)
+        text = screen_text(app)
+        lines = text_rows(app)
+        await pilot.press("a")
+        await tick(pilot)
+        everything = screen_text(app)
+        assert "GET /metrics" in everything, "a shows every line, polling included"
+    return app, "\n".join(lines)
+
+
+_ROW_TEXT = re.compile(r'<text[^>]*clip-path="url\(#terminal-\d+-line-(\d+)\)"[^>]*>(.*?)</text>', re.S)
+
+
+def text_rows(app: KimituiApp) -> list[str]:
+    """The screen as rows of text, top to bottom: what a person sees without scrolling."""
+    rows: dict[int, list[str]] = {}
+    for row, chunk in _ROW_TEXT.findall(app.export_screenshot()):
+        rows.setdefault(int(row), []).append(html.unescape(chunk).replace("\xa0", " "))
+    return ["".join(rows.get(i, [])) for i in range(max(rows, default=-1) + 1)]
+
+
+async def test_120x40_headline_first_no_polling_one_merged_rebalance_line_on_the_first_screen():
+    app, shown = await open_detail((120, 40))
+    rows = [r for r in shown.splitlines() if r.strip("▊▎▔▁ ")]
+    first = next(i for i, r in enumerate(rows) if "s2-c1-r4 at C=1 ran at" in r)
+    assert not any("GET /" in r for r in rows), "kimitui's own polling is hidden"
+    end_rows = [r for r in rows if "rebalance end time=35.6 s" in r and "TP0–7" in r]
+    assert len(end_rows) == 1, "one merged rebalance-end line naming all eight ranks, within the 40 rows"
+    assert rows.index(end_rows[0]) > first
+    assert sum("rebalance start" in r for r in rows) == 1
+    assert "35.6 s gap" in shown and "GPU%" in shown
+
+
+async def test_80x24_headline_and_the_explaining_line_are_on_the_first_screen():
+    app, shown = await open_detail((80, 24))
+    assert "s2-c1-r4 at C=1 ran at" in shown
+    assert "rebalance end time=35.6" in shown
