@@ -205,3 +205,11 @@ def test_the_running_level_moves_the_live_point():
     assert curve_figure(m).live == (8, 100.0)
     m.apply([SweepProgress(t=T0 + 2, sweep_id="s", concurrency=8, level_tokens=500, level_elapsed_s=2.0)])
     assert curve_figure(m).live == (8, 250.0)
+
+
+async def test_a_short_curve_keeps_its_x_title_beside_the_y_title():
+    app = CurveApp(story_model(), 76, 7)  # the 80x24 layout's wide, short curve
+    async with app.run_test(size=(86, 13)) as pilot:
+        curve = await settle_curve(app, pilot)
+        top = canvas_text(curve, "margin-top")[0]
+        assert "tok/s" in top and "x: concurrency C (log scale)" in top

@@ -497,8 +497,8 @@ async def test_compare_view_does_not_judge_a_failed_level_nor_draw_it():
         datasets = app.screen.query_one("#compare-plot", PlotWidget)._datasets
         eplb = [d for d in datasets if isinstance(d, LinePlot) and d.line_style == "bold green"][0]
         assert list(eplb.x) == [0.0, 3.0, 6.0]  # C=1, 8, 64: no point for the failed C=256
-        (floor,) = [d for d in datasets if isinstance(d, ScatterPlot)]
-        assert floor.marker == "✗" and list(floor.x) == [8.0] and list(floor.y) == [0.0]
+        (hollow,) = [d for d in datasets if isinstance(d, ScatterPlot) and d.marker == "○"]  # issue 15: hollow
+        assert list(hollow.x) == [8.0]  # where it got to, on no line
 
 
 async def test_level_rows_and_curve_mark_failed_and_distorted_levels():

@@ -159,7 +159,7 @@ def nice_y_ticks(ymax: float, rows: int) -> list[float]:
     most = max(2, min(6, rows // 2 + 1))
     raw = ymax / max(most - 1, 1)
     mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = next(m * mag for m in (0.5, 1, 2, 2.5, 5, 10) if int(ymax // (m * mag)) + 1 <= most)
     return [k * step for k in range(int(ymax // step) + 1)]
 
 

@@ -4,8 +4,8 @@ A (the reference) defaults to the baseline profile's last sweep, else the sweep
 before the last; B is the last sweep.  ``[``/``]`` pick another A.  The
 comparison (bootstrap noise) runs in a thread so the cockpit keeps drawing.
 Sweeps with different level lists are compared on the levels both have; a level
-that is not ``ok`` on a side is no point of its curve (a ``✗`` on the floor) and
-its row says why it is not judged.
+that is not ``ok`` on a side is no point of its curve (a hollow ``○`` where it got
+to) and its row says why it is not judged.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from textual_plot.plot_widget import LegendLocation
 from kimitui.report.compare import Comparison, compare
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.widgets.sweep_curve import NOT_OK_MARK, NOT_OK_STYLE, ConcurrencyAxis
+from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
+from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no_change": "bold",
                  "not_comparable": "bold yellow"}
@@ -102,7 +103,7 @@ class CompareScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         plot = self.query_one(PlotWidget)
         plot.set_x_formatter(ConcurrencyAxis())
-        plot.set_xlabel("concurrency")
+        plot.set_xlabel("concurrency C (log scale)")
         plot.set_ylabel("tok/s")
         self._show()
 
@@ -126,25 +127,33 @@ class CompareScreen(ModalScreen[None]):
         self._compare(a, b)
 
     def _plot(self, a: SweepRun, b: SweepRun) -> None:
+        """Both runs as the cockpit's curve draws them: a tick per level, a marker per measured level, a level
+        that is not ``ok`` hollow (``○``) at the figure it reached, never joined in (``kimitui.tui.curve_series``)."""
         plot = self.query_one(PlotWidget)
         plot.clear()
-        ymax, levels = 10.0, []
-        for run, style in ((a, "grey70"), (b, "bold green")):
-            levels += list(run.levels)
+        levels = sorted(set(a.levels) | set(b.levels))
+        xmin, xmax = x_limits(levels)
+        axis = LevelAxis()
+        width = max(plot.size.width, int(self.app.size.width * 0.9))  # not laid out yet on mount
+        axis.labels = dict(level_ticks(levels, xmin, xmax, width - plot.margin_left))
+        plot.set_x_formatter(axis)
+        plot.set_xticks(sorted(axis.labels))
+        ymax = 10.0
+        for run, style, mark in ((a, "grey70", OVERLAY_MARK), (b, "bold green", AGG_MARK)):
             pts = [(row.concurrency, row.agg_tok_s) for row in run.ordered_levels
                    if row.valid and row.agg_tok_s is not None]
+            bad = [(row.concurrency, row.agg_tok_s or 0.0) for row in run.ordered_levels if not row.valid]
+            ymax = max([ymax, *(y for _, y in pts), *(y for _, y in bad)])
             if pts:
-                ymax = max(ymax, *(y for _, y in pts))
                 plot.plot([math.log2(c) for c, _ in pts], [y for _, y in pts], line_style=style,
                           hires_mode=HiResMode.BRAILLE, label=run.label)
-        bad = sorted({row.concurrency for run in (a, b) for row in run.ordered_levels if not row.valid})
-        if bad:  # where a level ran but measured no real point: on the floor, never on a curve
-            plot.scatter([math.log2(c) for c in bad], [0.0] * len(bad), marker=NOT_OK_MARK,
-                         marker_style=NOT_OK_STYLE, label="level not ok: no point")
-        if levels:
-            plot.set_xlimits(math.log2(min(levels)) - 0.3, math.log2(max(levels)) + 0.3)
+                plot.scatter([math.log2(c) for c, _ in pts], [y for _, y in pts], marker=mark, marker_style=style)
+            if bad:
+                plot.scatter([math.log2(c) for c, _ in bad], [y for _, y in bad], marker=HOLLOW_MARK,
+                             marker_style=NOT_OK_STYLE, label=f"{run.label}: level not ok, no point")
+        plot.set_xlimits(xmin, xmax)
         plot.set_ylimits(0, ymax * 1.1)
-        plot.show_legend(LegendLocation.TOPLEFT)  # curves rise to the right; the floor marks sit bottom right
+        plot.show_legend(LegendLocation.TOPLEFT)  # curves rise to the right
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _compare(self, a: SweepRun, b: SweepRun) -> None:

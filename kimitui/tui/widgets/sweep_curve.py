@@ -128,7 +128,7 @@ class SweepCurve(PlotWidget, ModelView):
         self.refresh(layout=True)
 
     def _fit_margins(self) -> tuple[int, int]:
-        """(plot columns, plot rows inside the frame); below 8 rows the x title gives its row to the plot."""
+        """(plot columns, plot rows inside the frame); below 8 rows the x title moves up beside the y title."""
         w, h = self.size.width, self.size.height
         margins = (1 if h >= 5 else 0, 2 if h >= 8 else 1)
         if margins != (self.margin_top, self.margin_bottom):
@@ -181,13 +181,15 @@ class SweepCurve(PlotWidget, ModelView):
     # textual_plot 0.10.1 (pinned) draws the x title on row 2 of the bottom margin and has no
     # annotations: these two hooks put the title on the margin's last row and label the live point.
     def _render_x_label(self) -> None:
-        if self.margin_bottom < 2:
-            return
         canvas = self.query_one("#plot", Canvas)
-        margin = self.query_one("#margin-bottom", Canvas)
         style = self.get_component_rich_style("plot--label")
-        margin.write_text(canvas.size.width // 2 + self.margin_left, self.margin_bottom - 1,
-                          f"[{style}]{self._x_label}", TextAlign.CENTER)
+        if self.margin_bottom >= 2:
+            margin = self.query_one("#margin-bottom", Canvas)
+            margin.write_text(canvas.size.width // 2 + self.margin_left, self.margin_bottom - 1,
+                              f"[{style}]{self._x_label}", TextAlign.CENTER)
+        elif self.margin_top >= 1 and len(self._x_label) + 12 <= self.size.width:  # short: top right
+            top = self.query_one("#margin-top", Canvas)
+            top.write_text(self.size.width - 2, 0, f"[{style}]x: {self._x_label}", TextAlign.RIGHT)
 
     def _render_plot(self) -> None:
         super()._render_plot()
