@@ -155,8 +155,9 @@ def level_ticks(levels: Sequence[int], xmin: float, xmax: float, plot_width: int
 
 
 def nice_y_ticks(ymax: float, rows: int) -> list[float]:
-    """0 and round steps up to ``ymax``: 2 ticks on a 2-3 row plot, one per two rows above that (max 6)."""
-    most = max(2, min(6, rows // 2 + 1))
+    """0 and round steps up to ``ymax``: 2 ticks on a small plot, about one per three rows above (max 6),
+    so the rows between ticks stay near-even."""
+    most = max(2, min(6, (rows + 2) // 3 + 1))
     raw = ymax / max(most - 1, 1)
     mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
     step = next(m * mag for m in (0.5, 1, 2, 2.5, 5, 10) if int(ymax // (m * mag)) + 1 <= most)

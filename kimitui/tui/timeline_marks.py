@@ -215,8 +215,9 @@ GLYPHS: dict[MarkKind, tuple[str, str, str]] = {
     "error": ("✗", "bold bright_red", "error"),
     "straggler": ("━", "bold red", "straggler gap"),
 }
+SHORT_NAMES: dict[MarkKind, str] = {"eplb": "EPLB", "straggler": "gap"}
 """kind -> (glyph, style, name), in drawing order: a later kind wins a shared column, but a straggler's
-gap over another mark (the rebalance that caused it) turns that mark's background red instead."""
+gap over another mark (the rebalance that caused it) keeps that mark's glyph, white on red."""
 GAP_BACKGROUND = "red3"
 
 LEVEL_STYLES = {"ok": "on grey23", "running": "black on yellow", "completed": "on grey23"}
@@ -230,10 +231,11 @@ def mark_end(mark: Mark, now: float) -> float:
     return mark.end if mark.end is not None else (now if mark.kind in SPANS else mark.start)
 
 
-def legend(kinds: set[MarkKind] | None = None) -> str:
+def legend(kinds: set[MarkKind] | None = None, short: bool = False) -> str:
     """One line naming each glyph (those of ``kinds`` only, when given), as content markup."""
-    return "  ".join(f"[{style}]{glyph}[/] {name}" for kind, (glyph, style, name) in GLYPHS.items()
-                     if kinds is None or kind in kinds)
+    return ("  " if not short else " ").join(
+        f"[{style}]{glyph}[/]{'' if short else ' '}{SHORT_NAMES.get(kind, name) if short else name}"
+        for kind, (glyph, style, name) in GLYPHS.items() if kinds is None or kind in kinds)
 
 
 def level_row(tl: Timeline, start: float, end: float, width: int) -> list[Cell]:
@@ -265,7 +267,7 @@ def mark_row(tl: Timeline, start: float, end: float, width: int) -> list[Cell]:
         c1 = max(c0 + 1, column(stop, start, end, width) + (1 if mark.kind in SPANS else 0))
         for col in range(c0, min(c1, width)):
             if mark.kind == "straggler" and row[col][0] != " ":
-                row[col] = (row[col][0], f"{row[col][1]} on {GAP_BACKGROUND}")  # both stay visible
+                row[col] = (row[col][0], f"bold white on {GAP_BACKGROUND}")  # both stay visible
             else:
                 row[col] = (glyph, style)
     return row

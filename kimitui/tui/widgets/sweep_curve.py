@@ -107,11 +107,10 @@ class SweepCurve(PlotWidget, ModelView):
     def caption(self) -> tuple[str | None, str | None]:
         room = self.size.width - 2
         status = sweep_status(self.model, room)
-        marks = timeline_legend(kinds_shown(self.model.timeline))
-        if marks and len(status) + 3 + markup_len(marks) <= room:  # the strip's glyphs, named where room
-            status = f"{escape(status)} · {marks}"
-        else:
-            status = escape(status)
+        kinds = kinds_shown(self.model.timeline)
+        fits = [m for m in (timeline_legend(kinds), timeline_legend(kinds, short=True))
+                if kinds and len(status) + 3 + markup_len(m) <= room]
+        status = f"{escape(status)} · {fits[0]}" if fits else escape(status)  # the strip's glyphs, where room
         if not self.legend:
             return "Throughput vs concurrency", status
         return (f"Throughput  {self.legend}" if room >= 60 else self.legend), status
