@@ -11,7 +11,8 @@ import html
 import re
 import time
 
-from kimitui.analysis.gap_evidence import GapEvidence, explains, gap_lines, gather, headline
+from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, explains, fold_quiet, gap_lines, gather, headline,
+                                           seconds)
 from kimitui.analysis.window import EventHistory
 from kimitui.events import (ConnectionState, Event, LevelResult, LevelStarted, LogLine, Percentiles, ProfileState,
                             RequestResult, Straggler, SweepStarted)
@@ -127,6 +128,16 @@ def test_explains_marks_eplb_kv_and_errors_not_decode_lines():
     assert not explains(MergedLine(0, "info", "decode", "Decode batch. #running-req: 1"))
 
 
+def test_a_busy_gap_keeps_every_explaining_line_and_the_quiet_ones_nearest_its_start():
+    from kimitui.analysis.log_lines import MergedLine
+    quiet = [ShownLine(MergedLine(float(t), "info", "decode", f"Decode batch {t}"), False) for t in range(60)]
+    marked = ShownLine(MergedLine(59.5, "info", "eplb", "[EPLBManager] rebalance end time=35.6 s"), True)
+    kept, folded = fold_quiet([*quiet, marked], around=30.0, keep=4)
+    assert marked in kept and folded == 56
+    assert [s.line.t for s in kept if not s.explains] == [28.0, 29.0, 30.0, 31.0]
+    assert seconds(35.61) == "35.6 s" and seconds(0.42) == "0.42 s" and seconds(0.0163) == "0.016 s"
+
+
 def test_timeline_shades_the_gap_and_the_tokens_stay_flat_in_it():
     ev = evidence()
     text = draw_timeline(ev, 100, 12)
@@ -184,14 +195,16 @@ def text_rows(app: KimituiApp) -> list[str]:
 
 async def test_120x40_headline_first_no_polling_one_merged_rebalance_line_on_the_first_screen():
     app, shown = await open_detail((120, 40))
-    rows = [r for r in shown.splitlines() if r.strip("▊▎▔▁ ")]
-    first = next(i for i, r in enumerate(rows) if "s2-c1-r4 at C=1 ran at" in r)
+    rows = shown.splitlines()
+    heads = [i for i, r in enumerate(rows) if "s2-c1-r4 at C=1 ran at" in r]
+    assert heads, "a headline sentence opens the view"
     assert not any("GET /" in r for r in rows), "kimitui's own polling is hidden"
-    end_rows = [r for r in rows if "rebalance end time=35.6 s" in r and "TP0–7" in r]
+    end_rows = [i for i, r in enumerate(rows) if "rebalance end time=35.6 s" in r and "TP0–7" in r]
     assert len(end_rows) == 1, "one merged rebalance-end line naming all eight ranks, within the 40 rows"
-    assert rows.index(end_rows[0]) > first
     assert sum("rebalance start" in r for r in rows) == 1
-    assert "35.6 s gap" in shown and "GPU%" in shown
+    timeline = [i for i, r in enumerate(rows) if "35.6 s gap ▶" in r]
+    assert timeline and heads[0] < timeline[0] < end_rows[0], "headline, then the timeline, then the log"
+    assert "GPU%" in shown
 
 
 async def test_80x24_headline_and_the_explaining_line_are_on_the_first_screen():

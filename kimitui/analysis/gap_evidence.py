@@ -34,6 +34,9 @@ BIG_GAP_FRACTION = 0.25
 CONTEXT_S = 5.0
 """Without the request's own times, the time axis shows this much (or the gap's length) either side of it."""
 
+LIFE_PAD_S = 3.0
+"""GPU samples looked up this long before the request was sent: the reading in force when it went out."""
+
 _COMPONENT = re.compile(r"^\[[A-Za-z][\w .-]*\] ")
 _BRACKET_TIME = re.compile(r"^\[\d{4}-\d{2}-\d{2} [\d:.]+\] ?")
 
@@ -105,7 +108,7 @@ def gather(s: Straggler, result: RequestResult | None, history: Windowed) -> Gap
         return GapEvidence(s, result, None, 0.0, 0.0)
     if s.gap_start is not None:
         start, end = min(start, s.gap_start), max(end, s.gap_end or s.gap_start)
-    life = history.window(start, end, pad_s=0.0).gpu_samples
+    life = history.window(start - LIFE_PAD_S, end, pad_s=0.0).gpu_samples
     return GapEvidence(s, result, gap, start, end, life)
 
 
@@ -126,6 +129,17 @@ def gap_lines(view: WindowView, *, everything: bool = False) -> list[ShownLine]:
     else:
         merged = merge_ranks(rows)
     return [ShownLine(m, explains(m)) for m in merged]
+
+
+def fold_quiet(lines: list[ShownLine], around: float | None, keep: int) -> tuple[list[ShownLine], int]:
+    """Every explaining line and the ``keep`` other lines nearest ``around`` (the gap's start), in time order,
+    and how many others were left out: a busy window still shows why on one screen."""
+    quiet = [i for i, s in enumerate(lines) if not s.explains]
+    if len(quiet) <= keep:
+        return lines, 0
+    at = around if around is not None else lines[0].line.t
+    kept = set(sorted(quiet, key=lambda i: (abs(lines[i].line.t - at), i))[:keep])
+    return [s for i, s in enumerate(lines) if s.explains or i in kept], len(quiet) - keep
 
 
 def hidden_polling(view: WindowView) -> int:
@@ -172,6 +186,13 @@ def explaining_line(lines: list[ShownLine]) -> MergedLine | None:
 
 # --------------------------------------------------------------------------- the headline
 
+def seconds(value: float) -> str:
+    """A duration with the digits it needs: ``35.6 s``, ``0.42 s``, ``0.014 s`` (a 40x clock's gaps are short)."""
+    if value >= 1 or value == 0:
+        return f"{value:.1f} s"
+    return f"{value:.2f} s" if value >= 0.1 else f"{value:.3f} s"
+
+
 def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -197,12 +218,12 @@ def _gap_clause(ev: GapEvidence) -> str:
     at = f" at {_clock(s.gap_start)}" if s.gap_start is not None else ""
     offs = ev.result.chunk_offsets_ms if ev.result is not None else None
     if not offs:
-        return f"its longest gap {s.max_gap_s:.1f} s{at}"
+        return f"its longest gap {seconds(s.max_gap_s)}{at}"
     floor = max(BIG_GAP_S, BIG_GAP_FRACTION * s.max_gap_s)
     big = sum(1 for a, b in zip(offs, offs[1:]) if (b - a) / 1000.0 >= floor)
     if big <= 1:
-        return f"one {s.max_gap_s:.1f} s gap{at}"
-    return f"{big} gaps over {floor:.1f} s, the longest {s.max_gap_s:.1f} s{at}"
+        return f"one {seconds(s.max_gap_s)} gap{at}"
+    return f"{big} gaps over {seconds(floor)}, the longest {seconds(s.max_gap_s)}{at}"
 
 
 def in_gap_samples(ev: GapEvidence) -> list[GpuSample]:

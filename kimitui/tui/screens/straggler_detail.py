@@ -17,15 +17,15 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell_in_gap, gap_lines, headline,
-                                           hidden_polling, in_gap_gpus, in_gap_samples)
+from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell_in_gap, fold_quiet, gap_lines,
+                                           headline, hidden_polling, in_gap_gpus, in_gap_samples)
 from kimitui.analysis.window import GpuWindowSummary
 from kimitui.tui.render import clock, num, rate
 from kimitui.tui.widgets.request_timeline import RequestTimeline
 
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "debug": "dim"}
 QUIET_LINES = 8
-"""Lines that explain nothing shown around the explaining ones before the rest folds into '… N more'."""
+"""Lines that explain nothing kept nearest the gap's start before the rest fold into '… N more'."""
 RAW_LINES = 400
 """What ``a`` (every line as it came) lists at most: the gap's tail."""
 
@@ -54,27 +54,24 @@ def gpu_table(gpus: list[GpuWindowSummary], width: int = 120) -> Table:
     return table
 
 
-def log_text(lines: list[ShownLine], everything: bool) -> Text:
-    """One row per line, explaining ones marked ``▶``; by default the quiet ones beyond a few fold away."""
-    out = Text(no_wrap=True, overflow="ellipsis")
+def log_text(lines: list[ShownLine], everything: bool, around: float | None = None) -> Text:
+    """One row per line, explaining ones marked ``▶``; by default the quiet ones far from the gap fold away."""
     if not lines:
         return Text("no log lines in this window", "dim")
-    quiet = 0
     folded = 0
-    for shown in lines[-RAW_LINES:] if everything else lines:
+    if everything:
+        lines = lines[-RAW_LINES:]
+    else:
+        lines, folded = fold_quiet(lines, around, QUIET_LINES)
+    out = Text()
+    for shown in lines:
         line = shown.line
-        if not everything and not shown.explains:
-            quiet += 1
-            if quiet > QUIET_LINES:
-                folded += 1
-                continue
-        mark = "▶ " if shown.explains else "  "
         style = SEVERITY_STYLE.get(line.severity, "")
-        out.append(mark, "bold red" if shown.explains else "")
-        out.append(f"{clock(line.t)} {display(line) if not everything else line.text}\n",
+        out.append("▶ " if shown.explains else "  ", "bold red" if shown.explains else "")
+        out.append(f"{clock(line.t)} {line.text if everything else display(line)}\n",
                    f"bold {style}".strip() if shown.explains else (style or "default"))
     if folded:
-        out.append(f"  … {folded} more lines (a: show every line)\n", "dim")
+        out.append(f"  … {folded} more lines further from the gap (a: show every line)\n", "dim")
     out.rstrip()
     return out
 
@@ -89,6 +86,7 @@ class StragglerDetail(ModalScreen[None]):
         background: $surface; padding: 0 1; }
     StragglerDetail .section { text-style: bold; color: $text-muted; }
     StragglerDetail #straggler-headline { text-style: bold; }
+    StragglerDetail #straggler-log { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, evidence: GapEvidence) -> None:
@@ -109,7 +107,7 @@ class StragglerDetail(ModalScreen[None]):
                          classes="section")
             yield RequestTimeline(ev, id="straggler-timeline")
             yield Static(self._log_title(), classes="section", id="straggler-log-title")
-            yield Static(log_text(gap_lines(v), False), id="straggler-log")
+            yield Static(log_text(gap_lines(v), False, ev.straggler.gap_start), id="straggler-log")
             yield Static(self._gpu_title(), classes="section", id="straggler-gpus-title")
             gpus = in_gap_gpus(ev)
             yield Static(gpu_table(gpus) if gpus else Text("no GPU samples kept for this window", "dim"),
@@ -176,6 +174,7 @@ class StragglerDetail(ModalScreen[None]):
         if v is None:
             return
         self.everything = not self.everything
-        self.query_one("#straggler-log", Static).update(log_text(gap_lines(v, everything=self.everything),
-                                                                 self.everything))
+        lines = gap_lines(v, everything=self.everything)
+        log = log_text(lines, self.everything, self.evidence.straggler.gap_start)
+        self.query_one("#straggler-log", Static).update(log)
         self.query_one("#straggler-log-title", Static).update(self._log_title())

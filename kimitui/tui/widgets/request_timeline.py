@@ -12,7 +12,7 @@ import bisect
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.analysis.gap_evidence import GapEvidence
+from kimitui.analysis.gap_evidence import GapEvidence, seconds
 from kimitui.tui.render import BLOCKS
 
 GAP_BG = "on #451616"
@@ -43,14 +43,13 @@ def _step_at(points: list[tuple[float, float]], t: float, stale: float | None) -
 
 
 def _area_rows(values: list[float | None], top: float, rows: int) -> list[list[str]]:
-    """Each column's value as an eighth-block area ``rows`` high (top row first); a value above 0 shows."""
+    """Each column's value as an eighth-block area ``rows`` high (top row first).  Zero is a value, drawn as the
+    lowest eighth; only a column with no reading stays blank."""
     grid = [[" "] * len(values) for _ in range(rows)]
     for c, v in enumerate(values):
         if v is None:
             continue
-        level = round(max(0.0, min(1.0, v / (top or 1.0))) * rows * 8)
-        if v > 0:
-            level = max(level, 1)
+        level = max(1, round(max(0.0, min(1.0, v / (top or 1.0))) * rows * 8))
         for r in range(rows):
             fill = max(0, min(8, level - (rows - 1 - r) * 8))
             grid[r][c] = BLOCKS[fill]
@@ -66,7 +65,8 @@ def _axis(total: float, width: int) -> str:
     while k * step <= total + 1e-9:
         label = f"{k * step:g}"
         col = min(width - len(label), round(k * step / total * width))
-        if all(ch == " " for ch in cells[max(0, col - 1):col + len(label) + 1]) and col + len(label) <= width - len(unit):
+        free = all(ch == " " for ch in cells[max(0, col - 1):col + len(label) + 1])
+        if free and col + len(label) <= width - len(unit):
             cells[col:col + len(label)] = label
         k += 1
     if width > len(unit) + 4:
@@ -77,10 +77,10 @@ def _axis(total: float, width: int) -> str:
 def _gap_label(span: tuple[float, float] | None, gap_cols: set[int], width: int) -> str:
     if span is None or not gap_cols:
         return " " * width
-    label = f"◀ {span[1] - span[0]:.1f} s gap ▶"
+    label = f"◀ {seconds(span[1] - span[0])} gap ▶"
     lo, hi = min(gap_cols), max(gap_cols)
     if hi - lo + 1 < len(label):
-        label = f"{span[1] - span[0]:.1f} s gap"
+        label = f"{seconds(span[1] - span[0])} gap"
     start = max(0, min(width - len(label), (lo + hi + 1) // 2 - len(label) // 2))
     return (" " * start + label + " " * width)[:width]
 
