@@ -27,6 +27,7 @@ from kimitui.events import (
     SweepSpec,
     SweepStarted,
 )
+from kimitui.loadgen.sweep import compact_in_flight
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.spread_data import bin_points, spread_points
 from kimitui.tui.widgets.panel import Panel
@@ -122,16 +123,14 @@ def finished(rates: list[float], c: int = 64) -> list[RequestResult]:
 
 
 def sixty_four_in_flight(same_rate: bool = False) -> SweepProgress:
-    """C=64, all sent together 3 s ago: 16 listed, the other 48 in the snapshot's cloud (as the load process bins)."""
+    """C=64, all sent together 3 s ago, binned as the load process bins them: 16 listed, 48 in the cloud."""
     rng = random.Random(7)
-    rates = [11.0 if same_rate else round(rng.uniform(9.0, 13.0), 2) for _ in range(64)]
-    listed = [InFlight(request_id=f"s-c64-f{i}", elapsed_s=3.0, tokens=int(rates[i] * 3), tok_s=rates[i])
-              for i in range(16)]
-    cells: dict[float, int] = {}
-    for rate in rates[16:]:
-        cells[round(rate * 4) / 4] = cells.get(round(rate * 4) / 4, 0) + 1
+    rows: list[tuple[str, float, int, float | None]] = [
+        (f"s-c64-f{i}", 3.0, 33, 11.0 if same_rate else round(rng.uniform(9.0, 13.0), 2)) for i in range(64)]
+    listed, cloud = compact_in_flight(rows)
+    assert len(listed) == 16 and sum(n for _, _, n in cloud) == 48
     return SweepProgress(sweep_id="s", concurrency=64, in_flight=listed, running=64, level_elapsed_s=3.0,
-                         level_tokens=int(sum(rates) * 3), cloud=[(3.0, r, n) for r, n in sorted(cells.items())])
+                         level_tokens=64 * 33, cloud=cloud)
 
 
 async def test_the_x_axis_is_labelled_with_its_unit_and_starts_at_zero():
@@ -155,13 +154,16 @@ async def test_64_in_flight_requests_sent_together_are_spread_out_not_one_dot():
     assert "run 64" in text(rows)[0] or "running 64" in text(rows)[0]
 
 
-async def test_64_requests_at_one_rate_are_one_full_bar_counted_64():
+async def test_64_requests_at_one_rate_are_one_tall_bar_that_says_how_many():
     m = at_level(64)
     m.apply([sixty_four_in_flight(same_rate=True)])
+    assert sum(bin_points(spread_points(m.sweep), 32).counts["running"]) == 64
     rows = await cells_of(m)
-    plot = rows[1:-2]
-    assert max(bar_heights(rows).values()) == 8 * len(plot)  # one column, full height...
-    assert text(plot)[0].lstrip().startswith("64┤")  # ...and the y axis says how many that is
+    heights, full = bar_heights(rows), 8 * len(rows[1:-2])
+    assert len(heights) <= 3 and max(heights.values()) == full  # side by side, the tallest the plot's height
+    top = int(text(rows)[1].split("┤")[0])  # the y axis's top label: the tallest bar's requests
+    drawn = sum(heights.values()) / full * top
+    assert abs(drawn - 64) <= len(heights) * top / full  # the bars add up to the 64 requests (to an eighth each)
 
 
 async def test_finished_requests_are_a_histogram_with_correct_bin_counts():

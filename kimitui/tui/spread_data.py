@@ -16,6 +16,8 @@ from itertools import islice
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kimitui.loadgen.sweep import CLOUD_BINS
+
 if TYPE_CHECKING:
     from kimitui.tui.cockpit_state import SweepView
 
@@ -30,6 +32,8 @@ class SpreadPoint:
     slow: bool
     n: int = 1
     """Requests this point stands for: more than one for a cell of a progress snapshot's cloud."""
+    span: tuple[float, float] | None = None
+    """The tok/s range its requests are drawn over (part of a cloud cell's); None: at ``tok_s`` itself."""
 
 
 SPREAD_DONE_MAX = 1024
@@ -60,14 +64,31 @@ def spread_points(sweep: SweepView | None) -> list[SpreadPoint]:
             rate = f.tok_s if f.tok_s is not None else (f.tokens / f.elapsed_s if f.elapsed_s > 0 else None)
             if rate is not None:
                 pts.append(SpreadPoint(f.request_id, f.elapsed_s, rate, False, f.request_id in marked))
-        for k, (elapsed, rate, n) in enumerate(sweep.progress.cloud):
-            pts.append(SpreadPoint(f"cloud-{k}", elapsed, rate, False, False, n))
+        cloud = sweep.progress.cloud
+        top = max((rate for _, rate, _ in cloud), default=0.0)
+        for k, (elapsed, rate, n) in enumerate(cloud):
+            pts.append(SpreadPoint(f"cloud-{k}", elapsed, rate, False, False, n, cloud_span(rate, top)))
     median = weighted_median(pts)
     if median is not None:
         for p in pts:
             if p.tok_s < SLOW_FRACTION * median and (p.done or p.x_s >= SLOW_AFTER_S):
                 p.slow = True
     return pts
+
+
+def cloud_span(rate: float, top: float) -> tuple[float, float] | None:
+    """The rates a cloud cell's requests may have: its row of the load process's grid, within half a row of its mean.
+
+    The grid cut ``0..fastest`` into ``CLOUD_BINS[1]`` rows; the fastest binned rate is not sent, the
+    top cell's mean stands in for it (it lies in the top row).  Drawn over that range, cells do not
+    stack up as a comb of spikes, and a cell is never drawn away from its mean.
+    """
+    if top <= 0 or rate <= 0:
+        return None
+    rows = CLOUD_BINS[1]
+    row = top / rows
+    k = min(rows - 1, int(rate / row))
+    return max(k * row, rate - row / 2), min((k + 1) * row, rate + row / 2)
 
 
 def weighted_median(pts: list[SpreadPoint]) -> float | None:
@@ -103,8 +124,8 @@ def spread_summary(sweep: SweepView | None, pts: list[SpreadPoint]) -> SpreadSum
         return SpreadSummary(None, False, 0, 0, 0, 0, None, None)
     prog = sweep.progress
     live = prog is not None and sweep.outcome is None
-    ok = sum(1 for r in sweep.results if r.ok)
-    failed = sum(1 for r in sweep.results if not r.ok)
+    ok = sum(r.ok for r in sweep.results)
+    failed = len(sweep.results) - ok
     if prog is not None:
         ok, failed = max(ok, prog.done), max(failed, prog.failed)  # ``done`` counts the ok ones
     return SpreadSummary(sweep.concurrency, live, ok, prog.n_in_flight if live and prog else 0,
@@ -171,5 +192,12 @@ def bin_points(pts: list[SpreadPoint], columns: int, min_gap: int = 6) -> Spread
         if not math.isfinite(p.tok_s):
             continue
         layer = ("done" if p.done else "running") if not p.slow else ("done_slow" if p.done else "running_slow")
-        bins.counts[layer][max(0, min(last, int(p.tok_s * per)))] += p.n  # column_of, inlined: 1000s of points
+        counts = bins.counts[layer]
+        if p.span is None or p.n == 1:
+            counts[max(0, min(last, int(p.tok_s * per)))] += p.n  # column_of, inlined: 1000s of points
+            continue
+        first = max(0, min(last, int(p.span[0] * per)))
+        span = max(0, min(last, int(p.span[1] * per))) - first + 1
+        for j in range(span):  # a cloud cell's requests spread evenly over its rates (``cloud_span``)
+            counts[first + j] += (j + 1) * p.n // span - j * p.n // span
     return bins
