@@ -10,20 +10,15 @@ from typing import Any
 import platformdirs
 from pydantic import ValidationError
 
+from kimitui.analysis.sweep_presets import SEEDS_DEFAULTS, SEEDS_LEVELS
 from kimitui.events import SweepSpec
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]
+DEFAULT_LEVELS = SEEDS_LEVELS
 
-FIRST_DEFAULTS: dict[str, Any] = {
-    "levels": DEFAULT_LEVELS,
-    "mode": "sustained",
-    "max_tokens": 512,
-    "ignore_eos": True,
-    "prompts": "seed",
-}
-"""What the form offers before any sweep ran."""
+FIRST_DEFAULTS: dict[str, Any] = dict(SEEDS_DEFAULTS)
+"""What the form offers before any sweep ran: the seeds' sweep (the form's "seeds' defaults" preset)."""
 
 
 class SweepDefaults:

@@ -20,6 +20,7 @@ from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
+from kimitui.tui.server_figures import HISTORY_KEYS, PrefillRate
 from kimitui.tui.timeline_marks import Timeline
 from kimitui.events import (
     LogSeverity,
@@ -44,6 +45,7 @@ from kimitui.events import (
     ProfileSwitch,
     RequestResult,
     ServerHealth,
+    ServerInfo,
     ServerStats,
     Straggler,
     SwapProgress,
@@ -377,9 +379,10 @@ class CockpitModel:
         """The agent's last process list (None: none came yet, or the agent sends none)."""
         self.server: dict[str, float | bool | None] = {}
         self.server_source: str | None = None
-        self.server_hist: dict[str, deque[float]] = {
-            k: deque(maxlen=HISTORY) for k in ("gen_throughput", "running_reqs", "queued_reqs", "token_usage")
-        }
+        self.server_hist: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k in HISTORY_KEYS}
+        self.prefill = PrefillRate()
+        self.sim_time_scale: float | None = None
+        """The simulated host's clock speed-up (``/server_info``'s ``sim_time_scale``); None on a real host."""
         self.health: ServerHealth | None = None
         self.logs: deque[LogEntry] = deque(maxlen=self.log_lines)
         self.log_pending: deque[LogEntry] = deque(maxlen=self.log_lines)
@@ -455,6 +458,8 @@ class CockpitModel:
 
     def _on_log_line(self, ev: LogLine) -> Parts:
         self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
+        if ev.line_kind == "prefill":
+            self.prefill.on_log(ev)
         return LOG
 
     def _on_progress(self, ev: SweepProgress) -> Parts:
@@ -601,8 +606,17 @@ class CockpitModel:
                 self.server[name] = value
                 if name in self.server_hist and not isinstance(value, bool):
                     self.server_hist[name].append(float(value))
+        prefill = self.prefill.on_stats(ev)
+        if prefill is not None:
+            self.server["prefill_throughput"] = prefill
+            self.server_hist["prefill_throughput"].append(prefill)
         self.server_source = ev.source
         return SERVER
+
+    def _on_server_info(self, ev: ServerInfo) -> Parts:
+        scale = ev.args.get("sim_time_scale") if ev.args.get("sim") else None
+        self.sim_time_scale = float(scale) if isinstance(scale, (int, float)) and scale > 0 else None
+        return HEADER
 
     def _on_result(self, ev: RequestResult) -> Parts:
         sw = self.sweep
@@ -701,6 +715,7 @@ _FOLD: dict[type[Event], Fold] = dict([
     _entry(GpuSample, CockpitModel._on_gpu_sample),
     _entry(LogLine, CockpitModel._on_log_line),
     _entry(ServerStats, CockpitModel._on_stats),
+    _entry(ServerInfo, CockpitModel._on_server_info),
     _entry(SweepProgress, CockpitModel._on_progress),
     _entry(RequestResult, CockpitModel._on_result),
     _entry(GpuCaps, CockpitModel._on_caps),

@@ -1,4 +1,9 @@
-"""The sweep form: levels, mode, max tokens, prompts; defaults come from the controller."""
+"""The sweep form: levels, mode, max tokens, prompts; defaults come from the controller.
+
+Two presets fill the fields (the seeds' full sweep, a quick three-level one), and the form says
+how long the spec should take (:mod:`kimitui.analysis.sweep_eta`), from the running profile's
+last sweep when there is one, else from the seeds' figures.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_seconds
+from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec
+from kimitui.tui.cockpit_state import CockpitModel
 
 MODES = ("sustained", "burst", "rate")
 
@@ -45,53 +53,112 @@ def build_spec(base: SweepSpec, levels: str, mode: str, max_tokens: str, prompts
         raise ValueError(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
 
 
+def form_rates(model: CockpitModel | None) -> RateModel:
+    """What the form's estimate is based on: the running profile's last curve, another profile's, the seeds'."""
+    if model is not None:
+        order = [model.profile] if model.profile in model.curves else []
+        order += [p for p in reversed(list(model.curves)) if p != model.profile]
+        for profile in order:
+            pts = [(c, p.agg_tok_s) for c, p in model.curves[profile].items() if p.status == "ok"]
+            rates = RateModel.measured(pts, f"{profile}'s last sweep")
+            if rates is not None:
+                return rates
+    scale = model.sim_time_scale if model is not None else None
+    return RateModel.seeds(scale or 1.0)
+
+
+def estimate_text(spec: SweepSpec, rates: RateModel) -> str:
+    """``estimated ≈ 9m42s · 8 levels · 1,557 requests (from the seeds' figures)``."""
+    n = spec_requests(spec)
+    count = f" · {n:,} requests" if n is not None else ""
+    levels = len(spec.levels) * spec.repeats
+    return (f"estimated ≈ {duration(spec_seconds(spec, rates))} · {levels} level{'s' if levels != 1 else ''}"
+            f"{count} (from {rates.basis})")
+
+
 class SweepForm(ModalScreen[SweepSpec | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     DEFAULT_CSS = """
     SweepForm { align: center middle; }
-    SweepForm > Vertical { width: 76; max-width: 95%; height: auto; border: thick $accent;
-        background: $surface; padding: 1 2; }
-    SweepForm Label { margin-top: 1; color: $text-muted; }
-    SweepForm Input, SweepForm Select { margin: 0 0; }
+    SweepForm > Vertical { width: 76; max-width: 95%; height: auto; max-height: 100%; border: thick $accent;
+        background: $surface; padding: 0 2; }
+    SweepForm .row { height: auto; margin-top: 1; }
+    SweepForm .row Label { width: 12; color: $text-muted; }
+    SweepForm .row Input, SweepForm .row Select { width: 1fr; }
+    SweepForm #sweep-presets Button { margin-right: 1; background: $primary-muted; }
+    SweepForm #sweep-estimate { margin-top: 1; color: $text-muted; height: auto; }
     SweepForm #sweep-error { color: $error; text-style: bold; height: auto; }
-    SweepForm Horizontal { height: auto; margin-top: 1; }
-    SweepForm Button { margin-right: 1; }
+    SweepForm #sweep-buttons { height: auto; margin-top: 1; }
+    SweepForm #sweep-buttons Button { margin-right: 1; }
     """
 
-    def __init__(self, defaults: SweepSpec) -> None:
+    def __init__(self, defaults: SweepSpec, model: CockpitModel | None = None) -> None:
+        """``model``: the cockpit's state, for the estimate (the last measured curve, the time scale)."""
         super().__init__()
         self.defaults = defaults
+        self.rates = form_rates(model)
 
     def compose(self) -> ComposeResult:
         d = self.defaults
         with Vertical():
             yield Static(f"Start a sweep against {d.url} ({d.model})", classes="title")
-            yield Label("levels (concurrency)")
-            yield Input(", ".join(str(c) for c in d.levels), id="sweep-levels", compact=True)
-            yield Label("mode")
-            yield Select([(m, m) for m in MODES], value=d.mode, allow_blank=False, id="sweep-mode", compact=True)
-            yield Label("max tokens")
-            yield Input(str(d.max_tokens), id="sweep-max-tokens", type="integer", compact=True)
-            yield Label("prompts (seed or random:N)")
-            yield Input(d.prompts, id="sweep-prompts", compact=True)
+            with Horizontal(classes="row", id="sweep-presets"):
+                for name in PRESETS:
+                    yield Button(preset_label(name), id=f"preset-{name}", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("levels (C)")
+                yield Input(", ".join(str(c) for c in d.levels), id="sweep-levels", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("mode")
+                yield Select([(m, m) for m in MODES], value=d.mode, allow_blank=False, id="sweep-mode",
+                             compact=True)
+            with Horizontal(classes="row"):
+                yield Label("max tokens")
+                yield Input(str(d.max_tokens), id="sweep-max-tokens", type="integer", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("prompts")
+                yield Input(d.prompts, id="sweep-prompts", compact=True, placeholder="seed or random:N")
+            yield Static(estimate_text(d, self.rates), id="sweep-estimate")
             yield Static("", id="sweep-error")
-            with Horizontal():
-                yield Button("Start", id="sweep-start", variant="primary")
-                yield Button("Cancel", id="sweep-cancel")
+            with Horizontal(id="sweep-buttons"):
+                yield Button("Start", id="sweep-start", variant="primary", compact=True)
+                yield Button("Cancel", id="sweep-cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#sweep-levels", Input).focus()
 
+    def _values(self) -> tuple[str, str, str, str]:
+        return (self.query_one("#sweep-levels", Input).value, str(self.query_one("#sweep-mode", Select).value),
+                self.query_one("#sweep-max-tokens", Input).value, self.query_one("#sweep-prompts", Input).value)
+
+    def apply_preset(self, name: str) -> None:
+        """Fill the fields with a preset (the spec's other settings stay the form's defaults)."""
+        p = PRESETS[name]
+        self.query_one("#sweep-levels", Input).value = ", ".join(str(c) for c in p["levels"])
+        self.query_one("#sweep-mode", Select).value = p["mode"]
+        self.query_one("#sweep-max-tokens", Input).value = str(p["max_tokens"])
+        self.query_one("#sweep-prompts", Input).value = p["prompts"]
+        self._update_estimate()
+
+    def _update_estimate(self) -> None:
+        try:
+            spec = build_spec(self.defaults, *self._values())
+        except ValueError:
+            text = "estimated: - (fix the fields first)"
+        else:
+            text = estimate_text(spec, self.rates)
+        self.query_one("#sweep-estimate", Static).update(text)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._update_estimate()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self._update_estimate()
+
     def _submit(self) -> None:
         try:
-            spec = build_spec(
-                self.defaults,
-                self.query_one("#sweep-levels", Input).value,
-                str(self.query_one("#sweep-mode", Select).value),
-                self.query_one("#sweep-max-tokens", Input).value,
-                self.query_one("#sweep-prompts", Input).value,
-            )
+            spec = build_spec(self.defaults, *self._values())
         except ValueError as exc:
             self.query_one("#sweep-error", Static).update(str(exc))
             return
@@ -102,7 +169,10 @@ class SweepForm(ModalScreen[SweepSpec | None]):
         self._submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "sweep-start":
+        button = event.button.id or ""
+        if button.startswith("preset-"):
+            self.apply_preset(button.removeprefix("preset-"))
+        elif button == "sweep-start":
             self._submit()
         else:
             self.dismiss(None)

@@ -29,11 +29,18 @@ class RecordingStatus:
     live: bool
 
 
+def time_scale_badge(scale: float | None, short: bool = False) -> str:
+    """`` sim ×10 time `` when the simulated host's clock runs faster (or slower) than wall time."""
+    if scale is None or scale == 1:
+        return ""
+    return f" sim ×{scale:g}{'' if short else ' time'} "
+
+
 class HeaderBar(Widget, ModelView):
     """Two lines, rendered from the model; no clock, so snapshots are stable."""
 
     DEFAULT_CSS = """
-    HeaderBar { height: 2; background: $boost; padding: 0 1; }
+    HeaderBar { height: 2; background: $boost; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     shows = frozenset({"header"})
     drawn_when_maximized = True
@@ -46,31 +53,59 @@ class HeaderBar(Widget, ModelView):
     def redraw(self) -> None:
         self.refresh()
 
-    def render(self) -> Text:
+    def _first_line(self, fit: int) -> Text:
+        """Host, profile and its state, the time-scale badge, baseline, recording.
+
+        ``fit`` 0 is the widest form; each step gives up a little (the words "host" and
+        "profile", the recording's directory, its file name, the app's name and the badge's
+        "time", the link's detail, the baseline) until the line fits: the profile state and
+        the badge are never cut."""
         m = self.model
+        labels, path = fit == 0, ("full", "full", "name", None, None)[min(fit, 4)]
+        gap = "   " if labels else "  "
         line = Text()
-        line.append(" kimitui ", "bold reverse")
-        line.append("  host ")
+        if fit < 4:
+            line.append(" kimitui ", "bold reverse")
+            line.append(gap)
+        line.append("host " if labels else "")
         line.append(m.host, "bold")
         line.append(" ● " + m.connection, CONNECTION_STYLE.get(m.connection, ""))
-        if m.connection_detail and m.connection != "connected":
+        if m.connection_detail and m.connection != "connected" and fit < 5:
             line.append(f" ({m.connection_detail})", "dim")
-        line.append("   profile ")
+        line.append(gap + ("profile " if labels else ""))
         line.append(m.profile or "-", "bold")
         line.append(" ")
         line.append(f" {m.profile_state.replace('_', ' ')} ", STATE_STYLE.get(m.profile_state, ""))
-        line.append("   baseline ")
-        line.append(m.baseline or "-", "bold cyan" if m.baseline else "dim")
-        line.append("   ")
+        badge = time_scale_badge(m.sim_time_scale, short=fit >= 4)
+        if badge:
+            line.append(gap)
+            line.append(badge, "bold black on dark_orange")
+        if fit < 6:
+            line.append(gap + ("baseline " if labels else "base "))
+            line.append(m.baseline or "-", "bold cyan" if m.baseline else "dim")
+        line.append(gap)
         rec = self.recording
+        shown = None if path is None or not rec.path else rec.path if path == "full" else rec.path.rsplit("/", 1)[-1]
         if not rec.live:
-            line.append("▶ replay ", "bold magenta")
-            line.append(rec.path or "", "magenta")
+            line.append("▶ replay", "bold magenta")
+            if shown:
+                line.append(" " + shown, "magenta")
         elif rec.on:
-            line.append("● REC ", "bold red")
-            line.append(rec.path or "", "dim")
+            line.append("● REC", "bold red")
+            if shown:
+                line.append(" " + shown, "dim")
         else:
             line.append("○ not recording", "dim")
+        return line
+
+    def render(self) -> Text:
+        m = self.model
+        width = self.size.width or 200
+        line = Text()
+        for fit in range(7):
+            line = self._first_line(fit)
+            if line.cell_len <= width:
+                break
         second = Text()
         if m.swap is not None and m.profile_state in ("starting", "stopping", "unknown", "stopped"):
             frac = m.swap.fraction
@@ -89,4 +124,4 @@ class HeaderBar(Widget, ModelView):
         pad = max(1, self.size.width - second.cell_len - len(counts) - 1)
         second.append(" " * pad)
         second.append(counts, "red" if m.errors else "dim")
-        return Text("\n").join([line, second])
+        return Text("\n", no_wrap=True, overflow="ellipsis").join([line, second])

@@ -1,4 +1,6 @@
-"""One row per finished level (status, both aggregates, latency percentiles, failures) plus the running one.
+"""One row per finished level (status, both aggregates, requests, time, latency percentiles, failures)
+plus the running one with its requests done/total and ETA; the panel's subtitle is the whole sweep's
+progress (levels, requests, elapsed, ETA: :mod:`kimitui.analysis.sweep_eta`).
 
 A level that is not ``ok`` says so in its status cell and has its aggregates struck through (they
 are not the server's throughput); ``⚠ client`` marks a level whose latencies the load process
@@ -15,11 +17,13 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from kimitui.analysis.level_stats import effective_status
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
+from kimitui.tui.cockpit_state import CockpitModel, SweepView
 from kimitui.tui.render import num
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
-COLUMNS = ("C", "status", "agg", "steady", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail", "strag", "why")
+COLUMNS = ("C", "status", "agg", "steady", "reqs", "time", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail",
+           "strag", "why")
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
@@ -36,6 +40,23 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
 
 
+def progress_of(model: CockpitModel) -> SweepEta | None:
+    """The sweep's progress and ETA as of the newest event the cockpit folded (a replay's clock too)."""
+    sw = model.sweep
+    if sw is None:
+        return None
+    now = sw.outcome.t if sw.outcome is not None else max(model.last_t or sw.started_t, sw.started_t)
+    prog = sw.progress if sw.progress is not None and sw.progress.concurrency == sw.concurrency else None
+    return sweep_eta(sw.spec, sw.levels, prog, now - sw.started_t, finished=sw.outcome is not None,
+                     time_scale=model.sim_time_scale or 1.0,
+                     age_s=max(0.0, now - prog.t) if prog is not None else 0.0)
+
+
+def _requests_cell(sw: SweepView, c: int, done: int) -> str:
+    total = level_requests(sw.spec, c)
+    return f"{done}/{total}" if total is not None else str(done)
+
+
 class LevelTable(DataTable[str | Text], ModelView):
     """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated."""
 
@@ -49,6 +70,10 @@ class LevelTable(DataTable[str | Text], ModelView):
         self.model = model
         self.can_focus = False
         self._last: list[tuple[str, tuple[str | Text, ...]]] = []
+        self._eta: SweepEta | None = None
+
+    def caption(self) -> tuple[str | None, str | None]:
+        return None, summary(self._eta) if self._eta is not None else None
 
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
@@ -56,6 +81,7 @@ class LevelTable(DataTable[str | Text], ModelView):
 
     def redraw(self) -> None:
         """Rebuild only when the rows changed; the moving live row is updated in place."""
+        self._eta = progress_of(self.model)
         rows = self._rows()
         old = self._last
         if rows == old:
@@ -88,6 +114,7 @@ class LevelTable(DataTable[str | Text], ModelView):
             rows.append((f"{lv.concurrency}:{lv.repeat}", (
                 str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""), label,
                 figure(_rate(lv.agg_tok_s)), figure(_rate(lv.steady_tok_s)),
+                _requests_cell(sw, lv.concurrency, lv.requests), duration(lv.wall_s) if lv.wall_s else "-",
                 pair(lv.ttft.p50, lv.ttft.p99, _ms) + "ms", pair(lv.tpot.p50, lv.tpot.p99, _ms) + "ms",
                 pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, lambda v: num(v, ".1f")),
                 fail, str(len(lv.stragglers)) if lv.stragglers else "", "; ".join(why),
@@ -95,6 +122,9 @@ class LevelTable(DataTable[str | Text], ModelView):
         live = sw.live_point
         if live is not None and sw.concurrency is not None and sw.outcome is None:
             prog = sw.progress
-            rows.append(("live", (f"{live[0]}…", "running", _rate(live[1]), "", "", "", "",
+            run = self._eta.running if self._eta is not None else None
+            reqs = _requests_cell(sw, live[0], run.done + run.failed) if run is not None else ""
+            eta = eta_text(run.eta_s, run.estimated) if run is not None else ""
+            rows.append(("live", (f"{live[0]}…", "running", _rate(live[1]), "", reqs, eta, "", "", "",
                                   str(prog.failed) if prog else "", "", "")))
         return rows

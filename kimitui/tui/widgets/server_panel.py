@@ -1,4 +1,10 @@
-"""Scheduler figures (running, queued, token usage, throughput, CUDA graph) with short history."""
+"""The server's figures, each a row: label, value with its unit, and a short history.
+
+Decode and prefill throughput (tok/s), running and queued requests, KV-cache use (%), the CUDA
+graph state, then where the figures come from and the health check.  Labels and values sit in
+fixed columns, so they never run together; below ``COMPACT_WIDTH`` columns or ``FULL_ROWS``
+rows (80x24) the panel becomes three or four dense lines with short labels.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,20 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.render import bar, spark
+from kimitui.tui.render import spark
+from kimitui.tui.server_figures import FIGURES, Figure, figure_text
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
+
+LABEL_W = 11
+VALUE_W = 6
+UNIT_W = 6
+SPARK_MAX = 60
+"""History shown: the last 60 samples at most (about a minute of Decode lines or scrapes)."""
+FULL_ROWS = 7
+COMPACT_WIDTH = LABEL_W + VALUE_W + UNIT_W + 4
+"""Narrower than this (the label, value and unit columns and a few history cells): compact form."""
+
+SOURCE_NAME = {"log": "log", "metrics": "/metrics", "loads": "/v1/loads"}
 
 
 class ServerPanel(Widget, ModelView):
@@ -24,48 +42,123 @@ class ServerPanel(Widget, ModelView):
         self.model = model
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return 6
+        return FULL_ROWS if width >= COMPACT_WIDTH else 4
 
     def redraw(self) -> None:
         self.refresh()
 
     def render(self) -> Text:
-        m = self.model
-        s = m.server
-        w = max(6, self.size.width - 18)
-        out = Text(no_wrap=True, overflow="ellipsis")
-        if not s:
-            out.append("no scheduler figures yet\n", "dim")
-        else:
-            def line(label: str, key: str, fmt: str, top: float | None = None) -> None:
-                value = s.get(key)
-                out.append(f"{label:<8}", "bold")
-                out.append(f"{format(value, fmt) if value is not None else '-':>7} ")
-                hist = m.server_hist.get(key)
-                if hist:
-                    out.append(spark(hist, w, top or max(max(hist), 1.0)), "cyan")
-                out.append("\n")
+        width, height = self.size.width, self.size.height
+        if isinstance(self.parent, Widget) and self.parent.content_size.height:
+            height = min(height, self.parent.content_size.height)  # the rows a smaller panel shows
+        if not self.model.server:
+            return Text("\n").join([Text("no scheduler figures yet", "dim"), self._health_line(width)])
+        if width < COMPACT_WIDTH or 0 < height < FULL_ROWS - 1:
+            return self._compact(width, height)
+        return self._full(width, merged=height == FULL_ROWS - 1)
 
-            line("gen tok/s", "gen_throughput", ".0f")
-            line("running", "running_reqs", ".0f")
-            line("queued", "queued_reqs", ".0f")
-            usage = s.get("token_usage")
-            out.append(f"{'tokens':<8}", "bold")
-            out.append(f"{format(usage, '.2f') if usage is not None else '-':>7} ")
-            if isinstance(usage, float):
-                out.append(bar(usage, min(w, 20)), "red" if usage > 0.9 else "blue")
-            out.append("\n")
-            cg = s.get("cuda_graph")
-            out.append(f"{'graph':<8}", "bold")
-            out.append(f"{'on' if cg else 'off' if cg is not None else '-':>7}", "green" if cg else "yellow")
-            out.append(f"   src {m.server_source or '-'}", "dim")
-            out.append("\n")
-        h = m.health
-        out.append(f"{'health':<8}", "bold")
-        if h is None:
-            out.append(f"{'-':>7}", "dim")
+    # ------------------------------------------------------------------ full form
+    def _full(self, width: int, merged: bool) -> Text:
+        spark_w = min(SPARK_MAX, width - LABEL_W - VALUE_W - UNIT_W - 2)
+        lines = [self._figure_line(f, spark_w) for f in FIGURES]
+        graph = self._graph_text()
+        if merged:
+            head = Text.assemble(("graph ", "bold"), graph, ("  ", ""))
+            lines.append(head + self._health_line(width - head.cell_len))
         else:
-            out.append(f"{'ok' if h.ok else 'DOWN':>7}", "green" if h.ok else "bold red")
+            lines.append(Text.assemble((f"{'CUDA graph':<{LABEL_W}}", "bold"), graph))
+            lines.append(self._health_line(width))
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+    def _figure_line(self, fig: Figure, spark_w: int) -> Text:
+        value = self.model.server.get(fig.key)
+        stale = self._stale()
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f"{fig.label:<{LABEL_W}}", "bold")
+        out.append(f"{figure_text(fig.key, value):>{VALUE_W}}", self._value_style(fig, value, stale))
+        out.append(f" {fig.unit:<{UNIT_W - 1}}", "dim")
+        hist = self.model.server_hist.get(fig.key)
+        if hist and spark_w >= 4:
+            top = fig.top or max(max(hist), 1.0)
+            out.append(" " + spark(hist, spark_w, top), "dim cyan" if stale else self._spark_style(fig, value))
+        return out
+
+    # ------------------------------------------------------------------ compact form (80x24)
+    def _compact(self, width: int, height: int) -> Text:
+        s = self.model.server
+        stale = self._stale()
+        spark_w = min(SPARK_MAX, width - 16)
+        lines = []
+        for fig in FIGURES[:2]:
+            value = s.get(fig.key)
+            line = Text.assemble((f"{fig.short} ", "bold"),
+                                 (f"{figure_text(fig.key, value):>5}", self._value_style(fig, value, stale)),
+                                 (f" {fig.unit}", "dim"))
+            hist = self.model.server_hist.get(fig.key)
+            if hist and spark_w >= 3:
+                line.append(" " + spark(hist, spark_w, max(max(hist), 1.0)), "dim cyan" if stale else "cyan")
+            lines.append(line)
+        reqs = Text()
+        for fig in FIGURES[2:]:
+            value = s.get(fig.key)
+            reqs.append(f"{fig.short} ", "bold")
+            reqs.append(figure_text(fig.key, value) + ("%" if fig.unit == "%" else ""),
+                        self._value_style(fig, value, stale))
+            reqs.append("  ")
+        reqs.rstrip()
+        lines.append(reqs)
+        graph = Text.assemble(("graph ", "bold"), self._graph_text(), ("  ", ""))
+        lines.append(graph + self._health_line(width - graph.cell_len))
+        if 0 < height < 4:  # three rows: prefill gives way to the requests and the health
+            del lines[1]
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+    # ------------------------------------------------------------------ pieces
+    def _stale(self) -> bool:
+        """The server is down: its last figures are shown dim, they are not current."""
+        h = self.model.health
+        return h is not None and not h.ok
+
+    @staticmethod
+    def _value_style(fig: Figure, value: float | bool | None, stale: bool) -> str:
+        if stale or value is None:
+            return "dim"
+        if fig.key == "queued_reqs" and isinstance(value, float) and value > 0:
+            return "bold yellow"
+        if fig.key == "token_usage" and isinstance(value, float) and value > 0.9:
+            return "bold red"
+        return "bold"
+
+    @staticmethod
+    def _spark_style(fig: Figure, value: float | bool | None) -> str:
+        if fig.key == "token_usage" and isinstance(value, float) and value > 0.9:
+            return "red"
+        return "cyan"
+
+    def _graph_text(self) -> Text:
+        cg = self.model.server.get("cuda_graph")
+        if cg is None:
+            return Text("-", "dim")
+        return Text("on", "green") if cg else Text("off", "yellow")
+
+    def _source_text(self) -> Text:
+        src = self.model.server_source
+        return Text(f" · from {SOURCE_NAME.get(src, src)}" if src else "", "dim")
+
+    def _health_line(self, width: int) -> Text:
+        """Health (and its detail when down), then where the figures come from if that fits."""
+        m = self.model
+        out = Text(no_wrap=True, overflow="ellipsis")
+        h = m.health
+        out.append("health ", "bold")
+        if h is None:
+            out.append("-", "dim")
+        else:
+            out.append("ok" if h.ok else "DOWN", "green" if h.ok else "bold red")
             if not h.ok and h.detail:
                 out.append(f" {h.detail}", "red")
+        source = self._source_text()
+        if out.cell_len + source.cell_len <= width:
+            out.append_text(source)
+        out.truncate(width, overflow="ellipsis")
         return out

@@ -1,0 +1,94 @@
+"""The server panel's prefill throughput, and how each server figure is labelled and scaled.
+
+SGLang reports decode throughput itself (``gen throughput (token/s)`` on its Decode lines,
+``sglang:gen_throughput`` on /metrics) but prefill only per batch, so the cockpit derives it:
+
+* from /metrics: the rate of the ``sglang:prompt_tokens_total`` counter between two scrapes
+  (vLLM: its ``prompt_tokens_total`` rate, which the poller already turns into ``prompt_throughput``);
+* from the log: the ``#new-token`` of every ``Prefill batch`` line since the previous Decode
+  line's stats, over the seconds between them (zero when nothing was prefilled; nothing at all
+  until the first Prefill line, so a log without them shows ``-``, not a false zero).
+
+Pure, no Textual: the fold (:class:`kimitui.tui.cockpit_state.CockpitModel`) feeds it events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kimitui.events import LogLine, ServerStats
+
+
+class PrefillRate:
+    """Prefill tokens per second, sampled when a ServerStats arrives (the server panel's clock)."""
+
+    def __init__(self) -> None:
+        self._log_tokens = 0.0
+        self._seen_prefill = False
+        self._log_t: float | None = None
+        self._counter: tuple[float, float] | None = None
+        """(t, sglang:prompt_tokens_total) of the previous /metrics scrape."""
+
+    def on_log(self, ev: LogLine) -> None:
+        """A Prefill batch line: count its new tokens."""
+        new = ev.fields.get("new_token")
+        if type(new) is int and new >= 0:
+            self._log_tokens += new
+            self._seen_prefill = True
+
+    def on_stats(self, ev: ServerStats) -> float | None:
+        """The prefill tok/s as of this stats event; None when there is no basis for one yet."""
+        vllm = ev.extra.get("prompt_throughput")
+        if vllm is not None:
+            return vllm
+        total = ev.extra.get("prompt_tokens_total")
+        if total is not None:
+            prev, self._counter = self._counter, (ev.t, total)
+            if prev is None or ev.t <= prev[0] or total < prev[1]:
+                return None
+            return (total - prev[1]) / (ev.t - prev[0])
+        if ev.source != "log":
+            return None
+        prev_t, self._log_t = self._log_t, ev.t
+        if not self._seen_prefill or prev_t is None or ev.t <= prev_t:
+            return None
+        tokens, self._log_tokens = self._log_tokens, 0.0
+        return tokens / (ev.t - prev_t)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the server panel: what it is called, its unit, and how its history is scaled."""
+
+    key: str
+    label: str
+    short: str
+    """The compact form's label (80x24)."""
+    unit: str
+    top: float | None = None
+    """The sparkline's full scale; None: the history's own maximum."""
+
+
+FIGURES = (
+    Figure("gen_throughput", "decode", "dec", "tok/s"),
+    Figure("prefill_throughput", "prefill", "pre", "tok/s"),
+    Figure("running_reqs", "running", "run", "req"),
+    Figure("queued_reqs", "queued", "que", "req"),
+    Figure("token_usage", "KV cache", "KV", "%", top=1.0),
+)
+"""The server panel's rows with a history, top to bottom."""
+
+HISTORY_KEYS = tuple(f.key for f in FIGURES)
+
+
+def figure_text(key: str, value: float | bool | None) -> str:
+    """The value as the panel prints it: ``1538``, ``65.1``, ``9.0k``, ``22`` (for 22 %), ``-``."""
+    if value is None or isinstance(value, bool):
+        return "-"
+    if key == "token_usage":
+        return f"{value * 100:.0f}"
+    if key in ("running_reqs", "queued_reqs"):
+        return f"{value:.0f}"
+    if value >= 10_000:
+        return f"{value / 1000:.1f}k" if value < 100_000 else f"{value / 1000:.0f}k"
+    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
