@@ -60,7 +60,7 @@ def legend(s: SpreadSummary, width: int) -> Text:
             out.append(f"{gap}{'median' if long else 'med'} {s.median:.1f}", MEDIAN_STYLE)
         if s.low is not None and with_min:
             out.append(f"{gap}min {s.low:.1f}")
-        if long:
+        if long and (s.median is not None or s.low is not None):
             out.append(" tok/s", "dim")
         if out.cell_len <= width:
             return out
