@@ -114,6 +114,8 @@ class RankMerger:
     def __init__(self, window_s: float = MERGE_WINDOW_S, lookback: int = MERGE_LOOKBACK) -> None:
         self.window_s = window_s
         self._recent: deque[MergedLine] = deque(maxlen=lookback)
+        self.last_joined: MergedLine | None = None
+        """The line the last copy joined (:meth:`add` returned None): a holder of its text updates it."""
 
     def add(self, t: float, severity: str, kind: str, text: str) -> MergedLine | None:
         split = split_rank(text)
@@ -127,6 +129,7 @@ class RankMerger:
                         seen.ranks.setdefault(name, set()).add(n)
                     seen._tags_seen.add(key)
                     seen.copies += 1
+                    self.last_joined = seen
                     return None
         line = MergedLine(t, severity, kind, text)
         if split is not None:
@@ -139,6 +142,7 @@ class RankMerger:
 
     def reset(self) -> None:
         self._recent.clear()
+        self.last_joined = None
 
 
 def merge_ranks(lines: Iterable[tuple[float, str, str, str]], *, hide_polling: bool = True) -> list[MergedLine]:

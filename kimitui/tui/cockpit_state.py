@@ -20,6 +20,7 @@ from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
+from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
 from kimitui.tui.server_figures import HISTORY_KEYS, PrefillRate
 from kimitui.tui.timeline_marks import Timeline
 from kimitui.events import (
@@ -92,16 +93,6 @@ TIMELINE: Parts = frozenset({"timeline"})
 
 NoticeSeverity = Literal["information", "warning", "error"]
 _NOTICE_OF: dict[str, NoticeSeverity] = {"info": "information", "warning": "warning", "error": "error"}
-
-
-@dataclass
-class LogEntry:
-    """A line for the log panel: a server log line or a cockpit event told as one."""
-
-    t: float
-    severity: str
-    kind: str
-    text: str
 
 
 @dataclass
@@ -384,8 +375,10 @@ class CockpitModel:
         self.sim_time_scale: float | None = None
         """The simulated host's clock speed-up (``/server_info``'s ``sim_time_scale``); None on a real host."""
         self.health: ServerHealth | None = None
-        self.logs: deque[LogEntry] = deque(maxlen=self.log_lines)
-        self.log_pending: deque[LogEntry] = deque(maxlen=self.log_lines)
+        self.log_ring = LogRing(self.log_lines)
+        """Each rank's copy of a line merged into one entry; ``logs`` and ``log_pending`` are its deques."""
+        self.logs: deque[LogEntry] = self.log_ring.entries
+        self.log_pending: deque[LogEntry] = self.log_ring.pending
         self.sweep: SweepView | None = None
         self.curves: dict[str, dict[int, CurvePoint]] = {}
         """profile -> concurrency -> its last measured point (other profiles' runs stay overlaid)."""
@@ -423,9 +416,7 @@ class CockpitModel:
         return out
 
     def _log(self, t: float, severity: str, kind: str, text: str) -> None:
-        entry = LogEntry(t, severity, kind, text)
-        self.logs.append(entry)
-        self.log_pending.append(entry)
+        self.log_ring.add(t, severity, kind, text)
 
     def reset(self) -> None:
         """Forget everything (a replay seek follows: the events after it rebuild the state)."""
@@ -692,14 +683,16 @@ class CockpitModel:
 
     def filtered_logs(self, min_severity: str = "debug", kind: str | None = None,
                       search: str = "", entries: Iterable[LogEntry] | None = None) -> list[LogEntry]:
-        """Log entries at or above a severity, of one kind (``-kind``: all but it), containing a text."""
+        """Log entries at or above a severity, of one kind (``-kind``: all but it; ``-polling``: all but
+        kimitui's own polling), containing a text."""
         floor = SEVERITY_RANK.get(min_severity, 0)
         needle = search.lower()
         hide = kind[1:] if kind and kind.startswith("-") else None
         only = kind if kind and not hide else None
         return [e for e in (self.logs if entries is None else entries)
                 if SEVERITY_RANK.get(e.severity, 1) >= floor
-                and (only is None or e.kind == only) and (hide is None or e.kind != hide)
+                and (only is None or e.kind == only)
+                and (hide is None or (not e.polling if hide == POLLING else e.kind != hide))
                 and (not needle or needle in e.text.lower())]
 
     def log_kinds(self) -> list[str]:

@@ -3,27 +3,53 @@
 Lines are kept as plain strings (``Log`` renders only what is visible); the
 severity letter in a fixed column lets a highlighter colour errors and warnings
 without per-line renderables.
+
+Never behind (issue 15).  Textual's ``Log`` fell behind in two ways, both fixed here rather than
+worked around per call site:
+
+* it scrolls on a write only if it was at the end *before* the write, and it measures the lines'
+  width in a thread afterwards; when they are wider than the panel, the horizontal scrollbar that
+  measurement brings takes a row, the end moves one row down, and no later write scrolls again.
+  Every ``clear()`` (a search, a filter, a seek) measures from zero, so each one could strand the
+  view.  The panel *anchors* the ``Log`` instead: Textual keeps an anchored view at the end on every
+  layout, until the operator scrolls up (released), and again once they scroll back to the end.
+* at ``max_lines`` a write prunes the oldest lines but refreshes rows past the new end, so a view
+  that stays at the bottom is never repainted: the screen froze on what it showed when the log
+  filled.  The panel writes with ``scroll_end=False``, which makes ``Log`` refresh the whole view.
+
+A rank-tagged line whose other ranks' copies may still come is held back one tick (``HOLD_S``), so
+a copy arriving in the next batch joins the line (``TP0–7``) instead of the line going out with one
+rank's tag.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from typing import Unpack
 
 from rich.highlighter import Highlighter
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Log, Static
 
-from kimitui.tui.cockpit_state import CockpitModel, LogEntry
+from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.log_ring import HIDE_POLLING, LogEntry
+from kimitui.tui.log_status import status_text
 from kimitui.tui.render import clock
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 SEVERITY_LETTER = {"debug": "D", "info": "I", "warning": "W", "error": "E", "critical": "C"}
 SEVERITY_CYCLE = ("debug", "warning", "error")
 MAX_LINES = 5_000
-HIDE_ACCESS = "-access"
+HOLD_S = 0.25
+"""How long a rank-tagged line waits for the other ranks' copies: under one tick of the app's pump
+(0.33 s), so it goes out on the next tick, well inside the 1 s the newest line may take."""
+
+__all__ = ["HIDE_POLLING", "LogPanel", "format_entry", "status_text"]
 
 
 def format_entry(e: LogEntry) -> str:
@@ -63,11 +89,15 @@ class LogPanel(Vertical, ModelView):
         super().__init__(**kwargs)
         self.model = model
         self.min_severity = "debug"
-        self.kind: str | None = HIDE_ACCESS
-        """A kind to show alone, ``-kind`` to hide one, None for all; the pollers' access lines start hidden."""
+        self.kind: str | None = HIDE_POLLING
+        """A kind to show alone, ``-kind`` to hide one, None for all; kimitui's own polling starts hidden."""
         self.search = ""
         self.paused = False
         self._highlighter = SeverityHighlighter()
+        self._held: list[tuple[float, LogEntry]] = []
+        """Taken from the model's pending ring, not written yet: (when taken, entry), oldest first."""
+        self._release: Timer | None = None
+        """Writes what is held once it is due, should no new line come to flush it before."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
@@ -76,6 +106,10 @@ class LogPanel(Vertical, ModelView):
         yield log
 
     def on_mount(self) -> None:
+        self.log_widget.anchor()
+        self._status()
+
+    def on_resize(self, event: events.Resize) -> None:
         self._status()
 
     @property
@@ -87,28 +121,47 @@ class LogPanel(Vertical, ModelView):
         if self.paused:
             self._status()
             return 0
-        pending = list(self.model.log_pending)
+        now = time.monotonic()
+        self._held.extend((now, e) for e in self.model.log_pending)
         self.model.log_pending.clear()
+        ready = self._ready(now)
         lines = [format_entry(e) for e in self.model.filtered_logs(
-            self.min_severity, self.kind, self.search, pending)]
-        if lines:
-            log = self.log_widget
-            reading = log.has_focus and not log.is_vertical_scroll_end  # the operator scrolled up to read
-            log.write_lines(lines, scroll_end=not reading)
+            self.min_severity, self.kind, self.search, ready)]
+        if lines:  # the anchor keeps the view at the end; scroll_end=False repaints it (see the module doc)
+            self.log_widget.write_lines(lines, scroll_end=False)
+        if self._held and self._release is None:
+            self._release = self.set_timer(HOLD_S, self._release_held)
         return len(lines)
+
+    def _release_held(self) -> None:
+        self._release = None
+        self.flush()
+
+    def _ready(self, now: float) -> list[LogEntry]:
+        """The held entries that may go out now, in order: up to the first that may still grow and is young."""
+        ring = self.model.log_ring
+        n = 0
+        for taken, entry in self._held:
+            if now - taken < HOLD_S and ring.may_grow(entry):
+                break
+            n += 1
+        ready = [e for _, e in self._held[:n]]
+        del self._held[:n]
+        return ready
 
     def redraw(self) -> None:
         self.flush()
 
     def rebuild(self) -> None:
-        """Rewrite from the model's ring after a filter, search or resume."""
+        """Rewrite from the model's ring after a filter, search or resume, and follow the end again."""
         self.model.log_pending.clear()
+        self._held.clear()
         log = self.log_widget
         log.clear()
         self._highlighter.search = self.search
         lines = [format_entry(e) for e in self.model.filtered_logs(self.min_severity, self.kind, self.search)]
-        log.write_lines(lines[-MAX_LINES:], scroll_end=True)
-        log.refresh()
+        log.write_lines(lines[-MAX_LINES:], scroll_end=False)
+        log.anchor()
         self._status()
 
     # -- operator controls --------------------------------------------------------
@@ -119,7 +172,8 @@ class LogPanel(Vertical, ModelView):
         return self.min_severity
 
     def cycle_kind(self) -> str | None:
-        kinds: list[str | None] = [HIDE_ACCESS, None, *self.model.log_kinds()]
+        """Polling hidden (the default), every line, then each kind alone."""
+        kinds: list[str | None] = [HIDE_POLLING, None, *self.model.log_kinds()]
         i = kinds.index(self.kind) if self.kind in kinds else 0
         self.kind = kinds[(i + 1) % len(kinds)]
         self.rebuild()
@@ -137,14 +191,10 @@ class LogPanel(Vertical, ModelView):
         return self.paused
 
     def _status(self) -> None:
-        parts = [f"severity ≥ {self.min_severity}" if self.min_severity != "debug" else "all severities",
-                 "all kinds" if self.kind is None else
-                 (f"{self.kind[1:]} hidden" if self.kind.startswith("-") else f"only {self.kind}")]
-        if self.search:
-            parts.append(f"search “{self.search}”")
-        if self.paused:
-            parts.append(f"PAUSED ({len(self.model.log_pending)} new)")
-        text = Text("  ·  ".join(parts) + "   [f severity  t kind  / search  p pause]")
+        width = self.size.width or 80
+        waiting = len(self.model.log_pending) + len(self._held)
+        text = Text(status_text(width, min_severity=self.min_severity, kind=self.kind, search=self.search,
+                                paused=self.paused, waiting=waiting))
         if self.paused:
             text.stylize("bold yellow")
         self.query_one("#log-status", Static).update(text, layout=False)  # one fixed line: no relayout

@@ -1,0 +1,74 @@
+"""The cockpit's log ring: one entry per line as an operator reads it.
+
+A TP8 server prints its start-up, EPLB and warning lines once per rank.  The ring folds each rank's
+copy into the entry already held (:class:`~kimitui.analysis.log_lines.RankMerger`), whose text then
+names the rank set (``TP0–7 EP0–7``): eight times fewer entries, so the same 5,000 cover eight times
+as long, and a search or a rebuild after a seek reads merged lines too.  kimitui's own polling
+(``GET /metrics``...) is marked once here, so a filter hides it without parsing every line again.
+
+Pure: no Textual; the log panel reads ``entries`` and drains ``pending``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kimitui.analysis.log_lines import MERGE_LOOKBACK, MergedLine, RankMerger, is_own_polling
+
+POLLING = "polling"
+"""The filter's name for kimitui's own polling (``-polling`` hides it, as ``-access`` hides a kind)."""
+HIDE_POLLING = "-" + POLLING
+
+
+@dataclass
+class LogEntry:
+    """A line for the log panel: a server log line or a cockpit event told as one."""
+
+    t: float
+    severity: str
+    kind: str
+    text: str
+    """As shown: once a second rank's copy joined, with the rank set in place of the rank tag."""
+    polling: bool = False
+    """kimitui's own GET of ``/metrics``, ``/health``...: hidden unless the operator asks for every line."""
+    ranked: bool = False
+    """The line carries a rank tag: other ranks' copies may still join it."""
+    copies: int = 1
+
+
+class LogRing:
+    """The last ``size`` entries, and those the panel has not drawn yet (``pending``, as bounded)."""
+
+    def __init__(self, size: int) -> None:
+        self.entries: deque[LogEntry] = deque(maxlen=size)
+        self.pending: deque[LogEntry] = deque(maxlen=size)
+        self.widest = 1
+        """The most copies any line came in: how many ranks print a line that every rank prints."""
+        self._widest_from: LogEntry | None = None
+        """The entry that set ``widest``: while it is the only witness, it may still grow past it."""
+        self._merger = RankMerger()
+        self._recent: deque[tuple[MergedLine, LogEntry]] = deque(maxlen=MERGE_LOOKBACK)
+
+    def add(self, t: float, severity: str, kind: str, text: str) -> LogEntry:
+        """Hold a line; a rank's copy of a recent line updates that entry (returned) instead."""
+        line = self._merger.add(t, severity, kind, text)
+        if line is None:
+            joined = self._merger.last_joined
+            for merged, entry in reversed(self._recent):
+                if merged is joined:
+                    entry.text, entry.copies = merged.shown, merged.copies
+                    if merged.copies > self.widest:
+                        self.widest, self._widest_from = merged.copies, entry
+                    return entry
+            line = MergedLine(t, severity, kind, text)  # joined a line the ring no longer tracks: keep it
+        entry = LogEntry(t, severity, kind, text, polling=is_own_polling(kind, text), ranked=bool(line.ranks))
+        self._recent.append((line, entry))
+        self.entries.append(entry)
+        self.pending.append(entry)
+        return entry
+
+    def may_grow(self, entry: LogEntry) -> bool:
+        """Whether more ranks' copies may still join: a rank-tagged line with fewer copies than an earlier
+        line came in (the first line of all ranks is its own measure, so it may always grow)."""
+        return entry.ranked and (entry.copies < self.widest or entry.copies == 1 or entry is self._widest_from)
