@@ -45,12 +45,14 @@ def rate_label(v: float) -> str:
 
 
 def legend(s: SpreadSummary, width: int) -> Text:
-    """C, done, running, slow, failed, median, min: the long words when they fit, short ones when not."""
-    for long, with_min in ((True, True), (False, True), (False, False)):
+    """C, done, running, slow, failed, median, min: the long words when they fit, then fewer (slow stays longest)."""
+    for long, with_min, with_done in ((True, True, True), (False, True, True), (False, False, True),
+                                      (False, False, False)):
         out = Text(no_wrap=True, overflow="ellipsis")
         gap = "  " if long else " "
         out.append(f"C={s.concurrency}", "bold")
-        out.append(f"{gap}done {s.done}", "green")
+        if with_done or not s.live:
+            out.append(f"{gap}done {s.done}", "green")
         if s.live:
             out.append(f"{gap}{'running' if long else 'run'} {s.running}", "yellow")
         out.append(f"{gap}slow {s.slow}", "bold red" if s.slow else "dim")
