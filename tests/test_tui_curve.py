@@ -122,7 +122,7 @@ async def test_a_not_ok_level_is_hollow_where_it_got_to_never_joined_never_the_p
     m = hollow_model(status)
     assert peak_point(m.curves["p"]) == (8, 400.0)
     text = sweep_status(m)
-    assert "peak 400 tok/s @C=8" in text and "2000" not in text
+    assert "peak agg 400 tok/s @C=8" in text and "2000" not in text
     app = CurveApp(m, *CONTENT["120x40"])
     async with app.run_test(size=(70, 26)) as pilot:
         curve = await settle_curve(app, pilot)

@@ -52,8 +52,8 @@ def sweep_status(model: CockpitModel, width: int | None = None) -> str:
     long = f"{sw.profile}: {where}" + ("" if sw.outcome else f" ({done}/{len(sw.spec.levels)} levels done)")
     short = f"{where}" + ("" if sw.outcome else f" {done}/{len(sw.spec.levels)}")
     if best is not None:
-        long += f"  peak {best[1]:.0f} tok/s @C={best[0]}"
-        short += f" peak {best[1]:.0f}@C={best[0]}"
+        long += f"  peak agg {best[1]:.0f} tok/s @C={best[0]}"
+        short += f" peak agg {best[1]:.0f}@C={best[0]}"
     return long if width is None or len(long) <= width else short
 
 
