@@ -110,8 +110,10 @@ def pcie_link(rows: Sequence[GpuRow]) -> Link | None:
     return worst if same else Link(worst.gen, worst.width, worst.max_gen, worst.max_width, index)
 
 
-def link_pieces(link: Link) -> list[Piece]:
-    """``PCIe Gen5 x16 (max Gen5 x16)``; the current link coloured when it trained below its maximum."""
+def link_pieces(link: Link, short: bool = False) -> list[Piece]:
+    """``PCIe Gen5 x16 (max Gen5 x16)``; the current link coloured when it trained below its maximum.
+
+    ``short``: a link at its maximum says ``= max`` instead of repeating it."""
     def gw(gen: int | None, width: int | None) -> str:
         return " ".join(p for p in (f"Gen{gen}" if gen is not None else "", f"x{width}" if width is not None else "")
                         if p) or "?"
@@ -120,18 +122,28 @@ def link_pieces(link: Link) -> list[Piece]:
     now = (f"PCIe {where}{gw(link.gen, link.width)}", "warn" if link.degraded else "")
     if link.max_gen is None and link.max_width is None:
         return [now]
+    if short and not link.degraded:
+        return [now, (" = max", "dim")]
     return [now, (f" (max {gw(link.max_gen, link.max_width)})", "dim" if not link.degraded else "")]
 
 
-def header_pieces(rows: Sequence[GpuRow], driver: str | None, cuda: str | None, compact: bool = False) -> list[Piece]:
-    out: list[Piece] = [(model_piece(rows, compact), "bold")]
-    if driver:
-        out += [(" · ", "dim"), (f"driver {driver}", "")]
-    if cuda:
-        out += [(" · ", "dim"), (f"CUDA {cuda}", "")]
+def header_pieces(rows: Sequence[GpuRow], driver: str | None, cuda: str | None, width: int = 10_000) -> list[Piece]:
+    """``8× NVIDIA H200 140G · driver 575.57.08 · CUDA 12.9 · PCIe Gen5 x16 (max Gen5 x16)`` in ``width``:
+    the vendor goes first, then the CUDA version, the driver, the link's maximum; the model and the
+    current link stay (a degraded link is what the line is for)."""
     link = pcie_link(rows)
-    if link is not None:
-        out += [(" · ", "dim"), *link_pieces(link)]
+    for compact, keep in ((False, 4), (True, 4), (True, 3), (True, 2), (True, 1)):
+        link_parts = link_pieces(link, short=keep < 4) if link is not None else []
+        groups: list[list[Piece]] = [[(model_piece(rows, compact), "bold")]]
+        extras = [[(f"driver {driver}", "")] if driver else [], [(f"CUDA {cuda}", "")] if cuda else []]
+        groups += [g for g in extras[:max(0, keep - 2)] if g]  # CUDA dropped first, then the driver
+        if link_parts:
+            groups.append(link_parts if keep > 1 or (link is not None and link.degraded) else link_parts[:1])
+        out: list[Piece] = []
+        for g in groups:
+            out += ([(" · ", "dim")] if out else []) + g
+        if sum(len(t) for t, _ in out) <= width:
+            return out
     return out
 
 
@@ -148,8 +160,8 @@ def figure_pieces(rows: Sequence[GpuRow], spread: float | None, throttling: bool
     utils = [u for r in rows if (u := r.value("util_pct")) is not None]
     if utils:
         lo, hi = min(utils), max(utils)
-        span = f"{lo:.0f}–{hi:.0f}%" if round(lo) != round(hi) else f"{lo:.0f}%"
-        out.append((f"util {span} (mean {sum(utils) / len(utils):.0f})", ""))
+        mean = f" (mean {sum(utils) / len(utils):.0f})" if round(lo) != round(hi) else ""
+        out.append((f"util {lo:.0f}–{hi:.0f}%{mean}" if mean else f"util {lo:.0f}%", ""))
     mem = [(used, r.static.memory_total_mib if r.static is not None else None) for r in rows
            if (used := r.value("mem_used_mib")) is not None]
     if mem:
@@ -191,15 +203,20 @@ def throttle_summary(rows: Sequence[GpuRow]) -> Piece:
 
 def fit(pieces: Sequence[Piece], width: int, sep: str = " · ") -> list[Piece]:
     """The pieces that fit in ``width`` cells, in order, separated; a piece that does not fit is left out
-    (a later, shorter one may still fit) rather than cut in the middle."""
-    out: list[Piece] = []
+    (a later, shorter one may still fit) rather than cut in the middle.  The first piece and the
+    alarming ones (red, then yellow) are kept first: a one-line summary must still say what is wrong."""
+    rank = {"bad": 0, "warn": 1}
+    order = sorted(range(len(pieces)), key=lambda k: (k != 0, rank.get(pieces[k][1], 2), k))
+    keep: set[int] = set()
     used = 0
-    for text, sev in pieces:
-        extra = len(text) + (len(sep) if out else 0)
-        if used + extra > width:
-            continue
+    for k in order:
+        extra = len(pieces[k][0]) + (len(sep) if keep else 0)
+        if used + extra <= width:
+            keep.add(k)
+            used += extra
+    out: list[Piece] = []
+    for k in sorted(keep):
         if out:
             out.append((sep, "dim"))
-        out.append((text, sev))
-        used += extra
+        out.append(pieces[k])
     return out

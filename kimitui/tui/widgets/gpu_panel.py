@@ -52,7 +52,7 @@ SUMMARY_LINES = 3
 SHORT_SCREEN = 30
 """A terminal under this many rows gets the summary (the curve and the log need the room)."""
 SEVERITY = {"": "", "warn": "yellow", "bad": "bold red", "dim": "dim", "bold": "bold"}
-UTIL_FILL, MEM_FILL, POWER_FILL, TRACK = "green", "blue", "blue", "bright_black"
+UTIL_FILL, MEM_FILL, POWER_FILL, TRACK, HISTORY_STYLE = "green", "blue", "blue", "bright_black", "grey62"
 SPARK_MIN = 16
 SPARK_GOOD = 40
 DEFAULT_INTERVAL_S = 0.25
@@ -99,6 +99,8 @@ class Cols:
     util_bar: int
     mem_bar: int
     power_bar: int
+    power_w: int
+    """10: ``490/700W``; 6 on a narrow panel: ``490W``."""
     sm_clock: bool
     pcie: bool
     mem_bw: bool
@@ -188,11 +190,12 @@ class GpuPanel(Widget, ModelView):
             if cached is not None and cached[0] == (width, base):
                 strips.append(cached[1])
                 continue
-            if text.cell_len > width:  # never run into the neighbour: cut with an ellipsis
+            cells = _cells(text)
+            if cells > width:  # never run into the neighbour: cut with an ellipsis
                 text = text.copy()
                 text.truncate(width, overflow="ellipsis")
+                cells = text.cell_len
             segments = list(text.render(console))
-            cells = text.cell_len
             if cells < width:
                 segments.append(Segment(" " * (width - cells)))
             strip = Strip(segments, width).apply_style(base)
@@ -220,10 +223,10 @@ class GpuPanel(Widget, ModelView):
                 frame += self._groups(rows, has, size)
                 self._subtitle = f"{size} GPUs a line: ▁…█ util of each · lowest · highest mem, W, °C · g processes"
                 cols = None
-            spark_end = frame[1][1].cell_len if cols is not None and cols.spark_w else None
+            spark_end = _cells(frame[1][1]) if cols is not None and cols.spark_w else None
             seconds = self._history_s(cols.spark_w) if cols is not None else None
-            frame.append(self._cached(("gauge",), (self._gauge_key(), spark_end, seconds),
-                                      partial(self._gauge, spark_end, seconds)))
+            frame.append(self._cached(("gauge",), (self._gauge_key(), width, spark_end, seconds),
+                                      partial(self._gauge, width, spark_end, seconds)))
         self._frame = frame
         if len(self._lines) + len(self._line_strips) > 8 * (len(frame) + 8):  # lines of GPUs gone or of an old layout
             live = {key for key, _ in frame}
@@ -256,10 +259,7 @@ class GpuPanel(Widget, ModelView):
     def _head(self, rows: list[GpuRow], width: int) -> Text:
         caps = self.model.gpu_caps
         cuda = caps.cuda_version if caps is not None else None
-        pieces = words.header_pieces(rows, self.model.driver, cuda)
-        if sum(len(t) for t, _ in pieces) > width:
-            pieces = words.header_pieces(rows, self.model.driver, cuda, compact=True)
-        return _text(pieces)
+        return _text(words.header_pieces(rows, self.model.driver, cuda, width))
 
     # ----------------------------------------------------------------- a row per GPU
     def _cols(self, rows: list[GpuRow], has: dict[str, bool], width: int) -> Cols:
@@ -273,6 +273,19 @@ class GpuPanel(Widget, ModelView):
         used = (idx_w + 1 + rank_w + (util_bar + 5 if has["util_pct"] else 0) + (mem_bar + 10 if has["mem_used_mib"] else 0)
                 + (10 if has["power_w"] else 0) + (5 if has["temp_c"] else 0) + throttle_w)
         room = width - used
+        power_w = 10
+        # too narrow: a shorter util bar, no memory bar, no rank (the process view has it), watts without the limit
+        for cut in ("util", "mem", "rank", "power"):
+            if room >= 0:
+                break
+            if cut == "util" and util_bar:
+                util_bar, room = 5, room + 5
+            elif cut == "mem" and mem_bar:
+                mem_bar, room = 0, room + 6
+            elif cut == "rank" and rank_w:
+                rank_w, room = 0, room + rank_w
+            elif cut == "power" and has["power_w"]:
+                power_w, room = 6, room + 4
 
         def take(cells: int, wanted: bool = True) -> bool:
             nonlocal room
@@ -294,7 +307,8 @@ class GpuPanel(Widget, ModelView):
             util_bar += 10
         if spark_w:
             spark_w += max(0, min(HISTORY - spark_w, room))
-        return Cols(idx_w, rank_w, util_bar, mem_bar, power_bar, sm, pcie, mem_bw, mem_clock, throttle_w, spark_w)
+        return Cols(idx_w, rank_w, util_bar, mem_bar, power_bar, power_w, sm, pcie, mem_bw, mem_clock, throttle_w,
+                    spark_w)
 
     def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], cols: Cols) -> list[tuple[Hashable, Text]]:
         frame = []
@@ -330,12 +344,13 @@ class GpuPanel(Widget, ModelView):
             out.append(f" {util:3.0f}%" if util is not None else " " * 5)
         if has["mem_used_mib"]:
             used, total = row.value("mem_used_mib"), _mem_total(row)
-            out.append(" ")
-            _bar(out, used / total if used is not None and total else None, cols.mem_bar, MEM_FILL)
+            if cols.mem_bar:
+                out.append(" ")
+                _bar(out, used / total if used is not None and total else None, cols.mem_bar, MEM_FILL)
             text = (f"{words.gib(used)}/{words.gib(total)}G" if total else f"{words.gib(used)}G") if used is not None else ""
             out.append(f" {text:<8}")
         if has["power_w"]:
-            _power(out, row, cols.power_bar)
+            _power(out, row, cols)
         if has["temp_c"]:
             temp = row.value("temp_c")
             out.append(f" {temp:>2.0f}°C" if temp is not None else " " * 5,
@@ -345,9 +360,9 @@ class GpuPanel(Widget, ModelView):
             piece = words.throttle_piece(row.reading.throttle_reasons)
             out.append(f" {piece[0]:<{cols.throttle_w - 1}}" if piece else " " * cols.throttle_w,
                        _style(piece[1]) if piece else "")
-        if cols.spark_w:
-            out.append("  ")
-            out.append(sp or " " * cols.spark_w, UTIL_FILL)
+        if cols.spark_w:  # history, set apart from the bars: a rule, a quieter colour
+            out.append(" ▕", TRACK)
+            out.append(sp or " " * cols.spark_w, HISTORY_STYLE)
         return out
 
     # ----------------------------------------------------------------- groups of GPUs
@@ -436,22 +451,32 @@ class GpuPanel(Widget, ModelView):
         """``now 0 ▇88 1 ▇87 … · no throttling``: each GPU's current util (``!`` hot or throttled), then
         the throttle state, so the spread's culprit and a slowdown are visible."""
         throttle = words.throttle_summary(rows)
-        width -= len(throttle[0]) + 3
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("now", "dim")
+        cells = []
         for r in rows:
             u = r.value("util_pct")
-            cell = f" {r.index} " + ("·" if u is None else BLOCKS[max(1, min(8, round(u / 100 * 8)))])
-            num = "" if u is None else f"{u:.0f}"
-            if out.cell_len + len(cell) + len(num) > width:
-                break
-            out.append(cell[:-1])
-            out.append(cell[-1], UTIL_FILL if u is not None else "dim")
-            out.append(num)
             piece = words.throttle_piece(r.reading.throttle_reasons) if r.reading is not None else None
             temp = r.value("temp_c")
-            if piece is not None or (temp is not None and words.temp_severity(temp)):
-                out.append("!", _style(piece[1] if piece else words.temp_severity(temp or 0)))
+            alarm = piece[1] if piece else (words.temp_severity(temp) if temp is not None else "")
+            cells.append((r.index, u, alarm))
+        # the widest form in which every GPU fits: "0 ▇85", then "▇85" (the position says which), then "▇"
+        for form in ("index", "number", "block"):
+            need = 3 + sum(1 + (len(str(i)) + 1 if form == "index" else 0) + (len(f"{u:.0f}") if u is not None and
+                           form != "block" else 0) + (1 if alarm and form != "block" else 0) for i, u, alarm in cells)
+            if need + len(throttle[0]) + 3 <= width:
+                break
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("now", "dim")
+        if form == "block":
+            out.append(" ")
+        for i, u, alarm in cells:
+            if form != "block":
+                out.append(f" {i} " if form == "index" else " ")
+            block_style = _style(alarm) if alarm and form == "block" else (UTIL_FILL if u is not None else "dim")
+            out.append("·" if u is None else BLOCKS[max(1, min(8, round(u / 100 * 8)))], block_style)
+            if form != "block" and u is not None:
+                out.append(f"{u:.0f}")
+            if alarm and form != "block":
+                out.append("!", _style(alarm))
         out.append(" · ", "dim")
         out.append(throttle[0], _style(throttle[1]))
         return out
@@ -460,9 +485,9 @@ class GpuPanel(Widget, ModelView):
     def _gauge_key(self) -> Hashable:
         imb = self.model.imbalance()
         return None if imb is None else (round(imb.spread), imb.low_index, round(imb.low), imb.high_index,
-                                         round(imb.high), round(imb.spread / 100 * 20))
+                                         round(imb.high))
 
-    def _gauge(self, spark_end: int | None, seconds: float | None) -> Text:
+    def _gauge(self, width: int, spark_end: int | None, seconds: float | None) -> Text:
         """``util spread ██░░ 3 pts  low GPU0 84%  high GPU1 87%``, and the history column's label."""
         out = Text(no_wrap=True, overflow="ellipsis")
         imb = self.model.imbalance()
@@ -471,9 +496,15 @@ class GpuPanel(Widget, ModelView):
             out.append("-", "dim")
         else:
             style = _style(words.spread_severity(imb.spread))
-            out.append(bar(imb.spread / 100, 20), style or TRACK)
+            out.append(bar(imb.spread / 100, 20 if width >= 80 else 10), style or TRACK)  # the whole bar: 100 points
             out.append(f" {imb.spread:3.0f} pts", style)
-            out.append(f"  low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%", "dim")
+            ends = f"  low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%"
+            if round(imb.spread) == 0:
+                ends = f"  all GPUs at {imb.high:.0f}%"
+            elif out.cell_len + len(ends) > width:
+                ends = f"  GPU{imb.low_index}–GPU{imb.high_index}"
+            if out.cell_len + len(ends) <= width:
+                out.append(ends, "dim")
         if spark_end is not None and seconds is not None:  # under the history column, ending where it ends
             for label in (f"↑ util history, last {seconds:.0f} s", f"↑ history {seconds:.0f} s"):
                 at = spark_end - len(label)
@@ -482,6 +513,16 @@ class GpuPanel(Widget, ModelView):
                     out.append(label, "dim")
                     break
         return out
+
+
+NARROW = frozenset(chr(c) for c in range(32, 127)) | frozenset(BLOCKS + "░▕↑↓°×·–…▁")
+"""The characters this panel draws, one cell each: a line of only these is as wide as it is long."""
+
+
+def _cells(text: Text) -> int:
+    """``text.cell_len`` without Rich's per-character measuring for the lines this panel builds."""
+    plain = text.plain
+    return len(plain) if NARROW.issuperset(plain) else text.cell_len
 
 
 def _text(pieces: Sequence[words.Piece]) -> Text:
@@ -501,17 +542,17 @@ def _bar(out: Text, fraction: float | None, width: int, fill: str) -> None:
     out.append("░" * (width - full), TRACK)
 
 
-def _power(out: Text, row: GpuRow, power_bar: int) -> None:
+def _power(out: Text, row: GpuRow, cols: Cols) -> None:
     watts, limit = row.value("power_w"), _power_limit(row)
     if watts is None:
-        out.append(" " * (10 + (power_bar + 1 if power_bar else 0)))
+        out.append(" " * (cols.power_w + (cols.power_bar + 1 if cols.power_bar else 0)))
         return
     capped = bool(limit and watts >= 0.97 * limit)
-    if power_bar:
+    if cols.power_bar:
         out.append(" ")
-        _bar(out, watts / limit if limit else None, power_bar, "yellow" if capped else POWER_FILL)
-    text = f"{watts:.0f}/{limit:.0f}W" if limit else f"{watts:.0f}W"
-    out.append(f" {text:>9}", "yellow" if capped else "")
+        _bar(out, watts / limit if limit else None, cols.power_bar, "yellow" if capped else POWER_FILL)
+    text = f"{watts:.0f}/{limit:.0f}W" if limit and cols.power_w == 10 else f"{watts:.0f}W"
+    out.append(f" {text:>{cols.power_w - 1}}", "yellow" if capped else "")
 
 
 def _extras(out: Text, row: GpuRow, cols: Cols) -> None:
