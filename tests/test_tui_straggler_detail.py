@@ -158,7 +158,7 @@ def test_timeline_shades_the_gap_and_the_tokens_stay_flat_in_it():
 
 def test_timeline_without_the_requests_chunks_still_draws_the_gpus_and_the_gap():
     text = draw_timeline(evidence(with_result=False), 90, 8).plain
-    assert "no chunk timeline kept for this request" in text and "35.6 s gap" in text and "GPU%" in text
+    assert "no chunk times kept for this request" in text and "35.6 s gap" in text and "GPU%" in text
 
 
 # --------------------------------------------------------------------------- on screen

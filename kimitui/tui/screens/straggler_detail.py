@@ -21,7 +21,7 @@ from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell
                                            headline, hidden_polling, in_gap_gpus, in_gap_samples)
 from kimitui.analysis.window import GpuWindowSummary
 from kimitui.tui.render import clock, num, rate
-from kimitui.tui.widgets.request_timeline import RequestTimeline
+from kimitui.tui.widgets.request_timeline import RequestTimeline, timeline_rows
 
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "debug": "dim"}
 QUIET_LINES = 8
@@ -158,13 +158,13 @@ class StragglerDetail(ModalScreen[None]):
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
-        """The frame fills a small terminal; the timeline grows with the height (6 rows at 24, 18 at 60)."""
+        """The frame fills a small terminal; the timeline grows with the height (``timeline_rows``)."""
         small = width < 100 or height < 30
         body = self.query_one(VerticalScroll)
         body.styles.width = "100%" if small else "94%"
         body.styles.max_height = "100%" if small else "92%"
         for timeline in self.query(RequestTimeline):
-            timeline.styles.height = max(6, min(18, height // 3 - 2))
+            timeline.styles.height = timeline_rows(height, bool(self.evidence.tokens()))
         gpus = in_gap_gpus(self.evidence)
         if gpus:
             self.query_one("#straggler-gpus", Static).update(gpu_table(gpus, width))

@@ -101,7 +101,7 @@ def draw_timeline(ev: GapEvidence, width: int, height: int) -> Text:
     plot_w = width - gutter_w
     if total <= 0 or plot_w < 12 or height < 4:
         return Text("no timeline to draw here (the window is too small or holds no times)", "dim")
-    util_h = max(1, (height - 2) // 3)
+    util_h = max(1, (height - 2) // 3) if tokens else height - 3  # no token curve: one row says so
     tok_h = height - 2 - util_h
     span = ev.gap_span
     gap_cols = _gap_columns(span, total, plot_w)
@@ -112,11 +112,10 @@ def draw_timeline(ev: GapEvidence, width: int, height: int) -> Text:
         tok_values: list[float | None] = [_step_at(tokens, (c + 1) * total / plot_w, None) for c in range(plot_w)]
         grid = _area_rows(tok_values, top, tok_h)
     else:
-        note = "no chunk timeline kept for this request"[:plot_w]
-        grid = [[" "] * plot_w for _ in range(tok_h)]
-        grid[tok_h // 2][: len(note)] = note
+        note = "no chunk times kept for this request: no token curve"[:plot_w]
+        grid = [list(note.ljust(plot_w))]
     for r, cells in enumerate(grid):
-        label = f"{top:.0f}" if r == 0 and tokens else ("tok" if r == tok_h - 1 or not tokens and r == 0 else "")
+        label = f"{top:.0f}" if r == 0 and tok_h > 1 else ("tok" if r == tok_h - 1 else "")
         _row(text, f"{label:>{gutter_w - 1}}│", cells, TOKENS if tokens else "dim", gap_cols)
     spacing = [b[0] - a[0] for a, b in zip(util, util[1:])]
     stale = max(3.0, 2 * sorted(spacing)[len(spacing) // 2]) if spacing else 3.0
@@ -126,6 +125,14 @@ def draw_timeline(ev: GapEvidence, width: int, height: int) -> Text:
         _row(text, f"{label:>{gutter_w - 1}}│", cells, UTIL, gap_cols)
     text.append(" " * gutter_w + _axis(total, plot_w), "dim")
     return text
+
+
+def timeline_rows(screen_height: int, has_tokens: bool) -> int:
+    """How tall the timeline is drawn: it grows with the screen (6 rows at 24, 18 at 60); a strip of GPU
+    utilisation alone (no token curve) stays small."""
+    if has_tokens:
+        return max(6, min(18, screen_height // 3 - 2))
+    return max(5, min(7, screen_height // 8 + 2))
 
 
 class RequestTimeline(Widget):
