@@ -362,3 +362,12 @@ def test_the_client_keeps_cuda_version_and_interval_from_caps() -> None:
     caps_ev, tick = seen.of("gpu_caps")[0], seen.of("gpu_sample")[0]
     assert isinstance(caps_ev, GpuCaps) and caps_ev.cuda_version == "12.9" and caps_ev.interval_s == 0.25
     assert isinstance(tick, GpuSample) and (tick.gpus[0].pcie_gen, tick.gpus[0].pcie_width) == (4, 16)
+
+
+async def test_64_gpus_on_a_small_screen_get_the_summary_not_a_line_too_wide() -> None:
+    m = model_of(caps(64), sample(0, {21: 12.0}, n=64, temp={i: 65.0 for i in range(64)}))
+    text = await drawn(m, (50, 24), rows=3)
+    lines = text.plain.split("\n")
+    assert len(lines) == 3 and "spread 74 pts (GPU21)" in lines[1], lines  # who lags, though it is 1 of 64
+    big = await drawn(m, (120, 40), rows=10)
+    assert "16-23" in big.plain and "GPU21" in big.plain  # room for group lines: one per 8 GPUs

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kimitui.tui.cockpit_state import GpuRow
+from kimitui.tui.cockpit_state import GpuRow, Imbalance
 
 Piece = tuple[str, str]
 """(text, severity): severity is "", "warn", "bad" or "dim"."""
@@ -150,7 +150,7 @@ def header_pieces(rows: Sequence[GpuRow], driver: str | None, cuda: str | None, 
 # ----------------------------------------------------------------------------- the fleet summary
 
 
-def figure_pieces(rows: Sequence[GpuRow], spread: float | None, throttling: bool = True) -> list[Piece]:
+def figure_pieces(rows: Sequence[GpuRow], imbalance: Imbalance | None, throttling: bool = True) -> list[Piece]:
     """``util 85–88% (mean 86) · mem 85/140G · 62–69°C · 3.9/5.6kW · spread 3 · no throttling``.
 
     Worst-first where it matters: a throttled GPU or a hot one is named, so a one-row summary
@@ -176,8 +176,10 @@ def figure_pieces(rows: Sequence[GpuRow], spread: float | None, throttling: bool
         limits = [lim for r in rows if (lim := _limit(r)) is not None]
         cap = f"/{sum(limits) / 1000:.1f}" if len(limits) == len(watts) else ""
         out.append((f"{sum(watts) / 1000:.1f}{cap}kW", ""))
-    if spread is not None:
-        out.append((f"spread {spread:.0f} pts", spread_severity(spread)))
+    if imbalance is not None:
+        severity = spread_severity(imbalance.spread)
+        low = f" (GPU{imbalance.low_index})" if severity else ""  # who lags, when one does
+        out.append((f"spread {imbalance.spread:.0f} pts{low}", severity))
     if throttling:
         throttled = throttle_summary(rows)
         out.insert(1 if utils and throttled[1] != "dim" else len(out), throttled)  # a slowdown right after util

@@ -77,15 +77,16 @@ def group_size(count: int, height: int) -> int:
     return size
 
 
-def mode_for(count: int, lines: int) -> tuple[str, int]:
-    """("rows", 1), ("groups", size) or ("summary", lines) for ``count`` GPUs in ``lines`` content lines."""
+def mode_for(count: int, lines: int, width: int = 200) -> tuple[str, int]:
+    """("rows", 1), ("groups", size) or ("summary", lines) for ``count`` GPUs in ``lines`` content lines
+    ``width`` cells wide (a group line needs a cell per GPU of its group and its worst figures)."""
     if count <= FULL_ROWS_MAX and lines >= count + 2:
         return "rows", 1
     if count > FULL_ROWS_MAX:
         size = GROUP
         while -(-count // size) + 2 > lines and size < count:
             size *= 2
-        if -(-count // size) + 2 <= lines:
+        if -(-count // size) + 2 <= lines and len(str(count)) * 2 + 2 + size + 18 <= width:
             return "groups", size
     return "summary", max(1, min(SUMMARY_LINES, lines))
 
@@ -133,7 +134,6 @@ class GpuPanel(Widget, ModelView):
         self._strips: list[Strip] = []
         self._laid_out: tuple[int, int] = (-1, -1)
         """(GPUs, screen height) at the last relayout: the panel's height changes only with those."""
-        self._subtitle = "g processes"
 
     def redraw(self) -> None:
         shape = (len(self.model.gpus), self.app.size.height if self.is_mounted else 0)
@@ -141,10 +141,17 @@ class GpuPanel(Widget, ModelView):
         self._laid_out = shape
 
     def on_resize(self, event: Resize) -> None:
+        """A new size may be a new mode (rows, groups, summary): redraw, and say how to read it."""
         self.refresh()
+        subtitle = self.caption()[1]
+        if isinstance(self.parent, Widget) and self.parent.border_subtitle != subtitle:
+            self.parent.border_subtitle = subtitle
 
     def caption(self) -> tuple[str | None, str | None]:
-        return None, self._subtitle
+        """The key to the process list; for group lines, how to read them (the legend has no line of its own)."""
+        mode, size = mode_for(len(self.model.gpus), self.size.height or self._natural_lines(), self.size.width or 200)
+        return None, (f"{size} a line: util ▁…█ of each, lowest GPU, highest mem W °C · g processes"
+                      if mode == "groups" else "g processes")
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         n = len(self.model.gpus)
@@ -209,9 +216,8 @@ class GpuPanel(Widget, ModelView):
         if not rows:
             self._frame = [("waiting", Text("waiting for the GPU agent…", "dim"))]
             return
-        mode, size = mode_for(len(rows), max(1, lines))
+        mode, size = mode_for(len(rows), max(1, lines), width)
         has = tuple(any(r.supports(name) for r in rows) for name in FIELDS)
-        self._subtitle = "g processes"
         if mode == "summary":
             frame = self._summary(rows, width, size)
         else:
@@ -221,7 +227,6 @@ class GpuPanel(Widget, ModelView):
                 frame += self._rows(rows, has, cols)
             else:
                 frame += self._groups(rows, has, size)
-                self._subtitle = f"{size} GPUs a line: ▁…█ util of each · lowest · highest mem, W, °C · g processes"
                 cols = None
             spark_end = _cells(frame[1][1]) if cols is not None and cols.spark_w else None
             seconds = self._history_s(cols.spark_w) if cols is not None else None
@@ -338,6 +343,9 @@ class GpuPanel(Widget, ModelView):
         if row.reading is None:
             out.append("no reading yet", "dim")
             return out
+        if not any(row.supports(name) for name in FIELDS):
+            out.append("reports no figures (see the agent's caps)", "dim")
+            return out
         if has["util_pct"]:
             util = row.value("util_pct")
             _bar(out, util / 100 if util is not None else None, cols.util_bar, UTIL_FILL)
@@ -432,7 +440,7 @@ class GpuPanel(Widget, ModelView):
     def _summary(self, rows: list[GpuRow], width: int, lines: int) -> list[tuple[Hashable, Text]]:
         """1-3 lines: the figures (1), a block per GPU (2), the device header first (3)."""
         imb = self.model.imbalance()
-        figures = words.figure_pieces(rows, imb.spread if imb is not None else None, throttling=lines == 1)
+        figures = words.figure_pieces(rows, imb, throttling=lines == 1)
         model = words.model_piece(rows, compact=lines < SUMMARY_LINES)
         frame = []
         if lines >= SUMMARY_LINES:
