@@ -169,7 +169,9 @@ def test_eta_of_a_constructed_sweep():
     assert eta.eta_s == pytest.approx(2.5 + 128 * 128 / 1260.3, abs=0.01)
     assert (eta.levels_done, eta.levels_total, eta.requests_done, eta.requests_total) == (1, 3, 13, 149)
     assert eta.estimated and not eta.running.estimated  # C=64 is modelled; C=8 is measured
-    assert summary(eta) == "levels 1/3 · requests 13/149 · 12s elapsed · ETA ~16s"
+    assert summary(eta) == "ETA ~16s · levels 1/3 · requests 13/149 · 12s elapsed"
+    assert summary(eta, 40) == "ETA ~16s · 1/3 levels · 13/149 req · 12s"
+    assert summary(eta, 30) == "ETA ~16s · 1/3 levels"
 
 
 def test_eta_before_the_first_request_ends_is_marked_and_before_any_token_says_so():
@@ -230,7 +232,7 @@ async def test_level_rows_count_requests_and_the_running_level_has_an_eta():
         assert live[0] == "8…" and live[4] == "8/16" and live[cols.index("fail")] == "1"
         assert live[5] == "ETA 2s"  # (16 x 128 - 1024) tokens at 409.6 tok/s: 2.5 s, rounded
         subtitle = str(table.caption()[1])
-        assert subtitle.startswith("levels 1/3 · requests 13/149 · 12s elapsed · ETA ~")
+        assert subtitle.startswith("ETA ~") and subtitle.endswith(" · levels 1/3 · requests 13/149 · 12s elapsed")
 
 
 # --------------------------------------------------------------------------- the sweep form

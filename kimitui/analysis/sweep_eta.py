@@ -230,10 +230,19 @@ def eta_text(seconds: float | None, estimated: bool) -> str:
     return f"ETA {'~' if estimated else ''}{duration(seconds)}"
 
 
-def summary(eta: SweepEta) -> str:
-    """One line: levels, requests, elapsed, ETA (the level panel's subtitle)."""
+def summary(eta: SweepEta, width: int | None = None) -> str:
+    """One line, the ETA first: ETA, levels, requests, elapsed (the level panel's subtitle).
+
+    With ``width``, the longest of three wordings that fits (the ETA is always kept)."""
     reqs = f"{eta.requests_done:,}" + (f"/{eta.requests_total:,}" if eta.requests_total is not None else "")
-    parts = [f"levels {eta.levels_done}/{eta.levels_total}", f"requests {reqs}", f"{duration(eta.elapsed_s)} elapsed"]
-    if not eta.finished:
-        parts.append(eta_text(eta.eta_s, eta.estimated))
-    return " · ".join(parts)
+    head = [] if eta.finished else [eta_text(eta.eta_s, eta.estimated)]
+    forms = [
+        head + [f"levels {eta.levels_done}/{eta.levels_total}", f"requests {reqs}",
+                f"{duration(eta.elapsed_s)} elapsed"],
+        head + [f"{eta.levels_done}/{eta.levels_total} levels", f"{reqs} req", duration(eta.elapsed_s)],
+        head + [f"{eta.levels_done}/{eta.levels_total} levels"],
+    ]
+    texts = [" · ".join(parts) for parts in forms]
+    if width is None:
+        return texts[0]
+    return next((t for t in texts if len(t) <= width), texts[-1])

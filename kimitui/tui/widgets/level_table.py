@@ -14,6 +14,7 @@ from typing import Unpack
 
 from rich.text import Text
 from textual.coordinate import Coordinate
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from kimitui.analysis.level_stats import effective_status
@@ -58,10 +59,11 @@ def _requests_cell(sw: SweepView, c: int, done: int) -> str:
 
 
 class LevelTable(DataTable[str | Text], ModelView):
-    """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated."""
+    """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated (so no
+    horizontal scrollbar: the columns that matter come first, and a narrow panel cuts the rest)."""
 
     DEFAULT_CSS = """
-    LevelTable { height: auto; max-height: 12; }
+    LevelTable { height: auto; max-height: 12; overflow-x: hidden; }
     """
     shows = frozenset({"levels"})
 
@@ -73,11 +75,18 @@ class LevelTable(DataTable[str | Text], ModelView):
         self._eta: SweepEta | None = None
 
     def caption(self) -> tuple[str | None, str | None]:
-        return None, summary(self._eta) if self._eta is not None else None
+        # the panel's border keeps a few cells for its corners and title gap
+        return None, summary(self._eta, max(20, self.size.width - 4)) if self._eta is not None else None
 
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
         self.redraw()
+
+    def on_resize(self) -> None:
+        """The subtitle's wording depends on the width (the app sets captions only after a redraw)."""
+        subtitle = self.caption()[1]
+        if subtitle is not None and isinstance(self.parent, Widget):
+            self.parent.border_subtitle = subtitle
 
     def redraw(self) -> None:
         """Rebuild only when the rows changed; the moving live row is updated in place."""
@@ -94,6 +103,8 @@ class LevelTable(DataTable[str | Text], ModelView):
             self.clear()
             for key, cells in rows:
                 self.add_row(*cells, key=key)
+            if rows and rows[-1][0] == "live":  # a short panel shows the running level, not the first ones
+                self.call_after_refresh(self.scroll_end, animate=False)
         self._last = rows
 
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:
