@@ -480,7 +480,8 @@ class GpuPanel(Widget, ModelView):
             if form != "block":
                 out.append(f" {i} " if form == "index" else " ")
             block_style = _style(alarm) if alarm and form == "block" else (UTIL_FILL if u is not None else "dim")
-            out.append("·" if u is None else BLOCKS[max(1, min(8, round(u / 100 * 8)))], block_style)
+            floor = 1 if form == "block" else 0  # beside a number, 0 % is an empty cell; alone, the lowest block
+            out.append("·" if u is None else BLOCKS[max(floor, min(8, round(u / 100 * 8)))], block_style)
             if form != "block" and u is not None:
                 out.append(f"{u:.0f}")
             if alarm and form != "block":
