@@ -103,7 +103,7 @@ class StragglerDetail(ModalScreen[None]):
             if v is None:
                 yield Static("This straggler has no gap window (no gap_start/gap_end recorded).")
                 return
-            yield Static("Tokens since it was sent (the gap red), the GPUs' mean utilisation under them",
+            yield Static("Tokens since sent (the gap red); the GPUs' mean utilisation under them",
                          classes="section")
             yield RequestTimeline(ev, id="straggler-timeline")
             yield Static(self._log_title(), classes="section", id="straggler-log-title")
@@ -118,8 +118,8 @@ class StragglerDetail(ModalScreen[None]):
         s, inside = ev.straggler, in_gap_samples(ev)
         if not inside or s.gap_start is None:
             return f"GPUs around the gap ({len(ev.gap.gpu_samples) if ev.gap else 0} samples)"
-        return (f"GPUs in the gap {clock(s.gap_start)} – {clock(s.gap_end or s.gap_start)} ({len(inside)} samples): "
-                "utilisation % in the span before it, min and mean in it")
+        return (f"GPUs in the gap {clock(s.gap_start)}–{clock(s.gap_end or s.gap_start)} ({len(inside)} samples): "
+                "util % before, min, mean")
 
     def _facts(self) -> str:
         s, r = self.evidence.straggler, self.evidence.result
@@ -141,12 +141,11 @@ class StragglerDetail(ModalScreen[None]):
         if v is None:
             return ""
         if self.everything:
-            return f"Log during the gap: all {len(v.log_lines)} lines as they came (a: polling hidden, ranks merged)"
+            return f"Gap log: all {len(v.log_lines)} lines as they came (a: polling hidden, ranks merged)"
         shown = len(gap_lines(v))
         polling = hidden_polling(v)
-        hid = f", {polling} of kimitui's own polling hidden" if polling else ""
-        return (f"Log during the gap: {shown} lines{hid}, each rank's copies merged, ▶ what may explain it "
-                f"(a: every line)")
+        hid = f"{polling} kimitui polls hidden, " if polling else ""
+        return f"Gap log: {shown} lines ({hid}ranks merged), ▶ may explain it"
 
     def on_mount(self) -> None:
         body = self.query_one(VerticalScroll)
