@@ -11,13 +11,17 @@ the log, which changes the log's status line) every 0.15-0.35 s, ``--presses``
 times (200: a p99 that is not just the maximum), and measures from the key
 event to the first frame written after the app handled it.
 
+Log lag (issue 15): from a log line being published to the log panel painting it (or a newer line;
+``tests/support/loglag.py``), over the firehose-only window, and over a replay at 100x of a recording
+with a 500 lines/s log (GPUs at 10 Hz, server stats at 1 Hz): p50/p99/max.  Goal: max <= 1 s.
+
 Modes:
   python bench/bench_tui.py               # real terminal: runs the app inside tmux (160x50)
   python bench/bench_tui.py --headless    # in-process, no terminal output (a lower bound)
   python bench/bench_tui.py --runs 5 --compare /tmp/head   # 5 runs, each followed by one of the
         # cockpit in /tmp/head (e.g. `git archive HEAD | tar -x -C /tmp/head`): interleaved, so
-        # both see the same load on a shared machine
-Goal: CPU <= 25 % of one core, key latency p99 <= 100 ms.
+        # both see the same load on a shared machine (an older checkout needs tests/support/loglag.py)
+Goal: CPU <= 25 % of one core, key latency p99 <= 100 ms, the newest log line on screen within 1 s.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -57,10 +62,42 @@ from kimitui.events import (  # noqa: E402
     SweepProgress,
     SweepStarted,
 )
+from kimitui.recording import write_recording  # noqa: E402
+from kimitui.replay import ReplayController  # noqa: E402
 from kimitui.tui.app import KimituiApp  # noqa: E402
+from kimitui.tui.widgets.log_panel import LogPanel  # noqa: E402
 from tests.support.fakecontrol import FakeController, caps, spec  # noqa: E402
+from tests.support.loglag import LagFigures, LagProbe  # noqa: E402
 
 TICK = 0.1
+REPLAY_SPEED = 100.0
+_TOKEN = re.compile(r"#token: (\d+)")
+
+
+def token_seq(text: str) -> int:
+    """The firehose's log lines count up in ``#token: N``: the lag probe's sequence number."""
+    m = _TOKEN.search(text)
+    return int(m.group(1)) if m else -1
+
+
+def gpu_sample(rnd: random.Random, t: float, k: int) -> GpuSample:
+    return GpuSample(t=t, seq=k, gpus=[GpuReading(
+        index=i, util_pct=rnd.uniform(80, 99), mem_used_mib=87_000, mem_total_mib=97_887,
+        power_w=rnd.uniform(400, 590), power_limit_w=600, temp_c=rnd.uniform(60, 80), sm_clock_mhz=2400,
+        pcie_tx_kbps=rnd.uniform(1e3, 5e4), pcie_rx_kbps=rnd.uniform(1e3, 5e4), throttle_reasons=[])
+        for i in range(8)])
+
+
+def log_lines(rnd: random.Random, t: float, k: int) -> list[Event]:
+    """One tick's 50 decode lines (500 lines/s), mostly info, a few warnings and errors."""
+    out: list[Event] = []
+    for j in range(50):
+        sev: Literal["error", "warning", "info"] = (
+            "error" if rnd.random() < 0.005 else ("warning" if rnd.random() < 0.02 else "info"))
+        out.append(LogLine(t=t, raw=f"[TP{j % 8}] Decode batch. #running-req: 256, #token: {k * 50 + j}, "
+                                    f"gen throughput (token/s): {rnd.uniform(1400, 1600):.2f}",
+                           line_kind="decode", severity=sev))
+    return out
 
 
 def firehose(seconds: float, t0: float, seed: int = 1) -> list[list[Event]]:
@@ -70,17 +107,7 @@ def firehose(seconds: float, t0: float, seed: int = 1) -> list[list[Event]]:
     tokens = 0
     for k in range(int(seconds / TICK)):
         t = t0 + k * TICK
-        batch: list[Event] = [GpuSample(t=t, seq=k, gpus=[GpuReading(
-            index=i, util_pct=rnd.uniform(80, 99), mem_used_mib=87_000, mem_total_mib=97_887,
-            power_w=rnd.uniform(400, 590), power_limit_w=600, temp_c=rnd.uniform(60, 80), sm_clock_mhz=2400,
-            pcie_tx_kbps=rnd.uniform(1e3, 5e4), pcie_rx_kbps=rnd.uniform(1e3, 5e4), throttle_reasons=[])
-            for i in range(8)])]
-        for j in range(50):
-            sev: Literal["error", "warning", "info"] = (
-                "error" if rnd.random() < 0.005 else ("warning" if rnd.random() < 0.02 else "info"))
-            batch.append(LogLine(t=t, raw=f"[TP{j % 8}] Decode batch. #running-req: 256, #token: {k * 50 + j}, "
-                                          f"gen throughput (token/s): {rnd.uniform(1400, 1600):.2f}",
-                                 line_kind="decode", severity=sev))
+        batch: list[Event] = [gpu_sample(rnd, t, k), *log_lines(rnd, t, k)]
         for j in range(3):
             batch.append(RequestResult(t=t, sweep_id="fh", request_id=f"r{k}-{j}", concurrency=256, ok=True,
                                        intended_send=t - 80, sent=t - 80, ttft_s=0.3, e2e_s=rnd.uniform(70, 90),
@@ -142,10 +169,9 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
     app._display = display  # type: ignore[method-assign]
     while not app.started:
         await asyncio.sleep(0.05)
-    await asyncio.sleep(warmup)
-    from kimitui.tui.widgets.log_panel import LogPanel
-
     panel = app.query_one(LogPanel)
+    probe = LagProbe(ctrl.session, panel.log_widget, token_seq)
+    await asyncio.sleep(warmup)
     handled: list[float] = []
     toggle = panel.toggle_pause
 
@@ -156,9 +182,10 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
 
     panel.toggle_pause = timed_toggle  # type: ignore[method-assign]
     # window 1: the firehose alone (what the cockpit costs while the operator watches)
-    q0, qw0 = time.process_time(), time.monotonic()
+    q0, qw0, lag0 = time.process_time(), time.monotonic(), time.perf_counter()
     await asyncio.sleep(seconds)
     quiet_cpu = 100 * (time.process_time() - q0) / (time.monotonic() - qw0)
+    lag = probe.figures(since=lag0, until=time.perf_counter())  # the keys' window pauses the log: not in it
     # window 2: the firehose while the operator presses keys
     pressed: list[float] = []
     rnd = random.Random(7)
@@ -195,7 +222,57 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
         "dropped": app.model.dropped,
         "handle_p50_ms": statistics.median(handling),
         "handle_p99_ms": percentile(sorted(handling), 99),
+        **lag_row("log_lag", lag),
     }
+
+
+def lag_row(prefix: str, lag: LagFigures) -> dict[str, float]:
+    return {f"{prefix}_p50_ms": lag.p50_s * 1000, f"{prefix}_p99_ms": lag.p99_s * 1000,
+            f"{prefix}_max_ms": lag.max_s * 1000, f"{prefix}_lines": lag.lines, f"{prefix}_unshown": lag.unshown}
+
+
+def log_recording(path: Path, seconds: float, t0: float, seed: int = 2) -> Path:
+    """A recording with a 500 lines/s log, GPUs at 10 Hz and server stats at 1 Hz (no sweep: its
+    256-request snapshots would make a 100x recording hundreds of MB)."""
+    rnd = random.Random(seed)
+    events: list[Event] = [caps()]
+    for k in range(int(seconds / TICK)):
+        t = t0 + k * TICK
+        events.append(gpu_sample(rnd, t, k))
+        events.extend(log_lines(rnd, t, k))
+        if k % 10 == 0:
+            events.append(ServerStats(t=t, source="log", running_reqs=256, queued_reqs=rnd.randint(0, 9),
+                                      token_usage=0.8, gen_throughput=rnd.uniform(1400, 1600), cuda_graph=True))
+    return write_recording(path, events)
+
+
+async def measure_replay(app: KimituiApp, ctrl: ReplayController, seconds: float) -> dict[str, float]:
+    """Inside the app: the log's lag over ``seconds`` of a replay at ``REPLAY_SPEED``, after a second's start."""
+    while not app.started:
+        await asyncio.sleep(0.05)
+    probe = LagProbe(ctrl.session, app.query_one(LogPanel).log_widget, token_seq)
+    await asyncio.sleep(1.0)
+    c0, w0, lag0, pos0 = time.process_time(), time.monotonic(), time.perf_counter(), ctrl.position
+    await asyncio.sleep(seconds)
+    cpu, wall, pos1, until = time.process_time() - c0, time.monotonic() - w0, ctrl.position, time.perf_counter()
+    await asyncio.sleep(1.0)  # what was published last has its tick to be painted
+    return {"replay_cpu_pct": 100 * cpu / wall, "replay_speed_reached": (pos1 - pos0) / wall,
+            "replay_dropped": app.model.dropped, **lag_row("replay_lag", probe.figures(since=lag0, until=until))}
+
+
+def replay_seconds(seconds: float) -> float:
+    return REPLAY_SPEED * (seconds + 4)  # the start, the measured window, the tail, a margin
+
+
+async def headless_replay(seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = log_recording(Path(tmp) / "log500.jsonl", replay_seconds(seconds), time.time())
+        ctrl = ReplayController(path, speed=REPLAY_SPEED)
+        app = KimituiApp(ctrl)
+        async with app.run_test(size=(160, 50)):
+            result = await measure_replay(app, ctrl, seconds)
+            await ctrl.shutdown()
+            return result
 
 
 def percentile(ordered: list[float], pct: float) -> float:
@@ -214,23 +291,32 @@ async def headless(seconds: float, warmup: float, presses: int) -> dict[str, flo
         return await measure(app, ctrl, seconds, warmup, presses)
 
 
-def child(out: str, seconds: float, warmup: float, presses: int) -> None:
-    """Run the app on this terminal (tmux) with the firehose and write the figures to ``out``."""
-    ticks = firehose(firehose_seconds(seconds, warmup, presses), time.time())
-    ctrl = FirehoseController(ticks)
-    app = KimituiApp(ctrl)
+def child(out: str, seconds: float, warmup: float, presses: int, recording: str | None = None) -> None:
+    """Run the app on this terminal (tmux) with the firehose (or a replay of ``recording`` at 100x)
+    and write the figures to ``out``."""
     result: dict[str, float] = {}
+    if recording is not None:
+        replay = ReplayController(recording, speed=REPLAY_SPEED)
+        app = KimituiApp(replay)
 
-    async def drive() -> None:
-        result.update(await measure(app, ctrl, seconds, warmup, presses))
-        app.exit(0)
+        async def drive() -> None:
+            result.update(await measure_replay(app, replay, seconds))
+            app.exit(0)
+    else:
+        ctrl = FirehoseController(firehose(firehose_seconds(seconds, warmup, presses), time.time()))
+        app = KimituiApp(ctrl)
+
+        async def drive() -> None:
+            result.update(await measure(app, ctrl, seconds, warmup, presses))
+            app.exit(0)
 
     app.call_later(lambda: app.run_worker(drive(), exit_on_error=True))
     app.run()
     Path(out).write_text(json.dumps(result))
 
 
-def in_tmux(seconds: float, warmup: float, presses: int, root: Path | None = None) -> dict[str, float]:
+def in_tmux(seconds: float, warmup: float, presses: int, root: Path | None = None,
+            replay: bool = False) -> dict[str, float]:
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed; use --headless")
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,6 +325,8 @@ def in_tmux(seconds: float, warmup: float, presses: int, root: Path | None = Non
         root = root or ROOT
         cmd = (f"exec {sys.executable} {Path(__file__).resolve()} --child {out} --seconds {seconds} "
                f"--warmup {warmup} --presses {presses}")
+        if replay:
+            cmd += f" --recording {log_recording(Path(tmp) / 'log500.jsonl', replay_seconds(seconds), time.time())}"
         subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "bench", "-x", "160", "-y", "50",
                         f"cd {root} && KIMITUI_BENCH_ROOT={root} COLORTERM=truecolor {cmd}"], check=True)
         try:
@@ -261,7 +349,18 @@ def report(r: dict[str, float], mode: str) -> None:
           f"  over {r['key_presses']} presses   (goal p99 <= 100 ms)")
     print(f"  of which key -> handled: p50 {r['handle_p50_ms']:.1f} ms  p99 {r['handle_p99_ms']:.1f} ms")
     print(f"  panel redraws:   {r['panel_redraws_per_s']:.1f}/s   events dropped by the UI queue: {r['dropped']}")
+    print(f"  log lag, live:   {lag_text(r, 'log_lag')}   (published -> painted; goal max <= 1000 ms)")
+    if "replay_lag_max_ms" in r:
+        print(f"  log lag, {REPLAY_SPEED:.0f}x replay: {lag_text(r, 'replay_lag')}   (500 lines/s recorded; "
+              f"reached {r['replay_speed_reached']:.0f}x, CPU {r['replay_cpu_pct']:.0f} %, "
+              f"{r['replay_dropped']} events dropped by the UI queue)")
     print(f"  load average:    {r.get('load', os.getloadavg()[0]):.2f} on {os.cpu_count()} CPUs")
+
+
+def lag_text(r: dict[str, float], prefix: str) -> str:
+    unshown = f", {r[prefix + '_unshown']:.0f} never painted" if r[prefix + "_unshown"] else ""
+    return (f"p50 {r[prefix + '_p50_ms']:.0f} ms  p99 {r[prefix + '_p99_ms']:.0f} ms  max {r[prefix + '_max_ms']:.0f} ms"
+            f"  over {r[prefix + '_lines']:.0f} lines{unshown}")
 
 
 def main() -> None:
@@ -273,10 +372,14 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, metavar="DIR",
                         help="another checkout (e.g. HEAD before a change): a run of it after each run (tmux only)")
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--replay-seconds", type=float, default=8.0,
+                        help=f"the window of the {REPLAY_SPEED:.0f}x replay's log lag (0: no replay)")
     parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
+    parser.add_argument("--recording", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.seconds, args.warmup, args.presses)
+        child(args.child, args.seconds if args.recording is None else args.replay_seconds, args.warmup,
+              args.presses, args.recording)
         return
     mode = "headless" if args.headless else "tmux 160x50"
     rows: list[tuple[int, str, dict[str, float]]] = []
@@ -284,20 +387,28 @@ def main() -> None:
         for who, root in [("this", None)] + ([("compare", args.compare.resolve())] if args.compare else []):
             if args.headless:
                 r = asyncio.run(headless(args.seconds, args.warmup, args.presses))
+                if args.replay_seconds > 0:
+                    r.update(asyncio.run(headless_replay(args.replay_seconds)))
             else:
                 r = in_tmux(args.seconds, args.warmup, args.presses, root)
+                if args.replay_seconds > 0:
+                    r.update(in_tmux(args.replay_seconds, args.warmup, args.presses, root, replay=True))
             rows.append((k + 1, who if root is None else str(root), r))
             if args.runs == 1 and not args.compare:
                 report(r, mode)
                 return
             print(f"run {k + 1} {rows[-1][1]:<12} p50 {r['key_p50_ms']:6.1f}  p99 {r['key_p99_ms']:6.1f}  "
                   f"max {r['key_max_ms']:6.1f} ms over {r['key_presses']:.0f} presses  CPU {r['cpu_pct']:4.1f} %  "
+                  f"log lag max {r['log_lag_max_ms']:.0f} ms  replay {r.get('replay_lag_max_ms', -1):.0f} ms  "
                   f"load {r['load']:.2f}", flush=True)
     print(f"\nkey -> screen ({mode}, firehose, a press every 0.15-0.35 s; goal p99 <= 100 ms)")
-    print(f"{'run':>3} {'cockpit':<14} {'presses':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'CPU %':>6} {'load':>5}")
+    print(f"{'run':>3} {'cockpit':<14} {'presses':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'CPU %':>6} "
+          f"{'log lag':>8} {'replay':>7} {'load':>5}")
     for k, who, r in rows:
         print(f"{k:>3} {who[-14:]:<14} {r['key_presses']:>7.0f} {r['key_p50_ms']:>7.1f} {r['key_p99_ms']:>7.1f} "
-              f"{r['key_max_ms']:>7.1f} {r['cpu_pct']:>6.1f} {r['load']:>5.2f}")
+              f"{r['key_max_ms']:>7.1f} {r['cpu_pct']:>6.1f} {r['log_lag_max_ms']:>8.0f} "
+              f"{r.get('replay_lag_max_ms', -1):>7.0f} {r['load']:>5.2f}")
+    print("(log lag, replay: the worst line's ms from published to painted; goal <= 1000)")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Log, Static
 
 from kimitui.tui.cockpit_state import CockpitModel
@@ -52,8 +53,23 @@ HOLD_S = 0.25
 __all__ = ["HIDE_POLLING", "LogPanel", "format_entry", "status_text"]
 
 
+_SERVER_STAMP = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?((?: [A-Z_]+[0-9–,]+)*)\] ?")
+_UVICORN_LEVEL = re.compile(r"INFO: +")
+
+
+def short_text(text: str) -> str:
+    """The line without what the panel's own columns already say: SGLang's date and time
+    (``[2025-11-30 10:21:07 TP0–7 EP0–7] msg`` -> ``[TP0–7 EP0–7] msg``), uvicorn's ``INFO:``."""
+    m = _SERVER_STAMP.match(text)
+    if m is not None:
+        tags = m.group(1).strip()
+        return f"[{tags}] {text[m.end():]}" if tags else text[m.end():]
+    m = _UVICORN_LEVEL.match(text)
+    return text[m.end():] if m is not None else text
+
+
 def format_entry(e: LogEntry) -> str:
-    return f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {e.kind[:8]:<8} {e.text}"
+    return f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {e.kind[:8]:<8} {short_text(e.text)}"
 
 
 class SeverityHighlighter(Highlighter):
@@ -81,7 +97,7 @@ class LogPanel(Vertical, ModelView):
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
     LogPanel > #log-status { height: 1; color: $text-muted; }
-    LogPanel > Log { height: 1fr; }
+    LogPanel > Log { height: 1fr; scrollbar-size-vertical: 1; }
     """
     shows = frozenset({"log"})
 
@@ -98,6 +114,8 @@ class LogPanel(Vertical, ModelView):
         """Taken from the model's pending ring, not written yet: (when taken, entry), oldest first."""
         self._release: Timer | None = None
         """Writes what is held once it is due, should no new line come to flush it before."""
+        self._noted = False
+        """Whether the panel's subtitle says that no line matches (so it is cleared once one does)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
@@ -152,6 +170,23 @@ class LogPanel(Vertical, ModelView):
     def redraw(self) -> None:
         self.flush()
 
+    def caption(self) -> tuple[str | None, str | None]:
+        """An empty log under a filter says so, lest it read as a server that went quiet."""
+        filtering = self.min_severity != "debug" or bool(self.search) or self.kind not in (HIDE_POLLING, None)
+        if self.log_widget.line_count == 0 and filtering and self.model.logs:
+            self._noted = True
+            return None, f"none of {len(self.model.logs)} lines match: f, t, / widen it"
+        if self._noted:
+            self._noted = False
+            return None, ""
+        return None, None
+
+    def _caption_now(self) -> None:
+        """After an operator's filter change, not at the next line: the app sets captions only on a redraw."""
+        _, subtitle = self.caption()
+        if subtitle is not None and isinstance(self.parent, Widget):
+            self.parent.border_subtitle = subtitle
+
     def rebuild(self) -> None:
         """Rewrite from the model's ring after a filter, search or resume, and follow the end again."""
         self.model.log_pending.clear()
@@ -163,6 +198,7 @@ class LogPanel(Vertical, ModelView):
         log.write_lines(lines[-MAX_LINES:], scroll_end=False)
         log.anchor()
         self._status()
+        self._caption_now()
 
     # -- operator controls --------------------------------------------------------
     def cycle_severity(self) -> str:
