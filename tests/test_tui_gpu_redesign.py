@@ -371,3 +371,15 @@ async def test_64_gpus_on_a_small_screen_get_the_summary_not_a_line_too_wide() -
     assert len(lines) == 3 and "spread 74 pts (GPU21)" in lines[1], lines  # who lags, though it is 1 of 64
     big = await drawn(m, (120, 40), rows=10)
     assert "16-23" in big.plain and "GPU21" in big.plain  # room for group lines: one per 8 GPUs
+
+
+async def test_an_idle_gpu_training_its_link_down_is_not_an_alarm() -> None:
+    """Real GPUs drop to Gen1 when idle to save power; only a link still low under load (or narrow) is yellow."""
+    idle = await drawn(model_of(caps(), sample(0, 0.0, gen=1, width=16)), (120, 40))
+    head = idle.plain.split("\n")[0]
+    assert "PCIe Gen1 x16 (max Gen5 x16, idle)" in head, head
+    at = head.index("PCIe Gen1")
+    assert "yellow" not in styles_at(idle, at, at + len("PCIe Gen1 x16"))
+    narrow = await drawn(model_of(caps(), sample(0, 0.0, gen=1, width=8)), (120, 40))
+    at = narrow.plain.index("PCIe Gen1 x8")
+    assert "yellow" in styles_at(narrow, at, at + 12)  # a lost lane is a fault, idle or not

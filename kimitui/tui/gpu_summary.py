@@ -84,11 +84,19 @@ class Link:
     max_width: int | None
     where: int | None
     """The GPU with the worst link when the GPUs differ, else None."""
+    idle: bool = False
+    """That GPU does nothing now: an idle GPU trains its link down to a lower generation to save power."""
 
     @property
     def degraded(self) -> bool:
         return ((self.gen is not None and self.max_gen is not None and self.gen < self.max_gen)
                 or (self.width is not None and self.max_width is not None and self.width < self.max_width))
+
+    @property
+    def power_saving(self) -> bool:
+        """Only the generation is down, on an idle GPU: normal (it trains back up under load), not a fault."""
+        narrow = self.width is not None and self.max_width is not None and self.width < self.max_width
+        return self.degraded and self.idle and not narrow
 
 
 def pcie_link(rows: Sequence[GpuRow]) -> Link | None:
@@ -102,12 +110,13 @@ def pcie_link(rows: Sequence[GpuRow]) -> Link | None:
             # the worst link: the largest lack of generation, then of width, against its own maximum
             lack = ((max_gen or 0) - (gen if gen is not None else max_gen or 0),
                     (max_width or 0) - (width if width is not None else max_width or 0))
-            links.append((lack, row.index, Link(gen, width, max_gen, max_width, None)))
+            idle = r is not None and r.util_pct is not None and r.util_pct < 1
+            links.append((lack, row.index, Link(gen, width, max_gen, max_width, None, idle)))
     if not links:
         return None
     lack, index, worst = max(links, key=lambda x: (x[0], -x[1]))
     same = all(link == worst for _, _, link in links)
-    return worst if same else Link(worst.gen, worst.width, worst.max_gen, worst.max_width, index)
+    return worst if same else Link(worst.gen, worst.width, worst.max_gen, worst.max_width, index, worst.idle)
 
 
 def link_pieces(link: Link, short: bool = False) -> list[Piece]:
@@ -119,12 +128,13 @@ def link_pieces(link: Link, short: bool = False) -> list[Piece]:
                         if p) or "?"
 
     where = f"GPU{link.where} " if link.where is not None else ""
-    now = (f"PCIe {where}{gw(link.gen, link.width)}", "warn" if link.degraded else "")
+    now = (f"PCIe {where}{gw(link.gen, link.width)}", "warn" if link.degraded and not link.power_saving else "")
     if link.max_gen is None and link.max_width is None:
         return [now]
     if short and not link.degraded:
         return [now, (" = max", "dim")]
-    return [now, (f" (max {gw(link.max_gen, link.max_width)})", "dim" if not link.degraded else "")]
+    idle = ", idle" if link.power_saving else ""
+    return [now, (f" (max {gw(link.max_gen, link.max_width)}{idle})", "" if link.degraded and not idle else "dim")]
 
 
 def header_pieces(rows: Sequence[GpuRow], driver: str | None, cuda: str | None, width: int = 10_000) -> list[Piece]:
