@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from textual.containers import Container
 from textual.widget import Widget
 from textual.widgets import Input, Select, Static
 
-from kimitui.analysis.sweep_eta import (RateModel, duration, eta_text, level_requests, running_level, spec_seconds,
-                                        summary, sweep_eta)
+from kimitui.analysis.sweep_eta import (SEED_EXPONENT, START_S, RateModel, duration, eta_text, level_requests,
+                                        running_level, spec_seconds, summary, sweep_eta)
 from kimitui.events import (ConnectionState, LevelResult, LevelStarted, LogLine, ProfileState, ServerHealth,
                             ServerInfo, ServerStats, SweepProgress, SweepSpec, SweepStarted)
 from kimitui.tui.app import KimituiApp
@@ -164,14 +165,15 @@ def test_eta_of_a_constructed_sweep():
     assert (eta.running.done, eta.running.total) == (8, 16)
     # 16 x 128 tokens - 1024 so far, at 1024 / 2.5 = 409.6 tok/s: 2.5 s left in this level
     assert eta.running.eta_s == pytest.approx(2.5)
-    # C=64 from the one measured level: s(64) = (1/64) x (28 + 63) / 28 -> 1260 tok/s; 128 x 128 tokens
-    assert RateModel.measured([(1, 64.0)]).agg(64) == pytest.approx(1260.3, abs=0.1)  # type: ignore[union-attr]
-    assert eta.eta_s == pytest.approx(2.5 + 128 * 128 / 1260.3, abs=0.01)
+    # C=64 from the one measured level: s(64) = (1/64) x 64^0.42 -> 714 tok/s; 128 x 128 tokens
+    agg64 = 64 / (64 ** SEED_EXPONENT / 64)
+    assert RateModel.measured([(1, 64.0)]).agg(64) == pytest.approx(agg64) == pytest.approx(714.1, abs=0.1)  # type: ignore[union-attr]
+    assert eta.eta_s == pytest.approx(2.5 + 128 * 128 / agg64)
     assert (eta.levels_done, eta.levels_total, eta.requests_done, eta.requests_total) == (1, 3, 13, 149)
     assert eta.estimated and not eta.running.estimated  # C=64 is modelled; C=8 is measured
-    assert summary(eta) == "ETA ~16s · levels 1/3 · requests 13/149 · 12s elapsed"
-    assert summary(eta, 40) == "ETA ~16s · 1/3 levels · 13/149 req · 12s"
-    assert summary(eta, 30) == "ETA ~16s · 1/3 levels"
+    assert summary(eta) == "ETA ~25s · levels 1/3 · requests 13/149 · 12s elapsed"
+    assert summary(eta, 40) == "ETA ~25s · 1/3 levels · 13/149 req · 12s"
+    assert summary(eta, 30) == "ETA ~25s · 1/3 levels"
 
 
 def test_eta_before_the_first_request_ends_is_marked_and_before_any_token_says_so():
@@ -186,21 +188,29 @@ def test_eta_before_the_first_request_ends_is_marked_and_before_any_token_says_s
 
 
 def test_rate_model_interpolates_and_extrapolates_on_the_two_largest_levels():
-    rates = RateModel.measured([(1, 65.0), (8, 420.0), (32, 1010.0)])
+    """The seeds' EP8 figures: 65 tok/s at C=1, 345 at C=16, 1538 at C=256 (log-log between them)."""
+    rates = RateModel.measured([(1, 65.0), (16, 345.0), (256, 1538.0)])
     assert rates is not None
-    assert rates.agg(8) == pytest.approx(420.0)
-    s8, s32 = 8 / 420.0, 32 / 1010.0
-    assert rates.seconds_per_token(16) == pytest.approx(s8 + (s32 - s8) * 8 / 24)
-    assert rates.seconds_per_token(64) == pytest.approx(s32 + (s32 - s8) / 24 * 32)
-    assert 1010.0 < rates.agg(64) < 64 / s32  # more throughput at 64, less per request
+    assert rates.agg(16) == pytest.approx(345.0) and rates.agg(256) == pytest.approx(1538.0)
+    s16, s256 = 16 / 345.0, 256 / 1538.0
+    assert rates.seconds_per_token(64) == pytest.approx(math.sqrt(s16 * s256))  # halfway on log C
+    slope = math.log(s256 / s16) / math.log(16)
+    assert rates.seconds_per_token(512) == pytest.approx(s256 * 2 ** slope)
+    assert 1538.0 < rates.agg(512) < 2 * 1538.0  # more throughput at 512, less per request
+    flat = RateModel.measured([(8, 800.0), (64, 400.0)])  # a collapse: not extrapolated further down
+    assert flat is not None and flat.agg(128) == pytest.approx(400.0)
 
 
 def test_the_seeds_prior_and_the_time_scale():
     quick = quick_spec()
     assert [level_requests(quick, c) for c in quick.levels] == [5, 16, 128]
     assert level_requests(quick_spec(mode="burst"), 64) == 64 and level_requests(quick_spec(duration_s=30), 8) is None
-    assert spec_seconds(quick, RateModel.seeds()) == pytest.approx(640 / 65 + 16 * 128 / 416 + 128 * 128 / 1280)
-    assert spec_seconds(quick, RateModel.seeds(10.0)) == pytest.approx(spec_seconds(quick, RateModel.seeds()) / 10)
+    prior = RateModel.seeds()
+    assert prior.agg(8) == pytest.approx(217.1, abs=0.1) and prior.agg(64) == pytest.approx(725.3, abs=0.1)
+    levels = 640 / 65 + 16 * 128 / prior.agg(8) + 128 * 128 / prior.agg(64)
+    assert levels == pytest.approx(41.9, abs=0.05)
+    assert spec_seconds(quick, prior) == pytest.approx(START_S + levels)
+    assert spec_seconds(quick, RateModel.seeds(10.0)) == pytest.approx(START_S + levels / 10)
     assert duration(27.6) == "28s" and duration(582) == "9m42s" and duration(3720) == "1h02m"
 
 
@@ -252,7 +262,7 @@ async def test_quick_preset_fills_the_form_and_the_estimate_follows():
         assert form.query_one("#sweep-levels", Input).value == "1, 8, 64"
         assert form.query_one("#sweep-max-tokens", Input).value == "128"
         assert form.query_one("#sweep-mode", Select).value == "sustained"
-        assert str(estimate.render()) == "estimated ≈ 28s · 3 levels · 149 requests (from the seeds' figures)"
+        assert str(estimate.render()) == "estimated ≈ 44s · 3 levels · 149 requests (from the seeds' figures)"
         assert "quick: C=1,8,64 · 128 tokens" in screen_text(app) and "seeds' defaults" in screen_text(app)
         await pilot.click("#preset-seeds")
         await tick(pilot)

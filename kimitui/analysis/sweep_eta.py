@@ -13,17 +13,20 @@ cockpit says how far it is and how long is left.  The model, in the order it is 
   Until a request has finished the figure is marked estimated (``~``).
 * **Levels not run yet**: a level's seconds are ``requests x tokens per request / agg(C)``,
   with ``agg(C) = C / s(C)`` and ``s(C)`` the seconds per token of one request (1 / its tok/s).
-  ``s`` grows linearly with C on a decode-bound server (each step serves a bigger batch): on
-  the seeds' ep8-tuned curve ``s(C) = s(1) x (1 + (C - 1) / 28)`` within 10 % from C=1 to 256.
-  So ``s`` is interpolated between the measured levels, extrapolated past the largest on the
-  line through the two largest, and with one measured level it follows that slope
-  (``SATURATION_C``).  With nothing measured the seeds' figure is the prior (``SEED_C1_TOK_S``
-  at C=1), scaled by the simulated host's time scale: it is labelled as such.
+  ``s`` grows as a power of C: the seeds' EP8 figures (65 tok/s at C=1, 345 at C=16, 1538 at
+  C=256) give ``s(C) = s(1) x C^0.40`` and ``C^0.43``, the simulator ``C^0.33`` to ``C^0.45``.
+  So ``s`` is interpolated between the measured levels on log-log axes, extrapolated past
+  the largest on the slope through the two largest (kept within 0..1: throughput never falls),
+  and with one measured level it follows ``SEED_EXPONENT``.  With nothing measured the seeds'
+  figure is the prior (``SEED_C1_TOK_S`` at C=1), scaled by the simulated host's time scale:
+  it is labelled as such.  The whole spec's estimate adds ``START_S`` (the load process
+  starting, prompts fitted) to its levels.
 * Tokens per request: the finished levels' mean (``output_tokens / ok``), else ``max_tokens``.
 
 Example (tested): levels 1, 8, 64, sustained, 128 tokens, seeds' prior: C=1 is 5 requests x 128
-tokens / 65 tok/s = 9.8 s; C=8 is 16 x 128 / 416 tok/s = 4.9 s; C=64 is 128 x 128 / 1280 = 12.8 s:
-27.6 s in all.  The default sweep (eight levels to 256, 512 tokens) comes to 9.7 minutes.
+tokens / 65 tok/s = 9.8 s; C=8 is 16 x 128 / 217 tok/s = 9.4 s; C=64 is 128 x 128 / 725 tok/s =
+22.6 s: 44 s with the start.  The default sweep (eight levels to 256, 512 tokens) comes to 12.8
+minutes.  On the simulator at 2x the quick sweep took 24.4 s for an estimate of 22.9 s.
 
 Pure: events in, numbers out (the TUI draws them; ``kimitui sweep`` may print them).
 Times are wall-clock seconds, what the operator waits, on a scaled simulated host too.
@@ -40,8 +43,11 @@ from kimitui.events import LevelResult, SweepProgress, SweepSpec
 SEED_C1_TOK_S = 65.0
 """The seeds' single-request decode rate (Kimi K2.6, EP8): the prior before anything is measured."""
 
-SATURATION_C = 28.0
-"""C at which one request's per-token time has doubled, fitted on the seeds' ep8-tuned curve."""
+SEED_EXPONENT = 0.42
+"""``s(C) / s(1) = C ** SEED_EXPONENT``: how one request slows as C grows (the seeds' EP8 curve)."""
+
+START_S = 2.0
+"""Wall seconds before a sweep's first level starts (the load process, prompt calibration)."""
 
 
 def level_requests(spec: SweepSpec, concurrency: int) -> int | None:
@@ -82,18 +88,19 @@ class RateModel:
         return cls(((1, 1.0 / (SEED_C1_TOK_S * max(time_scale, 1e-9))),), "the seeds' figures")
 
     def seconds_per_token(self, c: int) -> float:
+        """``s(C)``: log-log interpolation between the measured levels, a power law outside them."""
         pts = self.points
         if len(pts) == 1:
             c1, s1 = pts[0]
-            return s1 * (SATURATION_C + c - 1) / (SATURATION_C + c1 - 1)
+            return s1 * (c / c1) ** SEED_EXPONENT
         if c <= pts[0][0]:
-            return pts[0][1]
-        for (c0, s0), (c1, s1) in zip(pts, pts[1:]):
-            if c <= c1:
-                return s0 + (s1 - s0) * (c - c0) / (c1 - c0)
-        (c0, s0), (c1, s1) = pts[-2], pts[-1]
-        slope = max(0.0, (s1 - s0) / (c1 - c0))
-        return s1 + slope * (c - c1)
+            (c0, s0), (c1, s1) = pts[0], pts[1]
+        elif c >= pts[-1][0]:
+            (c0, s0), (c1, s1) = pts[-2], pts[-1]
+        else:
+            (c0, s0), (c1, s1) = next((a, b) for a, b in zip(pts, pts[1:]) if c <= b[0])
+        slope = min(1.0, max(0.0, math.log(s1 / s0) / math.log(c1 / c0)))
+        return s1 * (c / c1) ** slope
 
     def agg(self, c: int) -> float:
         """Aggregate tok/s expected at concurrency ``c``."""
@@ -123,7 +130,7 @@ def level_seconds(spec: SweepSpec, c: int, rates: RateModel, tpr: float) -> floa
 def spec_seconds(spec: SweepSpec, rates: RateModel, tpr: float | None = None) -> float:
     """The whole spec's expected wall seconds (the sweep form shows it before starting)."""
     tpr = float(spec.max_tokens) if tpr is None else tpr
-    return sum(level_seconds(spec, c, rates, tpr) for c, _ in plan(spec))
+    return START_S + sum(level_seconds(spec, c, rates, tpr) for c, _ in plan(spec))
 
 
 def spec_requests(spec: SweepSpec) -> int | None:
