@@ -8,12 +8,14 @@ the footer always lists what the current view can do.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar, Unpack
 
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.widget import Widget
 
+from kimitui.tui.bindings import key
 from kimitui.tui.widgets.model_view import WidgetOptions
 
 
@@ -50,8 +52,8 @@ class LogBox(Panel):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "app.log_search", "search", id="kimitui.log_search"),
-        Binding("f", "app.log_severity", "severity", id="kimitui.log_severity"),
-        Binding("t", "app.log_kind", "kind", id="kimitui.log_kind"),
-        Binding("p", "app.log_pause", "pause", id="kimitui.log_pause"),
+        # the app's ids (a ``[keys]`` remap applies here too), acting on the app's actions
+        replace(key(keys, action, description), action=f"app.{action}")
+        for keys, action, description in (("slash", "log_search", "search"), ("f", "log_severity", "severity"),
+                                          ("t", "log_kind", "kind"), ("p", "log_pause", "pause"))
     ]
