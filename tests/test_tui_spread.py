@@ -99,10 +99,15 @@ def is_red(colour: str) -> bool:
     return colour == "red"
 
 
+def plot_of(rows: list[list[Cell]]) -> list[list[Cell]]:
+    """The histogram's rows: those with a y-axis gutter (``┤`` or ``│``), not the legend lines or the axis."""
+    return [row for row in rows if any(ch in "┤│" for ch, _ in row[:10])]
+
+
 def bar_heights(rows: list[list[Cell]]) -> dict[int, int]:
     """Column -> the bar's height in eighths of a cell, over the plot rows (the legend and axis excluded)."""
     heights: dict[int, int] = {}
-    for row in rows[1:-2]:
+    for row in plot_of(rows):
         for x, (ch, _style) in enumerate(row):
             if ch in EIGHTHS and ch != " ":
                 heights[x] = heights.get(x, 0) + EIGHTHS[ch]
@@ -147,7 +152,7 @@ async def test_64_in_flight_requests_sent_together_are_spread_out_not_one_dot():
     assert sum(bin_points(spread_points(m.sweep), 34).counts["running"]) == 64  # the cloud counts as its requests
     rows = await cells_of(m)
     heights = bar_heights(rows)
-    yellow = [(x, y) for y, row in enumerate(rows[1:-2]) for x, (ch, st) in enumerate(row)
+    yellow = [(x, y) for y, row in enumerate(plot_of(rows)) for x, (ch, st) in enumerate(row)
               if ch in EIGHTHS and ch != " " and st == "yellow"]
     assert len({x for x, _ in yellow}) >= 3 and len(yellow) >= 10, text(rows)
     assert sum(heights.values()) >= 3 * 8  # bars, not a dot
@@ -159,9 +164,9 @@ async def test_64_requests_at_one_rate_are_one_tall_bar_that_says_how_many():
     m.apply([sixty_four_in_flight(same_rate=True)])
     assert sum(bin_points(spread_points(m.sweep), 32).counts["running"]) == 64
     rows = await cells_of(m)
-    heights, full = bar_heights(rows), 8 * len(rows[1:-2])
+    heights, full = bar_heights(rows), 8 * len(plot_of(rows))
     assert len(heights) <= 3 and max(heights.values()) == full  # side by side, the tallest the plot's height
-    top = int(text(rows)[1].split("┤")[0])  # the y axis's top label: the tallest bar's requests
+    top = int(text(plot_of(rows))[0].split("┤")[0])  # the y axis's top label: the tallest bar's requests
     drawn = sum(heights.values()) / full * top
     assert abs(drawn - 64) <= len(heights) * top / full  # the bars add up to the 64 requests (to an eighth each)
 
@@ -176,9 +181,9 @@ async def test_finished_requests_are_a_histogram_with_correct_bin_counts():
     assert sorted(by_col.values()) == [5, 10, 20] and sum(bins.counts["done"]) + sum(bins.counts["done_slow"]) == 35
     rows = await cells_of(m, size=(120, 40))
     heights = sorted(bar_heights(rows).values())
-    full = 8 * len(rows[1:-2])
+    full = 8 * len(plot_of(rows))
     assert heights == [round(full * 5 / 20), round(full * 10 / 20), full]  # 5 : 10 : 20 requests
-    assert text(rows)[1].lstrip().startswith("20┤") and "req" in text(rows)[2]
+    assert text(plot_of(rows))[0].lstrip().startswith("20┤") and "req" in text(plot_of(rows))[1]
 
 
 async def test_slow_requests_and_stragglers_are_red_at_the_left_of_the_median():
@@ -187,7 +192,7 @@ async def test_slow_requests_and_stragglers_are_red_at_the_left_of_the_median():
     m.apply([LevelResult(sweep_id="s", concurrency=64, requests=32, ok=32, wall_s=10.0, output_tokens=8192,
                          decode_tok_s=Percentiles(p50=11.0, p99=11.0), stragglers=[])])
     rows = await cells_of(m)
-    plot = rows[1:-2]
+    plot = plot_of(rows)
     median_x = text(rows)[-2].index("▲")
     red_bars = {x for row in plot for x, (ch, st) in enumerate(row) if ch in EIGHTHS and ch != " " and is_red(st)}
     other_bars = {x for row in plot for x, (ch, st) in enumerate(row) if ch in EIGHTHS and ch != " " and not is_red(st)}
@@ -205,7 +210,7 @@ async def test_a_straggler_at_a_normal_rate_is_red_in_its_column():
                          decode_tok_s=Percentiles(p50=11.0, p99=11.3),
                          stragglers=[Straggler(request_id="s-c8-r1", concurrency=8, reason="stall gap 4 s")])])
     rows = await cells_of(m)
-    assert any(is_red(st) for row in rows[1:-2] for ch, st in row if ch in EIGHTHS and ch != " "), text(rows)
+    assert any(is_red(st) for row in plot_of(rows) for ch, st in row if ch in EIGHTHS and ch != " "), text(rows)
 
 
 async def test_before_any_sweep_the_chart_says_how_to_start_one():
@@ -229,7 +234,7 @@ async def test_the_chart_fills_its_panel_at_each_terminal_size(size: tuple[int, 
     assert "tok/s" in rows[-1] and "└" in rows[-2]
     assert len(rows) == int(size[1] * 0.42) - 2  # every row of the content region is the chart's
     if size[0] >= 200:
-        assert "per request" in rows[-1] and "requests" in rows[2]
+        assert "per request" in rows[-1] and any(r.startswith("requests│") for r in rows)
 
 
 def test_any_size_renders_within_its_region():
@@ -271,5 +276,14 @@ async def test_one_slow_request_among_thousands_still_shows_red():
     rng = random.Random(3)
     m.apply(finished([rng.gauss(6.5, 0.3) for _ in range(900)] + [2.0], c=2048))
     rows = await cells_of(m, size=(120, 40))
-    red = [x for row in rows[1:-2] for x, (ch, st) in enumerate(row) if ch in EIGHTHS and ch != " " and is_red(st)]
+    red = [x for row in plot_of(rows) for x, (ch, st) in enumerate(row) if ch in EIGHTHS and ch != " " and is_red(st)]
     assert len(red) == 1 and "slow 1" in text(rows)[0]
+
+
+async def test_a_tall_panel_names_the_slowest_requests():
+    rows = text(await cells_of(story_model(), size=(200, 60)))
+    assert rows[1].startswith("slowest r5 3.1")  # s2-c64-r5: 3.1 tok/s against a median of 11
+    m = at_level(64)
+    m.apply(finished([11.0] * 20))
+    rows = text(await cells_of(m, size=(200, 60)))
+    assert rows[1].startswith("none slow (below 5.5 tok/s, half the median)")

@@ -103,6 +103,18 @@ def weighted_median(pts: list[SpreadPoint]) -> float | None:
     return None
 
 
+def slowest(pts: list[SpreadPoint], k: int) -> tuple[list[SpreadPoint], int]:
+    """The ``k`` slowest slow requests that have an id (slowest first), and how many slow ones are binned."""
+    named = sorted((p for p in pts if p.slow and p.span is None), key=lambda p: p.tok_s)[:k]
+    return named, sum(p.n for p in pts if p.slow and p.span is not None)
+
+
+def short_id(request_id: str, concurrency: int | None) -> str:
+    """``sw-…-c64-r0-17`` -> ``r0-17``: the sweep and the level are on screen already."""
+    mark = f"-c{concurrency}-"
+    return request_id.split(mark, 1)[1] if mark in request_id else request_id
+
+
 @dataclass(frozen=True)
 class SpreadSummary:
     """The legend line's figures: what the level has done so far, in requests."""

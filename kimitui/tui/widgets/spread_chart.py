@@ -30,6 +30,8 @@ from kimitui.tui.spread_data import (
     SpreadPoint,
     SpreadSummary,
     bin_points,
+    short_id,
+    slowest,
     spread_points,
     spread_summary,
 )
@@ -204,6 +206,29 @@ def chart(pts: list[SpreadPoint], s: SpreadSummary, width: int, rows: int) -> li
     return plot_rows(f, rows, median_cell) + axis_rows(f, median_cell, s.median)
 
 
+SLOWEST_FROM_ROWS = 14
+"""A panel this tall names the slowest requests under the legend (shorter ones keep the rows for the bars)."""
+
+
+def slowest_line(pts: list[SpreadPoint], s: SpreadSummary, width: int) -> Text:
+    """Who is slow: the slowest requests by id with their rate, or the threshold none is below."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if s.median is None:
+        return out
+    named, binned = slowest(pts, 8)
+    if not named and not binned:
+        out.append(f"none slow (below {SLOW_FRACTION * s.median:.1f} tok/s, half the median)", "dim")
+        return out
+    out.append("slowest ", "bold red")
+    for k, p in enumerate(named):
+        out.append(("  " if k else "") + f"{short_id(p.request_id, s.concurrency)} ", "red")
+        out.append(f"{p.tok_s:.1f}{'' if p.done else ' running'}", "dim" if p.done else "yellow")
+    if binned:
+        out.append(f"  +{binned} binned", "dim")
+    out.truncate(width, overflow="ellipsis")
+    return out
+
+
 def spread_text(sweep: SweepView | None, width: int, height: int) -> Text:
     """The whole chart for a content region ``width`` x ``height``: a legend line, the histogram, the axis."""
     width, height = max(1, width), max(1, height)
@@ -215,7 +240,9 @@ def spread_text(sweep: SweepView | None, width: int, height: int) -> Text:
     if not pts:
         what = "waiting for the first tokens" if s.live or sweep.outcome is None else "no finished request"
         return centred(lines + [Text(f"C={s.concurrency}: {what}", "dim")], width, height)
-    lines += chart(pts, s, width, height - 3)
+    if height >= SLOWEST_FROM_ROWS:
+        lines.append(slowest_line(pts, s, width))
+    lines += chart(pts, s, width, height - len(lines) - 2)
     out = Text(no_wrap=True, overflow="crop")
     for k, line in enumerate(lines[:height]):
         if k:
