@@ -87,7 +87,7 @@ def figure_text(key: str, value: float | bool | None) -> str:
         return "-"
     if key == "token_usage":
         return f"{value * 100:.0f}"
-    if key in ("running_reqs", "queued_reqs"):
+    if key in ("running_reqs", "queued_reqs") or value == 0:
         return f"{value:.0f}"
     if value >= 10_000:
         return f"{value / 1000:.1f}k" if value < 100_000 else f"{value / 1000:.0f}k"

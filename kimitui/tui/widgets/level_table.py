@@ -98,7 +98,7 @@ class LevelTable(DataTable[str | Text], ModelView):
         if old and len(rows) == len(old) and rows[:-1] == old[:-1] and rows[-1][0] == "live" == old[-1][0]:
             for col, (a, b) in enumerate(zip(old[-1][1], rows[-1][1])):
                 if a != b:
-                    self.update_cell_at(Coordinate(len(rows) - 1, col), b)
+                    self.update_cell_at(Coordinate(len(rows) - 1, col), b, update_width=True)
         else:
             self.clear()
             for key, cells in rows:
