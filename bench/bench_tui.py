@@ -185,7 +185,9 @@ async def measure(app: KimituiApp, ctrl: FirehoseController, seconds: float, war
     q0, qw0, lag0 = time.process_time(), time.monotonic(), time.perf_counter()
     await asyncio.sleep(seconds)
     quiet_cpu = 100 * (time.process_time() - q0) / (time.monotonic() - qw0)
-    lag = probe.figures(since=lag0, until=time.perf_counter())  # the keys' window pauses the log: not in it
+    lag1 = time.perf_counter()
+    await asyncio.sleep(0.6)  # the window's last lines get their tick to be painted
+    lag = probe.figures(since=lag0, until=lag1)  # the keys' window pauses the log: not in it
     # window 2: the firehose while the operator presses keys
     pressed: list[float] = []
     rnd = random.Random(7)
@@ -235,7 +237,7 @@ def log_recording(path: Path, seconds: float, t0: float, seed: int = 2) -> Path:
     """A recording with a 500 lines/s log, GPUs at 10 Hz and server stats at 1 Hz (no sweep: its
     256-request snapshots would make a 100x recording hundreds of MB)."""
     rnd = random.Random(seed)
-    events: list[Event] = [caps()]
+    events: list[Event] = [caps(t0)]
     for k in range(int(seconds / TICK)):
         t = t0 + k * TICK
         events.append(gpu_sample(rnd, t, k))

@@ -226,3 +226,20 @@ async def test_the_panel_follows_again_after_a_replay_seek_rebuild(tmp_path: Pat
         log = app.query_one(LogPanel).log_widget
         assert seq_in_text(bottom_row(log)) == newest_seq(app.model) >= 4_990
         assert f"seq={newest_seq(app.model):07d}" in screen_text(app)
+
+
+async def test_pause_holds_the_view_and_resume_shows_the_newest_line():
+    ctrl = FakeController()
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(LogPanel)
+        ctrl.session.publish_many([line(k, T0) for k in range(100)])
+        await settled(app, pilot)
+        panel.toggle_pause()
+        ctrl.session.publish_many([line(k, T0 + 1) for k in range(100, 300)])
+        await settled(app, pilot)
+        assert seq_in_text(bottom_row(panel.log_widget)) == 99 and "PAUSED (200 new)" in screen_text(app)
+        panel.toggle_pause()
+        await settled(app, pilot)
+        assert seq_in_text(bottom_row(panel.log_widget)) == 299 and "seq=0000299" in screen_text(app)
+        assert "PAUSED" not in screen_text(app)
