@@ -98,6 +98,26 @@ class HeaderBar(Widget, ModelView):
             line.append("○ not recording", "dim")
         return line
 
+    def _second_line(self, room: int) -> Text:
+        """A swap's progress, a failed swap's reason, or the profile's detail, cut to ``room`` cells
+        so the counters at the right stay whole."""
+        m = self.model
+        second = Text()
+        if m.swap is not None and m.profile_state in ("starting", "stopping", "unknown", "stopped"):
+            frac = m.swap.fraction
+            second.append(f" swap → {m.swap.profile}: {m.swap.phase} ", "bold yellow")
+            second.append(bar(frac, 24 if room >= 90 else 10), "yellow")
+            second.append(f" {frac * 100:3.0f}% " if frac is not None else " ")
+            second.append(m.swap.message, "dim")
+        elif m.profile_state in ("failed", "rolled_back") and m.last_switch is not None:
+            sw = m.last_switch
+            second.append(f" swap to {sw.to_profile} {sw.outcome.replace('_', ' ')}: {sw.reason}", "bold red")
+        elif m.profile_detail:
+            second.append(f" {m.profile_detail}", "dim")
+        if second.cell_len > room:
+            second.truncate(max(0, room), overflow="ellipsis")
+        return second
+
     def render(self) -> Text:
         m = self.model
         width = self.size.width or 200
@@ -106,22 +126,10 @@ class HeaderBar(Widget, ModelView):
             line = self._first_line(fit)
             if line.cell_len <= width:
                 break
-        second = Text()
-        if m.swap is not None and m.profile_state in ("starting", "stopping", "unknown", "stopped"):
-            frac = m.swap.fraction
-            second.append(f" swap → {m.swap.profile}: {m.swap.phase} ", "bold yellow")
-            second.append(bar(frac, 24), "yellow")
-            second.append(f" {frac * 100:3.0f}% " if frac is not None else " ")
-            second.append(m.swap.message, "dim")
-        elif m.profile_state in ("failed", "rolled_back") and m.last_switch is not None:
-            sw = m.last_switch
-            second.append(f" swap to {sw.to_profile} {sw.outcome.replace('_', ' ')}: {sw.reason}", "bold red")
-        elif m.profile_detail:
-            second.append(f" {m.profile_detail}", "dim")
         counts = f"notes {m.notes}  markers {m.markers}  errors {m.errors}"
         if m.dropped:
             counts += f"  dropped {m.dropped}"
-        pad = max(1, self.size.width - second.cell_len - len(counts) - 1)
-        second.append(" " * pad)
+        second = self._second_line(width - len(counts) - 1)
+        second.append(" " * max(1, width - second.cell_len - len(counts)))
         second.append(counts, "red" if m.errors else "dim")
         return Text("\n", no_wrap=True, overflow="ellipsis").join([line, second])
