@@ -20,7 +20,7 @@ from textual.widgets import Input, Select, Static
 from kimitui.analysis.sweep_eta import (SEED_EXPONENT, START_S, RateModel, duration, eta_text, level_requests,
                                         running_level, spec_seconds, summary, sweep_eta)
 from kimitui.events import (ConnectionState, LevelResult, LevelStarted, LogLine, ProfileState, ServerHealth,
-                            ServerInfo, ServerStats, SweepProgress, SweepSpec, SweepStarted)
+                            ServerInfo, ServerStats, SwapProgress, SweepProgress, SweepSpec, SweepStarted)
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.screens.sweep_form import SweepForm
@@ -316,3 +316,17 @@ def test_readme_explains_the_time_scale():
     section = readme.split("### The simulated host's time scale", 1)[1].split("\n#", 1)[0]
     for words in ("time_scale", "--time-scale", "sim ×10 time", "weights", "sweep", "never scaled"):
         assert words in section, words
+
+
+async def test_a_swap_line_at_80_columns_leaves_the_counters_whole():
+    m = story_model(ProfileState(t=T0 + 300, profile="ep8-tuned", state="starting"),
+                    SwapProgress(t=T0 + 300, profile="ep8-tuned", phase="weights", fraction=0.4,
+                                 message="loading safetensors shard 12 of 64 from /root/models/Kimi-K2.6"))
+    header = HeaderBar(m)
+    app = OneWidget(header, 80, 2)
+    async with app.run_test(size=(80, 10)) as pilot:
+        await pilot.pause(0.05)
+        first, second = header.render().plain.splitlines()
+    assert len(second) <= 80 and second.endswith("notes 1  markers 0  errors 0"), second
+    assert second.startswith(" swap → ep8-tuned: weights ") and " 40% " in second and "…" in second
+    assert "starting" in first
