@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from itertools import islice, repeat
 from operator import truediv
 from typing import Unpack
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -125,11 +126,11 @@ class GpuPanel(Widget, ModelView):
         self.model = model
         self.rows_built = 0
         """Screen lines rebuilt so far (a line whose values did not change is reused); tests read it."""
-        self._lines: dict[Hashable, tuple[Hashable, Text]] = {}
+        self._lines: dict[Hashable, tuple[Hashable, Line]] = {}
         """A line's slot (``("row", index)``, ``("gauge",)``...) -> (the values it shows, its text)."""
         self._line_strips: dict[Hashable, tuple[tuple[int, Style], Strip]] = {}
         """A line's slot -> ((width, base style), the line as a strip): a frame reuses unchanged lines."""
-        self._frame: list[tuple[Hashable, Text]] = []
+        self._frame: list[tuple[Hashable, Line]] = []
         self._sparks: dict[int, tuple[GpuReading | None, int, str]] = {}
         self._strips: list[Strip] = []
         self._laid_out: tuple[int, int] = (-1, -1)
@@ -170,7 +171,7 @@ class GpuPanel(Widget, ModelView):
         for k, (_key, text) in enumerate(self._frame):
             if k:
                 out.append("\n")
-            out.append_text(text)
+            out.append_text(text.text())
         return out
 
     def _natural_lines(self) -> int:
@@ -197,12 +198,13 @@ class GpuPanel(Widget, ModelView):
             if cached is not None and cached[0] == (width, base):
                 strips.append(cached[1])
                 continue
-            cells = _cells(text)
+            cells = text.cell_len
             if cells > width:  # never run into the neighbour: cut with an ellipsis
-                text = text.copy()
-                text.truncate(width, overflow="ellipsis")
-                cells = text.cell_len
-            segments = list(text.render(console))
+                cut = text.text()
+                cut.truncate(width, overflow="ellipsis")
+                segments, cells = list(cut.render(console)), cut.cell_len
+            else:
+                segments = text.segments()
             if cells < width:
                 segments.append(Segment(" " * (width - cells)))
             strip = Strip(segments, width).apply_style(base)
@@ -211,10 +213,10 @@ class GpuPanel(Widget, ModelView):
         return strips
 
     def _prepare(self, width: int, lines: int) -> None:
-        """The frame's lines as (key, Text), each rebuilt only when its key (the values it shows) changed."""
+        """The frame's lines as (key, Line), each rebuilt only when its key (the values it shows) changed."""
         rows = [self.model.gpus[i] for i in sorted(self.model.gpus)]
         if not rows:
-            self._frame = [("waiting", Text("waiting for the GPU agent…", "dim"))]
+            self._frame = [("waiting", _text([("waiting for the GPU agent…", "dim")]))]
             return
         mode, size = mode_for(len(rows), max(1, lines), width)
         has = tuple(any(r.supports(name) for r in rows) for name in FIELDS)
@@ -228,7 +230,7 @@ class GpuPanel(Widget, ModelView):
             else:
                 frame += self._groups(rows, has, size)
                 cols = None
-            spark_end = _cells(frame[1][1]) if cols is not None and cols.spark_w else None
+            spark_end = frame[1][1].cell_len if cols is not None and cols.spark_w else None
             seconds = self._history_s(cols.spark_w) if cols is not None else None
             frame.append(self._cached(("gauge",), (self._gauge_key(), width, spark_end, seconds),
                                       partial(self._gauge, width, spark_end, seconds)))
@@ -238,7 +240,7 @@ class GpuPanel(Widget, ModelView):
             self._lines = {k: v for k, v in self._lines.items() if k in live}
             self._line_strips = {k: v for k, v in self._line_strips.items() if k in live}
 
-    def _cached(self, slot: Hashable, key: Hashable, build: Callable[[], Text]) -> tuple[Hashable, Text]:
+    def _cached(self, slot: Hashable, key: Hashable, build: Callable[[], Line]) -> tuple[Hashable, Line]:
         hit = self._lines.get(slot)
         if hit is None or hit[0] != key:
             self.rows_built += 1
@@ -261,7 +263,7 @@ class GpuPanel(Widget, ModelView):
         names = tuple((r.static.name, r.static.memory_total_mib) if r.static else None for r in rows)
         return (width, names, self.model.driver, caps.cuda_version if caps else None, link)
 
-    def _head(self, rows: list[GpuRow], width: int) -> Text:
+    def _head(self, rows: list[GpuRow], width: int) -> Line:
         caps = self.model.gpu_caps
         cuda = caps.cuda_version if caps is not None else None
         return _text(words.header_pieces(rows, self.model.driver, cuda, width))
@@ -315,7 +317,7 @@ class GpuPanel(Widget, ModelView):
         return Cols(idx_w, rank_w, util_bar, mem_bar, power_bar, power_w, sm, pcie, mem_bw, mem_clock, throttle_w,
                     spark_w)
 
-    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], cols: Cols) -> list[tuple[Hashable, Text]]:
+    def _rows(self, rows: list[GpuRow], has: tuple[bool, ...], cols: Cols) -> list[tuple[Hashable, Line]]:
         frame = []
         has_field = dict(zip(FIELDS, has))
         for row in rows:
@@ -334,47 +336,47 @@ class GpuPanel(Widget, ModelView):
         return sp
 
     @staticmethod
-    def _row(row: GpuRow, cols: Cols, has: dict[str, bool], sp: str) -> Text:
+    def _row(row: GpuRow, cols: Cols, has: dict[str, bool], sp: str) -> Line:
         """One GPU: every bar drawn from the same current value as the number beside it."""
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(f"{row.index:>{cols.idx_w}} ", "bold")
+        out = Line()
+        out.add(f"{row.index:>{cols.idx_w}} ", "bold")
         if cols.rank_w:
-            out.append(f"{(row.rank or '-')[:cols.rank_w - 1]:<{cols.rank_w - 1}} ", "" if row.rank else "dim")
+            out.add(f"{(row.rank or '-')[:cols.rank_w - 1]:<{cols.rank_w - 1}} ", "" if row.rank else "dim")
         if row.reading is None:
-            out.append("no reading yet", "dim")
+            out.add("no reading yet", "dim")
             return out
         if not any(row.supports(name) for name in FIELDS):
-            out.append("reports no figures (see the agent's caps)", "dim")
+            out.add("reports no figures (see the agent's caps)", "dim")
             return out
         if has["util_pct"]:
             util = row.value("util_pct")
             _bar(out, util / 100 if util is not None else None, cols.util_bar, UTIL_FILL)
-            out.append(f" {util:3.0f}%" if util is not None else " " * 5)
+            out.add(f" {util:3.0f}%" if util is not None else " " * 5)
         if has["mem_used_mib"]:
             used, total = row.value("mem_used_mib"), _mem_total(row)
             if cols.mem_bar:
-                out.append(" ")
+                out.add(" ")
                 _bar(out, used / total if used is not None and total else None, cols.mem_bar, MEM_FILL)
             text = (f"{words.gib(used)}/{words.gib(total)}G" if total else f"{words.gib(used)}G") if used is not None else ""
-            out.append(f" {text:<8}")
+            out.add(f" {text:<8}")
         if has["power_w"]:
             _power(out, row, cols)
         if has["temp_c"]:
             temp = row.value("temp_c")
-            out.append(f" {temp:>2.0f}°C" if temp is not None else " " * 5,
+            out.add(f" {temp:>2.0f}°C" if temp is not None else " " * 5,
                        _style(words.temp_severity(temp)) if temp is not None else "")
         _extras(out, row, cols)
         if cols.throttle_w:
             piece = words.throttle_piece(row.reading.throttle_reasons)
-            out.append(f" {piece[0]:<{cols.throttle_w - 1}}" if piece else " " * cols.throttle_w,
+            out.add(f" {piece[0]:<{cols.throttle_w - 1}}" if piece else " " * cols.throttle_w,
                        _style(piece[1]) if piece else "")
         if cols.spark_w:  # history, set apart from the bars: a rule, a quieter colour
-            out.append(" ▕", TRACK)
-            out.append(sp or " " * cols.spark_w, HISTORY_STYLE)
+            out.add(" ▕", TRACK)
+            out.add(sp or " " * cols.spark_w, HISTORY_STYLE)
         return out
 
     # ----------------------------------------------------------------- groups of GPUs
-    def _groups(self, rows: list[GpuRow], has: tuple[bool, ...], size: int) -> list[tuple[Hashable, Text]]:
+    def _groups(self, rows: list[GpuRow], has: tuple[bool, ...], size: int) -> list[tuple[Hashable, Line]]:
         label_w = len(str(rows[-1].index)) * 2 + 1
         frame = []
         has_field = dict(zip(FIELDS, has))
@@ -386,46 +388,46 @@ class GpuPanel(Widget, ModelView):
         return frame
 
     @staticmethod
-    def _group(group: list[GpuRow], has: dict[str, bool], size: int, label_w: int) -> Text:
+    def _group(group: list[GpuRow], has: dict[str, bool], size: int, label_w: int) -> Line:
         """One line for a group: a block per GPU (its util), the lowest GPU, the highest mem/power/temp."""
-        out = Text(no_wrap=True, overflow="ellipsis")
+        out = Line()
         lo, hi = group[0].index, group[-1].index
-        out.append(f"{f'{lo}-{hi}':>{label_w}} ", "bold")
+        out.add(f"{f'{lo}-{hi}':>{label_w}} ", "bold")
         utils: list[tuple[float, int]] = []
         for g in group:
             u = g.value("util_pct")
             if u is None:
-                out.append("·", "dim")
+                out.add("·", "dim")
             else:
-                out.append(BLOCKS[max(1, min(8, round(u / 100 * 8)))], UTIL_FILL)
+                out.add(BLOCKS[max(1, min(8, round(u / 100 * 8)))], UTIL_FILL)
                 utils.append((u, g.index))
-        out.append(" " * (size - len(group)))
+        out.add(" " * (size - len(group)))
         if has["util_pct"]:
             if utils:
                 low, low_i = min(utils)
-                out.append(f"  low {low:3.0f}% GPU{low_i:<3}")
+                out.add(f"  low {low:3.0f}% GPU{low_i:<3}")
             else:
-                out.append(" " * 18)
+                out.add(" " * 18)
         if has["mem_used_mib"]:
             mem = [(used, _mem_total(g)) for g in group if (used := g.value("mem_used_mib")) is not None]
             if mem:
                 used, total = max(mem, key=lambda m: m[0])
                 tot = f"/{words.gib(total)}" if total else ""
-                out.append(f" {words.gib(used)}{tot}G".ljust(9))
+                out.add(f" {words.gib(used)}{tot}G".ljust(9))
             else:
-                out.append(" " * 9)
+                out.add(" " * 9)
         if has["power_w"]:
             pw = [(w, _power_limit(g)) for g in group if (w := g.value("power_w")) is not None]
             if pw:
                 watts, limit = max(pw, key=lambda p: p[0])
                 capped = any(lim and w >= 0.97 * lim for w, lim in pw)
                 text = f" {watts:.0f}/{limit:.0f}W" if limit else f" {watts:.0f}W"
-                out.append(text.ljust(10), "yellow" if capped else "")
+                out.add(text.ljust(10), "yellow" if capped else "")
             else:
-                out.append(" " * 10)
+                out.add(" " * 10)
         if has["temp_c"]:
             temps = [t for g in group if (t := g.value("temp_c")) is not None]
-            out.append(f" {max(temps):>2.0f}°C" if temps else " " * 5,
+            out.add(f" {max(temps):>2.0f}°C" if temps else " " * 5,
                        _style(words.temp_severity(max(temps))) if temps else "")
         throttled = [(g.index, p) for g in group if g.reading is not None
                      and (p := words.throttle_piece(g.reading.throttle_reasons)) is not None]
@@ -433,11 +435,11 @@ class GpuPanel(Widget, ModelView):
             throttled.sort(key=lambda t: t[1][1] != "bad")
             index, (text, severity) = throttled[0]
             more = f" +{len(throttled) - 1}" if len(throttled) > 1 else ""
-            out.append(f" GPU{index} {text}{more}", _style(severity))
+            out.add(f" GPU{index} {text}{more}", _style(severity))
         return out
 
     # ----------------------------------------------------------------- the summary
-    def _summary(self, rows: list[GpuRow], width: int, lines: int) -> list[tuple[Hashable, Text]]:
+    def _summary(self, rows: list[GpuRow], width: int, lines: int) -> list[tuple[Hashable, Line]]:
         """1-3 lines: the figures (1), a block per GPU (2), the device header first (3)."""
         imb = self.model.imbalance()
         figures = words.figure_pieces(rows, imb, throttling=lines == 1)
@@ -455,7 +457,7 @@ class GpuPanel(Widget, ModelView):
         return frame
 
     @staticmethod
-    def _blocks(rows: list[GpuRow], width: int) -> Text:
+    def _blocks(rows: list[GpuRow], width: int) -> Line:
         """``now 0 ▇88 1 ▇87 … · no throttling``: each GPU's current util (``!`` hot or throttled), then
         the throttle state, so the spread's culprit and a slowdown are visible."""
         throttle = words.throttle_summary(rows)
@@ -472,22 +474,22 @@ class GpuPanel(Widget, ModelView):
                            form != "block" else 0) + (1 if alarm and form != "block" else 0) for i, u, alarm in cells)
             if need + len(throttle[0]) + 3 <= width:
                 break
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("now", "dim")
+        out = Line()
+        out.add("now", "dim")
         if form == "block":
-            out.append(" ")
+            out.add(" ")
         for i, u, alarm in cells:
             if form != "block":
-                out.append(f" {i} " if form == "index" else " ")
+                out.add(f" {i} " if form == "index" else " ")
             block_style = _style(alarm) if alarm and form == "block" else (UTIL_FILL if u is not None else "dim")
             floor = 1 if form == "block" else 0  # beside a number, 0 % is an empty cell; alone, the lowest block
-            out.append("·" if u is None else BLOCKS[max(floor, min(8, round(u / 100 * 8)))], block_style)
+            out.add("·" if u is None else BLOCKS[max(floor, min(8, round(u / 100 * 8)))], block_style)
             if form != "block" and u is not None:
-                out.append(f"{u:.0f}")
+                out.add(f"{u:.0f}")
             if alarm and form != "block":
-                out.append("!", _style(alarm))
-        out.append(" · ", "dim")
-        out.append(throttle[0], _style(throttle[1]))
+                out.add("!", _style(alarm))
+        out.add(" · ", "dim")
+        out.add(throttle[0], _style(throttle[1]))
         return out
 
     # ----------------------------------------------------------------- the gauge
@@ -496,30 +498,30 @@ class GpuPanel(Widget, ModelView):
         return None if imb is None else (round(imb.spread), imb.low_index, round(imb.low), imb.high_index,
                                          round(imb.high))
 
-    def _gauge(self, width: int, spark_end: int | None, seconds: float | None) -> Text:
+    def _gauge(self, width: int, spark_end: int | None, seconds: float | None) -> Line:
         """``util spread ██░░ 3 pts  low GPU0 84%  high GPU1 87%``, and the history column's label."""
-        out = Text(no_wrap=True, overflow="ellipsis")
+        out = Line()
         imb = self.model.imbalance()
-        out.append("util spread ", "bold")
+        out.add("util spread ", "bold")
         if imb is None:
-            out.append("-", "dim")
+            out.add("-", "dim")
         else:
             style = _style(words.spread_severity(imb.spread))
-            out.append(bar(imb.spread / 100, 20 if width >= 80 else 10), style or TRACK)  # the whole bar: 100 points
-            out.append(f" {imb.spread:3.0f} pts", style)
+            out.add(bar(imb.spread / 100, 20 if width >= 80 else 10), style or TRACK)  # the whole bar: 100 points
+            out.add(f" {imb.spread:3.0f} pts", style)
             ends = f"  low GPU{imb.low_index} {imb.low:.0f}%  high GPU{imb.high_index} {imb.high:.0f}%"
             if round(imb.spread) == 0:
                 ends = f"  all GPUs at {imb.high:.0f}%"
             elif out.cell_len + len(ends) > width:
                 ends = f"  GPU{imb.low_index}–GPU{imb.high_index}"
             if out.cell_len + len(ends) <= width:
-                out.append(ends, "dim")
+                out.add(ends, "dim")
         if spark_end is not None and seconds is not None:  # under the history column, ending where it ends
             for label in (f"↑ util history, last {seconds:.0f} s", f"↑ history {seconds:.0f} s"):
                 at = spark_end - len(label)
                 if at >= out.cell_len + 2:
-                    out.append(" " * (at - out.cell_len))
-                    out.append(label, "dim")
+                    out.add(" " * (at - out.cell_len))
+                    out.add(label, "dim")
                     break
         return out
 
@@ -528,60 +530,86 @@ NARROW = frozenset(chr(c) for c in range(32, 127)) | frozenset(BLOCKS + "░▕�
 """The characters this panel draws, one cell each: a line of only these is as wide as it is long."""
 
 
-def _cells(text: Text) -> int:
-    """``text.cell_len`` without Rich's per-character measuring for the lines this panel builds."""
-    plain = text.plain
-    return len(plain) if NARROW.issuperset(plain) else text.cell_len
+class Line(list[tuple[str, str]]):
+    """One screen line as (text, style) pieces: cheaper to build than a Rich Text, and drawn straight
+    into segments (a 4 Hz tick of 8 busy GPUs rebuilds every row)."""
+
+    def add(self, text: str, style: str = "") -> None:
+        self.append((text, style))
+
+    @property
+    def plain(self) -> str:
+        return "".join(t for t, _ in self)
+
+    @property
+    def cell_len(self) -> int:
+        """Cells on screen, without Rich's per-character measuring for the characters this panel draws."""
+        plain = self.plain
+        return len(plain) if NARROW.issuperset(plain) else cell_len(plain)
+
+    def text(self) -> Text:
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for piece, style in self:
+            out.append(piece, style)
+        return out
+
+    def segments(self) -> list[Segment]:
+        return [Segment(piece, _rich_style(style)) for piece, style in self if piece]
 
 
-def _text(pieces: Sequence[words.Piece]) -> Text:
-    out = Text(no_wrap=True, overflow="ellipsis")
+@lru_cache(maxsize=256)
+def _rich_style(style: str) -> Style | None:
+    return Style.parse(style) if style else None
+
+
+def _text(pieces: Sequence[words.Piece]) -> Line:
+    out = Line()
     for text, severity in pieces:
-        out.append(text, _style(severity))
+        out.add(text, _style(severity))
     return out
 
 
-def _bar(out: Text, fraction: float | None, width: int, fill: str) -> None:
+def _bar(out: Line, fraction: float | None, width: int, fill: str) -> None:
     """A bar of ``width`` cells filled to ``fraction`` (blank where there is no value)."""
     if fraction is None:
-        out.append(" " * width)
+        out.add(" " * width)
         return
     full = round(max(0.0, min(1.0, fraction)) * width)
-    out.append("█" * full, fill)
-    out.append("░" * (width - full), TRACK)
+    out.add("█" * full, fill)
+    out.add("░" * (width - full), TRACK)
 
 
-def _power(out: Text, row: GpuRow, cols: Cols) -> None:
+def _power(out: Line, row: GpuRow, cols: Cols) -> None:
     watts, limit = row.value("power_w"), _power_limit(row)
     if watts is None:
-        out.append(" " * (cols.power_w + (cols.power_bar + 1 if cols.power_bar else 0)))
+        out.add(" " * (cols.power_w + (cols.power_bar + 1 if cols.power_bar else 0)))
         return
     capped = bool(limit and watts >= 0.97 * limit)
     if cols.power_bar:
-        out.append(" ")
+        out.add(" ")
         _bar(out, watts / limit if limit else None, cols.power_bar, "yellow" if capped else POWER_FILL)
     text = f"{watts:.0f}/{limit:.0f}W" if limit and cols.power_w == 10 else f"{watts:.0f}W"
-    out.append(f" {text:>{cols.power_w - 1}}", "yellow" if capped else "")
+    out.add(f" {text:>{cols.power_w - 1}}", "yellow" if capped else "")
 
 
-def _extras(out: Text, row: GpuRow, cols: Cols) -> None:
+def _extras(out: Line, row: GpuRow, cols: Cols) -> None:
     """The columns a wider panel adds: SM clock, PCIe traffic, memory bandwidth, memory clock."""
     r = row.reading
     if r is None:
         return
     if cols.sm_clock:
         sm = row.value("sm_clock_mhz")
-        out.append(f" {sm:>4.0f}MHz" if sm is not None else " " * 8)
+        out.add(f" {sm:>4.0f}MHz" if sm is not None else " " * 8)
     if cols.pcie:
         tx = rate(r.pcie_tx_kbps) if row.supports("pcie_tx_kbps") else ""
         rx = rate(r.pcie_rx_kbps) if row.supports("pcie_rx_kbps") else ""
-        out.append(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
+        out.add(f" ↑{tx:>4} ↓{rx:>4}" if tx or rx else " " * 12, "cyan")
     if cols.mem_bw:
         bw = row.value("mem_util_pct")
-        out.append(f" bw {bw:3.0f}%" if bw is not None else " " * 9)
+        out.add(f" bw {bw:3.0f}%" if bw is not None else " " * 9)
     if cols.mem_clock:
         clock = row.value("mem_clock_mhz")
-        out.append(f" {clock:>4.0f}MHz" if clock is not None else " " * 8, "dim")
+        out.add(f" {clock:>4.0f}MHz" if clock is not None else " " * 8, "dim")
 
 
 _BLOCK_AT = {i: BLOCKS[max(1, min(8, i))] for i in range(-16, 25)}
