@@ -233,15 +233,24 @@ def lag_row(prefix: str, lag: LagFigures) -> dict[str, float]:
             f"{prefix}_max_ms": lag.max_s * 1000, f"{prefix}_lines": lag.lines, f"{prefix}_unshown": lag.unshown}
 
 
+STARTUP_S = 60.0
+"""The recording's first minute: a server starting (a line every 0.1 s, all narrower than the panel),
+as real recordings begin; the panel used to stop following when the wide lines came."""
+
+
 def log_recording(path: Path, seconds: float, t0: float, seed: int = 2) -> Path:
-    """A recording with a 500 lines/s log, GPUs at 10 Hz and server stats at 1 Hz (no sweep: its
-    256-request snapshots would make a 100x recording hundreds of MB)."""
+    """A recording of a server's start-up, then a 500 lines/s log, GPUs at 10 Hz and server stats at
+    1 Hz (no sweep: its 256-request snapshots would make a 100x recording hundreds of MB)."""
     rnd = random.Random(seed)
     events: list[Event] = [caps(t0)]
-    for k in range(int(seconds / TICK)):
+    startup = int(STARTUP_S / TICK)
+    for k in range(startup + int(seconds / TICK)):
         t = t0 + k * TICK
         events.append(gpu_sample(rnd, t, k))
-        events.extend(log_lines(rnd, t, k))
+        if k < startup:
+            events.append(LogLine(t=t, raw=f"[TP{k % 8}] Load weight: shard {k}", line_kind="plain"))
+        else:
+            events.extend(log_lines(rnd, t, k))
         if k % 10 == 0:
             events.append(ServerStats(t=t, source="log", running_reqs=256, queued_reqs=rnd.randint(0, 9),
                                       token_usage=0.8, gen_throughput=rnd.uniform(1400, 1600), cuda_graph=True))
@@ -249,11 +258,13 @@ def log_recording(path: Path, seconds: float, t0: float, seed: int = 2) -> Path:
 
 
 async def measure_replay(app: KimituiApp, ctrl: ReplayController, seconds: float) -> dict[str, float]:
-    """Inside the app: the log's lag over ``seconds`` of a replay at ``REPLAY_SPEED``, after a second's start."""
+    """Inside the app: the log's lag over ``seconds`` of a replay at ``REPLAY_SPEED``, after the start-up."""
     while not app.started:
         await asyncio.sleep(0.05)
     probe = LagProbe(ctrl.session, app.query_one(LogPanel).log_widget, token_seq)
-    await asyncio.sleep(1.0)
+    while ctrl.position < ctrl.replayer.start_t + STARTUP_S:  # the start-up's narrow lines: not measured
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
     c0, w0, lag0, pos0 = time.process_time(), time.monotonic(), time.perf_counter(), ctrl.position
     await asyncio.sleep(seconds)
     cpu, wall, pos1, until = time.process_time() - c0, time.monotonic() - w0, ctrl.position, time.perf_counter()

@@ -97,7 +97,7 @@ class LogPanel(Vertical, ModelView):
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
     LogPanel > #log-status { height: 1; color: $text-muted; }
-    LogPanel > Log { height: 1fr; scrollbar-size-vertical: 1; }
+    LogPanel > Log { height: 1fr; overflow-x: auto; scrollbar-size-vertical: 1; }
     """
     shows = frozenset({"log"})
 
