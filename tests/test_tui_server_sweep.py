@@ -174,6 +174,8 @@ def test_eta_of_a_constructed_sweep():
     assert summary(eta) == "ETA ~25s · levels 1/3 · requests 13/149 · 12s elapsed"
     assert summary(eta, 40) == "ETA ~25s · 1/3 levels · 13/149 req · 12s"
     assert summary(eta, 30) == "ETA ~25s · 1/3 levels"
+    stopped = sweep_eta(spec, [c1], None, 11.0, outcome="stopped")
+    assert stopped.eta_s is None and summary(stopped) == "stopped · levels 1/3 · requests 5 · 11s elapsed"
 
 
 def test_eta_before_the_first_request_ends_is_marked_and_before_any_token_says_so():

@@ -167,6 +167,8 @@ class SweepEta:
     basis: str
     running: LevelEta | None
     finished: bool
+    outcome: str | None = None
+    """How a finished sweep ended (``completed``, ``stopped``, ``failed``), when known."""
 
 
 def running_level(spec: SweepSpec, progress: SweepProgress, rates: RateModel | None, tpr: float,
@@ -190,8 +192,11 @@ def running_level(spec: SweepSpec, progress: SweepProgress, rates: RateModel | N
 
 def sweep_eta(spec: SweepSpec, levels: Sequence[LevelResult], progress: SweepProgress | None,
               elapsed_s: float, *, finished: bool = False, time_scale: float = 1.0,
-              age_s: float = 0.0) -> SweepEta:
-    """Progress and ETA of a sweep: its spec, finished levels, latest snapshot, seconds since it began."""
+              age_s: float = 0.0, outcome: str | None = None) -> SweepEta:
+    """Progress and ETA of a sweep: its spec, finished levels, latest snapshot, seconds since it began.
+
+    ``outcome`` (a finished sweep's) implies ``finished``."""
+    finished = finished or outcome is not None
     tpr = tokens_per_request(spec, levels)
     ok_levels = [(lv.concurrency, lv.agg_tok_s) for lv in levels if lv.status == "ok"]
     rates = RateModel.measured(ok_levels)
@@ -215,7 +220,7 @@ def sweep_eta(spec: SweepSpec, levels: Sequence[LevelResult], progress: SweepPro
             eta = running.eta_s + later
     estimated = rates.basis != "measured" or bool(pending) or (running is not None and running.estimated)
     return SweepEta(len(done_keys), len(plan(spec)), requests_done, spec_requests(spec), elapsed_s,
-                    eta, estimated, rates.basis, running, finished)
+                    eta, estimated, rates.basis, running, finished, outcome)
 
 
 def duration(seconds: float | None) -> str:
@@ -240,9 +245,11 @@ def eta_text(seconds: float | None, estimated: bool) -> str:
 def summary(eta: SweepEta, width: int | None = None) -> str:
     """One line, the ETA first: ETA, levels, requests, elapsed (the level panel's subtitle).
 
-    With ``width``, the longest of three wordings that fits (the ETA is always kept)."""
-    reqs = f"{eta.requests_done:,}" + (f"/{eta.requests_total:,}" if eta.requests_total is not None else "")
-    head = [] if eta.finished else [eta_text(eta.eta_s, eta.estimated)]
+    With ``width``, the longest of three wordings that fits (the ETA is always kept).  A finished
+    sweep says how it ended and counts only what ran (a stopped sweep's total is not owed)."""
+    total = f"/{eta.requests_total:,}" if eta.requests_total is not None and not eta.finished else ""
+    reqs = f"{eta.requests_done:,}{total}"
+    head = [eta.outcome or "done"] if eta.finished else [eta_text(eta.eta_s, eta.estimated)]
     forms = [
         head + [f"levels {eta.levels_done}/{eta.levels_total}", f"requests {reqs}",
                 f"{duration(eta.elapsed_s)} elapsed"],

@@ -48,9 +48,9 @@ def progress_of(model: CockpitModel) -> SweepEta | None:
         return None
     now = sw.outcome.t if sw.outcome is not None else max(model.last_t or sw.started_t, sw.started_t)
     prog = sw.progress if sw.progress is not None and sw.progress.concurrency == sw.concurrency else None
-    return sweep_eta(sw.spec, sw.levels, prog, now - sw.started_t, finished=sw.outcome is not None,
-                     time_scale=model.sim_time_scale or 1.0,
-                     age_s=max(0.0, now - prog.t) if prog is not None else 0.0)
+    return sweep_eta(sw.spec, sw.levels, prog, now - sw.started_t, time_scale=model.sim_time_scale or 1.0,
+                     age_s=max(0.0, now - prog.t) if prog is not None else 0.0,
+                     outcome=sw.outcome.outcome if sw.outcome is not None else None)
 
 
 def _requests_cell(sw: SweepView, c: int, done: int) -> str:
