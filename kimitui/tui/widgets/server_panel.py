@@ -27,6 +27,8 @@ SPARK_MAX = 60
 FULL_ROWS = 7
 COMPACT_WIDTH = LABEL_W + VALUE_W + UNIT_W + 4
 """Narrower than this (the label, value and unit columns and a few history cells): compact form."""
+LONG_COMPACT_WIDTH = 34
+"""A compact form this wide keeps the words (decode, running...) and shortens only the layout."""
 
 SOURCE_NAME = {"log": "log", "metrics": "/metrics", "loads": "/v1/loads"}
 
@@ -87,11 +89,13 @@ class ServerPanel(Widget, ModelView):
     def _compact(self, width: int, height: int) -> Text:
         s = self.model.server
         stale = self._stale()
-        spark_w = min(SPARK_MAX, width - 16)
+        long = width >= LONG_COMPACT_WIDTH  # room for the full words in four rows (120x40 while sweeping)
+        label_w = 8 if long else 4
+        spark_w = min(SPARK_MAX, width - label_w - 12)
         lines = []
         for fig in FIGURES[:2]:
             value = s.get(fig.key)
-            line = Text.assemble((f"{fig.short} ", "bold"),
+            line = Text.assemble((f"{fig.label if long else fig.short:<{label_w}}", "bold"),
                                  (f"{figure_text(fig.key, value):>5}", self._value_style(fig, value, stale)),
                                  (f" {fig.unit}", "dim"))
             hist = self.model.server_hist.get(fig.key)
@@ -101,13 +105,13 @@ class ServerPanel(Widget, ModelView):
         reqs = Text()
         for fig in FIGURES[2:]:
             value = s.get(fig.key)
-            reqs.append(f"{fig.short} ", "bold")
+            reqs.append(f"{fig.label if long and fig.unit == 'req' else fig.short} ", "bold")
             reqs.append(figure_text(fig.key, value) + ("%" if fig.unit == "%" else ""),
                         self._value_style(fig, value, stale))
             reqs.append("  ")
         reqs.rstrip()
         lines.append(reqs)
-        graph = Text.assemble(("graph ", "bold"), self._graph_text(), ("  ", ""))
+        graph = Text.assemble(("CUDA graph " if long else "graph ", "bold"), self._graph_text(), ("  ", ""))
         lines.append(graph + self._health_line(width - graph.cell_len))
         if 0 < height < 4:  # three rows: prefill gives way to the requests and the health
             del lines[1]
