@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from textual.pilot import Pilot
 from textual.widgets import Log
 
+from kimitui.analysis.log_lines import MERGE_WINDOW_S, MergedLine, RankMerger, split_rank
 from kimitui.events import Event, LogLine
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
@@ -243,3 +248,50 @@ async def test_pause_holds_the_view_and_resume_shows_the_newest_line():
         await settled(app, pilot)
         assert seq_in_text(bottom_row(panel.log_widget)) == 299 and "seq=0000299" in screen_text(app)
         assert "PAUSED" not in screen_text(app)
+
+
+# -- the merger's index -----------------------------------------------------------------------------------------
+def scanned_merge(rows: list[tuple[float, str, str, str]], lookback: int) -> list[str]:
+    """The merger as first written (a scan of the look-back for each line): what its index must equal."""
+    recent: deque[list[object]] = deque(maxlen=lookback)  # [t, kind, head, tags_seen, line]
+    out: list[MergedLine] = []
+    for t, severity, kind, text in rows:
+        split = split_rank(text)
+        if split is not None:
+            ts, tags, message = split
+            key = tuple(tags.items())
+            for seen in reversed(recent):
+                line = seen[4]
+                assert isinstance(line, MergedLine) and isinstance(seen[3], set) and isinstance(seen[0], float)
+                if seen[2] == (ts, message) and seen[1] == kind and abs(t - seen[0]) <= MERGE_WINDOW_S \
+                        and key not in seen[3]:
+                    for name, n in tags.items():
+                        line.ranks.setdefault(name, set()).add(n)
+                    seen[3].add(key)
+                    line.copies += 1
+                    break
+            else:
+                line = MergedLine(t, severity, kind, text, ranks={name: {n} for name, n in tags.items()})
+                line._head = (ts, message)
+                recent.append([t, kind, (ts, message), {key}, line])
+                out.append(line)
+            continue
+        line = MergedLine(t, severity, kind, text)
+        recent.append([t, kind, None, set(), line])
+        out.append(line)
+    return [line.shown for line in out]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 2), st.sampled_from(["eplb", "x"]),
+                          st.floats(0, 3)), max_size=120), st.integers(1, 8))
+def test_the_mergers_index_merges_as_the_scan_of_the_look_back_did(raw, lookback):
+    rows = []
+    t = T0
+    for rank, second, message, kind, dt in raw:
+        t += dt
+        text = f"[2025-11-30 10:21:0{second} TP{rank}] msg {message}" if rank < 3 else f"plain {message}"
+        rows.append((t, "info", kind, text))
+    merger = RankMerger(lookback=lookback)
+    shown = [line for line in (merger.add(*row) for row in rows) if line is not None]
+    assert [line.shown for line in shown] == scanned_merge(rows, lookback)
