@@ -29,6 +29,7 @@ from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.tui.app import KimituiApp
 from tests.support.fakecontrol import T0, FakeController, StoryController, caps, gpu_sample, story_events
+from tests.support.gapcase import gap_case_events
 
 POLLS = ("/metrics", "/v1/loads", "/health")
 
@@ -141,7 +142,7 @@ STATES: list[ScreenState] = [
     ScreenState("sweeping", lambda tmp: StoryController()),
     ScreenState("after_sweep", lambda tmp: FakeController(initial=after_sweep_events())),
     ScreenState("confound_dialog", lambda tmp: StoryController(), _confound),
-    ScreenState("straggler_detail", lambda tmp: StoryController(), _straggler),
+    ScreenState("straggler_detail", lambda tmp: FakeController(initial=gap_case_events()), _straggler),
     ScreenState("compare", lambda tmp: StoryController(), _compare),
     ScreenState("replay", _replay),
 ]
