@@ -308,7 +308,8 @@ def snapshot_rows(c: int, rng: random.Random) -> list[tuple[str, float, int, flo
 def spread_us(c: int, line: str, reps: int) -> float:
     """The cockpit's side of one snapshot: parse it, fold it, compute the spread's points."""
     from kimitui.events import LevelStarted, parse_event
-    from kimitui.tui.cockpit_state import CockpitModel, spread_points
+    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.spread_data import spread_points
 
     model = CockpitModel()
     spec = SweepSpec(url="http://x", model="m", levels=[c])
