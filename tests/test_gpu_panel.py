@@ -36,9 +36,11 @@ async def test_64_gpus_leave_the_other_panels_on_screen():
         await _shown(app, pilot)
         gpus = app.query_one("#panel-gpus").region
         assert gpus.height <= 12  # 8 group lines, the legend, the gauge, the border
-        for name in ("#panel-curve", "#panel-spread", "#panel-sweep", "#panel-log"):
+        assert app.layout_shown == "monitor"  # no sweep yet: the strip and the log below the GPUs
+        for name in ("#panel-strip", "#panel-log"):
             region = app.query_one(name).region
-            assert region.y >= gpus.bottom and region.bottom <= 39 and region.height >= 6, (name, region)
+            assert region.y >= gpus.bottom and region.bottom <= 39 and region.height >= 3, (name, region)
+        assert app.query_one("#panel-log").region.height >= 12
         text = app.query_one(GpuPanel).render().plain
         assert "16-23" in text and "GPU21" in text  # the group with the idle GPU names it
 

@@ -124,7 +124,7 @@ class KimituiApp(App[int]):
         with Horizontal(id="row-mid"):
             yield Panel(SweepCurve(m, id="curve"), TimelineStrip(m, id="timeline"), title="Throughput vs concurrency",
                         id="panel-curve")
-            yield Panel(SpreadChart(m, id="spread"), title="Per-request tok/s (current level)", id="panel-spread")
+            yield Panel(SpreadChart(m, id="spread"), title="Per-request decode tok/s (current level)", id="panel-spread")
         with Horizontal(id="row-bot"):
             yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title="Levels & stragglers",
                         id="panel-sweep")
@@ -143,7 +143,6 @@ class KimituiApp(App[int]):
         self._apply_layout()
         self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
         self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
-        self.query_one("#panel-spread", Panel).border_subtitle = "no sweep yet"
         self._update_recording()
         if self._tick is not None:
             self.set_interval(self._tick, self.pump, name="ui-pump")
