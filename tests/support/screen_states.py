@@ -71,7 +71,7 @@ def starting_events() -> list[Event]:
     ev = serving_events(minutes=1)
     t = T0 + 70
     ev += [ProfileState(t=t, profile="ep8-eplb", state="starting", detail="loading weights"),
-           SwapProgress(t=t + 20, profile="ep8-eplb", phase="weights", fraction=0.62, detail="39/64 shards")]
+           SwapProgress(t=t + 20, profile="ep8-eplb", phase="weights", fraction=0.62, message="loading weights: 39 of 64")]
     ev += _rank_lines(t + 5, "10:21:15", "Load weight begin. avail mem=94.12 GB")
     ev += _rank_lines(t + 19, "10:21:29", "Loading safetensors checkpoint shards:  61% Completed | 39/64")
     for k in range(0, 20, 2):

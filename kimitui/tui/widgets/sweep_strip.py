@@ -30,6 +30,12 @@ def strip_text(model: CockpitModel) -> Text:
     """What the strip says: the last sweep (profile, outcome, peak, each level) and the other profiles' peaks."""
     sw = model.sweep
     out = Text()
+    if sw is None and model.profile_state in ("starting", "stopping"):
+        out.append(f"{model.profile or 'The server'} is {model.profile_state}", "bold yellow")
+        out.append(" (progress in the header).  Once it serves, press ")
+        out.append("s", "bold reverse")
+        out.append(" to sweep it.")
+        return out
     if sw is None:
         out.append("No sweep yet", "bold")
         on = f" on {model.profile}" if model.profile else ""
