@@ -131,6 +131,17 @@ class _SnapshotReplay(ReplayController):
         return "recordings/story.jsonl"
 
 
+async def _replayed_to_the_end(pilot: Pilot[int]) -> None:
+    """A replay at full speed runs in its own task: wait for its last event, however loaded the machine."""
+    app = pilot.app
+    assert isinstance(app, KimituiApp) and isinstance(app.controller, ReplayController)
+    for _ in range(200):
+        if app.controller.replayer.finished:
+            break
+        await pilot.pause(0.05)
+    await drawn(pilot)
+
+
 def _replay(tmp: Path) -> Controller:
     path = write_recording(tmp / "story.jsonl", story_events())
     return _SnapshotReplay(path, speed=None)
@@ -144,7 +155,7 @@ STATES: list[ScreenState] = [
     ScreenState("confound_dialog", lambda tmp: StoryController(), _confound),
     ScreenState("straggler_detail", lambda tmp: FakeController(initial=gap_case_events()), _straggler),
     ScreenState("compare", lambda tmp: StoryController(), _compare),
-    ScreenState("replay", _replay),
+    ScreenState("replay", _replay, _replayed_to_the_end),
 ]
 SIZES = [(80, 24), (120, 40), (200, 60)]
 

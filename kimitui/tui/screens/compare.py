@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual_plot import HiResMode, PlotWidget
@@ -81,10 +81,11 @@ class CompareScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     CompareScreen { align: center middle; }
-    CompareScreen > Vertical { width: 95%; height: 92%; border: thick $accent; background: $surface; padding: 0 1; }
+    CompareScreen > VerticalScroll { width: 95%; height: 92%; border: thick $accent; background: $surface;
+        padding: 0 1; }
     CompareScreen #compare-head { height: auto; }
     CompareScreen #compare-body { height: auto; max-height: 50%; }
-    CompareScreen PlotWidget { height: 1fr; min-height: 8; }
+    CompareScreen PlotWidget { height: 1fr; min-height: 12; }
     """
 
     def __init__(self, model: CockpitModel) -> None:
@@ -93,7 +94,7 @@ class CompareScreen(ModalScreen[None]):
         self.pair = default_pair(self.runs, model.baseline)
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with VerticalScroll():  # on a short screen the curves are below the verdict, a scroll away
             yield Static(id="compare-head")
             yield Static(id="compare-body")
             plot = PlotWidget(allow_pan_and_zoom=False, id="compare-plot")
