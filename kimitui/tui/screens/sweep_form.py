@@ -87,6 +87,7 @@ class SweepForm(ModalScreen[SweepSpec | None]):
     SweepForm .row Label { width: 12; color: $text-muted; }
     SweepForm .row Input, SweepForm .row Select { width: 1fr; }
     SweepForm #sweep-presets Button { margin-right: 1; background: $primary-muted; }
+    SweepForm #sweep-presets Button:focus { background: $accent; color: $background; text-style: bold; }
     SweepForm #sweep-estimate { margin-top: 1; color: $text-muted; height: auto; }
     SweepForm #sweep-error { color: $error; text-style: bold; height: auto; }
     SweepForm #sweep-buttons { height: auto; margin-top: 1; }
