@@ -51,7 +51,7 @@ from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
 from kimitui.tui.widgets.model_view import ModelView
 from kimitui.tui.layout_mode import LayoutMode, layout_mode
-from kimitui.tui.widgets.panel import LogBox, Panel
+from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
 from kimitui.tui.widgets.timeline_strip import TimelineStrip
@@ -118,7 +118,7 @@ class KimituiApp(App[int]):
         if self.replay is not None:
             yield ReplayBar(m, id="replay-bar")
         with Horizontal(id="row-top"):
-            yield Panel(GpuPanel(m, id="gpus"), title="GPUs", id="panel-gpus")
+            yield GpuBox(GpuPanel(m, id="gpus"), title="GPUs", id="panel-gpus")
             yield Panel(ServerPanel(m, id="server"), title="Server", id="panel-server")
         yield Panel(SweepStrip(m, id="strip"), title="Sweep", id="panel-strip")
         with Horizontal(id="row-mid"):

@@ -57,3 +57,11 @@ class LogBox(Panel):
         for keys, action, description in (("slash", "log_search", "search"), ("f", "log_severity", "severity"),
                                           ("t", "log_kind", "kind"), ("p", "log_pause", "pause"))
     ]
+
+
+class GpuBox(Panel):
+    """The GPUs' panel: ``g`` (the per-process view) shows in the footer while it has the focus."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        replace(key("g", "gpu_processes", "processes"), action="app.gpu_processes"),
+    ]
