@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from textual.widgets import Button, Input, Log
 from textual_plot import PlotWidget
@@ -11,6 +13,7 @@ from kimitui.control import NotAvailable
 from kimitui.events import (ConnectionState, GpuCaps, GpuReading, GpuSample, GpuStatic, LevelResult, ProfileState,
                             RequestResult, ServerStats, Straggler, SweepSpec, SweepStarted)
 from kimitui.tui.app import KimituiApp
+from kimitui.tui.widgets.log_panel import HOLD_S
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.help import HelpScreen
@@ -253,6 +256,8 @@ async def test_straggler_selection_opens_its_gap_window():
 async def test_log_filter_search_and_pause():
     app, ctrl = make(StoryController())
     async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await asyncio.sleep(HOLD_S + 0.1)  # the newest lines wait HOLD_S for other ranks' copies
         await settle(app, pilot)
         log = app.query_one(Log)
         total = log.line_count
