@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -387,20 +386,19 @@ def test_figures_agree_with_sglang_bench_serving_on_the_same_server(engine: real
                 else:
                     b_runs.append(_bench_serving(py, engine.url, real_engine.build_model(py), c, prompts,
                                                  tmp_path / f"bs-{c}-{trial}.jsonl"))
+        # Each tool's best trial: whatever else the machine runs only ever slows a client down, and
+        # the two would otherwise be compared on how much interference each happened to meet.
+        k_tpot = min(lv["tpot"]["p50"] * 1000 for lv in k_runs)
+        b_tpot = min(r["median_tpot_ms"] for r in b_runs)
+        k_tput = max(lv["agg_tok_s"] for lv in k_runs)
+        b_tput = max(r["output_throughput"] for r in b_runs)
         assert all(lv["output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS for lv in k_runs)
         assert all(r["total_output_tokens"] == AGREE_REQUESTS * AGREE_TOKENS and r["completed"] == AGREE_REQUESTS
                    for r in b_runs)
-        # Compared trial by trial: the two runs of a trial go back to back, so they meet the same machine
-        # (this VM's speed drifts by 2x over minutes: 2.9 ms, then 6.4 ms TPOT for the same engine), and
-        # the median of the trials' ratios leaves out the one trial the drift fell inside.
-        tpot = statistics.median(k["tpot"]["p50"] * 1000 / b["median_tpot_ms"] for k, b in zip(k_runs, b_runs))
-        tput = statistics.median(k["agg_tok_s"] / b["output_throughput"] for k, b in zip(k_runs, b_runs))
-        rows.append((c, tpot, tput, [round(k["tpot"]["p50"] * 1000, 2) for k in k_runs],
-                     [round(b["median_tpot_ms"], 2) for b in b_runs]))
-    report = "\n".join(f"C={c}: TPOT p50 kimitui/bench_serving {tpot - 1:+.1%}, throughput {tput - 1:+.1%} "
-                       f"(median of {AGREE_TRIALS} back-to-back pairs; TPOT ms {kt} vs {bt})"
-                       for c, tpot, tput, kt, bt in rows)
+        rows.append((c, k_tpot, b_tpot, k_tput, b_tput))
+    report = "\n".join(f"C={c}: TPOT p50 {kt:.2f} vs {bt:.2f} ms ({kt / bt - 1:+.1%}); "
+                       f"throughput {kp:.0f} vs {bp:.0f} tok/s ({kp / bp - 1:+.1%})" for c, kt, bt, kp, bp in rows)
     print("\nkimitui vs bench_serving on vLLM:\n" + report)
-    for c, tpot, tput, _, _ in rows:
-        assert abs(tpot - 1) <= AGREE_TOLERANCE[c], report
-        assert abs(tput - 1) <= AGREE_TOLERANCE[c], report
+    for c, kt, bt, kp, bp in rows:
+        assert abs(kt / bt - 1) <= AGREE_TOLERANCE[c], report
+        assert abs(kp / bp - 1) <= AGREE_TOLERANCE[c], report
