@@ -201,7 +201,31 @@ class ServerHealth(Event):
     detail: str = ""
 
 
+class ExpertLoad(Event):
+    """How the routed experts loaded each GPU rank, per MoE layer, over one poll interval.
+
+    From SGLang's ``sglang:eplb_gpu_physical_count`` histogram (0.5.23,
+    ``observability/metrics_collector.py`` ``ExpertDispatchCollector``; filled by
+    ``eplb/expert_distribution.py`` ``_handle_metric_eplb_heatmap`` only while
+    ``SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL`` > 0): one series per ``layer`` whose
+    buckets are GPU ranks.  ``counts[i][g]`` is what layer ``layers[i]`` sent to GPU
+    rank ``g`` since the previous ``ExpertLoad`` (a delta of the cumulative buckets),
+    so a heatmap of the newest event is the newest window.
+    """
+
+    kind: Literal["expert_load"] = "expert_load"
+    layers: list[int] = Field(default_factory=list)
+    counts: list[list[float]] = Field(default_factory=list)
+    balancedness: float | None = None
+    """SGLang's balancedness of this window (per layer mean/max over GPUs, averaged over layers; 1.0 = even)."""
+
+
 # --------------------------------------------------------------------------- sweeps
+
+
+SWEEP_LABELS: tuple[str, ...] = ("kimitui_sweep", "kimitui_level")
+"""The custom metric labels a sweep tags its requests with (sweep id; concurrency level), where the
+server allows them: SGLang's own per-request metrics then split by sweep and level."""
 
 
 class SweepSpec(BaseModel):
@@ -250,6 +274,15 @@ class SweepSpec(BaseModel):
     """...as is one with an inter-chunk gap over max(this, 5x the level's median p99 chunk gap)."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra JSON fields merged into every request body (server-specific knobs)."""
+    spec_details: bool = False
+    """Ask for each request's speculative figures (``"return_spec_tokens_details": true``): set when the
+    server's ``/server_info`` names a speculative algorithm, never sent to a server that does not."""
+    labels_header: str | None = None
+    """The header SGLang reads custom metric labels from (``tokenizer_metrics_custom_labels_header``,
+    default ``x-custom-labels``); None: requests are not tagged."""
+    labels: list[str] = Field(default_factory=list)
+    """Which of kimitui's labels (:data:`SWEEP_LABELS`) the server allows
+    (``tokenizer_metrics_allowed_custom_labels``): each request carries those, as JSON in ``labels_header``."""
 
 
 class SweepStarted(Event):
@@ -316,6 +349,28 @@ class SweepProgress(Event):
         return self.running if self.running is not None else len(self.in_flight)
 
 
+class SpecTokens(BaseModel):
+    """One request's speculative-decoding figures, as SGLang reports them per request.
+
+    From the response's ``sglext.spec_tokens_details`` (SGLang 0.5.23,
+    ``entrypoints/openai/protocol.py`` ``SpecTokensDetails``; asked for with
+    ``"return_spec_tokens_details": true``).  ``accept_length`` counts the bonus
+    token (completion tokens / verify passes), so 1.0 means no draft was ever accepted.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accept_length: float | None = None
+    accept_rate: float | None = None
+    """Accepted drafts / proposed drafts (0..1)."""
+    verify_ct: int | None = None
+    """Verify (target-model) forward passes this request took."""
+    correct_drafts: int | None = None
+    proposed_drafts: int | None = None
+    cap_length: float | None = None
+    """SGLang's ``spec_cap_length`` where the algorithm caps a block (0 / None elsewhere)."""
+
+
 class RequestResult(Event):
     """One request, measured from the stream as the bytes arrived."""
 
@@ -353,6 +408,8 @@ class RequestResult(Event):
     chunk_tokens: list[int] | None = None
     """Tokens carried by each content chunk (per-chunk usage); None when every chunk counted as one."""
     finish_reason: str | None = None
+    spec: SpecTokens | None = None
+    """Speculative decoding, per request, where the server reported it (None: not asked, or not speculative)."""
 
     OFFSET_STEPS_PER_MS: ClassVar[int] = 10
     """A recording keeps chunk offsets in 0.1 ms steps, as integer deltas (format 2)."""
@@ -478,6 +535,13 @@ class LevelResult(Event):
     client: ClientSummary | None = None
     client_distorted: str | None = None
     """Set when the load process itself distorted this level's latency figures (loop lag, CPU), and why."""
+    spec_accept_len: Percentiles = Percentiles()
+    """Per-request speculative accept length over the level's completed requests (empty: no spec figures)."""
+    spec_accept_rate: Percentiles = Percentiles()
+    spec_accept_len_level: float | None = None
+    """The level's accept length as SGLang's log computes it: all completion tokens / all verify passes."""
+    spec_requests: int = 0
+    """Completed requests that carried speculative figures."""
 
     @property
     def valid(self) -> bool:
@@ -617,6 +681,7 @@ AnyEvent = Annotated[
         ServerStats,
         ServerInfo,
         ServerHealth,
+        ExpertLoad,
         SweepStarted,
         LevelStarted,
         RequestStarted,
