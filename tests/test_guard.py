@@ -21,7 +21,8 @@ def test_two_knobs_at_once_is_called_confounded_and_existing_single_knob_profile
     base, v2 = load_profile("ep8-tuned"), load_profile("ep8-v2")
     report = guard.check(base, v2)
     assert report.confounded
-    assert report.changes == {"enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
+    assert {k: report.changes[k] for k in ("enable_eplb", "num_continuous_decode_steps")} == {
+        "enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
     assert report.message.startswith("confounded: 2 knobs changed from the baseline ep8-tuned")
     assert "enable_eplb" in report.message and "num_continuous_decode_steps" in report.message
     assert {(v.name, v.knob, v.existing) for v in report.variants} == {
@@ -36,7 +37,11 @@ def test_two_knobs_at_once_is_called_confounded_and_existing_single_knob_profile
 def test_one_knob_is_not_confounded_and_offers_nothing() -> None:
     report = guard.check(load_profile("ep8-tuned"), load_profile("ep8-eplb"))
     assert not report.confounded and report.variants == []
-    assert report.message == "ep8-eplb: one knob changed from the baseline ep8-tuned: enable_eplb: false -> true"
+    assert report.message == ("ep8-eplb: one knob changed from the baseline ep8-tuned: enable_eplb: false -> true "
+                              "(and only what it reports: expert_balancedness_report_mode, "
+                              "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL)")
+    dflash = guard.check(load_profile("ep8-tuned"), load_profile("ep8-dflash"))
+    assert not dflash.confounded and "one knob family changed from the baseline ep8-tuned: speculative decoding" in dflash.message
     same = guard.check(load_profile("ep8-tuned"), load_profile("ep8-tuned"))
     assert same.changes == {} and "no knob differs" in same.message
 

@@ -8,17 +8,38 @@ from tests.support.profiles import ProfileDirs, profile_env  # noqa: F401
 
 def test_seed_double_change_is_confounded(profile_env: ProfileDirs) -> None:
     d = diff_profiles(load_profile("ep8-tuned"), load_profile("ep8-v2"))
-    assert d.changes == {"enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
+    assert d.families == {"enable_eplb": ["enable_eplb"], "num_continuous_decode_steps": ["num_continuous_decode_steps"]}
+    assert d.observability == ["expert_balancedness_report_mode", "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"]
     assert d.confounded
-    assert d.lines() == ["enable_eplb: false -> true", "num_continuous_decode_steps: 8 -> 16"]
+    assert d.lines()[0] == "enable_eplb: false -> true" and "num_continuous_decode_steps: 8 -> 16" in d.lines()
     assert d.warning() == "confounded: 2 knobs changed (enable_eplb, num_continuous_decode_steps)"
-    assert d.as_event_diff() == {"enable_eplb": [False, True], "num_continuous_decode_steps": [8, 16]}
+    assert d.as_event_diff()["num_continuous_decode_steps"] == [8, 16]
 
 
 def test_single_knob_change_is_not_confounded(profile_env: ProfileDirs) -> None:
     d = diff_profiles(load_profile("ep8-tuned"), load_profile("ep8-eplb"))
-    assert d.lines() == ["enable_eplb: false -> true"]
+    assert d.lines()[0] == "enable_eplb: false -> true"
+    assert d.families == {"enable_eplb": ["enable_eplb"]}  # the heatmap and balancedness reports only report
     assert not d.confounded and d.warning() is None
+
+
+def test_a_drafter_is_one_knob_family_not_a_confound(profile_env: ProfileDirs) -> None:
+    """DFLASH's algorithm, draft model and block size are one experiment (0.5.23 arg_groups/speculative_hook.py
+    _handle_dflash resolves them together); the guard names the family."""
+    d = diff_profiles(load_profile("ep8-tuned"), load_profile("ep8-dflash"))
+    assert set(d.changes) == {"speculative_algorithm", "speculative_draft_model_path", "speculative_dflash_block_size"}
+    assert not d.confounded and d.warning() is None
+    assert d.summary() == ("one knob family changed: speculative decoding (speculative_algorithm, "
+                           "speculative_draft_model_path, speculative_dflash_block_size)")
+    both = diff_profiles(load_profile("ep8-eplb"), load_profile("ep8-dflash"))
+    assert both.confounded and both.warning() is not None and "knob families" in both.warning()
+
+
+def test_only_observability_changed_is_no_change_a_sweep_can_feel() -> None:
+    a = Profile(name="a", model_path="/m", tp_size=8)
+    b = a.model_copy(update={"name": "b", "enable_mfu_metrics": True, "tokenizer_metrics_allowed_custom_labels": ["x"]})
+    d = diff_profiles(a, b)
+    assert d.families == {} and not d.confounded and len(d.changes) == 2
 
 
 def test_identical_profiles_and_non_launch_fields(profile_env: ProfileDirs) -> None:

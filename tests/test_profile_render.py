@@ -50,9 +50,11 @@ def test_argv_shape(profile_env: ProfileDirs) -> None:
     flags = argv[3:]
     assert flags == [
         "--model-path", "/root/models/Kimi-K2.6", "--host", "127.0.0.1", "--port", "30001",
-        "--tp-size", "8", "--ep-size", "8", "--enable-eplb", "--num-continuous-decode-steps", "16",
+        "--tp-size", "8", "--ep-size", "8", "--enable-eplb", "--expert-balancedness-report-mode", "both",
+        "--num-continuous-decode-steps", "16",
         "--max-running-requests", "256", "--mem-fraction-static", "0.88", "--context-length", "32768",
-        "--enable-metrics", "--trust-remote-code",
+        "--enable-metrics", "--tokenizer-metrics-allowed-custom-labels", "kimitui_sweep", "kimitui_level",
+        "--trust-remote-code",
     ]  # fmt: skip
 
 

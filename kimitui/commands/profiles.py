@@ -28,6 +28,7 @@ from kimitui.profiles import (
     scan_profiles,
     single_knob_alternatives,
 )
+from kimitui.profiles.diff import family_of_alternative
 from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
 from kimitui.profiles.loader import locate_field
@@ -222,6 +223,10 @@ def _diff(args: argparse.Namespace) -> int:
     warning = d.warning()
     if warning:
         out.print(f"[bold yellow]{escape(warning)}[/]: a result cannot be attributed to one knob")
+    elif d.summary():
+        out.print(escape(d.summary() or ""))
+    if d.observability:
+        out.print(f"[dim]only what the server reports: {escape(', '.join(d.observability))} (not a confound)[/]")
     for knob in d.changes:
         if knob in INERT_KNOBS:
             out.print(f"[yellow]note[/]: {knob} {escape(INERT_KNOBS[knob])}")
@@ -229,7 +234,7 @@ def _diff(args: argparse.Namespace) -> int:
         good, _ = scan_profiles(dirs)
         alternatives = single_knob_alternatives(a, b, good)
         if alternatives:
-            names = ", ".join(f"{c.name} ({next(iter(diff_profiles(a, c).changes))})" for c in alternatives)
+            names = ", ".join(f"{c.name} ({family_of_alternative(a, c)})" for c in alternatives)
             out.print(f"single-knob alternatives: {escape(names)}")
     return 0
 

@@ -25,7 +25,7 @@ import tomli_w
 from kimitui.events import Baseline
 from kimitui.paths import state_dir
 from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, load_profile, scan_profiles, single_knob_alternatives
-from kimitui.profiles.diff import show_value
+from kimitui.profiles.diff import ProfileDiff, show_value
 from kimitui.profiles.loader import user_dir
 
 # --------------------------------------------------------------------------- the baseline store
@@ -167,37 +167,56 @@ def check(baseline: Profile, target: Profile, *, candidates: list[Profile] | Non
     report = GuardReport(baseline=baseline.name, target=target.name, changes=dict(diff.changes))
     report.confounded = diff.confounded
     report.warnings = _no_effect_warnings(target)
-    n = len(diff.changes)
-    if n == 0:
-        report.message = f"{target.name}: no knob differs from the baseline {baseline.name}"
-    elif n == 1:
-        (knob,) = diff.changes
-        report.message = f"{target.name}: one knob changed from the baseline {baseline.name}: {diff.lines()[0]}"
-    else:
-        knobs = ", ".join(diff.changes)
-        report.message = (
-            f"confounded: {n} knobs changed from the baseline {baseline.name} ({knobs}) — "
-            f"a result cannot be attributed to any one of them; try one knob at a time"
-        )
-    if n > 1:
-        if candidates is None:
-            try:
-                candidates, _broken = scan_profiles()  # a broken profile elsewhere hides no suggestion
-            except Exception:  # noqa: BLE001 - the warning stands even if profiles cannot be listed
-                candidates = []
-        existing: dict[str, Profile] = {}
-        for p in single_knob_alternatives(baseline, target, candidates):
-            (knob,) = diff_profiles(baseline, p).changes
-            existing.setdefault(knob, p)
-        for knob, (_old, new) in diff.changes.items():
-            if knob in existing:
-                p = existing[knob]
-                src = str(p.source_path) if p.source_path else None
-                report.variants.append(Variant(p.name, knob, new, True, src))
-            elif new is not None and not knob.startswith("env.") and knob != "extra_args":
-                report.variants.append(Variant(variant_name(baseline.name, knob, new), knob, new, False))
+    report.message = _guard_message(diff, baseline.name, target.name)
+    if diff.confounded:
+        report.variants = _variants(diff, baseline, target, candidates)
         report.message += ": " + ", ".join(v.name for v in report.variants) if report.variants else ""
     return report
+
+
+def _guard_message(diff: ProfileDiff, baseline: str, target: str) -> str:
+    """The guard's sentence: no change, one knob (or one family), or confounded."""
+    fams = diff.families
+    observability = diff.observability
+    tail = f" (and only what it reports: {', '.join(observability)})" if observability else ""
+    if not diff.changes:
+        return f"{target}: no knob differs from the baseline {baseline}"
+    if not fams:
+        return f"{target}: no knob a sweep measures differs from the baseline {baseline}{tail}"
+    if len(fams) == 1:
+        (name, knobs), = fams.items()
+        if knobs == [name]:
+            line = next(ln for ln in diff.lines() if ln.startswith(f"{name}: "))
+            return f"{target}: one knob changed from the baseline {baseline}: {line}{tail}"
+        return f"{target}: one knob family changed from the baseline {baseline}: {diff.family_names()[0]}{tail}"
+    return (
+        f"confounded: {len(fams)} knobs changed from the baseline {baseline} ({', '.join(diff.family_names())}) — "
+        f"a result cannot be attributed to any one of them; try one knob at a time"
+    )
+
+
+def _variants(diff: ProfileDiff, baseline: Profile, target: Profile, candidates: list[Profile] | None) -> list[Variant]:
+    """Existing single-family profiles for each family changed, else a one-knob variant to write."""
+    if candidates is None:
+        try:
+            candidates, _broken = scan_profiles()  # a broken profile elsewhere hides no suggestion
+        except Exception:  # noqa: BLE001 - the warning stands even if profiles cannot be listed
+            candidates = []
+    existing: dict[str, Profile] = {}
+    for p in single_knob_alternatives(baseline, target, candidates):
+        for family in diff_profiles(baseline, p).families:
+            existing.setdefault(family, p)
+    variants: list[Variant] = []
+    for family, knobs in diff.families.items():
+        knob = knobs[0]
+        new = diff.changes[knob][1]
+        if family in existing:
+            p = existing[family]
+            src = str(p.source_path) if p.source_path else None
+            variants.append(Variant(p.name, knob, new, True, src))
+        elif len(knobs) == 1 and new is not None and not knob.startswith("env.") and knob != "extra_args":
+            variants.append(Variant(variant_name(baseline.name, knob, new), knob, new, False))
+    return variants
 
 
 def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> list[Path]:

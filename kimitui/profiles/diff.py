@@ -13,6 +13,30 @@ from typing import Any
 from kimitui.profiles.schema import Profile
 
 
+OBSERVABILITY_KNOBS: frozenset[str] = frozenset({
+    "enable_metrics", "enable_metrics_for_all_schedulers", "expert_balancedness_report_mode",
+    "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels", "enable_mfu_metrics",
+    "decode_log_interval", "log_level", "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL",
+    "env.SGLANG_LOG_EXPERT_LOCATION_METADATA",
+})
+"""Knobs that only change what the server reports (metrics, log lines, labels), never what a sweep
+measures: a diff shows them, but they never make a change confounded."""
+
+SPECULATIVE_FAMILY = "speculative decoding"
+
+
+def knob_family(knob: str) -> str:
+    """The family a knob belongs to: one speculative-decoding setup is one change, whatever its knobs.
+
+    A drafter is chosen as a whole (algorithm, draft model, block size or steps/topk/draft tokens):
+    changing DFLASH's block size with it is one experiment, not a confound.  Every other knob is
+    its own family.
+    """
+    if knob.startswith("speculative_"):
+        return SPECULATIVE_FAMILY
+    return knob
+
+
 @dataclass(frozen=True)
 class ProfileDiff:
     """Knob -> (value in a, value in b), for the knobs that differ, in field order."""
@@ -22,9 +46,23 @@ class ProfileDiff:
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
+    def families(self) -> dict[str, list[str]]:
+        """Family -> its changed knobs, for the changes a sweep can feel (observability left out)."""
+        out: dict[str, list[str]] = {}
+        for knob in self.changes:
+            if knob not in OBSERVABILITY_KNOBS:
+                out.setdefault(knob_family(knob), []).append(knob)
+        return out
+
+    @property
+    def observability(self) -> list[str]:
+        """Changed knobs that only change what the server reports."""
+        return [k for k in self.changes if k in OBSERVABILITY_KNOBS]
+
+    @property
     def confounded(self) -> bool:
-        """More than one launch knob differs: an effect cannot be attributed to one of them."""
-        return len(self.changes) > 1
+        """More than one knob family differs: an effect cannot be attributed to one of them."""
+        return len(self.families) > 1
 
     @property
     def knobs(self) -> list[str]:
@@ -34,12 +72,28 @@ class ProfileDiff:
         """``num_continuous_decode_steps: 8 -> 16``, one line per changed knob."""
         return [f"{knob}: {show_value(old)} -> {show_value(new)}" for knob, (old, new) in self.changes.items()]
 
+    def family_names(self) -> list[str]:
+        """``speculative decoding (speculative_algorithm, ...)`` for a family of several, else the knob."""
+        return [name if knobs == [name] else f"{name} ({', '.join(knobs)})" for name, knobs in self.families.items()]
+
+    def summary(self) -> str | None:
+        """``one knob family changed: speculative decoding (...)`` when one multi-knob family changed."""
+        fams = self.families
+        if len(fams) != 1:
+            return None
+        (name, knobs), = fams.items()
+        if knobs == [name]:
+            return None
+        return f"one knob family changed: {self.family_names()[0]}"
+
     def warning(self) -> str | None:
         """``confounded: 2 knobs changed (enable_eplb, num_continuous_decode_steps)`` or None."""
         if not self.confounded:
             return None
-        names = ", ".join(sorted(self.changes))
-        return f"confounded: {len(self.changes)} knobs changed ({names})"
+        fams = self.families
+        if all(knobs == [name] for name, knobs in fams.items()):
+            return f"confounded: {len(fams)} knobs changed ({', '.join(sorted(fams))})"
+        return f"confounded: {len(fams)} knob families changed ({'; '.join(self.family_names())})"
 
     def as_event_diff(self) -> dict[str, list[Any]]:
         """The shape ``ProfileSwitch.diff`` wants: knob -> [from, to]."""
@@ -77,16 +131,25 @@ def diff_profiles(a: Profile, b: Profile) -> ProfileDiff:
 
 
 def single_knob_alternatives(a: Profile, b: Profile, candidates: Iterable[Profile]) -> list[Profile]:
-    """Candidates that make exactly one of the a -> b changes (same knob, same new value).
+    """Candidates that make exactly one of the a -> b changes (one knob family, same new values).
 
     For a confounded swap (``ep8-tuned -> ep8-v2``) this offers ``ep8-eplb`` and ``ep8-cont16``.
+    Observability knobs are ignored on both sides: they change no figure.
     """
     wanted = diff_profiles(a, b).changes
     found = []
     for c in candidates:
-        changes = diff_profiles(a, c).changes
-        if len(changes) == 1:
-            (knob, (_, new)), = changes.items()
-            if knob in wanted and wanted[knob][1] == new:
-                found.append(c)
+        d = diff_profiles(a, c)
+        fams = d.families
+        if len(fams) != 1:
+            continue
+        (knobs,) = fams.values()
+        if all(k in wanted and wanted[k][1] == d.changes[k][1] for k in knobs):
+            found.append(c)
     return found
+
+
+def family_of_alternative(a: Profile, c: Profile) -> str:
+    """What a single-family alternative changes, in words (``enable_eplb``, ``speculative decoding (...)``)."""
+    names = diff_profiles(a, c).family_names()
+    return names[0] if names else "nothing"

@@ -7,12 +7,14 @@ configurations it accepts but that do not do what the operator likely means.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from kimitui.profiles.schema import LAUNCH_KNOBS, Profile
 
 Severity = Literal["error", "warning"]
+Report = Callable[[str, str], None]
 
 # Flags that SGLang removed (PR #12124, 2025-10-25; from 2025-08-01 they already raised).
 REMOVED_FLAGS: dict[str, str] = {
@@ -48,7 +50,12 @@ _SPEC_ONLY = (
     "speculative_num_steps",
     "speculative_eagle_topk",
     "speculative_num_draft_tokens",
+    "speculative_dflash_block_size",
 )
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+"""0.5.23's built-in algorithms (``arg_groups/fields/spec.py``); others must be registered by a plugin."""
+_NEEDS_DRAFT_MODEL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH")
+_HEATMAP_ENV = "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"
 _EPLB_DEFAULT_ITERATIONS = 1000
 
 
@@ -138,13 +145,65 @@ def lint_profile(p: Profile) -> list[LintIssue]:
                 "graphs ('cuda graph: False'), several times slower per token (sglang issue #33483)",
             )
 
-    # -- speculative decoding
-    if p.speculative_algorithm is None:
+    _lint_speculative(p, error, warn)
+    _lint_observability(p, error, warn)
+    return sorted(issues, key=lambda i: i.severity != "error")
+
+
+def _lint_speculative(p: Profile, error: Report, warn: Report) -> None:
+    """The rules 0.5.23 enforces (``arg_groups/speculative_hook.py``) or documents for drafters."""
+    algo = p.speculative_algorithm
+    if algo is None:
         for knob in _SPEC_ONLY:
             if getattr(p, knob) is not None:
                 warn(knob, "has no effect without speculative_algorithm")
+        return
+    if algo.upper() not in SPEC_ALGORITHMS:
+        warn("speculative_algorithm", f"{algo!r} is not one of SGLang 0.5.23's built-in algorithms "
+             f"({', '.join(SPEC_ALGORITHMS)}); it must be registered by a plugin")
+    algo = algo.upper()
+    if algo in _NEEDS_DRAFT_MODEL and p.speculative_draft_model_path is None and algo != "NEXTN":
+        severity = error if algo == "DFLASH" else warn
+        severity("speculative_draft_model_path", f"{algo} needs a draft model (SGLang: "
+                 "'requires setting --speculative-draft-model-path')")
+    if p.speculative_dflash_block_size is not None and algo != "DFLASH":
+        warn("speculative_dflash_block_size", f"is DFLASH only; {algo} ignores it (use speculative_num_draft_tokens)")
+    if algo == "DFLASH":
+        _lint_dflash(p, error, warn)
 
-    return sorted(issues, key=lambda i: i.severity != "error")
+
+def _lint_dflash(p: Profile, error: Report, warn: Report) -> None:
+    """DFLASH: block size vs draft tokens, one step, topk 1, pp 1, DP attention needs the DP LM head."""
+    block, drafts = p.speculative_dflash_block_size, p.speculative_num_draft_tokens
+    if block is not None and drafts is not None and block != drafts:
+        error("speculative_dflash_block_size", f"{block} differs from speculative_num_draft_tokens {drafts}: for "
+              "DFLASH they must match (SGLang refuses to start)")
+    if (p.pp_size or 1) != 1:
+        error("pp_size", "DFLASH speculative decoding only supports pp_size == 1 (SGLang refuses to start)")
+    if p.enable_dp_attention and "--enable-dp-lm-head" not in p.extra_args:
+        error("enable_dp_attention", "DFLASH with DP attention requires --enable-dp-lm-head (SGLang refuses to "
+              "start; its docs at DFLASH's landing said no DP attention at all)")
+    for knob in ("speculative_num_steps", "speculative_eagle_topk"):
+        value = getattr(p, knob)
+        if value is not None and value != 1:
+            warn(knob, f"DFLASH only supports 1; SGLang overrides {value} to 1")
+
+
+def _lint_observability(p: Profile, error: Report, warn: Report) -> None:
+    """Reporting knobs that would report nothing."""
+    if p.tokenizer_metrics_allowed_custom_labels and p.tokenizer_metrics_custom_labels_header == "":
+        error("tokenizer_metrics_custom_labels_header", "custom labels need a header (SGLang: 'Please set "
+              "--tokenizer-metrics-custom-labels-header when setting --tokenizer-metrics-allowed-custom-labels')")
+    if p.tokenizer_metrics_allowed_custom_labels and not p.enable_metrics:
+        warn("tokenizer_metrics_allowed_custom_labels", "labels only show on /metrics: set enable_metrics")
+    heatmap = p.env.get(_HEATMAP_ENV)
+    if heatmap not in (None, "", "0") and (p.ep_size or 1) <= 1:
+        warn(f"env.{_HEATMAP_ENV}", "the expert heatmap needs expert parallelism (ep_size > 1)")
+    if heatmap not in (None, "", "0") and p.expert_balancedness_report_mode in (None, "off"):
+        warn(f"env.{_HEATMAP_ENV}", "SGLang fills sglang:eplb_gpu_physical_count only while "
+             "expert_balancedness_report_mode is on (the recorder that counts it is off otherwise)")
+    if p.expert_balancedness_report_mode in ("prometheus", "both") and not p.enable_metrics:
+        warn("expert_balancedness_report_mode", "the prometheus report needs enable_metrics")
 
 
 def has_errors(issues: list[LintIssue]) -> bool:

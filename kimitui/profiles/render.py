@@ -27,13 +27,17 @@ def _value(value: object) -> str:
 
 
 def knob_args(profile: Profile) -> list[str]:
-    """The SGLang flags for the profile's knobs: booleans bare, ``None`` omitted, extra_args last."""
+    """The SGLang flags for the profile's knobs: booleans bare, lists space-separated, ``None`` omitted, extra_args last."""
     argv: list[str] = []
     for knob, value in profile.knobs().items():
         if knob in ("extra_args", "env") or value is None or value is False:
             continue
         if value is True:
             argv.append(_flag(knob))
+            continue
+        if isinstance(value, list):  # List[str] args are nargs="+" in SGLang: "--flag a b"
+            if value:
+                argv += [_flag(knob), *(_value(v) for v in value)]
             continue
         text = _value(value)
         # "--chunked-prefill-size=-1": a value that starts with '-' must not look like a flag.

@@ -162,6 +162,7 @@ class Profile(_Strict):
     tp_size: int | None = Field(default=None, ge=1)
     ep_size: int | None = Field(default=None, ge=1)
     dp_size: int | None = Field(default=None, ge=1)
+    pp_size: int | None = Field(default=None, ge=1)
     enable_dp_attention: bool = False
     moe_dense_tp_size: int | None = Field(default=None, ge=1)
     moe_a2a_backend: SafeStr | None = None
@@ -180,6 +181,8 @@ class Profile(_Strict):
     expert_distribution_recorder_mode: SafeStr | None = None
     expert_distribution_recorder_buffer_size: int | None = None
     enable_expert_distribution_metrics: bool = False
+    expert_balancedness_report_mode: Literal["off", "server_log", "prometheus", "both"] | None = None
+    """Where SGLang reports expert balancedness (0.5.23 ``arg_groups/fields/exec_.py``; default off)."""
 
     # -- scheduling and memory
     num_continuous_decode_steps: int | None = Field(default=None, ge=1)
@@ -202,10 +205,17 @@ class Profile(_Strict):
     speculative_num_steps: int | None = Field(default=None, ge=1)
     speculative_eagle_topk: int | None = Field(default=None, ge=1)
     speculative_num_draft_tokens: int | None = Field(default=None, ge=1)
+    speculative_dflash_block_size: int | None = Field(default=None, ge=1)
+    """DFLASH's verify window; an alias of ``speculative_num_draft_tokens`` there (0.5.23 ``_handle_dflash``)."""
 
     # -- observability and misc
     enable_metrics: bool = False
     enable_metrics_for_all_schedulers: bool = False
+    enable_mfu_metrics: bool = False
+    tokenizer_metrics_custom_labels_header: SafeStr | None = None
+    """The request header SGLang reads custom metric labels from (its default: ``x-custom-labels``)."""
+    tokenizer_metrics_allowed_custom_labels: list[SafeStr] | None = None
+    """Custom labels SGLang accepts on its tokenizer metrics; kimitui tags sweeps with ``kimitui_sweep``/``kimitui_level``."""
     decode_log_interval: int | None = Field(default=None, ge=1)
     log_level: SafeStr | None = None
     watchdog_timeout: float | None = Field(default=None, gt=0)
