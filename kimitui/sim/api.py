@@ -38,6 +38,10 @@ class GenParams:
     continuous_usage: bool
     model: str | None
     rid: str
+    spec_details: bool = False
+    """``return_spec_tokens_details``: add ``sglext.spec_tokens_details`` to the response."""
+    labels: dict[str, str] | None = None
+    """Custom metric labels from the request header, filtered to the allowed ones."""
 
 
 def _stop_list(value: Any) -> tuple[str, ...]:
@@ -88,6 +92,7 @@ def parse_openai(body: Any, kind: str) -> GenParams:
         continuous_usage=bool(opts.get("continuous_usage_stats", False)),
         model=body.get("model"),
         rid=uuid.uuid4().hex,
+        spec_details=kind == "chat" and body.get("return_spec_tokens_details") is True,
     )
 
 
@@ -176,6 +181,39 @@ def completion_chunk(p: GenParams, model: str, created: int, text: str, finish: 
         "model": model,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": matched}],
     }
+
+
+def spec_tokens_details(tally: Any, completion_tokens: int) -> dict[str, Any]:
+    """0.5.23 ``entrypoints/openai/protocol.py`` ``SpecTokensDetails``, every field, from a request's counts.
+
+    As ``managers/tokenizer_manager.py`` computes them: accept length = completion tokens / verify
+    passes (the prefill's first token and the bonus tokens included), accept rate = correct drafts /
+    (verify passes x (draft tokens - 1)).
+    """
+    return {
+        "spec_accept_rate": tally.accept_rate,
+        "spec_accept_length": completion_tokens / tally.verify_ct if tally.verify_ct else 0.0,
+        "spec_cap_length": tally.cap_length,
+        "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": tally.correct_drafts,
+        "spec_num_proposed_drafts": tally.proposed_drafts,
+        "spec_verify_ct": tally.verify_ct,
+        "spec_correct_drafts_histogram": list(tally.correct_hist),
+        "spec_cap_lens_histogram": list(tally.cap_hist),
+    }
+
+
+def sglext(details: dict[str, Any]) -> dict[str, Any]:
+    """0.5.23 ``SglExt`` as ``model_dump_json`` writes it: every field, unset ones null."""
+    return {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details,
+            "input_ids": None, "output_ids": None}
+
+
+def sglext_chunk(p: GenParams, model: str, created: int, details: dict[str, Any]) -> dict[str, Any]:
+    """The streaming chunk that carries ``sglext`` (``choices: []``), before the usage chunk
+    (0.5.23 ``entrypoints/openai/serving_chat.py`` ``_generate_chat_stream``)."""
+    return {"id": p.rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+            "sglext": sglext(details)}
 
 
 def usage_chunk(p: GenParams, model: str, created: int, completion: int, obj: str) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class GenerationRoutes(SimServerState):
             p = parse(await self._read(request))
         except api.BadRequest as exc:
             return JSONResponse(api.error_body(str(exc)), status_code=400)
+        p.labels = self._custom_labels(request)
         req, err = self._make_req(p)
         if err is not None:
             return err
@@ -141,17 +142,20 @@ class GenerationRoutes(SimServerState):
             return StreamingResponse(self._openai_stream(p, req), media_type="text/event-stream")
         if req.drop_at is not None:
             return StreamingResponse(self._dropped_body(req), media_type="application/json")
-        text, _gaps = await self._collect(req)
+        text, _gaps = await self._collect(req, p.labels)
         finish, matched = self._finish(req)
         build = api.chat_response if kind == "chat" else api.completion_response
-        return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
+        body = build(p, self.s.served_model_name, text, finish, matched, req.generated)
+        if kind == "chat" and p.spec_details and self.s.speculative and req.spec.verify_ct:
+            body["sglext"] = api.sglext(api.spec_tokens_details(req.spec, req.generated))
+        return JSONResponse(body)
 
     def _finish(self, req: Req) -> tuple[str, api.MatchedStop]:
         if req.finish_reason == "stop":
             return "stop", req.matched_stop if req.matched_stop is not None else api.EOS_TOKEN_ID
         return req.finish_reason or "length", None
 
-    async def _collect(self, req: Req) -> tuple[str, list[tuple[float, int]]]:
+    async def _collect(self, req: Req, labels: dict[str, str] | None = None) -> tuple[str, list[tuple[float, int]]]:
         parts: list[str] = []
         gaps: list[tuple[float, int]] = []
         last = None
@@ -169,7 +173,7 @@ class GenerationRoutes(SimServerState):
         finally:
             if not req.finished:
                 req.abort()
-            self._record(req, gaps)
+            self._record(req, gaps, labels)
         return "".join(parts), gaps
 
     async def _dropped_body(self, req: Req) -> AsyncIterator[bytes]:
@@ -177,12 +181,30 @@ class GenerationRoutes(SimServerState):
         raise SimulatedDrop(req.rid)
         yield b""  # pragma: no cover - makes this an async generator
 
-    def _record(self, req: Req, gaps: list[tuple[float, int]]) -> None:
+    def _custom_labels(self, request: Request) -> dict[str, str] | None:
+        """0.5.23 ``entrypoints/openai/serving_base.py`` ``extract_custom_labels``: the header's JSON dict,
+        only the allowed labels; a bad header is no labels (SGLang logs it and goes on)."""
+        allowed = self.s.tokenizer_metrics_allowed_custom_labels
+        header = self.s.tokenizer_metrics_custom_labels_header
+        raw = request.headers.get(header) if allowed and header else None
+        if not raw:
+            return None
+        try:
+            labels = json.loads(raw)
+        except ValueError:
+            self.log.line(f"Error in request: invalid custom labels header {header}: {raw[:80]!r}")
+            return None
+        if not isinstance(labels, dict):
+            return None
+        return {k: str(v) for k, v in labels.items() if k in allowed}
+
+    def _record(self, req: Req, gaps: list[tuple[float, int]], labels: dict[str, str] | None = None) -> None:
         if self.metrics is None:
             return
         now = time.monotonic()
         ttft = req.t_first - req.t_arrival if req.t_first is not None else None
-        self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps, req.aborted or req.dropped)
+        self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps,
+                                  req.aborted or req.dropped, labels, req.spec.verify_ct)
 
     async def _openai_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
         model = self.s.served_model_name
@@ -226,13 +248,15 @@ class GenerationRoutes(SimServerState):
                 yield _sse(api.chat_chunk(p, model, created, {"reasoning_content": None, "content": None}, finish, matched))
             else:
                 yield _sse(api.completion_chunk(p, model, created, "", finish, matched))
+            if chat and p.spec_details and self.s.speculative and req.spec.verify_ct:
+                yield _sse(api.sglext_chunk(p, model, created, api.spec_tokens_details(req.spec, req.generated)))
             if p.include_usage:
                 yield _sse(api.usage_chunk(p, model, created, req.generated, "chat.completion.chunk" if chat else "text_completion"))
             yield _DONE
         finally:
             if not req.finished:
                 req.abort()
-            self._record(req, gaps)
+            self._record(req, gaps, p.labels)
 
     async def generate(self, request: Request) -> Response:
         admitted = await self._admit(request, api.parse_generate)

@@ -72,6 +72,8 @@ class InfoRoutes(SimServerState):
             "max_req_input_len": self.s.context_length - 5,
             "internal_states": [internal],
             "version": SGLANG_VERSION,
+            # 0.5.23 utils/common.py build_server_info: what was actually asked for (server_args.launch_command)
+            "launch_command": self.s.launch_command or None,
             "kv_events": None,
             "sim": True,
             "sim_profile": self.s.name,

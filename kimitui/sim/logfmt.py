@@ -72,10 +72,15 @@ def decode_line(
     queue: int,
     accept_len: float | None = None,
     accept_rate: float | None = None,
+    cap_len: float | None = None,
 ) -> str:
+    """0.5.23 ``managers/scheduler_components/metrics_reporter.py`` (the Decode line): the speculative
+    part ``accept len: x.xx, accept rate: x.xx, `` and, when rows were capped, ``cap len: x.xx, ``."""
     msg = f"Decode batch, #running-req: {running}, #token: {kv_tokens}, token usage: {token_usage:.2f}, "
     if accept_len is not None:
         msg += f"accept len: {accept_len:.2f}, accept rate: {(accept_rate or 0.0):.2f}, "
+        if cap_len:
+            msg += f"cap len: {cap_len:.2f}, "
     msg += f"cuda graph: {cuda_graph}, gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue}"
     return msg
 

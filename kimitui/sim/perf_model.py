@@ -29,6 +29,7 @@ import random
 from dataclasses import dataclass
 
 from kimitui.sim.settings import ServerSettings
+from kimitui.sim.spec_model import SpecModel
 
 NUM_EXPERTS = 384
 TOP_K = 8
@@ -52,7 +53,8 @@ class ModelParams:
     eplb_tok_ms: float
     eplb_fixed_ms: float
     spec_step_factor: float
-    spec_accept_p: float
+    spec_draft_ms: float
+    spec_tok_ms: float
 
 
 def default_params(s: ServerSettings) -> ModelParams:
@@ -72,7 +74,8 @@ def default_params(s: ServerSettings) -> ModelParams:
         eplb_tok_ms=0.46 if s.enable_eplb else 0.0,
         eplb_fixed_ms=0.4 if s.enable_eplb else 0.0,
         spec_step_factor=1.0 + 0.12 * s.speculative_num_steps,
-        spec_accept_p=0.72,
+        spec_draft_ms=1.5 if (s.speculative_algorithm or "").upper() == "DFLASH" else 0.0,
+        spec_tok_ms=0.2,
     )
     for key, value in s.tuning.items():
         if key in p:
@@ -93,6 +96,7 @@ class PerfModel:
     def __init__(self, settings: ServerSettings) -> None:
         self.s = settings
         self.p = default_params(settings)
+        self.spec = SpecModel(settings) if settings.speculative else None
 
     # ------------------------------------------------------------------ memory
     @property
@@ -122,14 +126,23 @@ class PerfModel:
 
     # ------------------------------------------------------------------ timing
     def decode_step_s(self, batch: int, kv_tokens: int) -> float:
-        """One decode forward pass over ``batch`` running requests holding ``kv_tokens``."""
+        """One decode forward pass over ``batch`` running requests holding ``kv_tokens``.
+
+        With speculative decoding it is a verify pass: every request runs its verify window
+        (capped under load for DFLASH, see :mod:`kimitui.sim.spec_model`) through the target, so
+        the experts touched, the per-token dispatch and the draft tokens' own verify work
+        (``spec_tok_ms`` each: logits, sampling, KV writes) grow with the verified tokens, plus the
+        drafter's own pass (EAGLE's steps as ``spec_step_factor``, DFLASH's one block pass as
+        ``spec_draft_ms``).
+        """
         p = self.p
-        tokens = batch * (self.s.speculative_num_draft_tokens if self.s.speculative else 1)
+        tokens = self.spec.verify_tokens(batch) if self.spec is not None else batch
         per_gpu = experts_touched(tokens) / max(1, self.s.tp_size)
-        ms = p.t0_ms + p.tx_ms * per_gpu + p.tt_ms * batch + p.attn_ms_per_ktok * kv_tokens / 1000.0
+        ms = p.t0_ms + p.tx_ms * per_gpu + p.tt_ms * tokens + p.attn_ms_per_ktok * kv_tokens / 1000.0
+        ms += p.spec_tok_ms * (tokens - batch)  # each drafted token verified: logits, sampling, KV writes
         ms += p.eplb_fixed_ms + p.eplb_tok_ms * batch
-        if self.s.speculative:
-            ms *= p.spec_step_factor
+        if self.spec is not None:
+            ms = ms * p.spec_step_factor + p.spec_draft_ms
         if not self.uses_cuda_graph(batch):
             ms = ms * p.eager_factor + p.eager_fixed_ms
         return ms / 1000.0
@@ -137,15 +150,6 @@ class PerfModel:
     def prefill_s(self, new_tokens: int) -> float:
         p = self.p
         return (p.prefill_fixed_ms + 1000.0 * new_tokens / p.prefill_tok_per_s) / 1000.0
-
-    def spec_accepted(self, rng: random.Random) -> int:
-        """Tokens one verify step yields for one request: 1 bonus + accepted drafts (sequential)."""
-        n = 1
-        for _ in range(self.s.speculative_num_draft_tokens - 1):
-            if rng.random() >= self.p.spec_accept_p:
-                break
-            n += 1
-        return n
 
     def eplb_stall_s(self, rng: random.Random) -> float:
         """A synchronous EPLB rebalance: usually ~1-3 s, sometimes tens of seconds (heavy tail)."""

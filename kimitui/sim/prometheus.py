@@ -20,13 +20,17 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class SimMetrics:
-    def __init__(self, model_name: str, max_total_num_tokens: int, context_len: int) -> None:
+    def __init__(self, model_name: str, max_total_num_tokens: int, context_len: int,
+                 custom_labels: tuple[str, ...] = ()) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         sched = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
-        tok = ["model_name", "engine_type"]
+        # 0.5.23 observability/metrics_collector.py tokenizer_metric_labels: every allowed custom label is a
+        # label of every tokenizer metric, "" until a request sets it
+        self.custom_labels = tuple(custom_labels)
+        tok = ["model_name", "engine_type", *self.custom_labels]
         self._sched_labels = dict(model_name=model_name, engine_type="unified", tp_rank="0", pp_rank="0", moe_ep_rank="0")
-        self._tok_labels = dict(model_name=model_name, engine_type="unified")
+        self._tok_labels = dict(model_name=model_name, engine_type="unified", **{k: "" for k in self.custom_labels})
         g = lambda name, doc: Gauge(name, doc, sched, registry=r, multiprocess_mode="mostrecent")  # noqa: E731
         self.num_running_reqs = g("sglang:num_running_reqs", "The number of running requests.")
         self.num_queue_reqs = g("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
@@ -36,6 +40,11 @@ class SimMetrics:
         self.cache_hit_rate = g("sglang:cache_hit_rate", "The prefix cache hit rate.")
         self.spec_accept_length = g("sglang:spec_accept_length", "The average acceptance length of speculative decoding.")
         self.spec_accept_rate = g("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.")
+        self.spec_cap_length = g("sglang:spec_cap_length", "Mean verify window per verify step, incl the bonus slot (0 when no cap is scheduled).")
+        self.spec_block_accept_length = g("sglang:spec_block_accept_length", "Mean uncapped full-block accept length per verify step.")
+        self.spec_num_steps = g("sglang:spec_num_steps", "Currently active speculative_num_steps.")
+        self.spec_num_draft_tokens = g("sglang:spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.")
+        self.spec_verify_calls = Counter("sglang:spec_verify_calls", "Number of speculative decoding verification calls.", tok, registry=r)
         self.is_cuda_graph = g("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
         self.max_total_num_tokens = g("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.")
         self.context_len = g("sglang:context_len", "The context length.")
@@ -53,6 +62,8 @@ class SimMetrics:
         self.context_len.labels(**self._sched_labels).set(context_len)
         self._last_prompt = 0
         self._last_gen = 0
+        self.spec_shape: tuple[int, int] | None = None
+        """(num_steps, num_draft_tokens) of a speculative server, None otherwise."""
 
     def refresh(self, st: SchedStats) -> None:
         lab = self._sched_labels
@@ -64,13 +75,28 @@ class SimMetrics:
         self.cache_hit_rate.labels(**lab).set(0.0)
         self.spec_accept_length.labels(**lab).set(st.spec_accept_length)
         self.spec_accept_rate.labels(**lab).set(st.spec_accept_rate)
+        if self.spec_shape is not None:
+            self.spec_cap_length.labels(**lab).set(st.spec_cap_length)
+            self.spec_block_accept_length.labels(**lab).set(0.0)
+            self.spec_num_steps.labels(**lab).set(self.spec_shape[0])
+            self.spec_num_draft_tokens.labels(**lab).set(self.spec_shape[1])
         self.is_cuda_graph.labels(**lab).set(1.0 if st.cuda_graph else 0.0)
         self.realtime_tokens.labels(**lab, mode="prefill_compute").inc(st.prefill_tokens_total - self._last_prompt)
         self.realtime_tokens.labels(**lab, mode="decode").inc(st.generated_total - self._last_gen)
         self._last_prompt, self._last_gen = st.prefill_tokens_total, st.generated_total
 
-    def request_done(self, prompt_tokens: int, completion_tokens: int, ttft_s: float | None, e2e_s: float, chunk_gaps: list[tuple[float, int]], aborted: bool) -> None:
-        lab = self._tok_labels
+    def labels_for(self, custom: dict[str, str] | None) -> dict[str, str]:
+        """The tokenizer labels of one request: the allowed custom labels it set, "" for the others."""
+        if not custom:
+            return self._tok_labels
+        return {**self._tok_labels, **{k: str(v) for k, v in custom.items() if k in self.custom_labels}}
+
+    def request_done(self, prompt_tokens: int, completion_tokens: int, ttft_s: float | None, e2e_s: float,
+                     chunk_gaps: list[tuple[float, int]], aborted: bool, custom: dict[str, str] | None = None,
+                     verify_ct: int = 0) -> None:
+        lab = self.labels_for(custom)
+        if verify_ct:
+            self.spec_verify_calls.labels(**lab).inc(verify_ct)
         self.prompt_tokens.labels(**lab).inc(prompt_tokens)
         self.generation_tokens.labels(**lab).inc(completion_tokens)
         self.num_requests.labels(**lab).inc()

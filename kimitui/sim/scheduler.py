@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
+from kimitui.sim.spec_model import SpecTally, is_code
 from kimitui.sim.textgen import TokenStream
 
 
@@ -77,8 +78,10 @@ class Req:
     dropped: bool = False
     aborted: bool = False
     stalled_until: float = 0.0
-    spec_verifies: int = 0
-    spec_accepted_drafts: int = 0
+    spec: SpecTally = field(default_factory=SpecTally)
+    """This request's speculative counts (``sglext.spec_tokens_details``)."""
+    code: bool | None = None
+    """Does the prompt ask for code (higher draft acceptance)? Decided when submitted."""
     t_arrival: float = field(default_factory=time.monotonic)
     t_first: float | None = None
     _waiter: asyncio.Future[None] | None = None
@@ -130,6 +133,10 @@ class SchedStats:
     generated_total: int = 0
     spec_accept_length: float = 0.0
     spec_accept_rate: float = 0.0
+    spec_cap_length: float = 0.0
+    spec_verify_total: int = 0
+    """Verify passes since start (all requests): the denominator of the lifetime accept length."""
+    spec_accepted_total: int = 0
     hung: bool = False
 
 
@@ -159,14 +166,15 @@ class Scheduler:
         self._decode_iters = 0
         self._log_tokens = 0
         self._log_t = time.monotonic()
-        self._log_verifies = 0
-        self._log_drafts = 0
+        self._log_spec = SpecTally()
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.hang_at: float | None = None
         """Sim time from which the loop hangs (fault ``hang``)."""
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
+        if req.code is None:
+            req.code = is_code(req.prompt_text)
         self.waiting.append(req)
         self.stats.queue = len(self.waiting)
         self._wake.set()
@@ -317,16 +325,19 @@ class Scheduler:
     # ------------------------------------------------------------------ decode
     def _finish_decode(self, batch: list[Req]) -> None:
         made = 0
+        spec = self.model.spec
+        cap = spec.cap(len(batch)) if spec is not None else None
         for req in batch:
             if req.finished:
                 continue
             n = 1
-            if self.s.speculative:
-                n = self.model.spec_accepted(self.rng)
-                req.spec_verifies += 1
-                req.spec_accepted_drafts += n - 1
-                self._log_verifies += 1
-                self._log_drafts += n - 1
+            if spec is not None:
+                accepted, proposed = spec.verify(self.rng, bool(req.code), cap)
+                n = accepted + 1
+                req.spec.add(accepted, proposed, cap)
+                self._log_spec.add(accepted, proposed, cap)
+                self.stats.spec_verify_total += 1
+                self.stats.spec_accepted_total += n
             made += self._give(req, n)
         self._log_tokens += made
         self._decode_iters += 1
@@ -375,11 +386,13 @@ class Scheduler:
         now = time.monotonic()
         dt = max(1e-9, now - self._log_t)
         throughput = self._log_tokens / dt
-        accept_len = accept_rate = None
-        if self.s.speculative and self._log_verifies:
-            accept_len = (self._log_verifies + self._log_drafts) / self._log_verifies
-            accept_rate = self._log_drafts / (self._log_verifies * max(1, self.s.speculative_num_draft_tokens - 1))
+        tally = self._log_spec
+        accept_len = accept_rate = cap_len = None
+        if self.s.speculative and tally.verify_ct:
+            accept_len, accept_rate = tally.accept_length, tally.accept_rate
+            cap_len = tally.cap_length or None
             self.stats.spec_accept_length, self.stats.spec_accept_rate = accept_len, accept_rate
+            self.stats.spec_cap_length = tally.cap_length
         self.stats.last_gen_throughput = throughput
         kv = sum(r.kv_tokens for r in self.running)
         self.log.line(
@@ -392,10 +405,11 @@ class Scheduler:
                 queue=len(self.waiting),
                 accept_len=accept_len,
                 accept_rate=accept_rate,
+                cap_len=cap_len,
             ),
             rank=0,
         )
-        self._log_t, self._log_tokens, self._log_verifies, self._log_drafts = now, 0, 0, 0
+        self._log_t, self._log_tokens, self._log_spec = now, 0, SpecTally()
 
     def _update_stats(self, batch: int) -> None:
         st = self.stats

@@ -94,10 +94,13 @@ class SimServer(InfoRoutes, GenerationRoutes):
         self.faults = FaultPlan(settings)
         self.sched: Scheduler | None = None
         self.metrics = (
-            SimMetrics(settings.served_model_name, self.model.max_total_num_tokens, settings.context_length)
+            SimMetrics(settings.served_model_name, self.model.max_total_num_tokens, settings.context_length,
+                       settings.tokenizer_metrics_allowed_custom_labels)
             if settings.enable_metrics
             else None
         )
+        if self.metrics is not None and settings.speculative:
+            self.metrics.spec_shape = (settings.speculative_num_steps, settings.speculative_num_draft_tokens)
         self.accepting = False
         self.ready = False
         self.exit_code = 0

@@ -49,6 +49,14 @@ class ServerSettings:
     speculative_eagle_topk: int = 1
     speculative_num_draft_tokens: int = 4
     enable_metrics: bool = False
+    enable_mfu_metrics: bool = False
+    expert_balancedness_report_mode: str = "off"
+    eplb_heatmap_interval: int = 0
+    """``SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL`` from the profile's env: 0 = no heatmap histogram."""
+    tokenizer_metrics_custom_labels_header: str = "x-custom-labels"
+    tokenizer_metrics_allowed_custom_labels: tuple[str, ...] = ()
+    launch_command: str = ""
+    """The command line SGLang would have been started with (``/server_info``'s ``launch_command``)."""
     decode_log_interval: int = 40
     watchdog_timeout: float = 300.0
     watchdog_timeout_given: bool = False
@@ -66,6 +74,10 @@ class ServerSettings:
     @property
     def speculative(self) -> bool:
         return bool(self.speculative_algorithm)
+
+    @property
+    def is_dflash(self) -> bool:
+        return (self.speculative_algorithm or "").upper() == "DFLASH"
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs`` fields SGLang would report (``server_args=`` dump, /server_info)."""
@@ -103,7 +115,12 @@ class ServerSettings:
             "speculative_num_steps": self.speculative_num_steps if self.speculative else None,
             "speculative_eagle_topk": self.speculative_eagle_topk if self.speculative else None,
             "speculative_num_draft_tokens": self.speculative_num_draft_tokens if self.speculative else None,
+            "speculative_dflash_block_size": self.speculative_num_draft_tokens if self.is_dflash else None,
             "enable_metrics": self.enable_metrics,
+            "enable_mfu_metrics": self.enable_mfu_metrics,
+            "expert_balancedness_report_mode": self.expert_balancedness_report_mode,
+            "tokenizer_metrics_custom_labels_header": self.tokenizer_metrics_custom_labels_header,
+            "tokenizer_metrics_allowed_custom_labels": list(self.tokenizer_metrics_allowed_custom_labels) or None,
             "decode_log_interval": self.decode_log_interval,
             "watchdog_timeout": self.watchdog_timeout,
             "log_level": "info",
@@ -119,6 +136,45 @@ def _pick(profile: ProfileLike | SimSettings, name: str, default: Any) -> Any:
     """The field ``name`` (a TOML value of any kind), ``default`` when unset."""
     value = profile.get(name) if isinstance(profile, Mapping) else getattr(profile, name, None)
     return default if value is None else value
+
+
+def _spec_shape(profile: ProfileLike, algorithm: str | None) -> dict[str, int]:
+    """Steps, topk and draft tokens as SGLang 0.5.23 resolves them (``arg_groups/speculative_hook.py``).
+
+    DFLASH: one step, topk 1, and the verify window is ``speculative_dflash_block_size`` (an alias of
+    ``speculative_num_draft_tokens``), 16 when neither is set (``_handle_dflash``'s fallback).
+    """
+    if algorithm == "DFLASH":
+        block = _pick(profile, "speculative_dflash_block_size", None) or _pick(profile, "speculative_num_draft_tokens", 16)
+        return {"speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": int(block)}
+    return {
+        "speculative_num_steps": int(_pick(profile, "speculative_num_steps", 3)),
+        "speculative_eagle_topk": int(_pick(profile, "speculative_eagle_topk", 1)),
+        "speculative_num_draft_tokens": int(_pick(profile, "speculative_num_draft_tokens", 4)),
+    }
+
+
+def _env_int(profile: ProfileLike, name: str) -> int:
+    """An integer environment variable from the profile's ``env`` (0 when unset or not a number)."""
+    env = _pick(profile, "env", {}) or {}
+    try:
+        return int(str(env.get(name, "0")).strip() or 0)
+    except ValueError:
+        return 0
+
+
+def _launch_command(profile: ProfileLike) -> str:
+    """The flags a real host runs this profile with, as 0.5.23's ``/server_info`` reports them.
+
+    0.5.23 ``server_args.py`` ``prepare_server_args`` keeps ``" ".join(argv)`` of the server's own
+    arguments (no interpreter, no module; ``--watermark-config`` redacted), so this is the
+    profile's flags joined by spaces, not a shell line.
+    """
+    if not isinstance(profile, Profile):
+        return ""
+    from kimitui.profiles.render import knob_args  # the one renderer, so drift compares like with like
+
+    return " ".join(knob_args(profile))
 
 
 def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSettings:
@@ -151,11 +207,17 @@ def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSetti
         chunked_prefill_size=int(_pick(profile, "chunked_prefill_size", 8192)),
         cuda_graph_max_bs=int(_pick(profile, "cuda_graph_max_bs", 256 if tp < 4 else 512)),
         disable_cuda_graph=bool(_pick(profile, "disable_cuda_graph", False)),
-        speculative_algorithm=str(spec) if spec else None,
-        speculative_num_steps=int(_pick(profile, "speculative_num_steps", 3)),
-        speculative_eagle_topk=int(_pick(profile, "speculative_eagle_topk", 1)),
-        speculative_num_draft_tokens=int(_pick(profile, "speculative_num_draft_tokens", 4)),
+        speculative_algorithm=str(spec).upper() if spec else None,
+        **_spec_shape(profile, str(spec).upper() if spec else None),
         enable_metrics=bool(_pick(profile, "enable_metrics", False)),
+        enable_mfu_metrics=bool(_pick(profile, "enable_mfu_metrics", False)),
+        expert_balancedness_report_mode=str(_pick(profile, "expert_balancedness_report_mode", "off")),
+        eplb_heatmap_interval=_env_int(profile, "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"),
+        tokenizer_metrics_custom_labels_header=str(_pick(profile, "tokenizer_metrics_custom_labels_header",
+                                                         "x-custom-labels")),
+        tokenizer_metrics_allowed_custom_labels=tuple(
+            str(v) for v in (_pick(profile, "tokenizer_metrics_allowed_custom_labels", ()) or ())),
+        launch_command=_launch_command(profile),
         decode_log_interval=int(_pick(profile, "decode_log_interval", 40)),
         watchdog_timeout=float(watchdog if watchdog is not None else 300.0),
         watchdog_timeout_given=watchdog is not None,
