@@ -348,7 +348,7 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
     status, reason = _status_from_counts(len(measured), len(ok), len(measured) - len(ok), failures,
                                          aborted=aborted, cut=cut, max_error_rate=spec.max_error_rate)
     ttft = percentiles([r.ttft_s for r in ok])
-    return LevelResult(
+    level = LevelResult(
         t=time.time() if t is None else t,  # as the event's own default would
         host=host,
         sweep_id=sweep_id,
@@ -381,6 +381,28 @@ def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,
         client=client,
         client_distorted=client_distortion(client, ttft.p50),
     )
+    figures = spec_figures(ok)
+    return level.model_copy(update=figures) if figures else level
+
+
+def spec_figures(ok: Sequence[RequestResult]) -> dict[str, object]:
+    """A level's speculative figures from its completed requests that carried them.
+
+    Per request the accept length and rate as the server reported them; for the level, SGLang's own
+    definition (0.5.23 ``metrics_reporter.py``: accepted tokens / verify passes), i.e. every token of
+    those requests over every verify pass: a long request weighs by its passes, as on the Decode line.
+    """
+    with_spec = [r for r in ok if r.spec is not None and r.spec.verify_ct]
+    if not with_spec:
+        return {}
+    verifies = sum(r.spec.verify_ct or 0 for r in with_spec if r.spec is not None)
+    tokens = sum(r.completion_tokens for r in with_spec)
+    return {
+        "spec_accept_len": percentiles([r.spec.accept_length for r in with_spec if r.spec is not None]),
+        "spec_accept_rate": percentiles([r.spec.accept_rate for r in with_spec if r.spec is not None]),
+        "spec_accept_len_level": tokens / verifies if verifies else None,
+        "spec_requests": len(with_spec),
+    }
 
 
 def oversaturation(prev: LevelResult | None, cur: LevelResult) -> str | None:

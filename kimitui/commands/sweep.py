@@ -208,6 +208,9 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         progress.start()
     session.add_sink(_Problems(progress).on_event)
     await _publish_server_info(session, spec.url, host)
+    from kimitui.live.sweeps import with_server_caps  # the cockpit's rule: ask only what /server_info allows
+
+    spec = await with_server_caps(spec)
     runner = SweepRunner(session, spec, profile=args.profile)
     loop = asyncio.get_running_loop()
     await runner.start()

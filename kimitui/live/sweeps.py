@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 
 from kimitui.control import NotAvailable
+from kimitui.analysis.server_caps import apply_caps, sweep_caps
 from kimitui.events import ErrorEvent, SweepSpec
+from kimitui.launcher.drift import fetch_server_info
 from kimitui.launcher.guard import sweep_notice
 from kimitui.live.sweep_defaults import SweepDefaults
 from kimitui.live.tasks import ErrorSink
@@ -28,6 +30,16 @@ def guard_notice(host_name: str, running: Profile) -> ErrorEvent | None:
                       detail="\n".join(lines))
 
 
+async def with_server_caps(spec: SweepSpec) -> SweepSpec:
+    """``spec`` asking what the server's ``/server_info`` says it takes (speculative figures, labels)."""
+    try:
+        args = await fetch_server_info(spec.url, timeout=5.0)
+    except Exception as exc:  # no /server_info: the sweep runs plain, as against any OpenAI server
+        log.debug("server_info for %s: %s", spec.url, exc)
+        args = {}
+    return apply_caps(spec, sweep_caps(args))
+
+
 class Sweeps:
     """Starts, waits for and stops the one sweep of a live session."""
 
@@ -44,6 +56,7 @@ class Sweeps:
         self.defaults.remember(spec)
         if running is not None:
             self._guard_notice(host_name, running)
+        spec = await with_server_caps(spec)
         self._runner = SweepRunner(self._session, spec, profile=profile)
         self.busy = True
         await self._runner.start()

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import math
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -42,7 +43,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from kimitui.events import InFlight, RequestResult
+from kimitui.events import InFlight, RequestResult, SpecTokens
 
 _perf_ns = time.perf_counter_ns
 DRAIN_S = 1.0
@@ -89,7 +90,7 @@ class RequestTrace:
         "request_id", "concurrency", "warmup", "intended_ns", "sent_ns", "headers_ns", "first_ns",
         "last_ns", "end_ns", "tokens", "chunk_ns", "chunk_tok", "multi_token", "usage_tokens",
         "cum_usage", "last_usage", "prompt_tokens", "status", "error_class", "error", "finish_reason", "saw_done",
-        "cancel_reason",
+        "cancel_reason", "spec",
     )
 
     def __init__(self, request_id: str, concurrency: int, warmup: bool, intended_ns: int) -> None:
@@ -112,6 +113,8 @@ class RequestTrace:
         self.last_usage: int | None = None
         """The highest completion count any chunk reported (an early-ended stream's best count)."""
         self.prompt_tokens: int | None = None
+        self.spec: SpecTokens | None = None
+        """The server's per-request speculative figures (``sglext.spec_tokens_details``), when it sent them."""
         self.status: int | None = None
         self.error_class: str | None = None
         self.error = ""
@@ -142,8 +145,13 @@ class RequestTrace:
 
 
 def build_body(model: str, prompt: str, max_tokens: int, *, temperature: float = 0.0,
-               ignore_eos: bool = True, extra: dict[str, Any] | None = None) -> bytes:
-    """The JSON body of one streaming chat completion (built before dispatch, off the hot path)."""
+               ignore_eos: bool = True, extra: dict[str, Any] | None = None, spec_details: bool = False) -> bytes:
+    """The JSON body of one streaming chat completion (built before dispatch, off the hot path).
+
+    ``spec_details`` asks SGLang for the request's speculative figures (``return_spec_tokens_details``,
+    0.5.23 ``entrypoints/openai/protocol.py`` ``ChatCompletionRequest``); only for a server that says
+    it speculates, since a strict server may refuse an unknown field.
+    """
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -154,6 +162,8 @@ def build_body(model: str, prompt: str, max_tokens: int, *, temperature: float =
     }
     if ignore_eos:
         body["ignore_eos"] = True
+    if spec_details:
+        body["return_spec_tokens_details"] = True
     if extra:
         body.update(extra)
     return json.dumps(body, separators=(",", ":")).encode()
@@ -462,7 +472,43 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
             trace.last_usage = ct
     elif ct is not None:
         trace.usage_tokens = ct  # the final usage chunk (choices == [])
+    ext = obj.get("sglext")
+    if ext is not None:
+        trace.spec = spec_tokens(ext)
     return True
+
+
+_SPEC_FIELDS = (("accept_length", "spec_accept_length", float), ("accept_rate", "spec_accept_rate", float),
+                ("verify_ct", "spec_verify_ct", int), ("correct_drafts", "spec_num_correct_drafts", int),
+                ("proposed_drafts", "spec_num_proposed_drafts", int), ("cap_length", "spec_cap_length", float))
+
+
+def spec_tokens(ext: object) -> SpecTokens | None:
+    """SGLang's ``sglext`` -> :class:`SpecTokens`, or None when it carries none or is malformed.
+
+    0.5.23 ``entrypoints/openai/protocol.py`` ``SglExt.spec_tokens_details``: one ``SpecTokensDetails``,
+    or a list of them when ``n > 1`` (choice 0 is the one measured).  A field of the wrong type is left
+    out, never a failed request: the figures are a bonus to the timing, which stands on its own.
+    """
+    if type(ext) is not dict:
+        return None
+    details = ext.get("spec_tokens_details")
+    if type(details) is list:
+        details = details[0] if details else None
+    if type(details) is not dict:
+        return None
+    values: dict[str, Any] = {}
+    for name, key, kind in _SPEC_FIELDS:
+        v = details.get(key)
+        if type(v) is int and kind is float:
+            v = float(v)
+        if type(v) is kind and math.isfinite(v) and v >= 0:
+            values[name] = v
+    if values.get("verify_ct", 0) == 0:
+        return None  # 0.5.23 sends zeros when nothing was verified: no figures, not a 0.0 accept length
+    if values.get("cap_length") == 0.0:
+        values.pop("cap_length")
+    return SpecTokens(**values)
 
 
 # --------------------------------------------------------------------------- results
@@ -563,4 +609,5 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
         chunk_offsets_ms=[(n - sent) // 1000 / 1000 for n in trace.chunk_ns] if keep_chunks else None,
         chunk_tokens=chunk_tok,
         finish_reason=trace.finish_reason,
+        spec=trace.spec,
     )

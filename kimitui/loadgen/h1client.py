@@ -55,10 +55,10 @@ class Pool:
         self._head = (f"POST {u.raw_path_qs} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n").encode()
 
-    def request_bytes(self, body: bytes, request_id: str) -> bytes:
-        """The whole request, built before its send is due."""
-        return b"%sX-Request-ID: %s\r\nContent-Length: %d\r\n\r\n%s" % (
-            self._head, request_id.encode(), len(body), body)
+    def request_bytes(self, body: bytes, request_id: str, extra_headers: bytes = b"") -> bytes:
+        """The whole request, built before its send is due (``extra_headers``: whole ``Name: value\\r\\n`` lines)."""
+        return b"%sX-Request-ID: %s\r\n%sContent-Length: %d\r\n\r\n%s" % (
+            self._head, request_id.encode(), extra_headers, len(body), body)
 
     async def connect(self) -> "Conn":
         loop = asyncio.get_running_loop()

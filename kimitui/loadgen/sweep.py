@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import math
 import os
 import random
@@ -215,6 +216,8 @@ class SweepEngine:
         self._pool: h1client.Pool | None = None
         self._no_flush_cache = False
         """The server answered 404 to /flush_cache: said once, not asked again this sweep."""
+        self._labels_for: int | None = None
+        self._labels_bytes = b""
 
     # -- control -----------------------------------------------------------------
     def abort(self, reason: str = "aborted by operator") -> None:
@@ -491,9 +494,22 @@ class SweepEngine:
         trace = RequestTrace(f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}", self._c, warm, intended_ns)
         max_tokens = min(spec.max_tokens, 32) if warm else spec.max_tokens
         body = build_body(self._model, self._prompt(idx), max_tokens, temperature=spec.temperature,
-                          ignore_eos=spec.ignore_eos, extra=spec.extra_body)
+                          ignore_eos=spec.ignore_eos, extra=spec.extra_body, spec_details=spec.spec_details)
         assert self._pool is not None
-        return trace, self._pool.request_bytes(body, trace.request_id)
+        return trace, self._pool.request_bytes(body, trace.request_id, self._label_header())
+
+    def _label_header(self) -> bytes:
+        """The custom-labels header for this level's requests (sweep id, level), if the server takes them."""
+        spec = self.spec
+        if not spec.labels_header or not spec.labels:
+            return b""
+        if self._labels_for != self._c:
+            values = {"kimitui_sweep": self.sweep_id, "kimitui_level": str(self._c)}
+            labels = {k: values[k] for k in spec.labels if k in values}
+            self._labels_bytes = b"%s: %s\r\n" % (spec.labels_header.encode("latin-1"),
+                                                   json.dumps(labels, separators=(",", ":")).encode())
+            self._labels_for = self._c
+        return self._labels_bytes
 
     async def _one(self, idx: int, warm: bool, intended_ns: int,
                    prepared: tuple[RequestTrace, bytes] | None = None,
