@@ -61,7 +61,7 @@ async def _swap_story(host, env: SimEnv) -> None:
 
     switch = env.kinds("profile_switch")[-1]
     assert (switch.from_profile, switch.to_profile, switch.outcome) == ("base", "eplb", "ok")
-    assert switch.diff == {"enable_eplb": [False, True]}
+    assert switch.diff["enable_eplb"] == [False, True]  # (and the balance reports ep8-eplb turns on: observability)
     assert {"stop", "start", "weights", "cuda_graph", "health", "warmup", "total"} <= set(switch.phases)
     states = [(e.profile, e.state) for e in env.kinds("profile_state")]
     assert states[-4:] == [("base", "stopping"), ("base", "stopped"), ("eplb", "starting"), ("eplb", "serving")], states

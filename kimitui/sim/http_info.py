@@ -152,7 +152,7 @@ class InfoRoutes(SimServerState):
     async def metrics_endpoint(self, request: Request) -> Response:
         if self.metrics is None or self.sched is None:
             return PlainTextResponse("Not Found", status_code=404)
-        return Response(self.metrics.render(self.sched.stats), media_type=CONTENT_TYPE)
+        return Response(self.metrics.render(self.sched.stats, self.sched.balance), media_type=CONTENT_TYPE)
 
     async def flush_cache(self, request: Request) -> Response:
         text = (

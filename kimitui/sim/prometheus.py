@@ -8,9 +8,10 @@ from the scheduler's stats at scrape time; request-level histograms carry
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kimitui.sim.balance_report import BalanceReport
 from kimitui.sim.scheduler import SchedStats
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -62,6 +63,9 @@ class SimMetrics:
         self.context_len.labels(**self._sched_labels).set(context_len)
         self._last_prompt = 0
         self._last_gen = 0
+        self._balancedness: Summary | None = None
+        self._heatmap: Histogram | None = None
+        self._heat_seen: dict[int, list[float]] = {}
         self.spec_shape: tuple[int, int] | None = None
         """(num_steps, num_draft_tokens) of a speculative server, None otherwise."""
 
@@ -114,6 +118,39 @@ class SimMetrics:
         self.http_requests.labels(endpoint=endpoint, method=method).inc()
         self.http_responses.labels(endpoint=endpoint, status_code=str(status), method=method).inc()
 
-    def render(self, st: SchedStats) -> bytes:
+    def render(self, st: SchedStats, balance: BalanceReport | None = None) -> bytes:
         self.refresh(st)
+        if balance is not None:
+            self.refresh_balance(balance)
         return generate_latest(self.registry)
+
+    def refresh_balance(self, balance: BalanceReport) -> None:
+        """0.5.23's expert-balance series: the Summary (``metrics_collector.py``, rank 0, when the report mode
+        exports to Prometheus) and the heatmap histogram, incremented as ``eplb/expert_distribution.py``
+        ``_handle_metric_eplb_heatmap`` does (a bucket per GPU rank, ``sum += count x rank``)."""
+        if balance.to_prometheus:
+            if self._balancedness is None:
+                self._balancedness = Summary("sglang:eplb_balancedness", "Balancedness of MoE in expert parallelism.",
+                                             [*self._sched_labels, "forward_mode"], registry=self.registry)
+            summary = self._balancedness.labels(**self._sched_labels, forward_mode="decode")
+            for value in balance.observed:
+                summary.observe(value)
+            balance.observed.clear()
+        if balance.s.eplb_heatmap_interval > 0 and (balance.to_log or balance.to_prometheus):
+            self._refresh_heatmap(balance)
+
+    def _refresh_heatmap(self, balance: BalanceReport) -> None:
+        if self._heatmap is None:
+            self._heatmap = Histogram("sglang:eplb_gpu_physical_count",
+                                      "The selected count of physical experts on each layer and GPU rank.",
+                                      ["layer"], buckets=list(range(balance.routing.ep)), registry=self.registry)
+        for layer, row in enumerate(balance.heatmap):
+            child = self._heatmap.labels(layer=str(layer))
+            seen = self._heat_seen.setdefault(layer, [0.0] * len(row))
+            for rank, total in enumerate(row):
+                add = total - seen[rank]
+                if add > 0:
+                    # SGLang writes the child's buckets directly (prometheus_client's private fields, as there)
+                    child._sum.inc(add * rank)
+                    child._buckets[rank].inc(add)
+                    seen[rank] = total

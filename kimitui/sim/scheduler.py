@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kimitui.sim.balance_report import BalanceReport
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
@@ -137,6 +138,8 @@ class SchedStats:
     spec_verify_total: int = 0
     """Verify passes since start (all requests): the denominator of the lifetime accept length."""
     spec_accepted_total: int = 0
+    balancedness: float | None = None
+    """Expert balance now (expected, 1.0 = even), where the server tracks it."""
     hung: bool = False
 
 
@@ -167,6 +170,7 @@ class Scheduler:
         self._log_tokens = 0
         self._log_t = time.monotonic()
         self._log_spec = SpecTally()
+        self.balance = BalanceReport(settings) if settings.reports_balance else None
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.hang_at: float | None = None
         """Sim time from which the loop hangs (fault ``hang``)."""
@@ -223,6 +227,7 @@ class Scheduler:
                 self.stats.batch = len(batch)
                 deadline = await self._pass(deadline, duration)
                 self._finish_decode(batch)
+                self._report_balance(len(batch))
             self.stats.forward_passes += 1
             if self.s.enable_eplb and self.stats.forward_passes % self.s.eplb_rebalance_num_iterations == 0:
                 deadline = await self._rebalance()
@@ -420,14 +425,31 @@ class Scheduler:
         st.batch = batch
 
     # ------------------------------------------------------------------ EPLB and faults
+    def _report_balance(self, tokens: int) -> None:
+        if self.balance is not None:
+            line = self.balance.on_pass(tokens)
+            self.stats.balancedness = self.balance.balancedness_now
+            if line is not None:
+                self.log.line(line, rank=0)
+
     async def _rebalance(self) -> float:
+        """0.5.23 ``eplb/eplb_manager.py`` ``rebalance``: "rebalance start" on every rank, then either
+        "Skipped ep rebalancing: ..." (the window's balance is above the threshold) or the stall and
+        "rebalance end time=...", after which experts sit where the recent load says."""
+        self.log.all_ranks("[EPLBManager] rebalance start")
+        threshold = self.s.eplb_min_rebalancing_utilization_threshold
+        if self.balance is not None and self.balance.window_average() > threshold:
+            self.log.all_ranks(f"[EPLBManager] Skipped ep rebalancing: current GPU utilization "
+                               f"{self.balance.window_average():.2f} > minimum rebalance threshold {threshold:.2f}")
+            return time.monotonic()
         stall = self.model.eplb_stall_s(self.rng)
         self.stats.in_rebalance = True
         self.stats.rebalances += 1
-        self.log.all_ranks("[EPLBManager] rebalance start")
         t0 = time.monotonic()
         await self.clock.sleep(stall)
         self.stats.in_rebalance = False
+        if self.balance is not None:
+            self.balance.rebalanced()
         self.log.all_ranks(f"[EPLBManager] rebalance end time={time.monotonic() - t0:.3f}s")
         return time.monotonic()
 

@@ -36,6 +36,7 @@ class ServerSettings:
     enable_dp_attention: bool = False
     enable_eplb: bool = False
     eplb_rebalance_num_iterations: int = 1000
+    eplb_min_rebalancing_utilization_threshold: float = 1.0
     num_continuous_decode_steps: int = 1
     max_running_requests: int = 2048
     mem_fraction_static: float = 0.88
@@ -76,6 +77,12 @@ class ServerSettings:
         return bool(self.speculative_algorithm)
 
     @property
+    def reports_balance(self) -> bool:
+        """Is expert balance tracked at all (EP with EPLB, a balancedness report or the heatmap)?"""
+        return self.ep_size > 1 and (self.enable_eplb or self.expert_balancedness_report_mode != "off"
+                                     or self.eplb_heatmap_interval > 0)
+
+    @property
     def is_dflash(self) -> bool:
         return (self.speculative_algorithm or "").upper() == "DFLASH"
 
@@ -108,6 +115,7 @@ class ServerSettings:
             "moe_a2a_backend": "none",
             "enable_eplb": self.enable_eplb,
             "eplb_rebalance_num_iterations": self.eplb_rebalance_num_iterations,
+            "eplb_min_rebalancing_utilization_threshold": self.eplb_min_rebalancing_utilization_threshold,
             "num_continuous_decode_steps": self.num_continuous_decode_steps,
             "cuda_graph_max_bs": self.cuda_graph_max_bs,
             "disable_cuda_graph": self.disable_cuda_graph,
@@ -201,6 +209,8 @@ def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSetti
         enable_dp_attention=bool(_pick(profile, "enable_dp_attention", False)),
         enable_eplb=bool(_pick(profile, "enable_eplb", False)),
         eplb_rebalance_num_iterations=int(_pick(profile, "eplb_rebalance_num_iterations", 1000)),
+        eplb_min_rebalancing_utilization_threshold=float(
+            _pick(profile, "eplb_min_rebalancing_utilization_threshold", 1.0)),
         num_continuous_decode_steps=int(_pick(profile, "num_continuous_decode_steps", 1)),
         mem_fraction_static=float(_pick(profile, "mem_fraction_static", 0.88)),
         context_length=int(_pick(profile, "context_length", 262144)),

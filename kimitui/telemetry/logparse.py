@@ -14,13 +14,17 @@ on precompiled regexes.
 ``line_kind`` values and field names are a contract (UI, launcher, analyzers):
 
 - ``decode``  {running_reqs, queued_reqs, num_tokens, token_usage, gen_throughput,
-  cuda_graph, graph_backend, accept_len?, accept_rate?, iter?, ...unknown keys}
+  cuda_graph, graph_backend, accept_len?, accept_rate?, cap_len?, block_accept_len?, iter?,
+  PD decode: prealloc_usage?, prealloc_reqs?, transfer_reqs?, host_receive_reqs?, retracted_reqs?,
+  MFU: est_tflops?, est_read_gbs?, est_write_gbs?, ...unknown keys}
 - ``prefill`` {new_seq, new_token, cached_token, token_usage, running_reqs,
   queued_reqs, pending_token?, input_throughput?, cuda_graph?, ...}
 - ``startup`` {step: args|dist_init|weights|kv_cache|cuda_graph|max_tokens|uvicorn|ready,
   phase: begin|progress|end?, progress: 0..1?, i?, n?, ...}
 - ``access``  {client, method, path, status, http_version}
-- ``eplb``    {phase: start|end|init|skipped|balancedness, duration_s? (end)}
+- ``eplb``    {phase: start|end|init|skipped|balancedness, duration_s? (end), utilization?, threshold?
+  (skipped), forward_pass_id?, current_pass_balancedness?, last_N_average_balancedness?,
+  gpu_physical_count_sum? (balancedness)}
 - ``error`` / ``warning`` {error: oom|watchdog|nccl|kv_retract|scheduler_exception|
   sigquit|subprocess_crash|health_check|cuda_graph_capture|traceback|custom_allreduce|
   memory_unbalanced|deprecated|cache_not_flushed|p2p|logged, ...}
@@ -174,6 +178,15 @@ _KEY_NAMES = {
     "input throughput (token/s)": "input_throughput",
     "accept len": "accept_len",
     "accept rate": "accept_rate",
+    "cap len": "cap_len",
+    "block accept len": "block_accept_len",
+    "#host-receive-req": "host_receive_reqs",
+    "#optimistic-req": "optimistic_reqs",
+    "#replay-token": "replay_token",
+    "est. decode TFLOPS/s (per GPU)": "est_tflops",
+    "est. prefill TFLOPS/s (per GPU)": "est_tflops",
+    "est. read BW (GB/s per GPU)": "est_read_gbs",
+    "est. write BW (GB/s per GPU)": "est_write_gbs",
     "#new-seq": "new_seq",
     "#new-token": "new_token",
     "#cached-token": "cached_token",
@@ -271,7 +284,7 @@ def _batch_fields(body: str, fields: Fields) -> None:
 # one regex instead of the generic loop.  Anything else (hybrid pools, PD, MFU...) goes generic.
 _DECODE_FAST = re.compile(
     r"#running-req: (\d+), #token: (\d+), token usage: (\d+\.\d+), "
-    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?)?"
+    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?(?:cap len: (\d+\.\d+), )?)?"
     r"(?:(cuda|cpu|npu|musa) graph: (True|False), )?"
     r"gen throughput \(token/s\): (\d+\.\d+), #queue-req: (\d+)(?:, )?$"
 )
@@ -283,7 +296,7 @@ def _decode_fields(body: str, fields: Fields) -> None:
     if m is None:
         _batch_fields(body, fields)
         return
-    running, tokens, usage, accept_len, accept_rate, backend, graph, thr, queue = m.groups()
+    running, tokens, usage, accept_len, accept_rate, cap_len, backend, graph, thr, queue = m.groups()
     fields["running_reqs"] = int(running)
     fields["num_tokens"] = int(tokens)
     fields["token_usage"] = float(usage)
@@ -291,6 +304,8 @@ def _decode_fields(body: str, fields: Fields) -> None:
         fields["accept_len"] = float(accept_len)
         if accept_rate is not None:
             fields["accept_rate"] = float(accept_rate)
+        if cap_len is not None:
+            fields["cap_len"] = float(cap_len)
     if backend is not None:
         fields["cuda_graph"] = graph == "True"
         fields["graph_backend"] = backend
@@ -848,19 +863,26 @@ def _figure(val: object) -> float | None:
     return None
 
 
-def to_stats(parsed: Parsed, *, host: str, t: float | None = None) -> ServerStats | None:
-    """A Decode line's figures as :class:`ServerStats` (source="log"); None for other kinds.
+_EXTRA_KEYS = ("accept_len", "accept_rate", "cap_len", "block_accept_len", "prealloc_usage", "prealloc_reqs",
+               "transfer_reqs", "host_receive_reqs", "retracted_reqs", "est_tflops", "est_read_gbs", "est_write_gbs")
+"""Decode-line figures carried in ``ServerStats.extra`` under these names (docs/telemetry.md)."""
 
-    Total over any fields (extra keys, text where a number was expected, huge numbers): a figure
-    that is not one is left out.  It feeds the follower's stream, so it must never raise.
+
+def to_stats(parsed: Parsed, *, host: str, t: float | None = None) -> ServerStats | None:
+    """A Decode line's figures (or an ``[Expert Balancedness]`` line's) as :class:`ServerStats` (source="log").
+
+    None for other kinds.  Total over any fields (extra keys, text where a number was expected, huge
+    numbers): a figure that is not one is left out.  It feeds the follower's stream, so it must never raise.
     """
+    if parsed.line_kind == "eplb":
+        return _balance_stats(parsed, host=host, t=t)
     if parsed.line_kind != "decode":
         return None
     try:
         f = parsed.fields
         kw: dict[str, Any] = {key: _figure(f.get(key)) for key in _STATS_KEYS}
         extra: dict[str, float] = {}
-        for key in ("accept_len", "accept_rate"):
+        for key in _EXTRA_KEYS:
             val = _figure(f.get(key))
             if val is not None:
                 extra[key] = val
@@ -881,3 +903,19 @@ def to_stats(parsed: Parsed, *, host: str, t: float | None = None) -> ServerStat
         )
     except Exception:  # noqa: BLE001 - a Parsed built elsewhere with odd types: no stats, not a dead stream
         return None
+
+
+def _balance_stats(parsed: Parsed, *, host: str, t: float | None) -> ServerStats | None:
+    """``[Expert Balancedness] ... current_pass_balancedness=0.812 ...`` -> extra ``eplb_balancedness``
+    (and ``eplb_balancedness_last_N`` for each window the line averages over)."""
+    f = parsed.fields
+    if f.get("phase") != "balancedness":
+        return None
+    current = _figure(f.get("current_pass_balancedness"))
+    if current is None:
+        return None
+    extra = {"eplb_balancedness": current}
+    for key, val in f.items():
+        if key.startswith("last_") and key.endswith("_average_balancedness") and (v := _figure(val)) is not None:
+            extra["eplb_balancedness_" + key[: -len("_average_balancedness")]] = v
+    return ServerStats(t=time.time() if t is None else t, host=host, source="log", extra=extra)

@@ -196,7 +196,7 @@ class LogFollower(RestartingTask):
             try:
                 event = to_event(piece, host=self.host.name, source=self.source, cursor=cursor, t=t)
                 stats = None
-                if event.line_kind == "decode":  # the event's fields are the parse: no second parse
+                if event.line_kind in ("decode", "eplb"):  # the event's fields are the parse: no second parse
                     stats = to_stats(Parsed(event.line_kind, event.severity, event.fields), host=self.host.name,
                                      t=event.t)
             except Exception as exc:  # noqa: BLE001 - a converter bug costs the fields, never the line

@@ -32,6 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kimitui.events import ErrorEvent, ErrorSeverity, ServerHealth, ServerInfo, ServerStats
 from kimitui.session import Session
 from kimitui.supervised import SupervisedTask
+from kimitui.telemetry.expert_load import WATCHED, ExpertWindows
+from kimitui.telemetry.launch_command import asked_for, parse_launch_command
 
 # sglang gauge -> (ServerStats field, how ranks combine)
 _GAUGES: dict[str, tuple[str, str]] = {
@@ -54,6 +56,14 @@ _VLLM_RATES: dict[str, str] = {
     "vllm:prompt_tokens_total": "prompt_throughput",
 }
 _VLLM_HIT_RATE = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
+_SPEC_EXTRA: dict[str, str] = {
+    "sglang:spec_accept_length": "accept_len",
+    "sglang:spec_accept_rate": "accept_rate",
+    "sglang:spec_cap_length": "cap_len",
+    "sglang:spec_block_accept_length": "block_accept_len",
+}
+"""0.5.23's speculative gauges (``observability/metrics_collector.py``) -> the ``extra`` names the Decode
+line's figures use, so the cockpit reads one name whichever source spoke; a 0 means "not scheduled"."""
 VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fraction)", "speculative decoding",
                     "expert balance")
 """What the cockpit shows for SGLang that vLLM's /metrics has no equivalent for (said once)."""
@@ -120,6 +130,9 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
         elif name == "sglang:is_cuda_graph":
             kw["cuda_graph"] = bool(vals) and min(vals) > 0
+        elif name in _SPEC_EXTRA:
+            if max(vals) > 0:
+                extra[_SPEC_EXTRA[name]] = max(vals)
         elif name.startswith("sglang:"):
             extra[name.removeprefix("sglang:")] = sum(vals)
         elif name in _VLLM_GAUGES:
@@ -191,15 +204,20 @@ def _same(meant: object, running: object) -> bool:
 def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, list[object]]:
     """knob -> [meant, running] for each expected knob the server reports differently.
 
-    Knobs the server does not report at all are not judged (older versions
-    lack some fields); ``internal_states[0]`` is consulted when the top level lacks one.
+    ``launch_command`` (SGLang 0.5.23: the flags really passed) is judged first, for the knobs it
+    names; the flattened args for the rest.  Knobs the server does not report at all are not judged
+    (older versions lack some fields); ``internal_states[0]`` is consulted when the top level lacks one.
     """
     states = info.get("internal_states")
     inner = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    command = info.get("launch_command")
+    launched = asked_for(expected, parse_launch_command(command)) if isinstance(command, str) and command else {}
     drift: dict[str, list[object]] = {}
     for knob, meant in expected.items():
         key = knob.replace("-", "_").lstrip("_")
-        if key in info:
+        if key in launched:
+            running = launched[key]
+        elif key in info:
             running = info[key]
         elif key in inner:
             running = inner[key]
@@ -258,6 +276,7 @@ class MetricsPoller(SupervisedTask):
         self.unknown_metrics_after_s = 30.0
         """How long SGLang's own /metrics may lack every gauge kimitui reads before it is said."""
         self._rates = CounterRates()
+        self._windows = ExpertWindows()
         self._said_vllm = False
 
     def set_expected(self, expected_args: dict[str, Any] | None) -> None:
@@ -325,6 +344,7 @@ class MetricsPoller(SupervisedTask):
         resp.raise_for_status()
         try:
             stats = stats_from_metrics(resp.text, host=self.host, rates=self._rates)
+            stats = self._expert_windows(resp.text, stats)
         except ValueError as exc:
             raise ValueError(f"/metrics is not Prometheus text: {exc}") from exc
         if not self._said_vllm and is_vllm_metrics(resp.text):
@@ -339,6 +359,16 @@ class MetricsPoller(SupervisedTask):
             self._check_unknown_metrics(resp.text, stats)
         self.session.publish(stats)
         return stats
+
+    def _expert_windows(self, text: str, stats: ServerStats) -> ServerStats:
+        """Publish the heatmap's window (an ExpertLoad); add the window's balance figures to ``stats``."""
+        if not any(name in text for name in WATCHED):
+            return stats
+        families = [f for f in text_string_to_metric_families(text) if f.name in WATCHED]
+        load, extra = self._windows.feed(families, host=self.host, t=stats.t)
+        if load is not None:
+            self.session.publish(load)
+        return stats.model_copy(update={"extra": {**stats.extra, **extra}}) if extra else stats
 
     def _check_unknown_metrics(self, text: str, stats: ServerStats) -> None:
         """Say once that /metrics carries none of the names kimitui reads.

@@ -67,7 +67,7 @@ DECODE: list[Golden] = [
         "decode", "info",
         {"ranks": {"dp": 2, "pp": 1, "attn_cp": 0, "moe_dp": 1, "tp": 2, "ep": 2},
          "rank": "DP2_PP1_ATTN_CP0_MOE_DP1_TP2_EP2",
-         "est_decode_tflops_s_per_gpu": 12.5, "fwd_occupancy": 87.25, "brand_new_key": "xyz"},
+         "est_tflops": 12.5, "fwd_occupancy": 87.25, "brand_new_key": "xyz"},
     ),
     # hybrid SWA pools: token_usage is the max of the pools
     (
