@@ -448,9 +448,7 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
         if said:
             if type(said) is not str:
                 return _bad(trace, "choices[0].delta text", said, "a string", payload)
-            n = 1 if ct is None else ct - (trace.cum_usage or 0)  # the tokens since the last text chunk
-            if n < 1:
-                n = 1
+            n = 1 if ct is None else max(1, ct - (trace.cum_usage or 0))  # the tokens since the last text chunk
             if n != 1:
                 trace.multi_token = True
             if trace.first_ns is None:
@@ -472,9 +470,8 @@ def _on_payload(payload: bytes, now: int, trace: RequestTrace) -> bool:
             trace.last_usage = ct
     elif ct is not None:
         trace.usage_tokens = ct  # the final usage chunk (choices == [])
-    ext = obj.get("sglext")
-    if ext is not None:
-        trace.spec = spec_tokens(ext)
+    if "sglext" in obj:
+        trace.spec = spec_tokens(obj["sglext"])  # SGLang's extension chunk: per-request speculative figures
     return True
 
 

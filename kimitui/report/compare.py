@@ -24,6 +24,7 @@ from kimitui.report.verdict import (
     describe_knobs,
     judge,
     knob_diff,
+    knob_families,
     levels_text,
     noted_diff,
     workload_diff,
@@ -149,7 +150,7 @@ class Comparison:
 
     @property
     def confounded(self) -> bool:
-        return self.knob_diff is not None and len(self.knob_diff) >= 2
+        return self.knob_diff is not None and len(knob_families(self.knob_diff)) >= 2
 
     @property
     def knobs_text(self) -> str:
@@ -202,9 +203,19 @@ class Comparison:
             knobs = "no knob changed"
         elif len(self.knob_diff) == 1:
             knobs = f"one knob changed: {next(iter(self.knob_diff))}"
+        elif len(families := knob_families(self.knob_diff)) == 1:
+            knobs = f"one knob family changed: {next(iter(families))} ({', '.join(self.knob_diff)})"
         else:
             knobs = f"confounded: {len(self.knob_diff)} knobs changed ({', '.join(self.knob_diff)})"
         return f"{word}: {', '.join(parts)}; {knobs}" if parts else f"{word}; {knobs}"
+
+    def spec_and_eplb_lines(self) -> list[str]:
+        """Speculative decoding's speed-up and collapse, and the EPLB rebalances of each side, when there are any."""
+        from kimitui.report.spec_eplb import eplb_line, speedup_lines  # spec_eplb builds on this module's runs
+
+        out = speedup_lines(self.a, self.b)
+        out += [line for side, run in (("A", self.a), ("B", self.b)) if (line := eplb_line(run, side)) is not None]
+        return out
 
     def summary_lines(self) -> list[str]:
         """Plain sentences, most important first (the compare view's and the report's headline)."""
@@ -215,6 +226,7 @@ class Comparison:
             return lines
         word = {"regressed": "regression", "improved": "improvement", "no_change": "no change beyond noise"}[self.verdict]
         lines = [f"{word}: {head}", self.levels_line()]
+        lines += self.spec_and_eplb_lines()
         if self.peak is not None and self.peak.ratio is not None and self.peak_at is not None:
             (ca, va), (cb, vb) = self.peak_at
             lines.append(f"{self.peak.describe()}: {va:.0f} tok/s at C={ca} -> {vb:.0f} tok/s at C={cb}")

@@ -14,6 +14,9 @@ from kimitui import __version__
 from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
 from kimitui.report.compare import Comparison, FigureComparison
+from kimitui.report.spec_eplb import (
+    accept_len, collapsed_levels, eplb_dict, has_eplb, has_spec, run_speedups, spec_dict,
+)
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun
 
 JSON_SCHEMA = "kimitui-report"
@@ -47,7 +50,7 @@ def _straggler_dict(s: Straggler) -> dict[str, Any]:
 # --------------------------------------------------------------------------- JSON
 
 
-def level_dict(row: LevelRow) -> dict[str, Any]:
+def level_dict(row: LevelRow, run: SweepRun | None = None) -> dict[str, Any]:
     d: dict[str, Any] = {
         "concurrency": row.concurrency,
         "repeats": len(row.repeats),
@@ -71,6 +74,8 @@ def level_dict(row: LevelRow) -> dict[str, Any]:
     clients = [r.client for r in row.repeats if r.client is not None]
     d["client"] = {k: _clean(v) for k, v in clients[0].model_dump().items()} if clients else None
     d["client_distorted"] = row.client_distorted
+    d["spec"] = spec_dict(row, collapsed_levels(run)) if run is not None else None
+    d["eplb"] = eplb_dict(run, row) if run is not None else None
     return d
 
 
@@ -87,7 +92,7 @@ def sweep_dict(run: SweepRun) -> dict[str, Any]:
         "knobs": run.knobs,
         "knobs_source": run.knobs_source or None,
         "peak": {"concurrency": peak[0], "agg_tok_s": _clean(peak[1])} if peak else None,
-        "levels": [level_dict(r) for r in run.ordered_levels],
+        "levels": [level_dict(r, run) for r in run.ordered_levels],
     }
 
 
@@ -129,6 +134,8 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "only_in_a": cmp.only_in_a,
         "only_in_b": cmp.only_in_b,
         "noted_diff": {k: [a, b] for k, (a, b) in cmp.noted_diff.items()},
+        "speedups": [{"concurrency": c, "decode_p50": _clean(u.decode), "agg_tok_s": _clean(u.aggregate)}
+                     for c, u in sorted(run_speedups(cmp.a, cmp.b).items())],
         "summary": cmp.summary_lines(),
     }
 
@@ -164,7 +171,7 @@ LEVEL_COLUMNS = (
     "source", "sweep_id", "profile", "concurrency", "repeats", "requests", "ok", "failed", "agg_tok_s",
     "steady_tok_s", "decode_tok_s_p50", "decode_tok_s_p90", "decode_tok_s_p99", "ttft_p50", "ttft_p90", "ttft_p99",
     "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped", "status", "status_reason", "prompt_tokens_p50",
-    "client_distorted",
+    "client_distorted", "accept_len", "accept_rate_p50", "spec_collapsed", "eplb_rebalances", "eplb_stall_s",
 )
 COMPARE_COLUMNS = ("concurrency", "figure", "a", "b", "ratio", "low", "high", "change_pct", "noise_pct", "noise",
                    "verdict", "note")
@@ -183,14 +190,18 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
         for s in summaries:
             for run in s.sweeps:
                 for row in run.ordered_levels:
-                    d = level_dict(row)
+                    d = level_dict(row, run)
+                    spec, eplb = d["spec"] or {}, d["eplb"] or {}
                     w.writerow([s.source, run.sweep_id, run.profile or "", row.concurrency, len(row.repeats),
                                 row.n_requests, row.n_ok, row.n_failed, _num(row.agg_tok_s), _num(row.steady_tok_s),
                                 _num(d["decode_tok_s"]["p50"]), _num(d["decode_tok_s"]["p90"]),
                                 _num(d["decode_tok_s"]["p99"]), _num(d["ttft"]["p50"]), _num(d["ttft"]["p90"]),
                                 _num(d["ttft"]["p99"]), _num(d["tpot"]["p50"]), _num(d["e2e_tok_s"]["p50"]),
                                 len(row.stragglers), row.stopped or "", row.status, row.status_reason,
-                                _num(row.prompt_tokens_p50), row.client_distorted or ""])
+                                _num(row.prompt_tokens_p50), row.client_distorted or "",
+                                _num(spec.get("accept_len")), _num(spec.get("accept_rate_p50")),
+                                "" if not spec else "yes" if spec.get("collapsed") else "no",
+                                eplb.get("rebalances", ""), _num(eplb.get("stall_s"))])
         return buf.getvalue()
     w.writerow(COMPARE_COLUMNS)
     figs = ([comparison.peak] if comparison.peak else []) + comparison.rows()
@@ -249,9 +260,12 @@ def sweep_md(run: SweepRun) -> list[str]:
     if not run.levels:
         out.append("No level finished.")
         return out
+    spec, eplb = has_spec(run), has_eplb(run)
+    collapsed = collapsed_levels(run) if spec else {}
     out.append("| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s | decode p50 | p90 | p99 | "
-               "TTFT p50 | p99 | TPOT p50 | stragglers |")
-    out.append("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+               "TTFT p50 | p99 | TPOT p50 | stragglers |" + (" accept len |" if spec else "") + (" EPLB |" if eplb else ""))
+    out.append("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|" if spec else "")
+               + ("--:|" if eplb else ""))
     notes: list[str] = []
     for row in run.ordered_levels:
         dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
@@ -262,7 +276,9 @@ def sweep_md(run: SweepRun) -> list[str]:
             f"{_f(row.prompt_tokens_p50)} | {strike(_f(row.agg_tok_s))} | "
             f"{strike(_f(row.steady_tok_s))} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
             f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
-            f"{len(row.stragglers)} |")
+            f"{len(row.stragglers)} |" + (f" {_spec_cell(row, collapsed)} |" if spec else "")
+            + (f" {_eplb_cell(run, row)} |" if eplb else ""))
+    notes += [f"- {text}" for text in collapsed.values()]
     if notes:
         out += [""] + notes
     peak = run.peak
@@ -295,6 +311,16 @@ def sweep_md(run: SweepRun) -> list[str]:
     for c, why in stopped:
         out += ["", f"Stopped after C={c}: {why}"]
     return out
+
+
+def _spec_cell(row: LevelRow, collapsed: dict[int, str]) -> str:
+    acc = accept_len(row)
+    return "—" if acc is None else f"{acc:.2f}" + (" ▼ collapsed" if row.concurrency in collapsed else "")
+
+
+def _eplb_cell(run: SweepRun, row: LevelRow) -> str:
+    reb = run.level_rebalances(row)
+    return f"{reb.count} ({reb.total_s:.0f} s)" if reb.count else "—"
 
 
 STATUS_MARK = {"failed": "✗ **failed**", "aborted": "✗ **aborted**", "cut": "✗ **cut**"}

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances
 from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
     Event,
     LevelResult,
+    LevelStarted,
+    LogLine,
     Marker,
     Note,
     ProfileSwitch,
@@ -186,6 +189,18 @@ class SweepRun:
     """The last profile switch before this sweep (its ``diff`` names what changed)."""
     source: str = ""
     """The recording it came from."""
+    level_starts: dict[int, float] = field(default_factory=dict)
+    """C -> when its (last) level started (its EPLB rebalances are counted from there)."""
+    rebalances: list[Rebalance] = field(default_factory=list)
+    """The EPLB rebalances logged while this sweep ran (:mod:`kimitui.analysis.eplb`)."""
+
+    def level_rebalances(self, row: LevelRow) -> LevelRebalances:
+        """How many EPLB rebalances fell in a level, and the seconds decoding stalled in them."""
+        start = self.level_starts.get(row.concurrency)
+        end = max((r.t for r in row.repeats), default=None)
+        if start is None:  # an older recording without level_started: from the first request sent
+            start = min((q.sent for q in row.requests), default=end)
+        return level_rebalances(self.rebalances, start, end) if start is not None else LevelRebalances(0, 0.0)
 
     @property
     def label(self) -> str:
@@ -230,8 +245,8 @@ class RecordingSummary:
     skipped: list[SkippedLine] = field(default_factory=list)
 
 
-REPORT_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_result", "request_result",
-                          "sweep_result", "note", "marker"})
+REPORT_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_started", "level_result",
+                          "request_result", "sweep_result", "note", "marker"})
 """What a report reads; GPU samples, logs and progress snapshots are never parsed (an hour's file in well under a second)."""
 
 
@@ -246,6 +261,7 @@ def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
     else:
         index = RecordingIndex.open(source)
         events = list(index.events_of(REPORT_KINDS))
+        events = sorted([*events, *eplb_lines(index)], key=lambda e: e.t)
         header, skipped, name = index.header, sorted(index.skipped, key=lambda s: s.line_no), str(index.path)
     return RecordingSummary(source=name, header=header, sweeps=sweeps_of(events, name),
                             notes=[e for e in events if isinstance(e, Note)],
@@ -254,7 +270,29 @@ def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
                             skipped=skipped)
 
 
+def eplb_lines(index: RecordingIndex) -> list[LogLine]:
+    """The recording's EPLB log lines only: a byte test on each log line before any is parsed."""
+    out: list[LogLine] = []
+    for i, kind in enumerate(index.kinds):
+        if kind != "log_line":
+            continue
+        raw = index.raw(i)
+        if raw is not None and b'"eplb"' not in raw:
+            continue
+        ev = index.event(i)
+        if isinstance(ev, LogLine) and ev.line_kind == "eplb":
+            out.append(ev)
+    return out
+
+
+def _assign_rebalances(runs: list[SweepRun], records: list[Rebalance]) -> None:
+    for n, run in enumerate(runs):
+        end = runs[n + 1].started if n + 1 < len(runs) else None
+        run.rebalances = [r for r in records if r.start >= run.started - 60 and (end is None or r.start < end)]
+
+
 def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
+    tracker = RebalanceTracker(keep=100_000)
     runs: dict[str, SweepRun] = {}
     info: dict[str, ServerInfo] = {}
     switch: dict[str, ProfileSwitch] = {}
@@ -287,8 +325,16 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
             run = runs.get(ev.sweep_id)
             if run is not None:
                 run.outcome, run.reason = ev.outcome, ev.reason
+        elif isinstance(ev, LevelStarted):
+            run = runs.get(ev.sweep_id)
+            if run is not None:
+                run.level_starts[ev.concurrency] = ev.t
+        elif isinstance(ev, LogLine):
+            tracker.feed(ev)
     for run in runs.values():  # a level with requests but no result (the recording ended mid-level)
         run.levels = {c: row for c, row in run.levels.items() if row.repeats}
+    ordered = sorted(runs.values(), key=lambda r: r.started)
+    _assign_rebalances(ordered, tracker.records)
     return list(runs.values())
 
 

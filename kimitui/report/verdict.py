@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kimitui.profiles.diff import OBSERVABILITY_KNOBS, knob_family
 from kimitui.report.sweep_summary import VOLATILE_KNOBS, SweepRun
 
 Verdict = Literal["improved", "regressed", "no_change", "n/a"]
@@ -105,7 +106,7 @@ def levels_text(levels: list[int]) -> str:
 def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | None, str]:
     """(knob -> (A value, B value), how we know); None when the recordings cannot say."""
     if a.knobs is not None and b.knobs is not None:
-        keys = {k for k in (set(a.knobs) | set(b.knobs)) - VOLATILE_KNOBS
+        keys = {k for k in (set(a.knobs) | set(b.knobs)) - VOLATILE_KNOBS - OBSERVABILITY_KNOBS - {"launch_command"}
                 if not _is_status(a.knobs.get(k)) and not _is_status(b.knobs.get(k))}
         diff = {k: (a.knobs.get(k), b.knobs.get(k)) for k in sorted(keys) if a.knobs.get(k) != b.knobs.get(k)}
         return diff, "from the servers' effective args (server_info)"
@@ -114,7 +115,7 @@ def knob_diff(a: SweepRun, b: SweepRun) -> tuple[dict[str, tuple[Any, Any]] | No
         if (sw is not None and sw.outcome == "ok" and sw.diff and first.profile is not None
                 and sw.from_profile == first.profile and sw.to_profile == second.profile):
             diff = {k: ((v[0], v[1]) if not flip else (v[1], v[0])) for k, v in sw.diff.items()
-                    if k not in VOLATILE_KNOBS and len(v) == 2}
+                    if k not in VOLATILE_KNOBS and k not in OBSERVABILITY_KNOBS and len(v) == 2}
             return dict(sorted(diff.items())), f"from the profile switch {sw.from_profile} -> {sw.to_profile}"
     missing = [run.source or run.label for run in (a, b) if run.knobs is None]
     if a.profile is not None and a.profile == b.profile:
@@ -127,6 +128,14 @@ def _is_status(value: object) -> bool:
     return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
 
 
+def knob_families(diff: dict[str, tuple[Any, Any]]) -> dict[str, list[str]]:
+    """family -> its changed knobs: a drafter's knobs are one change (``kimitui.profiles.diff.knob_family``)."""
+    out: dict[str, list[str]] = {}
+    for k in diff:
+        out.setdefault(knob_family(k), []).append(k)
+    return out
+
+
 def describe_knobs(diff: dict[str, tuple[Any, Any]] | None, note: str) -> str:
     if diff is None:
         return note
@@ -135,4 +144,7 @@ def describe_knobs(diff: dict[str, tuple[Any, Any]] | None, note: str) -> str:
     items = ", ".join(f"{k} ({va!r} -> {vb!r})" for k, (va, vb) in diff.items())
     if len(diff) == 1:
         return f"one knob changed: {items}"
+    families = knob_families(diff)
+    if len(families) == 1:
+        return f"one knob family changed: {next(iter(families))}: {items}"
     return f"confounded: {len(diff)} knobs changed: {items}; the difference cannot be attributed to one of them"

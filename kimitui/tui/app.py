@@ -39,6 +39,7 @@ from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
 from kimitui.tui.screens.gpu_processes import GpuProcesses
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
@@ -506,6 +507,10 @@ class KimituiApp(App[int]):
 
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))
+
+    def action_experts(self) -> None:
+        """The expert heatmap (layers x GPUs) and the balance: live and in a replay."""
+        self.push_screen(ExpertHeatmap(self.model))
 
     # ------------------------------------------------------------------ actions: replay
     def action_play_pause(self) -> None:

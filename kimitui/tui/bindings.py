@@ -30,6 +30,7 @@ BINDINGS = [
     key("z", "toggle_maximize", "max"),
     key("c", "compare", "compare"),
     key("g", "gpu_processes", "gpu procs", show=False),
+    key("h", "experts", "experts", show=False),
     key("f", "log_severity", "log severity", show=False),
     key("t", "log_kind", "log kind", show=False),
     key("slash", "log_search", "search", show=False),

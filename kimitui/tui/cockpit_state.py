@@ -22,6 +22,8 @@ from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
 from kimitui.tui.server_figures import HISTORY_KEYS, PrefillRate
+from kimitui.tui.heatmap_data import HeatWindows
+from kimitui.tui.spec_watch import SpecWatch
 from kimitui.tui.timeline_marks import Timeline
 from kimitui.events import (
     LogSeverity,
@@ -30,6 +32,7 @@ from kimitui.events import (
     Dropped,
     ErrorEvent,
     Event,
+    ExpertLoad,
     GpuCaps,
     GpuEvent,
     GpuProcess,
@@ -75,7 +78,7 @@ HISTORY_HORIZON_S = 1200.0
 STRAGGLER_RESULTS = 256
 """Stragglers per sweep whose request result (with its chunk offsets) the cockpit keeps."""
 
-Part = Literal["header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers", "timeline"]
+Part = Literal["header", "gpus", "server", "log", "curve", "spread", "levels", "stragglers", "timeline", "experts"]
 """A part of the screen the fold can change; each widget declares the parts it shows (``ModelView.shows``)."""
 Parts: TypeAlias = frozenset[Part]
 PANELS: tuple[Part, ...] = get_args(Part)
@@ -310,6 +313,10 @@ class SweepView:
     straggler_results: dict[str, KeptResult] = field(default_factory=dict)
     """Request id -> the straggler's result with its chunk offsets (at most ``STRAGGLER_RESULTS``)."""
     outcome: SweepResult | None = None
+    spec_watch: SpecWatch = field(default_factory=SpecWatch)
+    """The running level's accept length against the reference level (the live collapse notice)."""
+    level_starts: dict[int, float] = field(default_factory=dict)
+    """C -> when its (last) level started: the window its EPLB rebalances are counted in."""
 
     def straggler_result(self, request_id: str) -> RequestResult | None:
         """A straggler's full request result (chunk offsets to 0.1 ms), if this sweep kept it."""
@@ -395,6 +402,18 @@ class CockpitModel:
         self._requests: dict[str, list[PackedFigures]] = {}
         """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
         self.notices: list[Notice] = []
+        self.profile_levels: dict[str, dict[int, LevelResult]] = {}
+        """profile -> C -> its last valid level result (the speed-up against the baseline at the same C)."""
+        self.balance: float | None = None
+        """Expert balance now (1.0 = even), from the log, /metrics or the heatmap; None: not reported."""
+        self.balance_source = ""
+        self.balance_hist: deque[float] = deque(maxlen=HISTORY)
+        self.expert_load: ExpertLoad | None = None
+        """The newest heatmap window (layers x GPU ranks)."""
+        self.heat = HeatWindows()
+        """The recent heatmap windows, summed for the ``h`` screen."""
+        self.server_args: dict[str, object] = {}
+        """The running server's ``/server_info`` args (what the sweep form says it accepts)."""
 
     # ------------------------------------------------------------------ folding
     def apply(self, events: Iterable[Event]) -> set[Part]:
@@ -495,6 +514,8 @@ class CockpitModel:
     def _on_level_started(self, ev: LevelStarted) -> Parts:
         if self.sweep is not None and ev.sweep_id == self.sweep.sweep_id:
             self.sweep.concurrency = ev.concurrency
+            self.sweep.level_starts[ev.concurrency] = ev.t
+            self.sweep.spec_watch.level_started(ev.concurrency)
             self.sweep.progress = None
             self.sweep.results.clear()
             self.sweep.chunks.clear()
@@ -597,14 +618,51 @@ class CockpitModel:
                 self.server[name] = value
                 if name in self.server_hist and not isinstance(value, bool):
                     self.server_hist[name].append(float(value))
+        parts = self._spec_and_balance(ev)
+        if ev.extra and all(k.startswith("eplb_balancedness") for k in ev.extra) and ev.running_reqs is None:
+            return parts  # a balance-only figure (an [Expert Balancedness] line): the server panel keeps its source
         prefill = self.prefill.on_stats(ev)
         if prefill is not None:
             self.server["prefill_throughput"] = prefill
             self.server_hist["prefill_throughput"].append(prefill)
         self.server_source = ev.source
-        return SERVER
+        return SERVER | parts
+
+    def _spec_and_balance(self, ev: ServerStats) -> Parts:
+        """Expert balance for the GPU panel's gauge; the Decode line's accept length for the live collapse rule."""
+        parts = NOTHING
+        bal = ev.extra.get("eplb_balancedness")
+        if bal is not None:
+            self._set_balance(bal, "log" if ev.source == "log" else "/metrics")
+            parts = GPUS
+        acc = ev.extra.get("accept_len")
+        if acc is not None:
+            self.server["accept_len"] = acc
+            sw = self.sweep
+            if ev.source == "log" and sw is not None and sw.outcome is None:
+                found = sw.spec_watch.sample(acc, sw.levels)
+                if found is not None:
+                    self._say_collapse(ev.t, found.message + " (live, from the scheduler's log)")
+                    parts = parts | frozenset({"log", "levels"})
+        return parts
+
+    def _say_collapse(self, t: float, text: str) -> None:
+        self._log(t, "warning", "sweep", text)
+        self.notices.append(Notice("warning", text))
+
+    def _set_balance(self, value: float, source: str) -> None:
+        self.balance, self.balance_source = value, source
+        self.balance_hist.append(value)
+
+    def _on_expert_load(self, ev: ExpertLoad) -> Parts:
+        self.expert_load = ev
+        self.heat.add(ev)
+        if ev.balancedness is not None:
+            self._set_balance(ev.balancedness, "heatmap")
+        return frozenset({"gpus", "experts"})
 
     def _on_server_info(self, ev: ServerInfo) -> Parts:
+        self.server_args = dict(ev.args)
         scale = ev.args.get("sim_time_scale") if ev.args.get("sim") else None
         self.sim_time_scale = float(scale) if isinstance(scale, (int, float)) and scale > 0 else None
         return HEADER
@@ -641,6 +699,11 @@ class CockpitModel:
         status, reason = effective_status(ev, sw.spec.max_error_rate)
         self.curves.setdefault(sw.profile or "?", {})[ev.concurrency] = CurvePoint(
             ev.concurrency, ev.agg_tok_s, ev.steady_tok_s, status, reason)
+        if status == "ok":
+            self.profile_levels.setdefault(sw.profile or "?", {})[ev.concurrency] = ev
+        collapse = sw.spec_watch.finished(sw.levels, ev)
+        if collapse is not None:
+            self._say_collapse(ev.t, collapse.message)
         if status != "ok":
             self._log(ev.t, "error" if status == "failed" else "warning", "sweep",
                       f"C={ev.concurrency} {status}: {reason or 'no reason recorded'} (not a curve point)")
@@ -709,6 +772,7 @@ _FOLD: dict[type[Event], Fold] = dict([
     _entry(LogLine, CockpitModel._on_log_line),
     _entry(ServerStats, CockpitModel._on_stats),
     _entry(ServerInfo, CockpitModel._on_server_info),
+    _entry(ExpertLoad, CockpitModel._on_expert_load),
     _entry(SweepProgress, CockpitModel._on_progress),
     _entry(RequestResult, CockpitModel._on_result),
     _entry(GpuCaps, CockpitModel._on_caps),

@@ -50,6 +50,15 @@ def temp_severity(temp: float) -> str:
     return "bad" if temp >= TEMP_BAD_C else ("warn" if temp >= TEMP_WARN_C else "")
 
 
+BALANCE_WARN = 0.85
+BALANCE_BAD = 0.7
+"""SGLang's balancedness (mean/max GPU load): below 0.85 one GPU carries 18 % over the mean; below 0.7, 43 %."""
+
+
+def balance_severity(balance: float) -> str:
+    return "bad" if balance < BALANCE_BAD else ("warn" if balance < BALANCE_WARN else "")
+
+
 def spread_severity(spread: float) -> str:
     return "bad" if spread >= SPREAD_BAD else ("warn" if spread >= SPREAD_WARN else "")
 
@@ -160,7 +169,8 @@ def header_pieces(rows: Sequence[GpuRow], driver: str | None, cuda: str | None, 
 # ----------------------------------------------------------------------------- the fleet summary
 
 
-def figure_pieces(rows: Sequence[GpuRow], imbalance: Imbalance | None, throttling: bool = True) -> list[Piece]:
+def figure_pieces(rows: Sequence[GpuRow], imbalance: Imbalance | None, throttling: bool = True,
+                  balance: float | None = None) -> list[Piece]:
     """``util 85–88% (mean 86) · mem 85/140G · 62–69°C · 3.9/5.6kW · spread 3 · no throttling``.
 
     Worst-first where it matters: a throttled GPU or a hot one is named, so a one-row summary
@@ -186,7 +196,9 @@ def figure_pieces(rows: Sequence[GpuRow], imbalance: Imbalance | None, throttlin
         limits = [lim for r in rows if (lim := _limit(r)) is not None]
         cap = f"/{sum(limits) / 1000:.1f}" if len(limits) == len(watts) else ""
         out.append((f"{sum(watts) / 1000:.1f}{cap}kW", ""))
-    if imbalance is not None:
+    if balance is not None:  # the server's own expert balance says more than the util spread
+        out.append((f"expert balance {balance:.2f}", balance_severity(balance)))
+    elif imbalance is not None:
         severity = spread_severity(imbalance.spread)
         low = f" (GPU{imbalance.low_index})" if severity else ""  # who lags, when one does
         out.append((f"spread {imbalance.spread:.0f} pts{low}", severity))

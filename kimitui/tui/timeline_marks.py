@@ -15,11 +15,11 @@ minus its logged duration) to the first end.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from kimitui.analysis.eplb import RebalanceTracker
 from kimitui.events import (
     ErrorEvent, Event, LevelResult, LevelStarted, LogLine, Marker, Note, ProfileSwitch, SwapProgress,
     SweepProgress, SweepResult, SweepStarted,
@@ -34,10 +34,6 @@ IDLE_WINDOW_S = 600.0
 """With no sweep yet the strip shows the last ten minutes."""
 TICK_S = 1.0
 """The strip's right edge ("now") moves: redraw it at most this often when nothing else changed."""
-RANK_ECHO_S = 5.0
-"""An EPLB end within this of the last one is another rank's copy of the same line."""
-
-_END_TIME = re.compile(r"rebalance end(?: time=(\d+(?:\.\d+)?) ?s)?")
 
 
 @dataclass
@@ -66,8 +62,9 @@ class Timeline:
         self.sweep_start: float | None = None
         self.sweep_end: float | None = None
         self.now: float | None = None
-        self._eplb: Mark | None = None
-        self._last_eplb_end: float | None = None
+        self.rebalances = RebalanceTracker()
+        """Every EPLB rebalance seen (the level table counts them per level)."""
+        self._eplb_marks: dict[int, Mark] = {}
         self._swap: Mark | None = None
         self._drawn_now: float | None = None
 
@@ -99,30 +96,18 @@ class Timeline:
         return True
 
     def _eplb_line(self, ev: LogLine) -> bool:
-        phase = ev.fields.get("phase")
-        if phase is None:  # a line the parser did not see (a hand-made event): its text says it
-            phase = "start" if "rebalance start" in ev.raw else ("end" if "rebalance end" in ev.raw else None)
-        if phase == "start":
-            if self._eplb is not None:
-                return False  # another rank's copy
-            self._eplb = Mark("eplb", ev.t, label="EPLB rebalance")
-            self.marks.append(self._eplb)
-            return True
-        if phase != "end":
+        """Rebalances as :mod:`kimitui.analysis.eplb` folds them (rank copies merged), one span each."""
+        rec = self.rebalances.feed(ev)
+        if rec is None:
             return False
-        took = ev.fields.get("duration_s")
-        if took is None and (m := _END_TIME.search(ev.raw)) and m.group(1):
-            took = float(m.group(1))
-        if self._eplb is None:
-            if self._last_eplb_end is not None and ev.t - self._last_eplb_end <= RANK_ECHO_S:
-                return False
-            start = ev.t - took if isinstance(took, (int, float)) and math.isfinite(took) else ev.t
-            self._eplb = Mark("eplb", start, label="EPLB rebalance")
-            self.marks.append(self._eplb)
-        self._eplb.end = ev.t
-        if isinstance(took, (int, float)):
-            self._eplb.label = f"EPLB rebalance {took:.1f} s"
-        self._eplb, self._last_eplb_end = None, ev.t
+        mark = self._eplb_marks.get(id(rec))
+        if mark is None:
+            mark = Mark("eplb", rec.start, label=rec.label)
+            self._eplb_marks[id(rec)] = mark
+            self.marks.append(mark)
+            if len(self._eplb_marks) > MAX_MARKS:
+                self._eplb_marks.pop(next(iter(self._eplb_marks)))
+        mark.start, mark.end, mark.label = rec.start, rec.end, rec.label
         return True
 
     def _sweep_event(self, ev: SweepStarted | LevelStarted | LevelResult | SweepResult | SweepProgress) -> bool:

@@ -23,7 +23,9 @@ from textual.widgets import Static
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.plot_widget import LegendLocation
 
+from kimitui.analysis.spec import format_speedup
 from kimitui.report.compare import Comparison, compare
+from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run_speedups
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
@@ -49,8 +51,13 @@ STATUS_STYLE = {"ok": "", "failed": "bold red", "aborted": "bold yellow", "cut":
 
 def level_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("C", "status A/B", "A agg", "B agg", "change", "verdict", "strag A/B", "fail A/B", "note"):
+    spec = has_spec(cmp.a) or has_spec(cmp.b)
+    cols = ["C", "status A/B", "A agg", "B agg", "change", "verdict", *(["acc len A/B", "B/A decode"] if spec else []),
+            "strag A/B", "fail A/B", "note"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right")
+    ups = run_speedups(cmp.a, cmp.b) if spec else {}
+    collapsed = collapsed_levels(cmp.b) if spec else {}
     for lv in cmp.levels:
         agg = next((f for f in lv.figures if f.figure == "agg_tok_s"), None)
         if agg is None:
@@ -66,10 +73,18 @@ def level_table(cmp: Comparison) -> Table:
             verdict = Text("not judged", "bold yellow")
             note = Text(lv.not_judged, "yellow")
         strike = "" if lv.judged else "dim strike"
+        extra: list[str | Text] = []
+        if spec:
+            accs = [accept_len(run.levels[lv.concurrency]) if lv.concurrency in run.levels else None
+                    for run in (cmp.a, cmp.b)]
+            acc = Text("/".join("-" if v is None else f"{v:.2f}" for v in accs),
+                       "bold yellow" if lv.concurrency in collapsed else "")
+            up = ups.get(lv.concurrency)
+            extra = [acc, format_speedup(up.decode if up is not None else None)]
         table.add_row(str(lv.concurrency), status,
                       Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
                       Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
-                      f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict,
+                      f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict, *extra,
                       f"{lv.stragglers[0]}/{lv.stragglers[1]}", f"{lv.failed[0]}/{lv.failed[1]}", note)
     return table
 

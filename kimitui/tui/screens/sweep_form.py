@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from kimitui.analysis.server_caps import sweep_caps
 from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_seconds
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec
@@ -90,6 +91,7 @@ class SweepForm(ModalScreen[SweepSpec | None]):
     SweepForm #sweep-presets Button:focus { background: $accent; color: $background; text-style: bold; }
     SweepForm #sweep-estimate { margin-top: 1; color: $text-muted; height: auto; }
     SweepForm #sweep-error { color: $error; text-style: bold; height: auto; }
+    SweepForm #sweep-caps { color: $text-muted; height: auto; }
     SweepForm #sweep-buttons { height: auto; margin-top: 1; }
     SweepForm #sweep-buttons Button { margin-right: 1; }
     """
@@ -99,6 +101,8 @@ class SweepForm(ModalScreen[SweepSpec | None]):
         super().__init__()
         self.defaults = defaults
         self.rates = form_rates(model)
+        self.caps = sweep_caps(model.server_args if model is not None else None)
+        """What the server's /server_info says the sweep may ask of it (labels, speculative figures)."""
 
     def compose(self) -> ComposeResult:
         d = self.defaults
@@ -121,6 +125,7 @@ class SweepForm(ModalScreen[SweepSpec | None]):
                 yield Label("prompts")
                 yield Input(d.prompts, id="sweep-prompts", compact=True, placeholder="seed or random:N")
             yield Static(estimate_text(d, self.rates), id="sweep-estimate")
+            yield Static("\n".join(self.caps.describe()), id="sweep-caps")
             yield Static("", id="sweep-error")
             with Horizontal(id="sweep-buttons"):
                 yield Button("Start", id="sweep-start", variant="primary", compact=True)

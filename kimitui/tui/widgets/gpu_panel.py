@@ -442,7 +442,7 @@ class GpuPanel(Widget, ModelView):
     def _summary(self, rows: list[GpuRow], width: int, lines: int) -> list[tuple[Hashable, Line]]:
         """1-3 lines: the figures (1), a block per GPU (2), the device header first (3)."""
         imb = self.model.imbalance()
-        figures = words.figure_pieces(rows, imb, throttling=lines == 1)
+        figures = words.figure_pieces(rows, imb, throttling=lines == 1, balance=self.model.balance)
         model = words.model_piece(rows, compact=lines < SUMMARY_LINES)
         frame = []
         if lines >= SUMMARY_LINES:
@@ -494,12 +494,32 @@ class GpuPanel(Widget, ModelView):
 
     # ----------------------------------------------------------------- the gauge
     def _gauge_key(self) -> Hashable:
+        if self.model.balance is not None:
+            return ("balance", round(self.model.balance, 2), self.model.balance_source)
         imb = self.model.imbalance()
         return None if imb is None else (round(imb.spread), imb.low_index, round(imb.low), imb.high_index,
                                          round(imb.high))
 
+    def _balance_gauge(self, width: int) -> Line:
+        """``expert balance ████████░░ 0.81  (server log; 1.0 = even)``: SGLang's own balancedness."""
+        out = Line()
+        bal = self.model.balance or 0.0
+        style = _style(words.balance_severity(bal))
+        out.add("expert balance ", "bold")
+        out.add(bar(bal, 20 if width >= 80 else 10), style or TRACK)
+        out.add(f" {bal:.2f}", style)
+        src = {"log": "server log", "/metrics": "/metrics", "heatmap": "heatmap"}.get(self.model.balance_source, "")
+        for tail in (f"  ({src}; 1.0 = even · h: heatmap)", f"  ({src}; 1.0 = even)", f"  {src}"):
+            if out.cell_len + len(tail) <= width:
+                out.add(tail, "dim")
+                break
+        return out
+
     def _gauge(self, width: int, spark_end: int | None, seconds: float | None) -> Line:
-        """``util spread ██░░ 3 pts  low GPU0 84%  high GPU1 87%``, and the history column's label."""
+        """``util spread ██░░ 3 pts  low GPU0 84%  high GPU1 87%``, and the history column's label; the
+        expert balance instead when the server reports it (it says why a GPU lags; util only shows that one does)."""
+        if self.model.balance is not None:
+            return self._balance_gauge(width)
         out = Line()
         imb = self.model.imbalance()
         out.add("util spread ", "bold")

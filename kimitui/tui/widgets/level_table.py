@@ -17,7 +17,9 @@ from textual.coordinate import Coordinate
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from kimitui.analysis.eplb import level_rebalances
 from kimitui.analysis.level_stats import effective_status
+from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
 from kimitui.tui.cockpit_state import CockpitModel, SweepView
 from kimitui.tui.render import num
@@ -25,6 +27,11 @@ from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 COLUMNS = ("C", "status", "agg", "steady", "reqs", "time", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail",
            "strag", "why")
+SPEC_COLUMNS = ("acc len", "×base")
+"""After ``steady`` when the sweep has speculative figures: the level's accept length (yellow when it
+collapsed, :mod:`kimitui.analysis.spec`) and its per-user decode speed-up over the baseline at that C."""
+EPLB_COLUMN = "EPLB"
+"""Before ``why`` when a level had EPLB rebalances: how many, and the seconds decoding stalled."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
@@ -58,6 +65,45 @@ def _requests_cell(sw: SweepView, c: int, done: int) -> str:
     return f"{done}/{total}" if total is not None else str(done)
 
 
+class LevelExtras:
+    """Per C, the speculative and EPLB cells of the level table (pure: from the model and analysis)."""
+
+    def __init__(self, model: CockpitModel) -> None:
+        self.spec = False
+        self.eplb = False
+        self.cells: dict[str, dict[str, str | Text]] = {}
+        sw = model.sweep
+        if sw is None:
+            return
+        base = (model.profile_levels.get(model.baseline or "", {})
+                if model.baseline and model.baseline != sw.profile else {})
+        ups = speedups(sw.levels, list(base.values()))
+        collapsed = {c.concurrency for c in collapses(sw.levels)}
+        for lv in sw.levels:
+            cells = self.cells.setdefault(str(lv.concurrency), {})
+            acc = level_accept_len(lv)
+            if acc is not None:
+                self.spec = True
+                cells["acc len"] = Text(f"{acc:.2f}" + (" ▼" if lv.concurrency in collapsed else ""),
+                                        "bold yellow" if lv.concurrency in collapsed else "")
+                up = ups.get(lv.concurrency)
+                cells["×base"] = format_speedup(up.decode if up is not None else None)
+            start = sw.level_starts.get(lv.concurrency)
+            if start is not None:
+                reb = level_rebalances(model.timeline.rebalances.records, start, lv.t)
+                if reb.count:
+                    self.eplb = True
+                    cells[EPLB_COLUMN] = Text(reb.text, "magenta")
+        live = sw.spec_watch
+        if live.concurrency is not None and live.mean is not None and sw.outcome is None:
+            self.spec = True
+            self.cells.setdefault(str(live.concurrency), {})["acc len"] = f"{live.mean:.2f}…"
+
+
+def level_extras(model: CockpitModel) -> LevelExtras:
+    return LevelExtras(model)
+
+
 class LevelTable(DataTable[str | Text], ModelView):
     """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated (so no
     horizontal scrollbar: the columns that matter come first, and a narrow panel cuts the rest)."""
@@ -73,14 +119,26 @@ class LevelTable(DataTable[str | Text], ModelView):
         self.can_focus = False
         self._last: list[tuple[str, tuple[str | Text, ...]]] = []
         self._eta: SweepEta | None = None
+        self._columns: tuple[str, ...] = COLUMNS
+        self._extra_cells: dict[str, dict[str, str | Text]] = {}
 
     def caption(self) -> tuple[str | None, str | None]:
         # the panel's border keeps a few cells for its corners and title gap
         return None, summary(self._eta, max(20, self.size.width - 4)) if self._eta is not None else None
 
     def on_mount(self) -> None:
+        self._columns = COLUMNS
         self.add_columns(*COLUMNS)
         self.redraw()
+
+    def _wanted_columns(self) -> tuple[str, ...]:
+        extra = level_extras(self.model)
+        cols = list(COLUMNS)
+        if extra.spec:
+            cols[4:4] = SPEC_COLUMNS
+        if extra.eplb:
+            cols.insert(cols.index("why"), EPLB_COLUMN)
+        return tuple(cols)
 
     def on_resize(self) -> None:
         """The subtitle's wording depends on the width (the app sets captions only after a redraw)."""
@@ -91,7 +149,12 @@ class LevelTable(DataTable[str | Text], ModelView):
     def redraw(self) -> None:
         """Rebuild only when the rows changed; the moving live row is updated in place."""
         self._eta = progress_of(self.model)
-        rows = self._rows()
+        wanted = self._wanted_columns()
+        if wanted != self._columns:
+            self.clear(columns=True)
+            self.add_columns(*wanted)
+            self._columns, self._last = wanted, []
+        rows = [(key, self._fit(cells)) for key, cells in self._rows()]
         old = self._last
         if rows == old:
             return
@@ -107,7 +170,16 @@ class LevelTable(DataTable[str | Text], ModelView):
                 self.call_after_refresh(self.scroll_end, animate=False)
         self._last = rows
 
+    def _fit(self, cells: tuple[str | Text, ...]) -> tuple[str | Text, ...]:
+        """The base columns' cells, with the speculative and EPLB cells inserted where the columns are."""
+        if self._columns == COLUMNS:
+            return cells
+        extra = self._extra_cells.get(str(cells[0]).rstrip("…").split("#")[0], {})
+        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col == EPLB_COLUMN else cells[COLUMNS.index(col)]
+                     for col in self._columns)
+
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:
+        self._extra_cells = level_extras(self.model).cells
         sw = self.model.sweep
         rows: list[tuple[str, tuple[str | Text, ...]]] = []
         if sw is None:

@@ -1,0 +1,123 @@
+"""How the routed experts load the GPUs, layer by layer: the heatmap on ``h``.
+
+Rows are MoE layers (binned into bands to fit), columns GPU ranks; a cell is that GPU's routed
+tokens over the band's mean (1.0 = its fair share), from SGLang's own
+``sglang:eplb_gpu_physical_count`` windows (the newest few seconds).  Under it: the balancedness now
+and its history, and the EPLB rebalances (the last one, how long it stalled, how many so far).  It
+follows the model while open, live and in a replay.  With no heatmap data it says how to turn it on.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade
+from kimitui.tui.render import spark
+
+REFRESH_S = 0.5
+HOW_TO = ("no heatmap yet: SGLang exports it only with expert parallelism, a balancedness report and "
+          "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL > 0. In the profile:\n"
+          '  expert_balancedness_report_mode = "both"\n'
+          '  env = { SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL = "10" }\n'
+          "(ep8-eplb has both; it also needs enable_metrics, which every seed profile sets)")
+
+
+def heat_table(band_list: list[HeatBand], cell: int) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold", padding=(0, 0))
+    table.add_column("layers", no_wrap=True, style="dim")
+    for g in range(len(band_list[0].ratios)):
+        table.add_column(f" GPU{g}".rjust(cell), no_wrap=True, justify="center")
+    table.add_column(" bal", no_wrap=True, justify="right")
+    for band in band_list:
+        cells = []
+        for r in band.ratios:
+            glyph, style = shade(r)
+            cells.append(Text(f" {glyph * (cell - 1)}", style))
+        bal = band.balance
+        table.add_row(band.label, *cells, Text(f" {bal:.2f}", "yellow" if bal < 0.85 else ""))
+    return table
+
+
+def legend() -> Text:
+    out = Text("share of the layer's tokens vs fair: ", "dim")
+    for label, ratio in (("<0.9", 0.5), ("0.9–1.1", 1.0), ("1.1–1.3", 1.2), (">1.3", 1.5)):
+        glyph, style = shade(ratio)
+        out.append(glyph * 2, style)
+        out.append(f" {label}  ", "dim")
+    return out
+
+
+class ExpertHeatmap(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,h", "dismiss(None)", "Close")]
+
+    DEFAULT_CSS = """
+    ExpertHeatmap { align: center middle; }
+    ExpertHeatmap > VerticalScroll { width: 110; max-width: 98%; height: auto; max-height: 95%;
+        border: thick $accent; background: $surface; padding: 0 1; }
+    ExpertHeatmap .title { text-style: bold; }
+    ExpertHeatmap .hint { color: $text-muted; }
+    """
+
+    def __init__(self, model: CockpitModel) -> None:
+        super().__init__()
+        self.model = model
+        self._drawn: object = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("Experts: routed tokens per GPU, layer by layer", classes="title", id="title")
+            yield Static(id="map")
+            yield Static(id="facts")
+            yield Static("esc / h close · cells: a GPU's tokens over its layer band's mean", classes="hint")
+
+    def on_mount(self) -> None:
+        self._refresh()
+        self.set_interval(REFRESH_S, self._refresh)
+
+    def _rows_for_map(self) -> int:
+        return max(4, min(16, self.app.size.height - 12))
+
+    def _refresh(self) -> None:
+        m = self.model
+        key = (m.expert_load.t if m.expert_load else None, len(m.timeline.rebalances.records), m.balance,
+               self.app.size.height, m.generation)
+        if key == self._drawn:
+            return
+        self._drawn = key
+        found = bands(m.heat.summed(), self._rows_for_map())
+        self.query_one("#map", Static).update(Group(heat_table(found, 6), legend()) if found else Text(HOW_TO, "dim"))
+        self.query_one("#facts", Static).update(self._facts(found))
+
+    def _facts(self, found: list[HeatBand]) -> Text:
+        m = self.model
+        out = Text()
+        if m.balance is not None:
+            out.append("balance now ", "bold")
+            out.append(f"{m.balance:.2f}", "yellow" if m.balance < 0.85 else "green")
+            out.append(f"  (from {m.balance_source}; 1.0 = even)  ", "dim")
+            out.append(spark(list(m.balance_hist)[-40:], 40, top=1.0), "cyan")
+            out.append("\n")
+        hot = hottest(found)
+        if hot is not None:
+            out.append(f"busiest GPU{hot[0]}: {hot[1]:.2f}x its fair share on average\n", "dim")
+        recs = [r for r in m.timeline.rebalances.records if not r.skipped]
+        skipped = sum(1 for r in m.timeline.rebalances.records if r.skipped)
+        if recs:
+            last = recs[-1]
+            took = f"{last.duration_s:.1f} s" if last.duration_s is not None else "running"
+            out.append(f"EPLB rebalances: {len(recs)}", "bold magenta")
+            out.append(f"  last {took}" + (f" · {skipped} skipped" if skipped else ""), "magenta")
+            every = m.server_args.get("eplb_rebalance_num_iterations")
+            if isinstance(every, int):
+                out.append(f" · every {every} forward passes", "dim")
+        else:
+            out.append("no EPLB rebalance yet" + (f" ({skipped} skipped)" if skipped else ""), "dim")
+        return out
