@@ -32,7 +32,7 @@ async def ssh_server(tmp_path: Path) -> AsyncIterator[SSHTestServer]:
         await server.stop()
 
 
-SIM_HOME_PROFILES = ("ep8-tuned", "ep8-v2", "ep8-eplb")
+SIM_HOME_PROFILES = ("ep8-tuned", "ep8-v2", "ep8-eplb", "ep8-dflash")
 """The shipped profiles ``sim_home`` refines locally (same name, so they win)."""
 
 

@@ -58,7 +58,8 @@ def test_caps_follow_server_info() -> None:
     assert "kimitui_level via x-custom-labels" in caps.describe()[0] and "DFLASH" in caps.describe()[1]
     none = sweep_caps({"speculative_algorithm": None, "tokenizer_metrics_allowed_custom_labels": None})
     assert not none.spec_details and none.labels == [] and "allows none" in none.describe()[0]
-    assert sweep_caps(None) == sweep_caps({})  # vLLM: no /server_info, nothing extra sent
+    assert sweep_caps({}).labels == [] and not sweep_caps({}).spec_details  # vLLM: no /server_info, nothing extra
+    assert not sweep_caps(None).known and "not read yet" in sweep_caps(None).describe()[0]
     spec = apply_caps(SweepSpec(url="http://x", model="m", levels=[1], spec_details=True, labels=["kimitui_sweep"]), none)
     assert not spec.spec_details and spec.labels == [] and spec.labels_header is None
 

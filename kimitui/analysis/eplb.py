@@ -43,7 +43,9 @@ class Rebalance:
         if self.skipped:
             return (f"EPLB rebalance skipped (balance {self.utilization:.2f} > {self.threshold:.2f})"
                     if self.utilization is not None and self.threshold is not None else "EPLB rebalance skipped")
-        return f"EPLB rebalance {self.duration_s:.1f} s" if self.duration_s is not None else "EPLB rebalance"
+        if self.duration_s is None:
+            return "EPLB rebalance"
+        return f"EPLB rebalance {self.duration_s:.1f} s" if self.duration_s >= 1 else f"EPLB rebalance {self.duration_s:.2f} s"
 
 
 def _phase(line: LogLine) -> str | None:
@@ -122,7 +124,10 @@ class LevelRebalances:
 
     @property
     def text(self) -> str:
-        return f"≡{self.count} {self.total_s:.0f}s" if self.count else ""
+        """``≡2 41s`` (``≡1 9.3s`` under ten seconds): the level table's cell; empty with none."""
+        if not self.count:
+            return ""
+        return f"≡{self.count} {self.total_s:.1f}s" if self.total_s < 10 else f"≡{self.count} {self.total_s:.0f}s"
 
 
 def level_rebalances(records: Iterable[Rebalance], start: float, end: float | None) -> LevelRebalances:

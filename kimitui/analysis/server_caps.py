@@ -27,6 +27,8 @@ class SweepCaps:
     labels_header: str | None = None
     labels: list[str] = field(default_factory=list)
     """Which of kimitui's :data:`~kimitui.events.SWEEP_LABELS` the server allows."""
+    known: bool = True
+    """False: no ``/server_info`` read yet (the sweep itself asks it when it starts)."""
 
     @property
     def spec_details(self) -> bool:
@@ -34,6 +36,9 @@ class SweepCaps:
 
     def describe(self) -> list[str]:
         """Two short lines for the sweep form: labels, then speculative figures."""
+        if not self.known:
+            return ["labels and speculative figures: the server's /server_info is not read yet; the sweep asks it "
+                    "when it starts"]
         if self.labels:
             labels = f"labels: {', '.join(self.labels)} via {self.labels_header} (SGLang's metrics split by sweep and level)"
         else:
@@ -47,7 +52,7 @@ class SweepCaps:
 def sweep_caps(args: Mapping[str, Any] | None) -> SweepCaps:
     """Read ``/server_info``'s args (SGLang 0.5.23 names); an unknown or missing server allows nothing."""
     if not args:
-        return SweepCaps()
+        return SweepCaps(known=args is not None)
     algo = args.get("speculative_algorithm")
     allowed = args.get("tokenizer_metrics_allowed_custom_labels")
     header = args.get("tokenizer_metrics_custom_labels_header")

@@ -78,6 +78,16 @@ class ServerFollower:
                 self._spawn(self._refollow_and_poll() if self.serving else self.refollow())
         elif event.state in ("failed", "stopped", "stopping"):
             self.serving = False
+            if event.state == "stopping" and self._metrics is not None:
+                self._spawn(self._stop_metrics())  # a server going away on purpose is no polling failure
+
+    async def _stop_metrics(self) -> None:
+        metrics, self._metrics = self._metrics, None
+        if metrics is not None:
+            try:
+                await metrics.stop()
+            except Exception as exc:
+                log.debug("stopping %r: %s", metrics, exc)
 
     async def follow_found(self, launcher: Launcher, record: RunRecord) -> None:
         """What already served when the cockpit started: follow it and poll it at once."""

@@ -412,8 +412,9 @@ class CockpitModel:
         """The newest heatmap window (layers x GPU ranks)."""
         self.heat = HeatWindows()
         """The recent heatmap windows, summed for the ``h`` screen."""
-        self.server_args: dict[str, object] = {}
-        """The running server's ``/server_info`` args (what the sweep form says it accepts)."""
+        self.server_args: dict[str, object] | None = None
+        """The running server's ``/server_info`` args (what the sweep form says it accepts); None: not read
+        since the last swap (they belonged to the server it replaced)."""
 
     # ------------------------------------------------------------------ folding
     def apply(self, events: Iterable[Event]) -> set[Part]:
@@ -721,6 +722,7 @@ class CockpitModel:
         took = ev.phases.get("total", sum(ev.phases.values()))
         if ev.outcome == "ok":
             self.profile = ev.to_profile
+            self.server_args = None
             text = f"swapped {ev.from_profile or '-'} -> {ev.to_profile} in {took:.1f} s"
             self.notices.append(Notice("information", text))
             sev = "info"

@@ -3,7 +3,8 @@
 Kept apart from the widget (no Textual) so the rules an operator relies on are
 testable without a terminal: only ``ok`` levels are points of a line or the
 peak; a failed, aborted or cut level is a hollow mark at the figure it reached
-(or on the floor), never joined in; x ticks sit at exactly the levels swept.
+(or on the floor), never joined in; x ticks sit at exactly the levels swept; a level an EPLB
+rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.level_eplb`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kimitui.tui.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.level_eplb import rebalances_by_level
 
 XY = tuple[int, float]
 """(concurrency, tok/s)."""
@@ -26,6 +28,8 @@ STEADY_STYLE = "cyan"
 LIVE_STYLE = "bold yellow"
 NOT_OK_STYLES = {"failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 AGG_MARK, STEADY_MARK, LIVE_MARK, HOLLOW_MARK, OVERLAY_MARK = "●", "◇", "◉", "○", "•"
+EPLB_MARK, EPLB_STYLE = "≡", "bold magenta"
+"""Beside a level's point when an EPLB rebalance stalled decoding during it (the timeline strip's glyph)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class CurveFigure:
     live: XY | None
     levels: list[int]
     ymax: float
+    eplb: list[XY] = field(default_factory=list)
+    """(C, the point's tok/s) of this run's levels that had an EPLB rebalance: marked ``≡`` beside the point."""
 
 
 def curve_figure(model: CockpitModel) -> CurveFigure:
@@ -111,7 +117,14 @@ def curve_figure(model: CockpitModel) -> CurveFigure:
     ys += _figures(current) if current is not None else []
     ys += [live[1]] if live is not None else []
     finite = [y for y in ys if math.isfinite(y)]
-    return CurveFigure(current, overlays, live, sorted(c for c in levels if c > 0), max([10.0, *finite]))
+    return CurveFigure(current, overlays, live, sorted(c for c in levels if c > 0), max([10.0, *finite]),
+                       eplb_points(current, rebalances_by_level(model)) if current is not None else [])
+
+
+def eplb_points(series: ProfileSeries, rebalanced: Mapping[int, object]) -> list[XY]:
+    """Where the ``≡`` marks go: each rebalanced level's point (its aggregate, or where a not-ok level got to)."""
+    at = {c: y for c, y in series.agg} | {h.concurrency: h.tok_s for h in series.hollow}
+    return [(c, at[c]) for c in sorted(rebalanced) if c in at and math.isfinite(at[c])]
 
 
 def _figures(s: ProfileSeries) -> list[float]:
@@ -199,6 +212,8 @@ def legend_items(fig: CurveFigure) -> list[LegendItem]:
             items.append(LegendItem(f"[{LIVE_STYLE}]{LIVE_MARK} now[/]", f"[{LIVE_STYLE}]{LIVE_MARK} now[/]", 2))
     if any(s.hollow for s in [*(o for _, o in fig.overlays), *([cur] if cur else [])]):
         items.append(LegendItem(f"[bold red]{HOLLOW_MARK} not ok[/]", f"[bold red]{HOLLOW_MARK}[/]", 3))
+    if fig.eplb:
+        items.append(LegendItem(f"[{EPLB_STYLE}]{EPLB_MARK} rebalance[/]", f"[{EPLB_STYLE}]{EPLB_MARK}[/]", 3))
     for k, (style, series) in enumerate(fig.overlays):
         name = escape(series.profile)
         abbrev = escape(series.profile[:8] + ("…" if len(series.profile) > 8 else ""))

@@ -32,7 +32,7 @@ HOW_TO = ("no heatmap yet: SGLang exports it only with expert parallelism, a bal
 
 def heat_table(band_list: list[HeatBand], cell: int) -> Table:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold", padding=(0, 0))
-    table.add_column("layers", no_wrap=True, style="dim")
+    table.add_column("layers ", no_wrap=True, style="dim")
     for g in range(len(band_list[0].ratios)):
         table.add_column(f" GPU{g}".rjust(cell), no_wrap=True, justify="center")
     table.add_column(" bal", no_wrap=True, justify="right")
@@ -101,7 +101,7 @@ class ExpertHeatmap(ModalScreen[None]):
         out = Text()
         if m.balance is not None:
             out.append("balance now ", "bold")
-            out.append(f"{m.balance:.2f}", "yellow" if m.balance < 0.85 else "green")
+            out.append(f"{m.balance:.2f} ", "yellow" if m.balance < 0.85 else "green")
             out.append(f"  (from {m.balance_source}; 1.0 = even)  ", "dim")
             out.append(spark(list(m.balance_hist)[-40:], 40, top=1.0), "cyan")
             out.append("\n")
@@ -112,10 +112,10 @@ class ExpertHeatmap(ModalScreen[None]):
         skipped = sum(1 for r in m.timeline.rebalances.records if r.skipped)
         if recs:
             last = recs[-1]
-            took = f"{last.duration_s:.1f} s" if last.duration_s is not None else "running"
-            out.append(f"EPLB rebalances: {len(recs)}", "bold magenta")
+            took = last.label.removeprefix("EPLB rebalance").strip() or "running"
+            out.append(f"EPLB rebalances: {len(recs)} ", "bold magenta")
             out.append(f"  last {took}" + (f" · {skipped} skipped" if skipped else ""), "magenta")
-            every = m.server_args.get("eplb_rebalance_num_iterations")
+            every = (m.server_args or {}).get("eplb_rebalance_num_iterations")
             if isinstance(every, int):
                 out.append(f" · every {every} forward passes", "dim")
         else:

@@ -17,11 +17,11 @@ from textual.coordinate import Coordinate
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from kimitui.analysis.eplb import level_rebalances
 from kimitui.analysis.level_stats import effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
 from kimitui.tui.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.level_eplb import rebalances_by_level
 from kimitui.tui.render import num
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
@@ -31,7 +31,8 @@ SPEC_COLUMNS = ("acc len", "×base")
 """After ``steady`` when the sweep has speculative figures: the level's accept length (yellow when it
 collapsed, :mod:`kimitui.analysis.spec`) and its per-user decode speed-up over the baseline at that C."""
 EPLB_COLUMN = "EPLB"
-"""Before ``why`` when a level had EPLB rebalances: how many, and the seconds decoding stalled."""
+"""After ``steady`` (and the speculative columns) when a level had EPLB rebalances: how many, and the seconds
+decoding stalled (``≡1 9s``): the dip of that level's aggregate, explained where it is read."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
@@ -88,12 +89,9 @@ class LevelExtras:
                                         "bold yellow" if lv.concurrency in collapsed else "")
                 up = ups.get(lv.concurrency)
                 cells["×base"] = format_speedup(up.decode if up is not None else None)
-            start = sw.level_starts.get(lv.concurrency)
-            if start is not None:
-                reb = level_rebalances(model.timeline.rebalances.records, start, lv.t)
-                if reb.count:
-                    self.eplb = True
-                    cells[EPLB_COLUMN] = Text(reb.text, "magenta")
+        for c, reb in rebalances_by_level(model).items():  # the curve marks the same levels with ≡
+            self.eplb = True
+            self.cells.setdefault(str(c), {})[EPLB_COLUMN] = Text(reb.text, "magenta")
         live = sw.spec_watch
         if live.concurrency is not None and live.mean is not None and sw.outcome is None:
             self.spec = True
@@ -134,10 +132,11 @@ class LevelTable(DataTable[str | Text], ModelView):
     def _wanted_columns(self) -> tuple[str, ...]:
         extra = level_extras(self.model)
         cols = list(COLUMNS)
-        if extra.spec:
-            cols[4:4] = SPEC_COLUMNS
+        at = cols.index("steady") + 1  # beside the aggregates they explain, before the columns a narrow panel cuts
         if extra.eplb:
-            cols.insert(cols.index("why"), EPLB_COLUMN)
+            cols.insert(at, EPLB_COLUMN)
+        if extra.spec:
+            cols[at:at] = SPEC_COLUMNS
         return tuple(cols)
 
     def on_resize(self) -> None:

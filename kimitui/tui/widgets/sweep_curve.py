@@ -6,7 +6,8 @@ fits; both axes carry their titles.  ``━●`` = seed-comparable aggregate (tok
 ``┈◇`` = steady-state aggregate (dotted, cyan); ``◉ now`` = the running level
 so far.  Other profiles' last runs are overlaid, one colour each, named in the
 panel title.  A level that failed, was aborted or cut is a hollow ``○`` at the
-figure it reached, never joined into a line and never the peak.
+figure it reached, never joined into a line and never the peak.  ``≡`` beside a
+point: an EPLB rebalance stalled decoding during that level (the strip below says when).
 What to draw is decided in :mod:`kimitui.tui.curve_series`; this only paints it.
 """
 
@@ -25,8 +26,8 @@ from textual_plot.axis_formatter import AxisFormatter
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import (
-    AGG_MARK, AGG_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK, STEADY_MARK,
-    STEADY_STYLE, Hollow, ProfileSeries, curve_figure, dotted, fit_legend, legend_items,
+    AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK,
+    STEADY_MARK, STEADY_STYLE, Hollow, ProfileSeries, curve_figure, dotted, fit_legend, legend_items,
     level_ticks, markup_len, nice_y_ticks, peak_point, short_tok, x_limits,
 )
 from kimitui.tui.timeline_marks import kinds_shown, legend as timeline_legend
@@ -103,6 +104,7 @@ class SweepCurve(PlotWidget, ModelView):
         legend widget relayouts the whole screen on every update.)"""
         self.xaxis = LevelAxis()
         self._live: tuple[float, float] | None = None
+        self._eplb: list[tuple[float, float]] = []
 
     def caption(self) -> tuple[str | None, str | None]:
         room = self.size.width - 2
@@ -154,6 +156,7 @@ class SweepCurve(PlotWidget, ModelView):
                 self.scatter(sx, sy, marker_style=STEADY_STYLE, hires_mode=HiResMode.BRAILLE)
             self._draw_series(fig.current, AGG_STYLE, STEADY_STYLE, AGG_MARK)
         self._live = (math.log2(fig.live[0]), fig.live[1]) if fig.live is not None else None
+        self._eplb = [(math.log2(c), y) for c, y in fig.eplb]
         if self._live is not None:
             self.scatter([self._live[0]], [self._live[1]], marker=LIVE_MARK, marker_style=LIVE_STYLE)
         room = self.size.width - 2
@@ -192,9 +195,15 @@ class SweepCurve(PlotWidget, ModelView):
 
     def _render_plot(self) -> None:
         super()._render_plot()
-        if self._live is None or self._scale_rectangle.width < 4:
+        if self._scale_rectangle.width < 4:
             return
         canvas = self.query_one("#plot", Canvas)
+        for point in self._eplb:  # beside the level's point: a rebalance stalled decoding in that level
+            x, y = self.get_pixel_from_coordinate(*point)
+            canvas.write_text(x + 1 if x + 2 < self._scale_rectangle.right else x - 1, y,
+                              f"[{EPLB_STYLE}]{EPLB_MARK}")
+        if self._live is None:
+            return
         x, y = self.get_pixel_from_coordinate(*self._live)
         if x + 4 < self._scale_rectangle.right:
             canvas.write_text(x + 1, y, f"[{LIVE_STYLE}]now")
