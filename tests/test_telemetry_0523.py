@@ -147,3 +147,23 @@ async def test_the_deprecated_endpoint_is_only_asked_when_server_info_is_missing
         for _ in range(3):
             await poller.poll_server_info()
     assert calls == ["/server_info", "/get_server_info"] * 3
+
+
+async def test_v1_loads_asks_for_every_section_and_reads_speculation_per_dp_rank() -> None:
+    """0.5.23 entrypoints/v1_loads.py (include=core,memory,spec,...,all; an unknown section is a 400) and
+    managers/load_snapshot.py LoadSnapshot.to_dict / SpeculativeMetrics (accept_length, accept_rate)."""
+    async with start_sim("ep8-dflash", time_scale=50) as sim:
+        async with httpx.AsyncClient(timeout=30) as http:
+            body = {"model": "/root/models/Kimi-K2.6", "messages": [{"role": "user", "content": "code"}],
+                    "max_tokens": 800, "ignore_eos": True}  # past a Decode line: the scheduler's figures exist
+            await http.post(sim.url + "/v1/chat/completions", json=body)
+            assert (await http.get(sim.url + "/v1/loads?include=nope")).status_code == 400
+            core = (await http.get(sim.url + "/v1/loads?include=core")).json()
+            assert "speculative" not in core["loads"][0]
+        poller = MetricsPoller(Session(host="h"), sim.url)
+        await poller.start()
+        try:
+            stats = await poller.poll_loads()
+        finally:
+            await poller.stop()
+    assert stats.extra["dp0_accept_len"] > 1.5 and stats.extra["accept_len"] == stats.extra["dp0_accept_len"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kimitui.events import LogLine
@@ -134,3 +134,23 @@ def level_rebalances(records: Iterable[Rebalance], start: float, end: float | No
     hits = rebalances_in(records, start, end)
     total = sum(r.duration_s if r.duration_s is not None else ((r.end or r.start) - r.start) for r in hits)
     return LevelRebalances(len(hits), total)
+
+
+def rebalance_period(records: Iterable[Rebalance]) -> float | None:
+    """Seconds between the last two scheduled rebalances (a skip is one too: SGLang logs ``rebalance start``
+    and then decides), or None before two were seen.
+
+    SGLang 0.5.23 (``eplb/eplb_manager.py`` ``EPLBManager._entrypoint``) rebalances after every
+    ``eplb_rebalance_num_iterations`` forward passes; passes only run while requests do, so this is the
+    recent pace, not a promise.
+    """
+    starts = [r.start for r in records]
+    return starts[-1] - starts[-2] if len(starts) >= 2 and starts[-1] > starts[-2] else None
+
+
+def next_rebalance_in(records: Sequence[Rebalance], now: float) -> float | None:
+    """Seconds until the next rebalance at the recent pace (0 when it is due), or None without a pace."""
+    period = rebalance_period(records)
+    if period is None or not records:
+        return None
+    return max(0.0, records[-1].start + period - now)

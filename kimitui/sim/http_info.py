@@ -110,13 +110,21 @@ class InfoRoutes(SimServerState):
         return await self.model_info(request)
 
     async def loads(self, request: Request) -> Response:
+        """0.5.23 ``entrypoints/v1_loads.py``: ``include`` (core, memory, spec, lora, disagg, queues, all;
+        default all) picks the sections, an unknown one is a 400 (``LoadSnapshot.to_dict``)."""
+        raw = request.query_params.get("include")
+        include = {x.strip() for x in raw.split(",")} if raw else None
+        valid = {"core", "memory", "spec", "lora", "disagg", "queues", "all"}
+        if include is not None and not include <= valid:
+            return JSONResponse({"detail": f"Invalid include sections: {include - valid}. Valid options: {sorted(valid)}"},
+                                status_code=400)
         st = self.sched.stats if self.sched else None
         running = st.running if st else 0
         waiting = st.queue if st else 0
         used = st.kv_tokens if st else 0
         total = self.model.max_total_num_tokens
         thr = round(st.last_gen_throughput, 2) if st else 0.0
-        load = {
+        load: dict[str, object] = {
             "dp_rank": 0,
             "num_running_reqs": running,
             "num_waiting_reqs": waiting,
@@ -130,6 +138,9 @@ class InfoRoutes(SimServerState):
             "max_running_requests": self.model.max_running_requests,
             "num_total_reqs": running + waiting,
         }
+        if self.s.speculative and st is not None and (include is None or include & {"all", "spec"}):
+            load["speculative"] = {"accept_length": round(st.spec_accept_length, 4),
+                                   "accept_rate": round(st.spec_accept_rate, 4)}
         return JSONResponse(
             {
                 "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",

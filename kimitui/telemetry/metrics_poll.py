@@ -180,11 +180,19 @@ def stats_from_loads(data: dict[str, Any], *, host: str) -> ServerStats:
         return sum(vals) / len(vals) if vals else None
 
     extra: dict[str, float] = {}
+    accepts: list[float] = []
     for x in loads:
         rank = x.get("dp_rank")
         for key in ("num_running_reqs", "num_waiting_reqs", "token_usage", "gen_throughput"):
             if isinstance(x.get(key), (int, float)) and isinstance(rank, int):
                 extra[f"dp{rank}_{key}"] = float(x[key])
+        spec = x.get("speculative")  # 0.5.23 managers/load_snapshot.py SpeculativeMetrics, per DP rank
+        acc = spec.get("accept_length") if isinstance(spec, dict) else None
+        if isinstance(acc, (int, float)) and not isinstance(acc, bool) and acc > 0 and isinstance(rank, int):
+            extra[f"dp{rank}_accept_len"] = float(acc)
+            accepts.append(float(acc))
+    if accepts:
+        extra["accept_len"] = sum(accepts) / len(accepts)
     return ServerStats(host=host, source="loads", running_reqs=total("num_running_reqs"),
                        queued_reqs=total("num_waiting_reqs"), token_usage=mean("token_usage"),
                        gen_throughput=total("gen_throughput"), num_tokens=total("num_used_tokens"),
@@ -409,7 +417,7 @@ class MetricsPoller(SupervisedTask):
         return info
 
     async def poll_loads(self) -> ServerStats:
-        resp = await self._get("/v1/loads")
+        resp = await self._get("/v1/loads?include=all")
         if resp.status_code == 404:
             raise _Gone("GET /v1/loads -> 404 (SGLang before 2026-01)")
         resp.raise_for_status()

@@ -32,9 +32,10 @@ from kimitui.control import Controller, NotAvailable, ReplayControls
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
-from kimitui.tui.bindings import LIVE_ONLY, REPLAY_ONLY
+from kimitui.tui.bindings import FOOTER_WHERE_USEFUL, LIVE_ONLY, REPLAY_ONLY
 from kimitui.tui.keys import blocked_reason, profile_keys
 from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
+from kimitui.tui.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
@@ -105,7 +106,7 @@ class KimituiApp(App[int]):
         """Part -> the widgets that show it (``ModelView.shows``), built once on mount."""
         self._sub: Subscription | None = None
         self._shutdown_done = False
-        self._key_state: tuple[str | None, str] = (None, "unknown")
+        self._key_state: tuple[str | None, str, bool] = (None, "unknown", False)
         self.started = False
         self.layout_shown: LayoutMode | None = None
         """The layout the screen shows (``layout_mode``): None until mounted."""
@@ -279,7 +280,7 @@ class KimituiApp(App[int]):
 
     def _update_key_state(self) -> None:
         """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
-        state = (self._safe(lambda: self.controller.busy), self.model.profile_state)
+        state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful())
         if state != self._key_state:
             self._key_state = state
             self.refresh_bindings()
@@ -334,6 +335,8 @@ class KimituiApp(App[int]):
         self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in FOOTER_WHERE_USEFUL and parameters:  # the footer's copy of the key: only where it helps
+            return self._experts_useful()
         if action in LIVE_ONLY and not self.controller.live:
             return False
         if action in REPLAY_ONLY or action == "jump":
@@ -449,8 +452,10 @@ class KimituiApp(App[int]):
             reason = self._blocked(action)
             return f"  [dim](not now: {reason})[/]" if reason else ""
 
+        once = {b.id: b for b in reversed(self.cockpit_bindings())}  # a key bound twice (FOOTER_WHERE_USEFUL) once
         keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in self.cockpit_bindings()
-                if not b.action.startswith("pick_profile") and self.check_action(b.action.split("(")[0], ()) is not False]
+                if once.get(b.id) is b and not b.action.startswith("pick_profile")
+                and self.check_action(b.action.split("(")[0], ()) is not False]
         found = self._safe(lambda: profile_keys(self.controller))
         self.push_screen(HelpScreen(keys, found[0] if found else {}, now("pick_profile")))
 
@@ -508,8 +513,13 @@ class KimituiApp(App[int]):
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))
 
-    def action_experts(self) -> None:
-        """The expert heatmap (layers x GPUs) and the balance: live and in a replay."""
+    def _experts_useful(self) -> bool:
+        """The running server spreads its experts over GPUs, or reports their load: the footer offers ``h``."""
+        m = self.model
+        return m.expert_load is not None or m.balance is not None or expert_parallel(m.server_args)
+
+    def action_experts(self, footer: bool = False) -> None:
+        """The expert heatmap (layers x GPUs) and the balance: live and in a replay (``footer``: the footer's copy)."""
         self.push_screen(ExpertHeatmap(self.model))
 
     # ------------------------------------------------------------------ actions: replay

@@ -8,6 +8,9 @@ LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
 """Actions hidden (and inert) in a replay."""
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
+FOOTER_WHERE_USEFUL = {"experts"}
+"""Keys bound twice under one id: ``action(True)`` is shown in the footer only where it is useful (the
+heatmap: the running server has expert parallelism or reports its expert load), ``action`` works everywhere."""
 
 
 def key(keys: str, action: str, description: str, *, show: bool = True, name: str | None = None) -> Binding:
@@ -30,6 +33,7 @@ BINDINGS = [
     key("z", "toggle_maximize", "max"),
     key("c", "compare", "compare"),
     key("g", "gpu_processes", "gpu procs", show=False),
+    key("h", "experts(True)", "experts", name="experts"),
     key("h", "experts", "experts", show=False),
     key("f", "log_severity", "log severity", show=False),
     key("t", "log_kind", "log kind", show=False),

@@ -11,7 +11,7 @@ out.  No Textual here.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kimitui.events import ExpertLoad
@@ -99,3 +99,48 @@ def hottest(band_list: Iterable[HeatBand]) -> tuple[int, float] | None:
     means = [sum(b.ratios[g] for b in lst if g < len(b.ratios)) / len(lst) for g in range(n)]
     g = max(range(n), key=lambda i: means[i])
     return g, means[g]
+
+
+def expert_parallel(args: Mapping[str, object] | None) -> bool:
+    """Does the server run its MoE experts across GPUs (0.5.23 ``ep_size`` > 1, or EPLB on)?
+
+    Names from ``/server_info`` as SGLang 0.5.23 serves its ServerArgs (``arg_groups/fields/parallel.py``
+    ``ep_size``, ``arg_groups/fields/exec_.py`` ``enable_eplb``): the footer offers the heatmap key then.
+    """
+    if not args:
+        return False
+    ep = args.get("ep_size")
+    return (isinstance(ep, int) and ep > 1) or args.get("enable_eplb") is True
+
+
+HEATMAP_ENV = "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"
+
+
+def why_no_heatmap(args: Mapping[str, object] | None, balance_seen: bool) -> str:
+    """Why there is no heatmap yet, and what in the profile turns it on, from the running server's args.
+
+    SGLang 0.5.23 fills ``sglang:eplb_gpu_physical_count`` in ``eplb/expert_distribution.py``
+    ``_handle_metric_eplb_heatmap`` only when the balancedness report is on
+    (``expert_balancedness_report_mode`` != off, ``runtime_context.py`` ``reports_expert_balancedness``)
+    and ``SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL`` > 0 in the server's environment; it is served on
+    ``/metrics`` (``enable_metrics``) and is per GPU rank only with expert parallelism.
+    """
+    turn_on = (f'  expert_balancedness_report_mode = "both"\n  env = {{ {HEATMAP_ENV} = "10" }}\n'
+               "  enable_metrics = true   (ep8-eplb has all three)")
+    if args is None:
+        return "no heatmap yet: the server's /server_info is not read yet (it is, a few seconds after it serves)."
+    if not expert_parallel(args):
+        return ("no heatmap: the running server has no expert parallelism (ep_size 1, EPLB off), so every GPU "
+                "holds a slice of every expert and there is no per-GPU expert load. A profile with ep_size = 8 "
+                f"and, for the heatmap:\n{turn_on}")
+    mode = args.get("expert_balancedness_report_mode")
+    if mode in (None, "off"):
+        return (f"no heatmap: expert_balancedness_report_mode is {mode or 'off'}, so SGLang does not count "
+                f"expert load per GPU. In the profile:\n{turn_on}")
+    if args.get("enable_metrics") is False:
+        return f"no heatmap: enable_metrics is off, so /metrics serves nothing. In the profile:\n{turn_on}"
+    said = " (the balance below comes from its report)" if balance_seen else ""
+    return (f"no heatmap yet{said}: SGLang exports it only with {HEATMAP_ENV} > 0 in the server's "
+            f"environment (its /server_info cannot say whether it is set). In the profile:\n"
+            f'  env = {{ {HEATMAP_ENV} = "10" }}\n'
+            "or wait: the first window comes with the first forward passes after the poller's first scrape.")

@@ -59,6 +59,8 @@ def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
     yield SystemCommand("Log: search", f"key {key('log_search')}", run("log_search"))
     yield SystemCommand("Log: pause / resume", f"key {key('log_pause')}", run("log_pause"))
     yield SystemCommand("Compare two runs", f"key {key('compare')}", run("compare"))
+    yield SystemCommand("Experts: heatmap of layers x GPUs, balance, EPLB rebalances",
+                        f"key {key('experts')}; live and in a replay", run("experts"))
     yield SystemCommand("Show the keys", f"key {key('help')}", run("help"))
     if app.replay is not None:
         yield SystemCommand("Replay: play / pause", "space", run("play_pause"))

@@ -4,7 +4,8 @@ Rows are MoE layers (binned into bands to fit), columns GPU ranks; a cell is tha
 tokens over the band's mean (1.0 = its fair share), from SGLang's own
 ``sglang:eplb_gpu_physical_count`` windows (the newest few seconds).  Under it: the balancedness now
 and its history, and the EPLB rebalances (the last one, how long it stalled, how many so far).  It
-follows the model while open, live and in a replay.  With no heatmap data it says how to turn it on.
+follows the model while open, live and in a replay.  With no heatmap data it says why, from the
+running server's ``/server_info`` (:func:`kimitui.tui.heatmap_data.why_no_heatmap`), and how to turn it on.
 """
 
 from __future__ import annotations
@@ -18,16 +19,12 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from kimitui.analysis.eplb import next_rebalance_in
 from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade
-from kimitui.tui.render import spark
+from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade, why_no_heatmap
+from kimitui.tui.render import clock, spark
 
 REFRESH_S = 0.5
-HOW_TO = ("no heatmap yet: SGLang exports it only with expert parallelism, a balancedness report and "
-          "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL > 0. In the profile:\n"
-          '  expert_balancedness_report_mode = "both"\n'
-          '  env = { SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL = "10" }\n'
-          "(ep8-eplb has both; it also needs enable_metrics, which every seed profile sets)")
 
 
 def heat_table(band_list: list[HeatBand], cell: int) -> Table:
@@ -44,6 +41,16 @@ def heat_table(band_list: list[HeatBand], cell: int) -> Table:
         bal = band.balance
         table.add_row(band.label, *cells, Text(f" {bal:.2f}", "yellow" if bal < 0.85 else ""))
     return table
+
+
+def binning(band_list: list[HeatBand]) -> Text:
+    """Says how the layers were binned: 61 MoE layers do not fit a terminal's rows."""
+    layers = sum(b.last_layer - b.first_layer + 1 for b in band_list)
+    if all(b.first_layer == b.last_layer for b in band_list):
+        return Text(f"{layers} MoE layers, one row each", "dim")
+    per = max(b.last_layer - b.first_layer + 1 for b in band_list)
+    return Text(f"{layers} MoE layers binned into {len(band_list)} rows of up to {per} consecutive layers "
+                "(their tokens summed)", "dim")
 
 
 def legend() -> Text:
@@ -88,12 +95,15 @@ class ExpertHeatmap(ModalScreen[None]):
     def _refresh(self) -> None:
         m = self.model
         key = (m.expert_load.t if m.expert_load else None, len(m.timeline.rebalances.records), m.balance,
-               self.app.size.height, m.generation)
+               self.app.size.height, m.generation, int(m.last_t or 0), m.server_args is None)
         if key == self._drawn:
             return
         self._drawn = key
         found = bands(m.heat.summed(), self._rows_for_map())
-        self.query_one("#map", Static).update(Group(heat_table(found, 6), legend()) if found else Text(HOW_TO, "dim"))
+        if found:
+            self.query_one("#map", Static).update(Group(binning(found), heat_table(found, 6), legend()))
+        else:
+            self.query_one("#map", Static).update(Text(why_no_heatmap(m.server_args, m.balance is not None), "yellow"))
         self.query_one("#facts", Static).update(self._facts(found))
 
     def _facts(self, found: list[HeatBand]) -> Text:
@@ -108,16 +118,33 @@ class ExpertHeatmap(ModalScreen[None]):
         hot = hottest(found)
         if hot is not None:
             out.append(f"busiest GPU{hot[0]}: {hot[1]:.2f}x its fair share on average\n", "dim")
-        recs = [r for r in m.timeline.rebalances.records if not r.skipped]
-        skipped = sum(1 for r in m.timeline.rebalances.records if r.skipped)
+        out.append_text(self._rebalances())
+        return out
+
+    def _rebalances(self) -> Text:
+        """``EPLB rebalances: 3 · last at 10:21:07 (35 s ago), 9.3 s · 1 skipped``, then ``next ≈ in 12 s at
+        the recent pace (EPLB rebalances every 1000 forward passes)``: on the model's clock, so a replay says
+        what the operator saw then."""
+        m = self.model
+        records = m.timeline.rebalances.records
+        recs = [r for r in records if not r.skipped]
+        skipped = len(records) - len(recs)
+        out = Text()
         if recs:
             last = recs[-1]
-            took = last.label.removeprefix("EPLB rebalance").strip() or "running"
-            out.append(f"EPLB rebalances: {len(recs)} ", "bold magenta")
-            out.append(f"  last {took}" + (f" · {skipped} skipped" if skipped else ""), "magenta")
-            every = (m.server_args or {}).get("eplb_rebalance_num_iterations")
-            if isinstance(every, int):
-                out.append(f" · every {every} forward passes", "dim")
+            took = f"{last.duration_s:.1f} s" if last.duration_s is not None else ("running" if last.end is None else "")
+            ago = f" ({max(0.0, m.last_t - last.start):.0f} s ago)" if m.last_t is not None else ""
+            out.append(f"EPLB rebalances: {len(recs)}", "bold magenta")
+            out.append(f" · last at {clock(last.start)}{ago}" + (f", {took}" if took else ""), "magenta")
         else:
-            out.append("no EPLB rebalance yet" + (f" ({skipped} skipped)" if skipped else ""), "dim")
+            out.append("no EPLB rebalance yet", "dim")
+        if skipped:
+            out.append(f" · {skipped} skipped (balance above the threshold)", "dim")
+        nxt = next_rebalance_in(records, m.last_t) if m.last_t is not None else None
+        every = (m.server_args or {}).get("eplb_rebalance_num_iterations")
+        when = f"next ≈ in {nxt:.0f} s at the recent pace" if nxt is not None else ""
+        if isinstance(every, int) and (m.server_args or {}).get("enable_eplb"):
+            out.append(f"\n{when or 'next'} (EPLB rebalances every {every} forward passes)", "dim")
+        elif when:
+            out.append(f"\n{when}", "dim")
         return out
