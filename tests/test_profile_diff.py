@@ -61,3 +61,11 @@ def test_single_knob_alternatives_for_the_seed_case(profile_env: ProfileDirs) ->
     a, b = load_profile("ep8-tuned"), load_profile("ep8-v2")
     names = [p.name for p in single_knob_alternatives(a, b, list_profiles())]
     assert names == ["ep8-cont16", "ep8-eplb"]
+
+
+def test_where_the_server_listens_is_no_knob_a_sweep_feels(profile_env: ProfileDirs) -> None:
+    """``kimitui --sim-port`` moves every profile to another port: a drafter on it is still one change."""
+    base = load_profile("ep8-tuned")
+    moved = load_profile("ep8-dflash").model_copy(update={"port": 30071})
+    d = diff_profiles(base, moved)
+    assert "port" in d.changes and list(d.families) == ["speculative decoding"] and not d.confounded

@@ -166,7 +166,7 @@ def test_a_replay_seek_rebuilds_the_same_figures_and_says_the_collapse_again():
     model = CockpitModel(raise_errors=True)
     model.apply(events)
     before = {c: {k: str(v) for k, v in cells.items()} for c, cells in LevelExtras(model).cells.items()}
-    model.apply([ReplayState(t=T0 + 50, reset=True)])
+    model.apply([ReplayState(t=T0 + 50, position=T0, start=T0, end=T0 + 50, reset=True)])
     assert model.sweep is None and LevelExtras(model).cells == {}
     model.apply(events)
     assert {c: {k: str(v) for k, v in cells.items()} for c, cells in LevelExtras(model).cells.items()} == before

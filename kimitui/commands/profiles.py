@@ -226,7 +226,7 @@ def _diff(args: argparse.Namespace) -> int:
     elif d.summary():
         out.print(escape(d.summary() or ""))
     if d.observability:
-        out.print(f"[dim]only what the server reports: {escape(', '.join(d.observability))} (not a confound)[/]")
+        out.print(f"[dim]only where it listens or what it reports: {escape(', '.join(d.observability))} (not a confound)[/]")
     for knob in d.changes:
         if knob in INERT_KNOBS:
             out.print(f"[yellow]note[/]: {knob} {escape(INERT_KNOBS[knob])}")

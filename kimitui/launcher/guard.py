@@ -178,7 +178,7 @@ def _guard_message(diff: ProfileDiff, baseline: str, target: str) -> str:
     """The guard's sentence: no change, one knob (or one family), or confounded."""
     fams = diff.families
     observability = diff.observability
-    tail = f" (and only what it reports: {', '.join(observability)})" if observability else ""
+    tail = f" (and only where it listens or what it reports: {', '.join(observability)})" if observability else ""
     if not diff.changes:
         return f"{target}: no knob differs from the baseline {baseline}"
     if not fams:

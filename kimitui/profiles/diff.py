@@ -14,13 +14,15 @@ from kimitui.profiles.schema import Profile
 
 
 OBSERVABILITY_KNOBS: frozenset[str] = frozenset({
+    "host", "port",
     "enable_metrics", "enable_metrics_for_all_schedulers", "expert_balancedness_report_mode",
     "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels", "enable_mfu_metrics",
     "decode_log_interval", "log_level", "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL",
     "env.SGLANG_LOG_EXPERT_LOCATION_METADATA",
 })
-"""Knobs that only change what the server reports (metrics, log lines, labels), never what a sweep
-measures: a diff shows them, but they never make a change confounded."""
+"""Knobs that only change what the server reports (metrics, log lines, labels) or where it listens
+(``host``, ``port``: ``kimitui --sim-port`` moves every profile), never what a sweep measures: a diff
+shows them, but they never make a change confounded."""
 
 SPECULATIVE_FAMILY = "speculative decoding"
 

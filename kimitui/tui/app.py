@@ -452,8 +452,9 @@ class KimituiApp(App[int]):
             reason = self._blocked(action)
             return f"  [dim](not now: {reason})[/]" if reason else ""
 
-        once = {b.id: b for b in reversed(self.cockpit_bindings())}  # a key bound twice (FOOTER_WHERE_USEFUL) once
-        keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in self.cockpit_bindings()
+        bindings = self.cockpit_bindings()
+        once = {b.id: b for b in reversed(bindings)}  # a key bound twice (FOOTER_WHERE_USEFUL) is listed once
+        keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in bindings
                 if once.get(b.id) is b and not b.action.startswith("pick_profile")
                 and self.check_action(b.action.split("(")[0], ()) is not False]
         found = self._safe(lambda: profile_keys(self.controller))

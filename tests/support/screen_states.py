@@ -1,4 +1,5 @@
-"""The cockpit's eight states (issue 15), each a controller and the keys that bring it on screen.
+"""The cockpit's states (issue 15's eight; issue 17's speculative sweep and expert heatmap), each a controller
+and the keys that bring it on screen.
 
 Shared by the snapshot tests (tests/test_tui_snapshots.py, three sizes each) and by anyone who wants
 to look at a state as a picture.  Fixed times and figures: a state draws the same everywhere.
@@ -14,21 +15,33 @@ from textual.pilot import Pilot
 
 from kimitui.control import Controller
 from kimitui.events import (
+    Baseline,
     ConnectionState,
     Event,
+    ExpertLoad,
     GpuProcess,
     GpuProcs,
+    InFlight,
+    LevelResult,
+    LevelStarted,
     LogLine,
+    Percentiles,
     ProfileState,
+    ProfileSwitch,
+    RequestResult,
     ServerHealth,
+    ServerInfo,
     ServerStats,
     SwapProgress,
+    SweepProgress,
     SweepResult,
+    SweepStarted,
 )
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.tui.app import KimituiApp
-from tests.support.fakecontrol import T0, FakeController, StoryController, caps, gpu_sample, story_events
+from kimitui.telemetry.logparse import parse_line, to_event, to_stats
+from tests.support.fakecontrol import T0, TUNED, FakeController, StoryController, caps, gpu_sample, level, spec, story_events
 from tests.support.gapcase import gap_case_events
 
 POLLS = ("/metrics", "/v1/loads", "/health")
@@ -83,6 +96,116 @@ def after_sweep_events() -> list[Event]:
     """The story's ep8-eplb sweep finished (stopped after C=64): its curve over ep8-tuned's."""
     return [*story_events(), SweepResult(t=T0 + 99, sweep_id="s2", levels=[1, 8, 32], outcome="stopped",
                                          reason="stopped by the operator", peak_tok_s=640.0)]
+
+
+SPEC_LEVELS = [1, 8, 32, 64, 128, 256]
+DFLASH = [(1, 119.8, 5.62), (8, 672.0, 5.10), (32, 1364.0, 4.21), (64, 1548.0, 3.37), (128, 1460.0, 1.93)]
+"""ep8-dflash's finished levels: (C, aggregate tok/s, accept length); C=128 collapsed, C=256 runs."""
+DFLASH_ARGS = {"tp_size": 8, "ep_size": 8, "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 16,
+               "tokenizer_metrics_custom_labels_header": "x-custom-labels",
+               "tokenizer_metrics_allowed_custom_labels": ["kimitui_sweep", "kimitui_level"]}
+EPLB_ARGS = {"tp_size": 8, "ep_size": 8, "enable_eplb": True, "eplb_rebalance_num_iterations": 1000,
+             "expert_balancedness_report_mode": "both", "enable_metrics": True}
+
+
+def _log(t: float, clock: str, message: str, rank: int = 0) -> LogLine:
+    """A server log line through the real parser (its kind and fields as the log follower makes them)."""
+    return to_event(f"[2025-11-30 {clock} TP{rank} EP{rank}] {message}", host="sim", source="journal", t=t)
+
+
+def _decode(t: float, clock: str, running: int, accept_len: float, throughput: float) -> list[Event]:
+    """The scheduler's Decode line with its speculative part, and the figures the follower reads from it."""
+    line = _log(t, clock, f"Decode batch, #running-req: {running}, #token: {running * 900}, token usage: "
+                          f"{running / 400:.2f}, accept len: {accept_len:.2f}, accept rate: {(accept_len - 1) / 15:.2f}, "
+                          f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: 0")
+    stats = to_stats(parse_line(line.raw), host="sim", t=t)
+    return [line, *([stats] if stats is not None else [])]
+
+
+def _spec_level(sweep_id: str, c: int, agg: float, acc: float, t: float) -> LevelResult:
+    lv = level(sweep_id, c, agg, agg * 1.03, t)
+    return lv.model_copy(update={"spec_accept_len": Percentiles(p50=acc, p90=acc * 1.1, p99=acc * 1.2, mean=acc),
+                                 "spec_accept_len_level": acc, "spec_requests": lv.requests})
+
+
+def spec_sweep_events() -> list[Event]:
+    """ep8-tuned swept and the baseline; ep8-dflash (DFlash) swept: accept length falling with C, collapsed
+    at C=128 (said when its result landed) and at the running C=256 (said live, from the Decode line)."""
+    ev = serving_events(minutes=1)
+    ev += [SweepStarted(t=T0 + 70, sweep_id="s1", spec=spec(SPEC_LEVELS), profile="ep8-tuned"),
+           *(level("s1", c, a, s, T0 + 72 + i) for i, (c, a, s) in enumerate(TUNED) if c in SPEC_LEVELS),
+           SweepResult(t=T0 + 80, sweep_id="s1", levels=SPEC_LEVELS, peak_tok_s=1538.0),
+           Baseline(t=T0 + 81, profile="ep8-tuned"),
+           ProfileSwitch(t=T0 + 120, from_profile="ep8-tuned", to_profile="ep8-dflash", outcome="ok",
+                         phases={"stop": 4.0, "start": 35.0, "total": 39.0},
+                         diff={"speculative_algorithm": [None, "DFLASH"]}),
+           ProfileState(t=T0 + 120, profile="ep8-dflash", state="serving"),
+           ServerInfo(t=T0 + 121, url="http://127.0.0.1:30000", args=DFLASH_ARGS),
+           SweepStarted(t=T0 + 130, sweep_id="s3", spec=spec(SPEC_LEVELS), profile="ep8-dflash")]
+    t = T0 + 130
+    for c, agg, acc in DFLASH:
+        ev.append(LevelStarted(t=t, sweep_id="s3", concurrency=c))
+        ev += _decode(t + 2, f"10:22:{(t + 2 - T0 - 120) % 60:02.0f}", c, acc, agg)
+        t += 8
+        ev.append(_spec_level("s3", c, agg, acc, t))
+    ev.append(LevelStarted(t=t, sweep_id="s3", concurrency=256))
+    for k in range(6):
+        ev += _decode(t + 1 + k, f"10:23:{k + 11:02d}", 256, 1.45 - k * 0.01, 1400.0 + k * 10)
+        ev.append(gpu_sample(t + 1 + k, 96.0, seq=5000 + k))
+    ev += [RequestResult(t=t + 5, sweep_id="s3", request_id=f"s3-c256-r{i}", concurrency=256, ok=True,
+                         intended_send=t, sent=t, ttft_s=0.4, e2e_s=30.0 + i * 0.1, completion_tokens=512,
+                         decode_tok_s=5.4 + (i % 9) * 0.15) for i in range(40)]
+    ev.append(SweepProgress(t=t + 7, sweep_id="s3", concurrency=256, done=40, level_tokens=9_800, level_elapsed_s=7.0,
+                            in_flight=[InFlight(request_id=f"s3-c256-f{i}", elapsed_s=6.0, tokens=30 + i % 20,
+                                                tok_s=5.0 + (i % 7) * 0.2) for i in range(216)]))
+    return ev
+
+
+def _heat_window(t: float, drift: float) -> ExpertLoad:
+    """61 layers (0-2 dense) x 8 GPU ranks: GPU3 carries more in the early layers, GPU5 in the late ones."""
+    counts: list[list[float]] = []
+    for layer in range(61):
+        if layer < 3:
+            counts.append([0.0] * 8)
+            continue
+        hot = 3 if layer < 30 else 5
+        counts.append([120.0 * (1.0 + drift * (1.6 if g == hot else 0.25 if g == (hot + 1) % 8 else 0.0)
+                                + 0.02 * ((layer * 7 + g * 3) % 5)) for g in range(8)])
+    rates = [sum(row) / 8 / max(row) for row in counts if max(row) > 0]
+    return ExpertLoad(t=t, layers=list(range(61)), counts=counts, balancedness=round(sum(rates) / len(rates), 3))
+
+
+def experts_events() -> list[Event]:
+    """ep8-eplb serving under load: the balance drifting down, two rebalances that lift it (every rank's
+    copy), one skipped, the newest heatmap windows."""
+    ev = serving_events(minutes=1)
+    ev += [ProfileState(t=T0 + 60, profile="ep8-eplb", state="serving"),
+           ServerInfo(t=T0 + 61, url="http://127.0.0.1:30000", args=EPLB_ARGS)]
+    balance = 0.91
+    for k in range(60):
+        t = T0 + 62 + k * 2
+        balance = 0.93 if k in (20, 45) else max(0.62, balance - 0.012)
+        line = _log(t, f"10:{21 + (k * 2 + 2) // 60}:{(k * 2 + 2) % 60:02d}",
+                    f"[Expert Balancedness] forward_pass_id={(k + 1) * 100} current_pass_balancedness={balance:.3f} "
+                    f"last_10_average_balancedness={balance + 0.01:.3f} last_100_average_balancedness=0.840  "
+                    "gpu_physical_count_sum=98304")
+        stats = to_stats(parse_line(line.raw), host="sim", t=t)
+        ev += [line, *([stats] if stats is not None else [])]
+        ev.append(gpu_sample(t, 90.0 - (1 - balance) * 30, seq=3000 + k))
+        if k in (19, 44):
+            ev += [_log(t + 0.5 + r * 0.001, "10:22:00", "[EPLBManager] rebalance start", r) for r in range(8)]
+            ev += [_log(t + 1.8 + r * 0.001, "10:22:01", "[EPLBManager] rebalance end time=1.312s", r) for r in range(8)]
+        if k == 32:
+            ev += [_log(t + 0.5, "10:22:30", "[EPLBManager] rebalance start"),
+                   _log(t + 0.6, "10:22:30", "[EPLBManager] Skipped ep rebalancing: current GPU utilization 0.86 > "
+                                             "minimum rebalance threshold 0.85")]
+    ev += [_heat_window(T0 + 180 + k * 0.5, 0.2 + k * 0.02) for k in range(4)]
+    return ev
+
+
+async def _experts(pilot: Pilot[int]) -> None:
+    await _press(pilot, "h")
+    await pilot.pause(0.6)  # the heatmap refreshes twice a second
 
 
 Steps = Callable[[Pilot[int]], Awaitable[None]]
@@ -156,6 +279,8 @@ STATES: list[ScreenState] = [
     ScreenState("straggler_detail", lambda tmp: FakeController(initial=gap_case_events()), _straggler),
     ScreenState("compare", lambda tmp: StoryController(), _compare),
     ScreenState("replay", _replay, _replayed_to_the_end),
+    ScreenState("spec_sweep", lambda tmp: FakeController(initial=spec_sweep_events())),
+    ScreenState("experts", lambda tmp: FakeController(initial=experts_events()), _experts),
 ]
 SIZES = [(80, 24), (120, 40), (200, 60)]
 
