@@ -32,6 +32,8 @@ options:
   --context-length CONTEXT_LENGTH  --trust-remote-code  --enable-metrics
   --max-running-requests MAX_RUNNING_REQUESTS
   --num-continuous-decode-steps NUM_CONTINUOUS_DECODE_STEPS
+  --expert-balancedness-report-mode {off,server_log,prometheus,both}
+  --tokenizer-metrics-allowed-custom-labels TOKENIZER_METRICS_ALLOWED_CUSTOM_LABELS [...]
 """
 
 
@@ -68,7 +70,10 @@ async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(s
 def test_the_swap_plan_shows_changes_the_confound_warning_and_lint_errors(tmp_path: Path) -> None:
     tuned, v2 = load_profile("ep8-tuned"), load_profile("ep8-v2")
     plan = plan_swap(v2, running=tuned, baseline=tuned)
-    assert plan.confounded and plan.changes == {"enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
+    assert plan.confounded and {k: plan.changes[k] for k in ("enable_eplb", "num_continuous_decode_steps")} == {
+        "enable_eplb": (False, True), "num_continuous_decode_steps": (8, 16)}
+    assert set(plan.changes) - {"enable_eplb", "num_continuous_decode_steps"} == {
+        "expert_balancedness_report_mode", "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"}  # reporting only
     assert plan.warnings[0].startswith("confounded: 2 knobs changed")
     assert any("has no effect in this SGLang" in w for w in plan.warnings)
     assert plan.variants == ["ep8-eplb", "ep8-cont16"] and plan.errors == []

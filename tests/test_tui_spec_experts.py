@@ -288,7 +288,7 @@ async def test_h_opens_the_heatmap_which_follows_the_model_live():
         app.pump()
         await pilot.pause(0.7)
         text = screen_text(app)
-        assert "GPU0" in text and "GPU7" in text and "L3–6" in text and "binned into" in text
+        assert "GPU0" in text and "GPU7" in text and "L3–5" in text and "58 MoE layers in 20 rows" in text
         assert "busiest GPU3" in text and "balance now" in text
         await pilot.press("escape")
         await tick(pilot)
@@ -330,3 +330,27 @@ async def test_the_sweep_form_says_what_the_server_takes():
         assert isinstance(app.screen, SweepForm)
         text = screen_text(app)
         assert "kimitui_sweep, kimitui_level via x-custom-labels" in text and "DFLASH" in text
+
+
+def test_a_level_without_its_start_is_not_charged_with_the_previous_levels_rebalance():
+    """Levels run one after another: without a LevelStarted, a level's window starts no earlier than the
+    previous level's result (its wall time alone would reach back into the level before)."""
+    events = [e for e in eplb_sweep() if not (isinstance(e, LevelStarted) and e.concurrency == 8)]
+    events = [e.model_copy(update={"wall_s": 39.0}) if isinstance(e, LevelResult) and e.concurrency == 8 else e
+              for e in events]
+    model = CockpitModel(raise_errors=True)
+    model.apply(events)
+    assert set(LevelExtras(model).cells["1"]) == {"EPLB"} and "EPLB" not in LevelExtras(model).cells["8"]
+    assert curve_figure(model).eplb == [(1, 38.4)]
+
+
+async def test_a_remap_of_experts_moves_both_copies_of_the_key():
+    ctrl = FakeController(initial=[caps(T0), ServerInfo(t=T0, url="http://x", args=EP_ARGS)])
+    app = KimituiApp(ctrl, tick=None, config_keys={"experts": "x"})
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        shown = {b.binding.description: k for k, b in app.screen.active_bindings.items() if b.binding.show}
+        assert shown.get("experts") == "x" and "h" not in app.screen.active_bindings
+        await pilot.press("x")
+        await tick(pilot)
+        assert isinstance(app.screen, ExpertHeatmap)

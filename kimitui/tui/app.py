@@ -32,7 +32,7 @@ from kimitui.control import Controller, NotAvailable, ReplayControls
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
-from kimitui.tui.bindings import FOOTER_WHERE_USEFUL, LIVE_ONLY, REPLAY_ONLY
+from kimitui.tui.bindings import FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, footer_shows
 from kimitui.tui.keys import blocked_reason, profile_keys
 from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
 from kimitui.tui.heatmap_data import expert_parallel
@@ -106,7 +106,7 @@ class KimituiApp(App[int]):
         """Part -> the widgets that show it (``ModelView.shows``), built once on mount."""
         self._sub: Subscription | None = None
         self._shutdown_done = False
-        self._key_state: tuple[str | None, str, bool] = (None, "unknown", False)
+        self._key_state: tuple[str | None, str, bool, bool] = (None, "unknown", False, False)
         self.started = False
         self.layout_shown: LayoutMode | None = None
         """The layout the screen shows (``layout_mode``): None until mounted."""
@@ -280,7 +280,8 @@ class KimituiApp(App[int]):
 
     def _update_key_state(self) -> None:
         """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
-        state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful())
+        state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful(),
+                 self.size.width >= FOOTER_ROOM)
         if state != self._key_state:
             self._key_state = state
             self.refresh_bindings()
@@ -335,8 +336,8 @@ class KimituiApp(App[int]):
         self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in FOOTER_WHERE_USEFUL and parameters:  # the footer's copy of the key: only where it helps
-            return self._experts_useful()
+        if action in FOOTER_WHEN and parameters:  # the footer's copy of the key: only where it helps, and fits
+            return footer_shows(action, self._experts_useful(), self.size.width)
         if action in LIVE_ONLY and not self.controller.live:
             return False
         if action in REPLAY_ONLY or action == "jump":
@@ -453,7 +454,7 @@ class KimituiApp(App[int]):
             return f"  [dim](not now: {reason})[/]" if reason else ""
 
         bindings = self.cockpit_bindings()
-        once = {b.id: b for b in reversed(bindings)}  # a key bound twice (FOOTER_WHERE_USEFUL) is listed once
+        once = {b.id: b for b in reversed(bindings)}  # a key bound twice (FOOTER_WHEN) is listed once
         keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in bindings
                 if once.get(b.id) is b and not b.action.startswith("pick_profile")
                 and self.check_action(b.action.split("(")[0], ()) is not False]
@@ -465,7 +466,8 @@ class KimituiApp(App[int]):
         keymap = {(n if n.startswith("kimitui.") else f"kimitui.{n}"): k for n, k in self.config_keys.items()}
         return [replace(b, key=keymap.get(b.id or "", b.key)) for b in COCKPIT_BINDINGS]
 
-    def action_toggle_maximize(self) -> None:
+    def action_toggle_maximize(self, footer: bool = False) -> None:
+        """Maximise the focused panel, or restore it (``footer``: pressed as the footer's copy of the key)."""
         screen = self.screen
         if screen.maximized is not None:
             screen.minimize()

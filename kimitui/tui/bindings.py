@@ -8,9 +8,22 @@ LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
 """Actions hidden (and inert) in a replay."""
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
-FOOTER_WHERE_USEFUL = {"experts"}
-"""Keys bound twice under one id: ``action(True)`` is shown in the footer only where it is useful (the
-heatmap: the running server has expert parallelism or reports its expert load), ``action`` works everywhere."""
+FOOTER_WHEN = {"experts", "toggle_maximize"}
+"""Keys bound twice under one id: ``action(True)`` is the footer's copy, shown only when :func:`footer_shows`
+says so; ``action`` (hidden) works everywhere, and help and the palette list the key once."""
+FOOTER_ROOM = 128
+"""Columns the footer needs for every key plus ``h experts`` with the log focused (its four keys shown)."""
+
+
+def footer_shows(action: str, experts_useful: bool, width: int) -> bool:
+    """Whether the footer lists ``action``'s key now: ``h`` where the running server spreads its experts
+    over the GPUs (or reports their load); ``z`` gives it its room below :data:`FOOTER_ROOM` columns (so
+    ``q quit`` and ``^p palette`` stay visible at 120)."""
+    if action == "experts":
+        return experts_useful
+    if action == "toggle_maximize":
+        return not experts_useful or width >= FOOTER_ROOM
+    return True
 
 
 def key(keys: str, action: str, description: str, *, show: bool = True, name: str | None = None) -> Binding:
@@ -30,7 +43,8 @@ BINDINGS = [
     key("n", "note", "note"),
     key("m", "marker", "marker", show=False),
     key("r", "record", "rec", show=False),
-    key("z", "toggle_maximize", "max"),
+    key("z", "toggle_maximize(True)", "max", name="toggle_maximize"),
+    key("z", "toggle_maximize", "max", show=False),
     key("c", "compare", "compare"),
     key("g", "gpu_processes", "gpu procs", show=False),
     key("h", "experts(True)", "experts", name="experts"),

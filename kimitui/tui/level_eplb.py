@@ -15,11 +15,14 @@ from kimitui.events import LevelResult
 from kimitui.tui.cockpit_state import CockpitModel, SweepView
 
 
-def level_window(sw: SweepView, lv: LevelResult) -> tuple[float, float]:
-    """(start, end) of a finished level on the session's clock."""
+def level_window(sw: SweepView, lv: LevelResult, previous_end: float | None = None) -> tuple[float, float]:
+    """(start, end) of a finished level on the session's clock; without its recorded start, the result's time
+    less its wall time, but never before ``previous_end`` (the levels run one after another)."""
     start = sw.level_starts.get(lv.concurrency)
     if start is None or start > lv.t:
         start = lv.t - lv.wall_s if lv.wall_s > 0 else lv.t
+        if previous_end is not None and previous_end <= lv.t:
+            start = max(start, previous_end)
     return max(start, sw.started_t), lv.t
 
 
@@ -32,8 +35,10 @@ def rebalances_by_level(model: CockpitModel) -> dict[int, LevelRebalances]:
     if not any(not r.skipped for r in records):
         return {}
     out: dict[int, LevelRebalances] = {}
-    for lv in sorted(sw.levels, key=lambda lv: (lv.concurrency, lv.repeat)):
-        found = level_rebalances(records, *level_window(sw, lv))
+    previous_end: float | None = None
+    for lv in sorted(sw.levels, key=lambda lv: lv.t):  # the last repeat of a C wins
+        found = level_rebalances(records, *level_window(sw, lv, previous_end))
+        previous_end = lv.t
         if found.count:
             out[lv.concurrency] = found
         else:

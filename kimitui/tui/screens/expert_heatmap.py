@@ -25,6 +25,8 @@ from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade, why_no_hea
 from kimitui.tui.render import clock, spark
 
 REFRESH_S = 0.5
+HIST_FLOOR = 0.5
+"""The balance history's sparkline spans 0.5-1.0: balancedness lives there, and 0-1 would draw it flat."""
 
 
 def heat_table(band_list: list[HeatBand], cell: int) -> Table:
@@ -49,12 +51,11 @@ def binning(band_list: list[HeatBand]) -> Text:
     if all(b.first_layer == b.last_layer for b in band_list):
         return Text(f"{layers} MoE layers, one row each", "dim")
     per = max(b.last_layer - b.first_layer + 1 for b in band_list)
-    return Text(f"{layers} MoE layers binned into {len(band_list)} rows of up to {per} consecutive layers "
-                "(their tokens summed)", "dim")
+    return Text(f"{layers} MoE layers in {len(band_list)} rows (up to {per} consecutive layers each, summed)", "dim")
 
 
 def legend() -> Text:
-    out = Text("share of the layer's tokens vs fair: ", "dim")
+    out = Text("tokens vs fair share: ", "dim")
     for label, ratio in (("<0.9", 0.5), ("0.9–1.1", 1.0), ("1.1–1.3", 1.2), (">1.3", 1.5)):
         glyph, style = shade(ratio)
         out.append(glyph * 2, style)
@@ -90,7 +91,7 @@ class ExpertHeatmap(ModalScreen[None]):
         self.set_interval(REFRESH_S, self._refresh)
 
     def _rows_for_map(self) -> int:
-        return max(4, min(16, self.app.size.height - 12))
+        return max(4, min(30, self.app.size.height - 16))  # the facts under the map stay on a 24-row screen
 
     def _refresh(self) -> None:
         m = self.model
@@ -113,7 +114,9 @@ class ExpertHeatmap(ModalScreen[None]):
             out.append("balance now ", "bold")
             out.append(f"{m.balance:.2f} ", "yellow" if m.balance < 0.85 else "green")
             out.append(f"  (from {m.balance_source}; 1.0 = even)  ", "dim")
-            out.append(spark(list(m.balance_hist)[-40:], 40, top=1.0), "cyan")
+            hist = list(m.balance_hist)[-40:]
+            out.append(spark([max(0.0, v - HIST_FLOOR) for v in hist], 40, top=1.0 - HIST_FLOOR), "cyan")
+            out.append(f" last {len(hist)}, {HIST_FLOOR}–1.0", "dim")
             out.append("\n")
         hot = hottest(found)
         if hot is not None:
@@ -142,7 +145,8 @@ class ExpertHeatmap(ModalScreen[None]):
             out.append(f" · {skipped} skipped (balance above the threshold)", "dim")
         nxt = next_rebalance_in(records, m.last_t) if m.last_t is not None else None
         every = (m.server_args or {}).get("eplb_rebalance_num_iterations")
-        when = f"next ≈ in {nxt:.0f} s at the recent pace" if nxt is not None else ""
+        when = ("" if nxt is None else f"next ≈ in {nxt:.0f} s at the recent pace" if nxt >= 1
+                else "next due now at the recent pace")
         if isinstance(every, int) and (m.server_args or {}).get("enable_eplb"):
             out.append(f"\n{when or 'next'} (EPLB rebalances every {every} forward passes)", "dim")
         elif when:

@@ -33,6 +33,9 @@ collapsed, :mod:`kimitui.analysis.spec`) and its per-user decode speed-up over t
 EPLB_COLUMN = "EPLB"
 """After ``steady`` (and the speculative columns) when a level had EPLB rebalances: how many, and the seconds
 decoding stalled (``≡1 9s``): the dip of that level's aggregate, explained where it is read."""
+NARROW = 50
+"""Below this many columns (the 80x24 screen) ``steady`` gives way to the speculative and EPLB columns: the
+curve draws the steady aggregate, while accept length, speed-up and rebalances are only in this table."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
@@ -137,6 +140,8 @@ class LevelTable(DataTable[str | Text], ModelView):
             cols.insert(at, EPLB_COLUMN)
         if extra.spec:
             cols[at:at] = SPEC_COLUMNS
+        if (extra.spec or extra.eplb) and 0 < self.size.width < NARROW:
+            cols.remove("steady")  # the curve draws it; the level's own figures are only here
         return tuple(cols)
 
     def on_resize(self) -> None:
@@ -144,6 +149,8 @@ class LevelTable(DataTable[str | Text], ModelView):
         subtitle = self.caption()[1]
         if subtitle is not None and isinstance(self.parent, Widget):
             self.parent.border_subtitle = subtitle
+        if self._wanted_columns() != self._columns:  # ``steady`` gives way below NARROW columns
+            self.redraw()
 
     def redraw(self) -> None:
         """Rebuild only when the rows changed; the moving live row is updated in place."""
