@@ -8,6 +8,7 @@ header it does not read is noise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,15 @@ from kimitui.events import SWEEP_LABELS, SweepSpec
 
 DEFAULT_LABELS_HEADER = "x-custom-labels"
 """SGLang's default ``--tokenizer-metrics-custom-labels-header`` (0.5.23 ``arg_groups/fields/observability.py``)."""
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}")
+"""An HTTP header name (RFC 9110 token): the name goes into pre-built request bytes, so a server's odd
+setting (a space, a colon, a line break) must not reach them."""
+
+
+def is_header_name(name: str) -> bool:
+    """Whether ``name`` may be written as a header's name as it is."""
+    return _HEADER_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,8 @@ class SweepCaps:
     """Which of kimitui's :data:`~kimitui.events.SWEEP_LABELS` the server allows."""
     known: bool = True
     """False: no ``/server_info`` read yet (the sweep itself asks it when it starts)."""
+    bad_header: str | None = None
+    """The server's labels header when it is no HTTP header name (no labels are sent then)."""
 
     @property
     def spec_details(self) -> bool:
@@ -39,7 +51,10 @@ class SweepCaps:
         if not self.known:
             return ["labels and speculative figures: the server's /server_info is not read yet; the sweep asks it "
                     "when it starts"]
-        if self.labels:
+        if self.bad_header is not None:
+            labels = (f"labels: none sent, the server's tokenizer_metrics_custom_labels_header "
+                      f"{self.bad_header[:40]!r} is no HTTP header name")
+        elif self.labels:
             labels = f"labels: {', '.join(self.labels)} via {self.labels_header} (SGLang's metrics split by sweep and level)"
         else:
             labels = ("labels: this server allows none of kimitui's; add tokenizer_metrics_allowed_custom_labels = "
@@ -50,20 +65,24 @@ class SweepCaps:
 
 
 def sweep_caps(args: Mapping[str, Any] | None) -> SweepCaps:
-    """Read ``/server_info``'s args (SGLang 0.5.23 names); an unknown or missing server allows nothing."""
+    """Read ``/server_info``'s args (SGLang 0.5.23 names); an unknown or missing server allows nothing.
+
+    Labels follow 0.5.23 ``entrypoints/openai/serving_base.py`` ``extract_custom_labels``: the server
+    reads them only when ``tokenizer_metrics_allowed_custom_labels`` is set and the header is non-empty,
+    and keeps only the allowed names.
+    """
     if not args:
         return SweepCaps(known=args is not None)
     algo = args.get("speculative_algorithm")
+    spec_algorithm = algo if isinstance(algo, str) and algo and algo.upper() != "NONE" else None
     allowed = args.get("tokenizer_metrics_allowed_custom_labels")
-    header = args.get("tokenizer_metrics_custom_labels_header")
-    if header is None and "tokenizer_metrics_allowed_custom_labels" in args:
-        header = DEFAULT_LABELS_HEADER
     labels = [k for k in SWEEP_LABELS if isinstance(allowed, list) and k in allowed]
-    return SweepCaps(
-        spec_algorithm=str(algo) if isinstance(algo, str) and algo and algo.upper() != "NONE" else None,
-        labels_header=str(header) if labels and isinstance(header, str) and header else None,
-        labels=labels if isinstance(header, str) and header else [],
-    )
+    header = args.get("tokenizer_metrics_custom_labels_header", DEFAULT_LABELS_HEADER)
+    if not labels or not isinstance(header, str) or not header:
+        return SweepCaps(spec_algorithm=spec_algorithm)
+    if not is_header_name(header):
+        return SweepCaps(spec_algorithm=spec_algorithm, bad_header=header)
+    return SweepCaps(spec_algorithm=spec_algorithm, labels_header=header, labels=labels)
 
 
 def apply_caps(spec: SweepSpec, caps: SweepCaps) -> SweepSpec:

@@ -20,9 +20,13 @@ DEFAULT_LEVELS = SEEDS_LEVELS
 FIRST_DEFAULTS: dict[str, Any] = dict(SEEDS_DEFAULTS)
 """What the form offers before any sweep ran: the seeds' sweep (the form's "seeds' defaults" preset)."""
 
+SERVER_FIELDS = frozenset({"url", "model", "spec_details", "labels_header", "labels"})
+"""What belongs to the server swept, not to the operator's choice: never remembered, never restored
+(speculative figures and labels are asked for only when that server's ``/server_info`` allows them)."""
+
 
 class SweepDefaults:
-    """A small settings store: one JSON file, everything of a sweep but where it goes (url, model)."""
+    """A small settings store: one JSON file, everything of a sweep but what its server decides."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
@@ -40,7 +44,7 @@ class SweepDefaults:
             saved = {}
         fields = dict(FIRST_DEFAULTS)
         if isinstance(saved, dict):
-            fields.update({k: v for k, v in saved.items() if k in SweepSpec.model_fields and k not in ("url", "model")})
+            fields.update({k: v for k, v in saved.items() if k in SweepSpec.model_fields and k not in SERVER_FIELDS})
         try:
             return SweepSpec.model_validate({**fields, "url": url, "model": model})
         except ValidationError:
@@ -49,6 +53,6 @@ class SweepDefaults:
     def remember(self, spec: SweepSpec) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(spec.model_dump(exclude={"url", "model"})))
+            self.path.write_text(json.dumps(spec.model_dump(exclude=set(SERVER_FIELDS))))
         except OSError as exc:
             log.debug("cannot remember sweep defaults: %s", exc)

@@ -53,6 +53,7 @@ from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, t
 from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
 from kimitui.analysis.level_stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
+from kimitui.analysis.server_caps import is_header_name
 from kimitui.events import (
     SweepOutcome,
     ErrorEvent,
@@ -499,15 +500,23 @@ class SweepEngine:
         return trace, self._pool.request_bytes(body, trace.request_id, self._label_header())
 
     def _label_header(self) -> bytes:
-        """The custom-labels header for this level's requests (sweep id, level), if the server takes them."""
+        """The custom-labels header for this level's requests (sweep id, level), if the server takes them.
+
+        Built once per level.  Only the labels the server allows are sent (0.5.23
+        ``entrypoints/openai/serving_base.py`` ``extract_custom_labels`` drops the others anyway), and a
+        header name that is no HTTP token (a spec from a recording or a caller, not from server_caps)
+        sends nothing rather than break the request's bytes.
+        """
         spec = self.spec
         if not spec.labels_header or not spec.labels:
             return b""
         if self._labels_for != self._c:
             values = {"kimitui_sweep": self.sweep_id, "kimitui_level": str(self._c)}
             labels = {k: values[k] for k in spec.labels if k in values}
-            self._labels_bytes = b"%s: %s\r\n" % (spec.labels_header.encode("latin-1"),
-                                                   json.dumps(labels, separators=(",", ":")).encode())
+            self._labels_bytes = b""
+            if labels and is_header_name(spec.labels_header):
+                self._labels_bytes = b"%s: %s\r\n" % (spec.labels_header.encode("ascii"),
+                                                       json.dumps(labels, separators=(",", ":")).encode())
             self._labels_for = self._c
         return self._labels_bytes
 
