@@ -11,11 +11,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from kimitui import __version__
+from kimitui.analysis.spec import format_speedup
 from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
 from kimitui.report.compare import Comparison, FigureComparison
 from kimitui.report.spec_eplb import (
-    accept_len, collapsed_levels, eplb_dict, has_eplb, has_spec, run_speedups, spec_dict,
+    accept_len, accept_rate_p50, collapsed_levels, eplb_dict, has_eplb, has_spec, run_speedups, spec_dict,
+    speedup_rows,
 )
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun
 
@@ -208,8 +210,23 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
     for f in figs:
         w.writerow(["peak" if f.concurrency is None else f.concurrency, f.figure, _num(f.a), _num(f.b), _num(f.ratio),
                     _num(f.low), _num(f.high), _num(f.change_pct), _num(f.noise_pct), f.noise, f.verdict, f.note])
+    w.writerows(_speedup_csv_rows(comparison))
     w.writerow(["", "overall", "", "", "", "", "", "", "", "", comparison.verdict, comparison.levels_line()])
     return buf.getvalue()
+
+
+def _speedup_csv_rows(cmp: Comparison) -> list[list[str | int]]:
+    """When either side speculates, per C: ``accept_len`` (A, B), ``speedup_decode_p50`` and ``speedup_agg_tok_s``
+    (B over A in ``ratio``, :func:`kimitui.analysis.spec.speedups`); no rows otherwise (old reports unchanged)."""
+    if not (has_spec(cmp.a) or has_spec(cmp.b)):
+        return []
+    rows: list[list[str | int]] = []
+    blank = ["", "", "", "", "", ""]
+    for c, up, acc_a, acc_b in speedup_rows(cmp.a, cmp.b):
+        rows.append([c, "accept_len", _num(acc_a), _num(acc_b), "", *blank, "tokens per verify pass, bonus included"])
+        rows.append([c, "speedup_decode_p50", "", "", _num(up.decode), *blank, "per-user decode p50, B over A"])
+        rows.append([c, "speedup_agg_tok_s", "", "", _num(up.aggregate), *blank, "aggregate tok/s, B over A"])
+    return rows
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -260,27 +277,7 @@ def sweep_md(run: SweepRun) -> list[str]:
     if not run.levels:
         out.append("No level finished.")
         return out
-    spec, eplb = has_spec(run), has_eplb(run)
-    collapsed = collapsed_levels(run) if spec else {}
-    out.append("| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s | decode p50 | p90 | p99 | "
-               "TTFT p50 | p99 | TPOT p50 | stragglers |" + (" accept len |" if spec else "") + (" EPLB |" if eplb else ""))
-    out.append("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|" if spec else "")
-               + ("--:|" if eplb else ""))
-    notes: list[str] = []
-    for row in run.ordered_levels:
-        dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
-        status, notes = _status_cell(row, notes)
-        strike = (lambda v: v) if row.valid else (lambda v: v if v == "—" else f"~~{v}~~")
-        out.append(
-            f"| {row.concurrency} | {status} | {row.n_requests} | {row.n_ok} | {row.n_failed} | "
-            f"{_f(row.prompt_tokens_p50)} | {strike(_f(row.agg_tok_s))} | "
-            f"{strike(_f(row.steady_tok_s))} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
-            f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
-            f"{len(row.stragglers)} |" + (f" {_spec_cell(row, collapsed)} |" if spec else "")
-            + (f" {_eplb_cell(run, row)} |" if eplb else ""))
-    notes += [f"- {text}" for text in collapsed.values()]
-    if notes:
-        out += [""] + notes
+    out += _level_table_md(run)
     peak = run.peak
     if peak:
         out += ["", f"Peak (seed-comparable aggregate, ok levels only): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
@@ -313,9 +310,40 @@ def sweep_md(run: SweepRun) -> list[str]:
     return out
 
 
+def _level_table_md(run: SweepRun) -> list[str]:
+    """The level table, its footnotes and the collapse lines; the accept-length and EPLB columns appear only
+    when the sweep has speculative figures or rebalances (an old recording's table is unchanged)."""
+    spec, eplb = has_spec(run), has_eplb(run)
+    collapsed = collapsed_levels(run) if spec else {}
+    out = ["| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s | decode p50 | p90 | p99 | "
+           "TTFT p50 | p99 | TPOT p50 | stragglers |" + (" accept len | accept rate |" if spec else "")
+           + (" EPLB |" if eplb else ""),
+           "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if spec else "")
+           + ("--:|" if eplb else "")]
+    notes: list[str] = []
+    for row in run.ordered_levels:
+        dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
+        status, notes = _status_cell(row, notes)
+        strike = (lambda v: v) if row.valid else (lambda v: v if v == "—" else f"~~{v}~~")
+        out.append(
+            f"| {row.concurrency} | {status} | {row.n_requests} | {row.n_ok} | {row.n_failed} | "
+            f"{_f(row.prompt_tokens_p50)} | {strike(_f(row.agg_tok_s))} | "
+            f"{strike(_f(row.steady_tok_s))} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
+            f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
+            f"{len(row.stragglers)} |" + (f" {_spec_cell(row, collapsed)} | {_rate_cell(row)} |" if spec else "")
+            + (f" {_eplb_cell(run, row)} |" if eplb else ""))
+    notes += [f"- {text}" for text in collapsed.values()]
+    return out + ([""] + notes if notes else [])
+
+
 def _spec_cell(row: LevelRow, collapsed: dict[int, str]) -> str:
     acc = accept_len(row)
     return "—" if acc is None else f"{acc:.2f}" + (" ▼ collapsed" if row.concurrency in collapsed else "")
+
+
+def _rate_cell(row: LevelRow) -> str:
+    rate = accept_rate_p50(row)
+    return "—" if rate is None else f"{rate:.0%}"
 
 
 def _eplb_cell(run: SweepRun, row: LevelRow) -> str:
@@ -394,6 +422,25 @@ def comparison_md(cmp: Comparison) -> list[str]:
     }, y_label="agg tok/s", flagged=flagged)
     if chart:
         out += ["", "```text", *chart, "```"]
+    return out + _speedup_md(cmp)
+
+
+def _speedup_md(cmp: Comparison) -> list[str]:
+    """When either side speculates: per C, B over A in per-user decode p50 and aggregate, and each side's
+    accept length (▼ where its acceptance collapsed); nothing otherwise."""
+    if not (has_spec(cmp.a) or has_spec(cmp.b)):
+        return []
+    cols = {side: collapsed_levels(run) for side, run in (("A", cmp.a), ("B", cmp.b))}
+
+    def acc(value: float | None, side: str, c: int) -> str:
+        return _f(value, 2) + (" ▼" if c in cols[side] else "")
+
+    out = ["", "Speed-up, B over A at the same C (per-user decode p50 and aggregate tok/s; accept length in tokens "
+           "per verify pass, bonus included; ▼ acceptance collapsed):", "",
+           "| C | decode p50 | aggregate | accept len A | accept len B |", "|--:|--:|--:|--:|--:|"]
+    for c, up, acc_a, acc_b in speedup_rows(cmp.a, cmp.b):
+        out.append(f"| {c} | {format_speedup(up.decode)} | {format_speedup(up.aggregate)} | {acc(acc_a, 'A', c)} | "
+                   f"{acc(acc_b, 'B', c)} |")
     return out
 
 
@@ -449,6 +496,8 @@ def sweep_text(run: SweepRun) -> list[str]:
            f"{run.outcome or 'unfinished (recording ends mid-sweep)'}" + (f" ({run.reason})" if run.reason else "")]
     if not run.levels:
         return out + ["  no level finished"]
+    spec, eplb = has_spec(run), has_eplb(run)
+    collapsed = collapsed_levels(run) if spec else {}
     rows = []
     for row in run.ordered_levels:
         dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
@@ -456,10 +505,12 @@ def sweep_text(run: SweepRun) -> list[str]:
         rows.append([str(row.concurrency), _plain_status(row), str(row.n_requests), str(row.n_failed),
                      _f(row.prompt_tokens_p50), fig(_f(row.agg_tok_s)), fig(_f(row.steady_tok_s)), _f(dec["p50"], 1),
                      _f(ttft["p50"], 2), _f(None if tpot["p50"] is None else tpot["p50"] * 1000, 1),
-                     str(len(row.stragglers))])
-    out += ["  " + line for line in _columns(
-        ["C", "status", "req", "failed", "prompt tok", "agg tok/s", "steady tok/s", "decode p50", "TTFT p50 s",
-         "TPOT p50 ms", "stragglers"], rows, right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10})]
+                     str(len(row.stragglers))] + ([_spec_cell(row, collapsed), _rate_cell(row)] if spec else [])
+                    + ([_eplb_cell(run, row)] if eplb else []))
+    header = ["C", "status", "req", "failed", "prompt tok", "agg tok/s", "steady tok/s", "decode p50", "TTFT p50 s",
+              "TPOT p50 ms", "stragglers"] + (["accept len", "accept rate"] if spec else []) + (["EPLB"] if eplb else [])
+    out += ["  " + line for line in _columns(header, rows, right=set(range(len(header))) - {1})]
+    out += [f"  {text}" for text in collapsed.values()]
     for row in run.ordered_levels:
         if not row.valid:
             out.append(f"  C={row.concurrency} {row.status}: {row.status_reason or 'no reason recorded'} "
@@ -490,6 +541,11 @@ def comparison_text(cmp: Comparison) -> list[str]:
                      verdict + ("" if f.primary else " (info)") + (" !client" if f.note.startswith("distorted") else "")])
     out += [""] + ["  " + line for line in _columns(["C", "figure", "A", "B", "change", "noise (95 %)", "verdict"],
                                                      rows, right={0, 2, 3, 4, 5})]
+    if has_spec(cmp.a) or has_spec(cmp.b):
+        ups = [[str(c), format_speedup(up.decode), format_speedup(up.aggregate), _f(acc_a, 2), _f(acc_b, 2)]
+               for c, up, acc_a, acc_b in speedup_rows(cmp.a, cmp.b)]
+        out += ["", "  speed-up, B over A:"] + ["  " + line for line in _columns(
+            ["C", "decode p50", "aggregate", "accept len A", "accept len B"], ups, right={0, 1, 2, 3, 4})]
     return out
 
 

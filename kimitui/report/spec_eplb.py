@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from kimitui.analysis.spec import SpeedUp, collapses, format_speedup, level_accept_len, speedups
 from kimitui.events import LevelResult
-from kimitui.report.sweep_summary import LevelRow, SweepRun
+from kimitui.report.sweep_summary import LevelRow, SweepRun, count_rebalances
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -62,40 +62,75 @@ def eplb_dict(run: SweepRun, row: LevelRow) -> dict[str, object] | None:
 
 
 def run_speedups(a: SweepRun, b: SweepRun) -> dict[int, SpeedUp]:
-    """B over A at each C both measured validly (A is the reference: ``report A --vs B``)."""
+    """B over A at each C both measured validly (A is the reference: ``report A --vs B``, ratios B/A)."""
     return speedups(level_results(b), level_results(a))
 
 
+def algorithm(run: SweepRun) -> str | None:
+    """The server's ``speculative_algorithm`` (0.5.23 ``server_args``: DFLASH, EAGLE3, ...) when it named one."""
+    algo = (run.knobs or {}).get("speculative_algorithm")
+    return str(algo) if isinstance(algo, str) and algo and algo.upper() != "NONE" else None
+
+
+def _who(a: SweepRun, b: SweepRun) -> tuple[str, str]:
+    """(which side speculates, which drafter): ``("B", "DFLASH")``, ``("A: EAGLE3, B", "DFLASH")``..."""
+    sides = [(side, run) for side, run in (("A", a), ("B", b)) if has_spec(run)]
+    if len(sides) == 1:
+        return sides[0][0], algorithm(sides[0][1]) or ""
+    algo_a, algo_b = algorithm(a), algorithm(b)
+    return f"A{': ' + algo_a if algo_a else ''}, B", algo_b or ""
+
+
+def _speedup_parts(a: SweepRun, b: SweepRun) -> list[str]:
+    """``×1.92 per-user decode at C=1``, ``×1.00 at C=256 (B's peak; aggregate ×1.08)``."""
+    ups = run_speedups(a, b)
+    if not ups:
+        return []
+    low = min(ups)
+    parts = [f"{format_speedup(ups[low].decode)} per-user decode at C={low}"]
+    peak = b.peak
+    high = peak[0] if peak is not None and peak[0] in ups else max(ups)
+    if high != low:
+        where = "B's peak; " if peak is not None and peak[0] == high else ""
+        parts.append(f"{format_speedup(ups[high].decode)} at C={high} ({where}aggregate "
+                     f"{format_speedup(ups[high].aggregate)})")
+    return parts
+
+
 def speedup_lines(a: SweepRun, b: SweepRun) -> list[str]:
-    """The verdict's speculative sentence when either side speculates: the speed-up at the lowest C and at
-    B's peak, and B's collapse, e.g. ``speculative (B): ×1.92 per-user decode at C=1, ×1.08 at C=256 (peak);
-    acceptance collapsed from C=64``."""
+    """The verdict's speculative sentence when either side speculates: the speed-up (B over A) at the lowest C
+    both measured and at B's peak, and where acceptance collapsed, e.g. ``speculative decoding (B): DFLASH
+    ×2.10 per-user decode at C=1, ×1.00 at C=256 (B's peak; aggregate ×1.05); acceptance collapsed from C=128``."""
     if not (has_spec(a) or has_spec(b)):
         return []
+    side, algo = _who(a, b)
+    parts = _speedup_parts(a, b)
+    if parts and side == "A":  # the ratios are still B over A: say so when B is the plain side
+        parts[0] = "B/A " + parts[0]
+    segments = [" ".join(filter(None, [algo, ", ".join(parts)]))]
+    collapsed = {k: collapsed_levels(run) for k, run in (("A", a), ("B", b))}
+    if collapsed["A"] and collapsed["B"]:
+        segments.append(f"acceptance collapsed from C={min(collapsed['A'])} (A), C={min(collapsed['B'])} (B)")
+    elif collapsed["A"] or collapsed["B"]:
+        segments.append(f"acceptance collapsed from C={min(collapsed['A'] or collapsed['B'])}")
+    segments = [seg for seg in segments if seg]
+    return [f"speculative decoding ({side}): " + "; ".join(segments)] if segments else []
+
+
+def speedup_rows(a: SweepRun, b: SweepRun) -> list[tuple[int, SpeedUp, float | None, float | None]]:
+    """Per C both measured validly: the speed-up (B over A) and each side's accept length, for md and csv."""
     ups = run_speedups(a, b)
-    side = "B" if has_spec(b) else "A"
-    parts: list[str] = []
-    if ups:
-        low = min(ups)
-        parts.append(f"{format_speedup(ups[low].decode)} per-user decode at C={low}")
-        peak = b.peak
-        high = peak[0] if peak is not None and peak[0] in ups else max(ups)
-        if high != low:
-            up = ups[high]
-            parts.append(f"{format_speedup(up.decode)} decode, {format_speedup(up.aggregate)} aggregate at "
-                         f"C={high}" + (" (B's peak)" if peak is not None and peak[0] == high else ""))
-    collapsed = collapsed_levels(b if side == "B" else a)
-    if collapsed:
-        parts.append(f"acceptance collapsed from C={min(collapsed)}")
-    return [f"speculative decoding ({side}): " + "; ".join(parts)] if parts else []
+    return [(c, ups[c], accept_len(a.levels[c]), accept_len(b.levels[c])) for c in sorted(ups)]
 
 
 def eplb_line(run: SweepRun, side: str) -> str | None:
-    """``3 EPLB rebalances, 71 s in all, in the measured levels (B)``, when a side had any."""
-    counts = [run.level_rebalances(row) for row in run.ordered_levels]
-    n = sum(c.count for c in counts)
-    if not n:
+    """``3 EPLB rebalances, 71 s in all, in the measured levels (B: C=64 ×2, C=128 ×1)``, when a side had any;
+    a rebalance that straddles two levels counts in each level's share but once in the total."""
+    per_level = [(row.concurrency, run.rebalances_of(row)) for row in run.ordered_levels]
+    unique = {id(r): r for _, recs in per_level for r in recs}
+    total = count_rebalances(unique.values())
+    if not total.count:
         return None
-    total = sum(c.total_s for c in counts)
-    where = ", ".join(f"C={row.concurrency} ×{c.count}" for row, c in zip(run.ordered_levels, counts) if c.count)
-    return f"{n} EPLB rebalance{'s' if n != 1 else ''}, {total:.0f} s in all, in the measured levels ({side}: {where})"
+    where = ", ".join(f"C={c} ×{len(recs)}" for c, recs in per_level if recs)
+    return (f"{total.count} EPLB rebalance{'s' if total.count != 1 else ''}, {total.total_s:.0f} s in all, "
+            f"in the measured levels ({side}: {where})")

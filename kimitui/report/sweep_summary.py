@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances
+from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances, rebalances_in
 from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
     Event,
@@ -169,6 +169,11 @@ class LevelRow:
         return self._pct(attr, q)
 
 
+def count_rebalances(records: Iterable[Rebalance]) -> LevelRebalances:
+    """How many rebalances, and decoding's stall in all (SGLang's ``time=``), as the level table counts them."""
+    return level_rebalances(records, -math.inf, None)
+
+
 @dataclass
 class SweepRun:
     """One recorded sweep with everything a report or a verdict needs."""
@@ -189,18 +194,33 @@ class SweepRun:
     """The last profile switch before this sweep (its ``diff`` names what changed)."""
     source: str = ""
     """The recording it came from."""
-    level_starts: dict[int, float] = field(default_factory=dict)
-    """C -> when its (last) level started (its EPLB rebalances are counted from there)."""
+    level_starts: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(C, repeat) -> when that level started (its EPLB rebalances are counted from there to its result)."""
     rebalances: list[Rebalance] = field(default_factory=list)
     """The EPLB rebalances logged while this sweep ran (:mod:`kimitui.analysis.eplb`)."""
 
+    def level_windows(self, row: LevelRow) -> list[tuple[float, float]]:
+        """Each repeat's (start, end): its ``level_started`` to its result; an older recording without the
+        start falls back to the result's time less its wall time (repeats of a C are not contiguous:
+        a sweep runs every level, then repeats)."""
+        out = []
+        for r in row.repeats:
+            start = self.level_starts.get((row.concurrency, r.repeat))
+            if start is None or start > r.t:
+                start = r.t - r.wall_s if r.wall_s > 0 else r.t
+            out.append((start, r.t))
+        return out
+
+    def rebalances_of(self, row: LevelRow) -> list[Rebalance]:
+        """The rebalances (not the skips) that overlapped any repeat of the level, each once."""
+        hits: dict[int, Rebalance] = {}
+        for start, end in self.level_windows(row):
+            hits.update((id(r), r) for r in rebalances_in(self.rebalances, start, end))
+        return sorted(hits.values(), key=lambda r: r.start)
+
     def level_rebalances(self, row: LevelRow) -> LevelRebalances:
-        """How many EPLB rebalances fell in a level, and the seconds decoding stalled in them."""
-        start = self.level_starts.get(row.concurrency)
-        end = max((r.t for r in row.repeats), default=None)
-        if start is None:  # an older recording without level_started: from the first request sent
-            start = min((q.sent for q in row.requests), default=end)
-        return level_rebalances(self.rebalances, start, end) if start is not None else LevelRebalances(0, 0.0)
+        """How many EPLB rebalances fell in a level (its repeats pooled), and the seconds decoding stalled."""
+        return count_rebalances(self.rebalances_of(row))
 
     @property
     def label(self) -> str:
@@ -328,7 +348,7 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
         elif isinstance(ev, LevelStarted):
             run = runs.get(ev.sweep_id)
             if run is not None:
-                run.level_starts[ev.concurrency] = ev.t
+                run.level_starts[(ev.concurrency, ev.repeat)] = ev.t
         elif isinstance(ev, LogLine):
             tracker.feed(ev)
     for run in runs.values():  # a level with requests but no result (the recording ended mid-level)
