@@ -93,3 +93,35 @@ def test_a_broken_profile_elsewhere_hides_no_single_knob_suggestion(tmp_path: Pa
     monkeypatch.setenv("KIMITUI_PROFILES", str(extra))
     report = guard.check(load_profile("ep8-tuned"), load_profile("ep8-v2"))
     assert {(v.name, v.existing) for v in report.variants} == {("ep8-eplb", True), ("ep8-cont16", True)}
+
+
+def test_a_confound_with_a_drafter_offers_the_whole_family_as_one_variant(tmp_path: Path) -> None:
+    """ep8-eplb -> ep8-dflash: two knob families.  The drafter is offered (and written) as one variant carrying all
+    its knobs (0.5.23 arg_groups/speculative_hook.py _handle_dflash resolves them together), EPLB off as the
+    existing ep8-tuned."""
+    base, target = load_profile("ep8-eplb"), load_profile("ep8-dflash")
+    report = guard.check(base, target)
+    assert report.confounded
+    assert report.message.startswith("confounded: 2 knob families changed from the baseline ep8-eplb (enable_eplb; "
+                                      "speculative decoding (speculative_algorithm, speculative_draft_model_path, "
+                                      "speculative_dflash_block_size))")
+    by_name = {v.name: v for v in report.variants}
+    assert set(by_name) == {"ep8-tuned", "ep8-eplb-dflash"} and by_name["ep8-tuned"].existing
+    drafter = by_name["ep8-eplb-dflash"]
+    assert not drafter.existing and drafter.settings() == {
+        "speculative_algorithm": "DFLASH", "speculative_draft_model_path": "/root/models/Kimi-K2.6-DFlash",
+        "speculative_dflash_block_size": 16}
+    [path] = guard.write_variants(report, tmp_path / "variants")
+    doc = tomllib.loads(path.read_text())
+    assert doc["extends"] == "ep8-eplb" and doc["speculative_dflash_block_size"] == 16
+    assert "with only speculative decoding changed" in doc["description"]
+    one = guard.check(base, load_profile(str(path)))
+    assert not one.confounded and "one knob family changed from the baseline ep8-eplb" in one.message
+
+
+def test_a_swap_offers_only_variants_that_exist_as_buttons() -> None:
+    """The swap dialog's 'Take X instead' swaps to X: a variant not yet written is no button (launcher/plan.py)."""
+    from kimitui.launcher.plan import plan_swap
+
+    plan = plan_swap(load_profile("ep8-dflash"), running=load_profile("ep8-eplb"), baseline=load_profile("ep8-eplb"))
+    assert plan.confounded and plan.variants == ["ep8-tuned"]

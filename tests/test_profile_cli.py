@@ -108,3 +108,44 @@ def test_a_broken_extends_never_breaks_the_other_profiles(profile_env: ProfileDi
     assert code == 0 and "ep8-tuned" in out
     code, out, err = run(capsys, "profiles", "lint")
     assert "Traceback" not in out + err and f"{long}:3" in (out + err).replace("\n", "") and "ok tp8" in out
+
+
+def test_diff_names_the_drafter_as_one_knob_family(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    """``profiles diff ep8-tuned ep8-dflash``: three knobs, one family, no confound (the algorithm, draft model and
+    block size resolve together in 0.5.23 arg_groups/speculative_hook.py _handle_dflash)."""
+    code, out, err = run(capsys, "profiles", "diff", "ep8-tuned", "ep8-dflash")
+    assert code == 0 and err == ""
+    assert out.splitlines() == [
+        "ep8-tuned -> ep8-dflash",
+        "  speculative_algorithm: (default) -> DFLASH",
+        "  speculative_draft_model_path: (default) -> /root/models/Kimi-K2.6-DFlash",
+        "  speculative_dflash_block_size: (default) -> 16",
+        "one knob family changed: speculative decoding (speculative_algorithm, speculative_draft_model_path, "
+        "speculative_dflash_block_size)",
+    ]
+    code, out, _ = run(capsys, "profiles", "diff", "ep8-tuned", "ep8-eplb")
+    assert "confounded" not in out and "(not a confound)" in out and "expert_balancedness_report_mode" in out
+
+
+def test_render_the_drafter_as_a_unit_with_0523_flags(profile_env: ProfileDirs, capsys: pytest.CaptureFixture[str]) -> None:
+    """``profiles render ep8-dflash --as unit``: 0.5.23's flags (arg_groups/fields/spec.py
+    --speculative-dflash-block-size; fields/observability.py --tokenizer-metrics-allowed-custom-labels, a List[str]
+    that arg_groups/arg_utils.py parses with nargs="+": the labels follow the flag as separate words)."""
+    p = load_profile("ep8-dflash")
+    code, out, _ = run(capsys, "profiles", "render", "ep8-dflash", "--as", "unit")
+    assert code == 0 and out == render_unit(p)
+    [exec_start] = [ln for ln in out.splitlines() if ln.startswith("ExecStart=")]
+    words = shlex.split(exec_start.removeprefix("ExecStart="))
+    at = words.index("--speculative-algorithm")
+    assert words[at:at + 6] == ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+                                "/root/models/Kimi-K2.6-DFlash", "--speculative-dflash-block-size", "16"]
+    at = words.index("--tokenizer-metrics-allowed-custom-labels")
+    assert words[at + 1:at + 3] == ["kimitui_sweep", "kimitui_level"] and words[at + 3].startswith("--")
+    assert "--speculative-num-steps" not in words  # DFLASH forces 1 itself
+    code, out, _ = run(capsys, "profiles", "render", "ep8-dflash", "--as", "cmd")
+    assert code == 0 and shlex.split(out) == shlex.split(render_command(p))
+    code, out, _ = run(capsys, "profiles", "render", "ep8-eagle3", "--as", "cmd")
+    words = shlex.split(out)
+    at = words.index("--speculative-num-steps")
+    assert code == 0 and words[at:at + 6] == ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                                              "--speculative-num-draft-tokens", "4"]

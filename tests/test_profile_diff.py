@@ -69,3 +69,21 @@ def test_where_the_server_listens_is_no_knob_a_sweep_feels(profile_env: ProfileD
     moved = load_profile("ep8-dflash").model_copy(update={"port": 30071})
     d = diff_profiles(base, moved)
     assert "port" in d.changes and list(d.families) == ["speculative decoding"] and not d.confounded
+
+
+def test_an_alternative_makes_a_whole_family_change_never_half_of_one(profile_env: ProfileDirs) -> None:
+    """ep8-eplb -> ep8-dflash changes EPLB and the drafter.  A profile that sets DFLASH with another draft model
+    (or without the block size) is another experiment, not the drafter half of this one (the algorithm, draft
+    model and block size resolve together: 0.5.23 arg_groups/speculative_hook.py _handle_dflash)."""
+    a, b = load_profile("ep8-eplb"), load_profile("ep8-dflash")
+    d = diff_profiles(a, b)
+    assert d.confounded and list(d.families) == ["enable_eplb", "speculative decoding"]
+    assert d.warning() == ("confounded: 2 knob families changed (enable_eplb; speculative decoding "
+                           "(speculative_algorithm, speculative_draft_model_path, speculative_dflash_block_size))")
+    whole = a.model_copy(update={"name": "eplb-dflash", "speculative_algorithm": "DFLASH",
+                                 "speculative_draft_model_path": "/root/models/Kimi-K2.6-DFlash",
+                                 "speculative_dflash_block_size": 16})
+    half = whole.model_copy(update={"name": "eplb-dflash-no-block", "speculative_dflash_block_size": None})
+    other = whole.model_copy(update={"name": "eplb-other-draft", "speculative_draft_model_path": "/other"})
+    names = [p.name for p in single_knob_alternatives(a, b, [whole, half, other, load_profile("ep8-tuned")])]
+    assert names == ["eplb-dflash", "ep8-tuned"]  # ep8-tuned: EPLB off, the other family of the change

@@ -162,3 +162,22 @@ def test_profiles_show_names_the_cockpit_key(pdir: Path, tmp_path: Path, capsys:
     assert "cockpit key: 4" in capsys.readouterr().out
     assert main(["profiles", "show", str(outside / "tp8.toml")]) == 0
     assert "cockpit key: none" in capsys.readouterr().out, "a file outside the search path is on no key"
+
+
+def test_the_shipped_profiles_keep_the_keys_they_had_before_the_drafters(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nine seed profiles filled keys 1-9 in name order.  The drafters came with every key taken: ep8-dflash
+    declares key 2, the one profile that gives its key up is ep8 (the untuned EP8, superseded by ep8-tuned on 7);
+    ep8-eagle3 and ep8 are in the palette.  Every other key stays where it was, on a fresh machine and on one that
+    remembers the old keys (declared keys beat remembered ones, docs/keys.md)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KIMITUI_PROFILES", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    good, bad = scan_profiles()
+    assert bad == []
+    before = {"1": "ep4", "2": "ep8", "3": "ep8-cont16", "4": "ep8-cont4", "5": "ep8-dense-tp1", "6": "ep8-eplb",
+              "7": "ep8-tuned", "8": "ep8-v2", "9": "tp8"}
+    now = {**before, "2": "ep8-dflash"}
+    assert assign_keys(good).by_key == now
+    assert assign_keys(good, remembered={n: k for k, n in before.items()}).by_key == now
+    assert {p.name for p in good} - set(now.values()) == {"ep8", "ep8-eagle3"}

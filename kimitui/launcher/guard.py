@@ -25,7 +25,7 @@ import tomli_w
 from kimitui.events import Baseline
 from kimitui.paths import state_dir
 from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, load_profile, scan_profiles, single_knob_alternatives
-from kimitui.profiles.diff import ProfileDiff, show_value
+from kimitui.profiles.diff import ProfileDiff, knob_family, show_value
 from kimitui.profiles.loader import user_dir
 
 # --------------------------------------------------------------------------- the baseline store
@@ -86,7 +86,7 @@ def load_baseline(host: str, running: str | None = None, extra_dirs: list[str] |
 
 @dataclass(frozen=True)
 class Variant:
-    """A single-knob alternative to a confounded change."""
+    """A single-knob (or single-family) alternative to a confounded change."""
 
     name: str
     knob: str
@@ -94,6 +94,12 @@ class Variant:
     existing: bool
     """True: a profile of that name already exists and makes exactly this one change."""
     path: str | None = None
+    family: dict[str, Any] = field(default_factory=dict)
+    """Every knob of a knob family this variant sets (a drafter: algorithm, draft model, ...); else empty."""
+
+    def settings(self) -> dict[str, Any]:
+        """What the variant file sets besides ``extends``: the family's knobs, or the one knob."""
+        return dict(self.family) if self.family else {self.knob: self.value}
 
 
 @dataclass
@@ -189,14 +195,21 @@ def _guard_message(diff: ProfileDiff, baseline: str, target: str) -> str:
             line = next(ln for ln in diff.lines() if ln.startswith(f"{name}: "))
             return f"{target}: one knob changed from the baseline {baseline}: {line}{tail}"
         return f"{target}: one knob family changed from the baseline {baseline}: {diff.family_names()[0]}{tail}"
+    simple = all(knobs == [name] for name, knobs in fams.items())
+    what, sep = ("knobs", ", ") if simple else ("knob families", "; ")
     return (
-        f"confounded: {len(fams)} knobs changed from the baseline {baseline} ({', '.join(diff.family_names())}) — "
+        f"confounded: {len(fams)} {what} changed from the baseline {baseline} ({sep.join(diff.family_names())}) — "
         f"a result cannot be attributed to any one of them; try one knob at a time"
     )
 
 
 def _variants(diff: ProfileDiff, baseline: Profile, target: Profile, candidates: list[Profile] | None) -> list[Variant]:
-    """Existing single-family profiles for each family changed, else a one-knob variant to write."""
+    """Per family changed: an existing profile that makes just that change, else a variant file to write.
+
+    A family is one variant (the whole drafter, never its algorithm alone).  Nothing is offered for a
+    change a file extending the baseline cannot make: back to a default (TOML has no null), an env
+    variable or extra_args.
+    """
     if candidates is None:
         try:
             candidates, _broken = scan_profiles()  # a broken profile elsewhere hides no suggestion
@@ -208,15 +221,23 @@ def _variants(diff: ProfileDiff, baseline: Profile, target: Profile, candidates:
             existing.setdefault(family, p)
     variants: list[Variant] = []
     for family, knobs in diff.families.items():
-        knob = knobs[0]
-        new = diff.changes[knob][1]
+        values = {k: diff.changes[k][1] for k in knobs}
+        knob, new = knobs[0], values[knobs[0]]
+        several = values if len(knobs) > 1 else {}
         if family in existing:
             p = existing[family]
             src = str(p.source_path) if p.source_path else None
-            variants.append(Variant(p.name, knob, new, True, src))
-        elif len(knobs) == 1 and new is not None and not knob.startswith("env.") and knob != "extra_args":
-            variants.append(Variant(variant_name(baseline.name, knob, new), knob, new, False))
+            variants.append(Variant(p.name, knob, new, True, src, several))
+        elif all(v is not None and not k.startswith("env.") and k != "extra_args" for k, v in values.items()):
+            name = variant_name(baseline.name, knob, new) if not several else _family_variant_name(baseline.name, values)
+            variants.append(Variant(name, knob, new, False, family=several))
     return variants
+
+
+def _family_variant_name(baseline: str, values: dict[str, Any]) -> str:
+    """``ep8-eplb-dflash``: the baseline plus the family's defining value (a drafter's algorithm)."""
+    algo = values.get("speculative_algorithm")
+    return f"{baseline}-{_slug(algo).lower()}" if algo is not None else f"{baseline}-{_slug(next(iter(values.values())))}"
 
 
 def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> list[Path]:
@@ -235,11 +256,12 @@ def write_variants(report: GuardReport, out_dir: str | Path | None = None) -> li
         if not path.exists():
             doc: dict[str, Any] = {
                 "name": v.name,
-                "description": f"{report.baseline} with only {v.knob} changed (single-knob variant by kimitui)",
+                "description": (f"{report.baseline} with only {knob_family(v.knob)} changed ({', '.join(v.family)}; "
+                                "single-family variant by kimitui)" if v.family else
+                                f"{report.baseline} with only {v.knob} changed (single-knob variant by kimitui)"),
                 "extends": report.baseline,
             }
-            if v.value is not None:
-                doc[v.knob] = v.value
+            doc.update({k: val for k, val in v.settings().items() if val is not None})
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text(tomli_w.dumps(doc))
             os.replace(tmp, path)

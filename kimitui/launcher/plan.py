@@ -48,7 +48,7 @@ def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | N
         if report.changes:
             warnings.append(report.message)
         warnings += report.warnings
-        variants = [v.name for v in report.variants]
+        variants = [v.name for v in report.variants if v.existing]  # a button can only swap to a profile that exists
     else:
         warnings += guard.check(target, target).warnings
     return SwapPlan(

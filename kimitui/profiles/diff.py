@@ -133,20 +133,24 @@ def diff_profiles(a: Profile, b: Profile) -> ProfileDiff:
 
 
 def single_knob_alternatives(a: Profile, b: Profile, candidates: Iterable[Profile]) -> list[Profile]:
-    """Candidates that make exactly one of the a -> b changes (one knob family, same new values).
+    """Candidates that make exactly one of the a -> b changes: one knob family, whole, with b's values.
 
-    For a confounded swap (``ep8-tuned -> ep8-v2``) this offers ``ep8-eplb`` and ``ep8-cont16``.
-    Observability knobs are ignored on both sides: they change no figure.
+    For a confounded swap (``ep8-tuned -> ep8-v2``) this offers ``ep8-eplb`` and ``ep8-cont16``.  A family
+    is a unit: a candidate that sets DFLASH but not b's draft model or block size is another experiment,
+    not half of this one.  Observability knobs are ignored on both sides: they change no figure.
     """
-    wanted = diff_profiles(a, b).changes
+    wanted = diff_profiles(a, b)
+    wanted_new = {k: new for k, (_old, new) in wanted.changes.items()}
     found = []
     for c in candidates:
         d = diff_profiles(a, c)
         fams = d.families
         if len(fams) != 1:
             continue
-        (knobs,) = fams.values()
-        if all(k in wanted and wanted[k][1] == d.changes[k][1] for k in knobs):
+        ((family, knobs),) = fams.items()
+        whole = wanted.families.get(family)
+        if whole is not None and sorted(knobs) == sorted(whole) and all(
+                d.changes[k][1] == wanted_new[k] for k in knobs):
             found.append(c)
     return found
 

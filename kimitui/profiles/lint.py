@@ -55,6 +55,10 @@ _SPEC_ONLY = (
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 """0.5.23's built-in algorithms (``arg_groups/fields/spec.py``); others must be registered by a plugin."""
 _NEEDS_DRAFT_MODEL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH")
+_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+"""Handled by 0.5.23's ``_handle_eagle_family`` (NEXTN resolves to EAGLE first)."""
+_RESETS_MAX_RUNNING = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH")
+"""``_handle_eagle_family`` and ``_handle_dflash`` set max_running_requests to 48 when it is unset."""
 _HEATMAP_ENV = "SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL"
 _EPLB_DEFAULT_ITERATIONS = 1000
 
@@ -160,7 +164,8 @@ def _lint_speculative(p: Profile, error: Report, warn: Report) -> None:
         return
     if algo.upper() not in SPEC_ALGORITHMS:
         warn("speculative_algorithm", f"{algo!r} is not one of SGLang 0.5.23's built-in algorithms "
-             f"({', '.join(SPEC_ALGORITHMS)}); it must be registered by a plugin")
+             f"({', '.join(SPEC_ALGORITHMS)}): SGLang refuses it ('Unknown speculative algorithm name') "
+             "unless a plugin registers it")
     algo = algo.upper()
     if algo in _NEEDS_DRAFT_MODEL and p.speculative_draft_model_path is None and algo != "NEXTN":
         severity = error if algo == "DFLASH" else warn
@@ -168,8 +173,13 @@ def _lint_speculative(p: Profile, error: Report, warn: Report) -> None:
                  "'requires setting --speculative-draft-model-path')")
     if p.speculative_dflash_block_size is not None and algo != "DFLASH":
         warn("speculative_dflash_block_size", f"is DFLASH only; {algo} ignores it (use speculative_num_draft_tokens)")
+    if algo in _RESETS_MAX_RUNNING and p.max_running_requests is None:
+        warn("max_running_requests", f"unset: with {algo} SGLang resets it to 48 ('Max running requests is reset "
+             "to 48 for speculative decoding'), so levels above C=48 queue")
     if algo == "DFLASH":
         _lint_dflash(p, error, warn)
+    elif algo in _EAGLE_FAMILY:
+        _lint_eagle(p, algo, error, warn)
 
 
 def _lint_dflash(p: Profile, error: Report, warn: Report) -> None:
@@ -180,13 +190,50 @@ def _lint_dflash(p: Profile, error: Report, warn: Report) -> None:
               "DFLASH they must match (SGLang refuses to start)")
     if (p.pp_size or 1) != 1:
         error("pp_size", "DFLASH speculative decoding only supports pp_size == 1 (SGLang refuses to start)")
-    if p.enable_dp_attention and "--enable-dp-lm-head" not in p.extra_args:
+    if p.enable_dp_attention and (p.dp_size or 1) > 1 and "--enable-dp-lm-head" not in p.extra_args:
         error("enable_dp_attention", "DFLASH with DP attention requires --enable-dp-lm-head (SGLang refuses to "
               "start; its docs at DFLASH's landing said no DP attention at all)")
     for knob in ("speculative_num_steps", "speculative_eagle_topk"):
         value = getattr(p, knob)
         if value is not None and value != 1:
             warn(knob, f"DFLASH only supports 1; SGLang overrides {value} to 1")
+
+
+def _lint_eagle(p: Profile, algo: str, error: Report, warn: Report) -> None:
+    """EAGLE, EAGLE3, NEXTN (an alias of EAGLE) and STANDALONE: 0.5.23 ``_handle_eagle_family``."""
+    steps, topk, drafts = p.speculative_num_steps, p.speculative_eagle_topk, p.speculative_num_draft_tokens
+    if algo == "STANDALONE" and p.enable_dp_attention and (p.dp_size or 1) > 1:
+        error("enable_dp_attention", "STANDALONE speculative decoding does not support DP attention "
+              "(SGLang refuses to start)")
+    if "--speculative-adaptive" in p.extra_args:
+        return  # the adaptive controller chooses steps, topk and draft tokens itself
+    if steps is None and (topk is not None or drafts is not None):
+        knob = "speculative_eagle_topk" if topk is not None else "speculative_num_draft_tokens"
+        error(knob, "set without speculative_num_steps: SGLang picks all three itself only when none is set, "
+              "and asserts the others are unset (it refuses to start)")
+    elif steps is not None and topk is None:
+        error("speculative_eagle_topk", "unset while speculative_num_steps is set: SGLang compares the topk with 1 "
+              "and fails on an unset one (set speculative_eagle_topk, 1 for a chain)")
+    if steps is not None and topk == 1 and drafts is not None and drafts != steps + 1:
+        warn("speculative_num_draft_tokens", f"{drafts} with speculative_eagle_topk 1: SGLang adjusts it to "
+             f"speculative_num_steps + 1 = {steps + 1}")
+    if topk is not None and topk > 1 and p.attention_backend == "trtllm_mha":
+        error("speculative_eagle_topk", "trtllm_mha backend only supports topk = 1 for speculative decoding "
+              "(SGLang refuses to start)")
+
+
+def _heatmap_interval(p: Profile) -> tuple[int | None, bool]:
+    """(``SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL`` as SGLang reads it, whether it is a plain integer).
+
+    SGLang reads it with ``get_int_env_var``: unset or blank is None here, anything not an integer is 0 (off).
+    """
+    raw = p.env.get(_HEATMAP_ENV)
+    if raw is None or not raw.strip():
+        return None, True
+    try:
+        return int(raw), True
+    except ValueError:
+        return 0, False
 
 
 def _lint_observability(p: Profile, error: Report, warn: Report) -> None:
@@ -196,12 +243,19 @@ def _lint_observability(p: Profile, error: Report, warn: Report) -> None:
               "--tokenizer-metrics-custom-labels-header when setting --tokenizer-metrics-allowed-custom-labels')")
     if p.tokenizer_metrics_allowed_custom_labels and not p.enable_metrics:
         warn("tokenizer_metrics_allowed_custom_labels", "labels only show on /metrics: set enable_metrics")
-    heatmap = p.env.get(_HEATMAP_ENV)
-    if heatmap not in (None, "", "0") and (p.ep_size or 1) <= 1:
-        warn(f"env.{_HEATMAP_ENV}", "the expert heatmap needs expert parallelism (ep_size > 1)")
-    if heatmap not in (None, "", "0") and p.expert_balancedness_report_mode in (None, "off"):
-        warn(f"env.{_HEATMAP_ENV}", "SGLang fills sglang:eplb_gpu_physical_count only while "
-             "expert_balancedness_report_mode is on (the recorder that counts it is off otherwise)")
+    interval, plain = _heatmap_interval(p)
+    field = f"env.{_HEATMAP_ENV}"
+    if interval is not None and (not plain or interval < 0):
+        warn(field, f"{p.env[_HEATMAP_ENV]!r}: SGLang reads it as {interval}, which leaves the heatmap off "
+             "(an integer > 0 turns it on; 0 says off)")
+    elif interval is not None and interval > 0:
+        if (p.ep_size or 1) <= 1:
+            warn(field, "the expert heatmap needs expert parallelism (ep_size > 1)")
+        if p.expert_balancedness_report_mode in (None, "off"):
+            warn(field, "SGLang fills sglang:eplb_gpu_physical_count only while expert_balancedness_report_mode "
+                 "is on (the recorder that counts it is off otherwise)")
+        elif not p.enable_metrics:
+            warn(field, "the heatmap is a /metrics histogram (sglang:eplb_gpu_physical_count): it needs enable_metrics")
     if p.expert_balancedness_report_mode in ("prometheus", "both") and not p.enable_metrics:
         warn("expert_balancedness_report_mode", "the prometheus report needs enable_metrics")
 
