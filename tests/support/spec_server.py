@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
+from tests.support.loopback import LoopbackServer
 
 _UNSET = object()
 _SGLANG_ONLY = ("return_spec_tokens_details",)
@@ -58,25 +58,15 @@ def _event(obj: dict[str, Any]) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-class SpecServer:
+class SpecServer(LoopbackServer):
     def __init__(self, info: dict[str, Any] | None = None) -> None:
+        super().__init__()
         self.info = info
         self.requests: list[Seen] = []
-        self.server: asyncio.Server | None = None
-        self.url = ""
 
     @property
     def chats(self) -> list[Seen]:
         return [r for r in self.requests if r.path == "/v1/chat/completions"]
-
-    async def __aenter__(self) -> SpecServer:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        assert self.server is not None
-        self.server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

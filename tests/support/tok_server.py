@@ -15,7 +15,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from types import TracebackType
+from tests.support.loopback import LoopbackServer
 
 TOKENIZER_DIR = Path("/work/shared/data/tok-tiny")
 # GPT-2's pre-tokenizer; \p{L} and \p{N} written with what the re module has
@@ -73,23 +73,13 @@ class TinyTokenizer:
         return self.count("".join(f"<s>{m['role']}: {m['content']}</s>" for m in messages))
 
 
-class TokServer:
+class TokServer(LoopbackServer):
     def __init__(self) -> None:
+        super().__init__()
         self.tok = TinyTokenizer()
-        self.server: asyncio.Server | None = None
-        self.url = ""
 
     def count(self, content: str) -> int:
         return self.tok.chat([{"role": "user", "content": content}])
-
-    async def __aenter__(self) -> TokServer:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        assert self.server is not None
-        self.server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
