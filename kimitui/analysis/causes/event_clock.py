@@ -1,0 +1,71 @@
+"""When a log line or a GPU sample happened, on the client's clock, however late the SSH link delivered it.
+
+kimitui stamps a followed file's log line with the time it *arrived* (``LogLine.t``) and a GPU sample
+likewise (``GpuSample.t``).  Over a slow or congested SSH link both arrive seconds late, and a stall
+seen through arrival times lands seconds after the gap it caused.  Each stream carries when it
+happened on the host:
+
+* a GPU sample's ``host_t`` is the agent's ``time.time()`` when NVML was read: used as is (host and
+  client clocks are NTP-synchronised on any serving fleet; the link's delay is what moves);
+* a log line's own timestamp (``[2025-11-30 10:21:07 TP0]``) has one-second resolution and no time
+  zone.  :class:`LogClock` estimates the stream's delivery lag as the smallest (arrival − stamp) seen
+  over recent lines (a line printed just at a second's turn arrives exactly one lag later), takes the
+  time zone out as a whole number of quarter hours, and places each line at arrival − lag, clamped
+  inside the second its own stamp names.  A journal entry's ``t`` is already the host's
+  ``__REALTIME_TIMESTAMP``: its lag comes out ~0 and nothing moves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from datetime import datetime
+
+from kimitui.events import GpuSample, LogLine
+
+LAG_WINDOW = 256
+"""Lines the lag estimate looks back over: enough for a line at a second's turn, short enough to follow a link that slows."""
+TZ_STEP_S = 900.0
+"""Time zones differ by whole quarter hours: the part of (arrival − stamp) that is not the link's delay."""
+
+
+def stamp_epoch(ts: str) -> tuple[float, float] | None:
+    """``2025-11-30 10:21:07(.123)`` as local epoch seconds and its resolution; None when it is not a stamp."""
+    try:
+        whole, _, frac = ts.partition(".")
+        base = time.mktime(datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").timetuple())
+    except (ValueError, OverflowError):
+        return None
+    if frac.isdigit():
+        return base + float("0." + frac), 10.0 ** -len(frac)
+    return base, 1.0
+
+
+class LogClock:
+    """Places each log line of one stream on the client's clock (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._offsets: deque[float] = deque(maxlen=LAG_WINDOW)
+        self.lag_s = 0.0
+        """The link's delivery delay as last estimated."""
+        self.zone_s = 0.0
+        """The host's time zone against the client's, as read off the stamps."""
+
+    def place(self, line: LogLine) -> float:
+        """When ``line`` was printed, on the client's clock."""
+        ts = line.fields.get("ts")
+        stamp = stamp_epoch(ts) if isinstance(ts, str) else None
+        if stamp is None:
+            return line.t - self.lag_s
+        at, resolution = stamp
+        self._offsets.append(line.t - at)
+        low = min(self._offsets)
+        self.zone_s = round(low / TZ_STEP_S) * TZ_STEP_S
+        self.lag_s = max(0.0, low - self.zone_s)
+        lo = at + self.zone_s
+        return min(max(line.t - self.lag_s, lo), lo + resolution)
+
+
+def sample_time(sample: GpuSample) -> float:
+    """When NVML was read: the agent's own clock, else (an old recording) when the sample arrived."""
+    return sample.host_t if isinstance(sample.host_t, (int, float)) and sample.host_t > 0 else sample.t

@@ -1,0 +1,67 @@
+"""An attribution in words: the headline sentence first, then the evidence, each cause with its share."""
+
+from __future__ import annotations
+
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.catalogue import label
+
+LEAD = {"high": "", "medium": "Likely ", "low": "Possibly ", "none": ""}
+
+
+def seconds(value: float) -> str:
+    """``35.6 s``, ``0.42 s``, ``0.014 s``: the digits a duration needs (a fast simulator's stalls are short)."""
+    if value >= 1 or value == 0:
+        return f"{value:.1f} s"
+    return f"{value:.2f} s" if value >= 0.1 else f"{value:.3f} s"
+
+
+def pct(share: float) -> str:
+    return f"{min(100, round(100 * share))} %"
+
+
+def _what(a: Attribution) -> str:
+    """``the 35.6 s gap`` / ``the 12.4 s slow stretch`` / ``its 3 slow stretches (41.2 s)``."""
+    if not a.stretches:
+        return "its slow time"
+    if len(a.stretches) == 1:
+        st = a.stretches[0]
+        return f"the {seconds(st.duration_s)} {'gap' if st.gap else 'slow stretch'}"
+    total = sum(st.duration_s for st in a.stretches)
+    return f"its {len(a.stretches)} slow stretches ({seconds(total)})"
+
+
+def headline(a: Attribution) -> str:
+    """``EPLB rebalance, 35.6 s, covers 99 % of the 35.6 s gap (all 8 GPUs at 8–11 % utilisation, PCIe 21 GB/s)``."""
+    what = _what(a)
+    main = a.share_of(a.cause) if a.known else None
+    if main is None:
+        near = next((s for s in a.shares if s.cause != "unknown"), None)
+        out = f"Unknown: nothing kimitui saw covers {what}"
+        if near is not None:
+            out = f"Unknown: {label(near.cause)} covers only {pct(near.share)} of {what}, too little to call it the cause"
+    else:
+        dur = ""
+        if len(main.episodes) == 1 and main.episode_s > 0:
+            dur = f", {seconds(main.episode_s)}"
+        elif len(main.episodes) > 1:
+            dur = f" ×{len(main.episodes)}"
+        out = f"{LEAD[a.confidence]}{label(a.cause)}{dur}, covers {pct(main.share)} of {what}"
+    if a.gpu_note:
+        out += f" ({a.gpu_note})"
+    others = [s for s in a.shares if s.cause not in (a.cause, "unknown") and s.share >= 0.1]
+    if others:
+        out += "; also " + ", ".join(f"{label(s.cause)} {pct(s.share)}" for s in others)
+    return out
+
+
+def evidence_lines(a: Attribution) -> list[str]:
+    """One line per cause with its share and what showed it, then the notes."""
+    out = []
+    for s in a.shares:
+        if s.cause == "unknown":
+            out.append(f"{pct(s.share)} unexplained: no event kimitui received overlaps it")
+            continue
+        said = "; ".join(s.evidence) if s.evidence else "no detail kept"
+        out.append(f"{label(s.cause)} {pct(s.share)}: {said}")
+    out.extend(a.notes)
+    return out
