@@ -49,7 +49,8 @@ class LogClock:
         self.lag_s = 0.0
         """The link's delivery delay as last estimated."""
         self.zone_s = 0.0
-        """The host's time zone against the client's, as read off the stamps."""
+        """Arrival minus stamp that is the time zones' difference, not the link (-3600: the host's stamps
+        read an hour ahead of the client's clock)."""
 
     def place(self, line: LogLine) -> float:
         """When ``line`` was printed, on the client's clock."""

@@ -16,7 +16,9 @@ def seconds(value: float) -> str:
 
 
 def pct(share: float) -> str:
-    return f"{min(100, round(100 * share))} %"
+    """``99 %``: a share short of all of it never rounds up to 100."""
+    value = min(100, round(100 * share))
+    return f"{99 if value == 100 and share < 1 - 1e-9 else value} %"
 
 
 def _what(a: Attribution) -> str:
