@@ -17,6 +17,7 @@ happened on the host:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from datetime import datetime
@@ -29,13 +30,23 @@ TZ_STEP_S = 900.0
 """Time zones differ by whole quarter hours: the part of (arrival − stamp) that is not the link's delay."""
 
 
-def stamp_epoch(ts: str) -> tuple[float, float] | None:
-    """``2025-11-30 10:21:07(.123)`` as local epoch seconds and its resolution; None when it is not a stamp."""
+@functools.lru_cache(maxsize=64)
+def _minute(prefix: str) -> float | None:
+    """``2025-11-30 10:21`` as local epoch seconds (a log has few distinct minutes: cached)."""
     try:
-        whole, _, frac = ts.partition(".")
-        base = time.mktime(datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").timetuple())
+        return time.mktime(datetime.strptime(prefix, "%Y-%m-%d %H:%M").timetuple())
     except (ValueError, OverflowError):
         return None
+
+
+def stamp_epoch(ts: str) -> tuple[float, float] | None:
+    """``2025-11-30 10:21:07(.123)`` as local epoch seconds and its resolution; None when it is not a stamp."""
+    whole, _, frac = ts.partition(".")
+    base = _minute(whole[:16]) if len(whole) == 19 and whole[16] == ":" else None
+    secs = whole[17:]
+    if base is None or not secs.isdigit():
+        return None
+    base += int(secs)
     if frac.isdigit():
         return base + float("0." + frac), 10.0 ** -len(frac)
     return base, 1.0
@@ -45,7 +56,9 @@ class LogClock:
     """Places each log line of one stream on the client's clock (see the module doc)."""
 
     def __init__(self) -> None:
-        self._offsets: deque[float] = deque(maxlen=LAG_WINDOW)
+        self._seen = 0
+        self._low: deque[tuple[int, float]] = deque()
+        """(line number, arrival − stamp), increasing: the sliding window's minimum is the first."""
         self.lag_s = 0.0
         """The link's delivery delay as last estimated."""
         self.zone_s = 0.0
@@ -59,12 +72,22 @@ class LogClock:
         if stamp is None:
             return line.t - self.lag_s
         at, resolution = stamp
-        self._offsets.append(line.t - at)
-        low = min(self._offsets)
+        low = self._slide(line.t - at)
         self.zone_s = round(low / TZ_STEP_S) * TZ_STEP_S
         self.lag_s = max(0.0, low - self.zone_s)
         lo = at + self.zone_s
         return min(max(line.t - self.lag_s, lo), lo + resolution)
+
+    def _slide(self, offset: float) -> float:
+        """The smallest offset among the last :data:`LAG_WINDOW` lines, in O(1) amortised."""
+        self._seen += 1
+        low = self._low
+        while low and low[-1][1] >= offset:
+            low.pop()
+        low.append((self._seen, offset))
+        if low[0][0] <= self._seen - LAG_WINDOW:
+            low.popleft()
+        return low[0][1]
 
 
 def sample_time(sample: GpuSample) -> float:
