@@ -511,7 +511,8 @@ class KimituiApp(App[int]):
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
         s, sweep = message.straggler, self.model.sweep
         result = sweep.straggler_result(s.request_id) if sweep is not None else None
-        self.push_screen(StragglerDetail(gather(s, result, self.model.history)))
+        self.push_screen(StragglerDetail(gather(s, result, self.model.history),
+                                         self.model.causes.attributions.get(s.request_id)))
 
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))

@@ -22,6 +22,7 @@ from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
 from kimitui.tui.server_figures import HISTORY_KEYS, PrefillRate
+from kimitui.tui.cause_book import CauseBook
 from kimitui.tui.heatmap_data import HeatWindows
 from kimitui.tui.spec_watch import SpecWatch
 from kimitui.tui.timeline_marks import Timeline
@@ -93,6 +94,7 @@ HEADER: Parts = frozenset({"header"})
 SERVER: Parts = frozenset({"server"})
 HEADER_LOG: Parts = frozenset({"header", "log"})
 TIMELINE: Parts = frozenset({"timeline"})
+CAUSE_PARTS: Parts = frozenset({"stragglers", "levels"})
 
 NoticeSeverity = Literal["information", "warning", "error"]
 _NOTICE_OF: dict[str, NoticeSeverity] = {"info": "information", "warning": "warning", "error": "error"}
@@ -395,6 +397,8 @@ class CockpitModel:
         self.dropped = 0
         self.last_t: float | None = None
         self.history = CompactHistory()
+        self.causes = CauseBook()
+        """Why each straggler of the running sweep was slow, and each level's loss by cause."""
         self.timeline = Timeline()
         """Level spans and marks on the sweep's time axis (the strip under the curve)."""
         self._compare_events: deque[Event] = deque(maxlen=20_000)
@@ -452,10 +456,13 @@ class CockpitModel:
         if self.last_t is None or ev.t > self.last_t:
             self.last_t = ev.t
         self.history.add(ev)
+        self.causes.add(ev)
         if ev.kind in COMPARE_KINDS:
             self._keep_for_compare(ev)
         handler = _FOLD.get(type(ev))
         parts = handler(self, ev) if handler is not None else NOTHING
+        if self.causes.refresh(ev.t):
+            parts = parts | CAUSE_PARTS
         return parts | TIMELINE if self.timeline.add(ev) else parts
 
     # One handler per event type (the table ``_FOLD`` below the class); each returns the parts it changed.
@@ -505,6 +512,7 @@ class CockpitModel:
     def _on_sweep_started(self, ev: SweepStarted) -> Parts:
         self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
         self.history.keep_since = ev.t
+        self.causes.sweep_started(ev.sweep_id)
         key = self.sweep.profile or "?"
         self.curves.pop(key, None)  # this run replaces that profile's earlier curve
         self.curves[key] = {}
@@ -696,6 +704,8 @@ class CockpitModel:
             if kept is not None and len(sw.straggler_results) < STRAGGLER_RESULTS:
                 sw.straggler_results[s.request_id] = kept
         if ev.concurrency == sw.concurrency:
+            self.causes.level_done(sw.sweep_id, ev, self._level_results(sw, ev))
+        if ev.concurrency == sw.concurrency:
             sw.chunks.clear()  # the level is done: only its stragglers keep their chunks
         status, reason = effective_status(ev, sw.spec.max_error_rate)
         self.curves.setdefault(sw.profile or "?", {})[ev.concurrency] = CurvePoint(
@@ -714,6 +724,13 @@ class CockpitModel:
         if ev.stopped:
             self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
         return frozenset({"curve", "levels", "stragglers", "log"})
+
+    @staticmethod
+    def _level_results(sw: SweepView, ev: LevelResult) -> list[RequestResult]:
+        """The level's measured requests as its attribution needs them: the stragglers' with their chunk times."""
+        ids = {s.request_id for s in ev.stragglers}
+        return [kept.result() if r.request_id in ids and (kept := sw.chunks.get(r.request_id)) is not None else r
+                for r in sw.results if r.concurrency == ev.concurrency]
 
     def _on_switch(self, ev: ProfileSwitch) -> Parts:
         self.last_switch = ev

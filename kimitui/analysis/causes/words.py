@@ -61,6 +61,8 @@ def evidence_lines(a: Attribution) -> list[str]:
     out = []
     for s in a.shares:
         if s.cause == "unknown":
+            if s.share < 0.05 and len(a.shares) > 1:
+                continue  # the edges of a covered gap, not worth a line
             out.append(f"{pct(s.share)} unexplained: no event kimitui received overlaps it")
             continue
         said = "; ".join(s.evidence) if s.evidence else "no detail kept"

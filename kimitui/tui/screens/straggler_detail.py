@@ -1,4 +1,9 @@
-"""A straggler, read top-down: one headline sentence, its own timeline over the GPUs, the gap's log, the GPU table.
+"""A straggler, read top-down: its cause and the evidence, the facts, its own timeline over the GPUs, the gap's
+log, the GPU table.
+
+Issue 18: the first line is the cause kimitui attributed (:mod:`kimitui.analysis.causes`), with its share
+of the slow time and how sure it is, then one line of evidence per cause; "Unknown" when nothing it saw
+overlaps the gap.
 
 Issue 15: the old view listed the gap's 119 raw log lines, nearly all kimitui's own polling and each
 SGLang line eight times, and the line that explained the gap needed scrolling.  Now the headline says
@@ -17,6 +22,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.words import evidence_lines
+from kimitui.analysis.causes.words import headline as cause_headline
 from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell_in_gap, fold_quiet, gap_lines,
                                            headline, hidden_polling, in_gap_gpus, in_gap_samples)
 from kimitui.analysis.window import GpuWindowSummary
@@ -85,19 +93,25 @@ class StragglerDetail(ModalScreen[None]):
     StragglerDetail > VerticalScroll { width: 94%; height: auto; max-height: 92%; border: thick $error;
         background: $surface; padding: 0 1; }
     StragglerDetail .section { text-style: bold; color: $text-muted; }
-    StragglerDetail #straggler-headline { text-style: bold; }
+    StragglerDetail #straggler-cause { text-style: bold; }
+    StragglerDetail #straggler-evidence { padding-left: 2; }
     StragglerDetail #straggler-log { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def __init__(self, evidence: GapEvidence) -> None:
+    def __init__(self, evidence: GapEvidence, cause: Attribution | None = None) -> None:
         super().__init__()
         self.evidence = evidence
+        self.cause = cause
+        """Why it was slow (:mod:`kimitui.analysis.causes`); None while its level is not finished."""
         self.everything = False
         """``a``: every line as it came (polling and each rank's copy) instead of what an operator reads."""
 
     def compose(self) -> ComposeResult:
         ev, v = self.evidence, self.evidence.gap
         with VerticalScroll():
+            yield Static(self._cause_text(), id="straggler-cause")
+            if self.cause is not None:
+                yield Static(Text("\n".join(f"· {line}" for line in evidence_lines(self.cause))), id="straggler-evidence")
             yield Static(Text(headline(ev)), id="straggler-headline")
             yield Static(Text(self._facts(), "dim"), id="straggler-facts")
             if v is None:
@@ -112,6 +126,12 @@ class StragglerDetail(ModalScreen[None]):
             gpus = in_gap_gpus(ev)
             yield Static(gpu_table(gpus) if gpus else Text("no GPU samples kept for this window", "dim"),
                          id="straggler-gpus")
+
+    def _cause_text(self) -> Text:
+        if self.cause is None:
+            return Text("Cause: not attributed yet (its level has not finished)", "dim")
+        style = "bold red" if self.cause.known and self.cause.confidence == "high" else "bold yellow" if self.cause.known else "bold"
+        return Text(cause_headline(self.cause) + ".", style)
 
     def _gpu_title(self) -> str:
         ev = self.evidence

@@ -17,6 +17,7 @@ from textual.coordinate import Coordinate
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from kimitui.analysis.causes.tail import SMALL_LOSS
 from kimitui.analysis.level_stats import effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
@@ -33,6 +34,9 @@ collapsed, :mod:`kimitui.analysis.spec`) and its per-user decode speed-up over t
 EPLB_COLUMN = "EPLB"
 """After ``steady`` (and the speculative columns) when a level had EPLB rebalances: how many, and the seconds
 decoding stalled (``≡1 9s``): the dip of that level's aggregate, explained where it is read."""
+LOSS_COLUMN = "loss"
+"""After the EPLB column when a level delivered 5 % or more under its own median decode pace: the cause
+behind most of that loss and its share (``EPLB 96%``, :mod:`kimitui.analysis.causes.tail`)."""
 NARROW = 50
 """Below this many columns (the 80x24 screen) ``steady`` gives way to the speculative and EPLB columns: the
 curve draws the steady aggregate, while accept length, speed-up and rebalances are only in this table."""
@@ -75,6 +79,7 @@ class LevelExtras:
     def __init__(self, model: CockpitModel) -> None:
         self.spec = False
         self.eplb = False
+        self.loss = False
         self.cells: dict[str, dict[str, str | Text]] = {}
         sw = model.sweep
         if sw is None:
@@ -95,6 +100,12 @@ class LevelExtras:
         for c, reb in rebalances_by_level(model).items():  # the curve marks the same levels with ≡
             self.eplb = True
             self.cells.setdefault(str(c), {})[EPLB_COLUMN] = Text(reb.text, "magenta")
+        for (c, _repeat), loss in sorted(model.causes.losses.get(sw.sweep_id, {}).items()):
+            if loss.loss_fraction >= SMALL_LOSS:
+                self.loss = True
+                cause = loss.main_cause
+                style = "bold red" if cause not in (None, "unknown") else "dim"
+                self.cells.setdefault(str(c), {})[LOSS_COLUMN] = Text(loss.cell(), style)
         live = sw.spec_watch
         if live.concurrency is not None and live.mean is not None and sw.outcome is None:
             self.spec = True
@@ -136,11 +147,13 @@ class LevelTable(DataTable[str | Text], ModelView):
         extra = level_extras(self.model)
         cols = list(COLUMNS)
         at = cols.index("steady") + 1  # beside the aggregates they explain, before the columns a narrow panel cuts
+        if extra.loss:
+            cols.insert(at, LOSS_COLUMN)
         if extra.eplb:
             cols.insert(at, EPLB_COLUMN)
         if extra.spec:
             cols[at:at] = SPEC_COLUMNS
-        if (extra.spec or extra.eplb) and 0 < self.size.width < NARROW:
+        if (extra.spec or extra.eplb or extra.loss) and 0 < self.size.width < NARROW:
             cols.remove("steady")  # the curve draws it; the level's own figures are only here
         return tuple(cols)
 
@@ -181,7 +194,7 @@ class LevelTable(DataTable[str | Text], ModelView):
         if self._columns == COLUMNS:
             return cells
         extra = self._extra_cells.get(str(cells[0]).rstrip("…").split("#")[0], {})
-        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col == EPLB_COLUMN else cells[COLUMNS.index(col)]
+        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN) else cells[COLUMNS.index(col)]
                      for col in self._columns)
 
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:

@@ -9,6 +9,9 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.catalogue import short
+from kimitui.analysis.causes.words import pct
 from kimitui.events import Straggler
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import clock, num
@@ -29,23 +32,26 @@ class StragglerList(DataTable[str | Text], ModelView):
         super().__init__(cursor_type="row", **kwargs)
         self.model = model
         self._shown: list[Straggler] = []
+        self._causes: list[Attribution | None] = []
 
     def on_mount(self) -> None:
-        self.add_columns("C", "tok/s", "median", "gap", "at", "request", "why")
+        self.add_columns("C", "tok/s", "gap", "cause", "at", "median", "request", "why")  # what a narrow panel shows first
         self.redraw()
 
     def redraw(self) -> None:
         sw = self.model.sweep
         stragglers = list(sw.stragglers) if sw else []
-        if stragglers == self._shown:
+        causes = [self.model.causes.attributions.get(s.request_id) for s in stragglers]
+        if stragglers == self._shown and causes == self._causes:
             return
         row = self.cursor_row
         self.clear()
-        self._shown = stragglers
-        for i, s in enumerate(stragglers):
-            self.add_row(str(s.concurrency), Text(num(s.decode_tok_s, ".1f"), "bold red"), num(s.median_decode_tok_s),
-                         Text(f"{s.max_gap_s:.1f}s" if s.max_gap_s is not None else "-", "red"),
-                         clock(s.gap_start) if s.gap_start else "-", s.request_id[-12:], s.reason, key=str(i))
+        self._shown, self._causes = stragglers, causes
+        for i, (s, a) in enumerate(zip(stragglers, causes)):
+            self.add_row(str(s.concurrency), Text(num(s.decode_tok_s, ".1f"), "bold red"),
+                         Text(f"{s.max_gap_s:.1f}s" if s.max_gap_s is not None else "-", "red"), cause_cell(a),
+                         clock(s.gap_start) if s.gap_start else "-", num(s.median_decode_tok_s), s.request_id[-12:],
+                         s.reason, key=str(i))
         if stragglers:
             self.move_cursor(row=min(max(row, 0), len(stragglers) - 1))
 
@@ -55,3 +61,15 @@ class StragglerList(DataTable[str | Text], ModelView):
         if 0 <= i < len(self._shown):
             self.post_message(self.Chosen(self._shown[i]))
 
+
+CONFIDENCE_STYLE = {"high": "bold", "medium": "yellow", "low": "dim yellow", "none": "dim"}
+
+
+def cause_cell(a: Attribution | None) -> Text:
+    """``EPLB 99%``; ``KV full? 62%`` when only likely, ``prefill?? 30%`` when only possible; ``unknown``."""
+    if a is None:
+        return Text("…", "dim")
+    if not a.known:
+        return Text("unknown", "dim")
+    mark = {"high": "", "medium": "?", "low": "??"}.get(a.confidence, "")
+    return Text(f"{short(a.cause)}{mark} {pct(a.coverage).replace(' ', '')}", CONFIDENCE_STYLE.get(a.confidence, ""))
