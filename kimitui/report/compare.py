@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss, explained
 from kimitui.recording import Recording
 from kimitui.report import noise
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
@@ -172,11 +173,28 @@ class Comparison:
     def improvements(self) -> list[FigureComparison]:
         return [f for f in ([self.peak] if self.peak else []) + self.rows() if f.primary and f.verdict == "improved"]
 
+    def candidate_losses(self) -> list[LevelLoss]:
+        """B's level losses at the compared levels (where its throughput went, by cause)."""
+        return [loss for c in self.compared if (row := self.b.levels.get(c)) is not None
+                for loss in self.b.row_losses(row)]
+
+    def explanation(self) -> str | None:
+        """``explained by 3 EPLB rebalances, 71 s in all``: what B lost most of its time to, for a regression."""
+        return explained(self.candidate_losses()) if self.verdict == "regressed" else None
+
+    def loss_lines(self) -> list[str]:
+        """Per compared level, B's loss sentence where it delivered 5 % or more under its median pace."""
+        return [f"B at C={loss.concurrency}: {loss.sentence()}" for loss in self.candidate_losses()
+                if loss.loss_fraction >= SMALL_LOSS]
+
     def headline(self) -> str:
         """One line for a title bar: the verdict, the peak, C=lowest decode, stragglers, the knobs."""
         if self.verdict == "not_comparable":
             return "not comparable: " + "; ".join(self.reasons)
         word = {"regressed": "regression", "improved": "improvement", "no_change": "no change"}[self.verdict]
+        why = self.explanation()
+        if why:
+            word = f"{word}, {why}"
         parts: list[str] = []
         if self.peak is not None and self.peak.ratio is not None:
             beyond = "beyond noise" if self.peak.verdict in ("regressed", "improved") else "within noise"
@@ -225,8 +243,10 @@ class Comparison:
             lines.append(self.knobs_text)
             return lines
         word = {"regressed": "regression", "improved": "improvement", "no_change": "no change beyond noise"}[self.verdict]
-        lines = [f"{word}: {head}", self.levels_line()]
+        why = self.explanation()
+        lines = [f"{word}: {head}" + (f", {why}" if why else ""), self.levels_line()]
         lines += self.spec_and_eplb_lines()
+        lines += self.loss_lines()
         if self.peak is not None and self.peak.ratio is not None and self.peak_at is not None:
             (ca, va), (cb, vb) = self.peak_at
             lines.append(f"{self.peak.describe()}: {va:.0f} tok/s at C={ca} -> {vb:.0f} tok/s at C={cb}")

@@ -11,6 +11,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from kimitui import __version__
+from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss
+from kimitui.analysis.causes.words import evidence_lines
+from kimitui.analysis.causes.words import headline as cause_headline
 from kimitui.analysis.spec import format_speedup
 from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
@@ -45,8 +48,26 @@ def _pct(row: LevelRow, name: str) -> dict[str, float | None]:
     return out
 
 
-def _straggler_dict(s: Straggler) -> dict[str, Any]:
-    return {k: _clean(v) for k, v in s.model_dump().items()}
+def _straggler_dict(s: Straggler, run: SweepRun | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {k: _clean(v) for k, v in s.model_dump().items()}
+    a = run.attributions.get(s.request_id) if run is not None else None
+    d["cause"] = a.cause if a is not None else None
+    d["confidence"] = a.confidence if a is not None else None
+    d["coverage"] = _clean(round(a.coverage, 4)) if a is not None else None
+    d["headline"] = cause_headline(a) if a is not None else None
+    d["shares"] = [{"cause": x.cause, "share": round(x.share, 4), "lost_s": round(x.lost_s, 3),
+                    "evidence": list(x.evidence)} for x in a.shares] if a is not None else []
+    return d
+
+
+def loss_dict(loss: LevelLoss | None) -> dict[str, Any] | None:
+    """Where a level's throughput went: the aggregate against its median decode pace, by cause."""
+    if loss is None:
+        return None
+    return {"agg_tok_s": _clean(loss.agg_tok_s), "expected_tok_s": _clean(loss.expected_tok_s),
+            "lost_s": round(loss.lost_s, 3), "loss_fraction": round(loss.loss_fraction, 4),
+            "by_cause": {k: round(v, 3) for k, v in sorted(loss.by_cause.items())},
+            "main_cause": loss.main_cause, "sentence": loss.sentence()}
 
 
 # --------------------------------------------------------------------------- JSON
@@ -65,7 +86,8 @@ def level_dict(row: LevelRow, run: SweepRun | None = None) -> dict[str, Any]:
     }
     for name in PCT_FIELDS:
         d[name] = _pct(row, name)
-    d["stragglers"] = [_straggler_dict(s) for s in row.stragglers]
+    d["stragglers"] = [_straggler_dict(s, run) for s in row.stragglers]
+    d["loss"] = loss_dict(run.row_loss(row)) if run is not None else None
     d["stopped"] = row.stopped
     d["status"] = row.status
     d["status_reason"] = row.status_reason
@@ -174,7 +196,10 @@ LEVEL_COLUMNS = (
     "steady_tok_s", "decode_tok_s_p50", "decode_tok_s_p90", "decode_tok_s_p99", "ttft_p50", "ttft_p90", "ttft_p99",
     "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped", "status", "status_reason", "prompt_tokens_p50",
     "client_distorted", "accept_len", "accept_rate_p50", "spec_collapsed", "eplb_rebalances", "eplb_stall_s",
+    "expected_tok_s", "loss_main_cause", "loss_main_share", "straggler_causes",
 )
+"""The last four (issue 18): the aggregate the level's median decode pace promised, the cause behind most of
+the loss and its share, and its stragglers' causes (``eplb:6;unknown:1``)."""
 COMPARE_COLUMNS = ("concurrency", "figure", "a", "b", "ratio", "low", "high", "change_pct", "noise_pct", "noise",
                    "verdict", "note")
 
@@ -203,7 +228,7 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
                                 _num(row.prompt_tokens_p50), row.client_distorted or "",
                                 _num(spec.get("accept_len")), _num(spec.get("accept_rate_p50")),
                                 "" if not spec else "yes" if spec.get("collapsed") else "no",
-                                eplb.get("rebalances", ""), _num(eplb.get("stall_s"))])
+                                eplb.get("rebalances", ""), _num(eplb.get("stall_s")), *_loss_cells(run, row)])
         return buf.getvalue()
     w.writerow(COMPARE_COLUMNS)
     figs = ([comparison.peak] if comparison.peak else []) + comparison.rows()
@@ -213,6 +238,19 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
     w.writerows(_speedup_csv_rows(comparison))
     w.writerow(["", "overall", "", "", "", "", "", "", "", "", comparison.verdict, comparison.levels_line()])
     return buf.getvalue()
+
+
+def _loss_cells(run: SweepRun, row: LevelRow) -> list[str]:
+    loss = run.row_loss(row)
+    main = loss.main_cause if loss is not None else None
+    counts: dict[str, int] = {}
+    for s in row.stragglers:
+        a = run.attributions.get(s.request_id)
+        if a is not None:
+            counts[a.cause] = counts.get(a.cause, 0) + 1
+    return [_num(loss.expected_tok_s) if loss is not None else "", main or "",
+            _num(round(loss.share(main), 4)) if loss is not None and main else "",
+            ";".join(f"{k}:{v}" for k, v in sorted(counts.items()))]
 
 
 def _speedup_csv_rows(cmp: Comparison) -> list[list[str | int]]:
@@ -287,6 +325,11 @@ def sweep_md(run: SweepRun) -> list[str]:
                        flagged={r.concurrency: r.status for r in run.ordered_levels if not r.valid})
     if chart:
         out += ["", "```text", *chart, "```"]
+    lost = [(r.concurrency, loss) for r in run.ordered_levels if (loss := run.row_loss(r)) is not None
+            and loss.loss_fraction >= SMALL_LOSS]
+    if lost:
+        out += ["", "Where the throughput went (against each level's own median decode pace):", ""]
+        out += [f"- C={c}: {_md_text(loss.sentence())}" for c, loss in lost]
     strag = [s for r in run.ordered_levels for s in r.stragglers]
     if strag:
         gap_at = {q.request_id: q.max_gap_at for r in run.ordered_levels for q in r.requests}
@@ -297,6 +340,10 @@ def sweep_md(run: SweepRun) -> list[str]:
             gap = f", longest gap {s.max_gap_s:.1f} s at {_clock(at)}" if s.max_gap_s is not None else ""
             decode = f"decode {s.decode_tok_s:.1f} tok/s" if s.decode_tok_s is not None else "decode ?"
             out.append(f"- C={s.concurrency} `{s.request_id}`: {decode}{med}{gap}" + (f" — {s.reason}" if s.reason else ""))
+            a = run.attributions.get(s.request_id)
+            if a is not None:
+                out.append(f"  - **cause: {_md_text(cause_headline(a))}** ({a.confidence} confidence)")
+                out += [f"    - {_md_text(line)}" for line in evidence_lines(a)]
     fails = [r for r in run.ordered_levels if r.n_failed]
     if fails:
         out += ["", "Failures (first message per error class):", ""]

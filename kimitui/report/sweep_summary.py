@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.sweep_causes import CAUSE_KINDS, sweep_causes
+from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances, rebalances_in
 from kimitui.analysis.level_stats import effective_status
 from kimitui.events import (
@@ -198,6 +201,19 @@ class SweepRun:
     """(C, repeat) -> when that level started (its EPLB rebalances are counted from there to its result)."""
     rebalances: list[Rebalance] = field(default_factory=list)
     """The EPLB rebalances logged while this sweep ran (:mod:`kimitui.analysis.eplb`)."""
+    attributions: dict[str, Attribution] = field(default_factory=dict)
+    """Request id -> why that straggler was slow (:mod:`kimitui.analysis.causes`)."""
+    losses: dict[tuple[int, int], LevelLoss] = field(default_factory=dict)
+    """(C, repeat) -> where the level's throughput went, by cause."""
+
+    def row_losses(self, row: LevelRow) -> list[LevelLoss]:
+        """The losses of a level's repeats."""
+        return [loss for r in row.repeats if (loss := self.losses.get((row.concurrency, r.repeat))) is not None]
+
+    def row_loss(self, row: LevelRow) -> LevelLoss | None:
+        """The worst repeat's loss (the one a reader should hear about)."""
+        losses = self.row_losses(row)
+        return max(losses, key=lambda x: x.loss_fraction) if losses else None
 
     def level_windows(self, row: LevelRow) -> list[tuple[float, float]]:
         """Each repeat's (start, end): its ``level_started`` to its result; an older recording without the
@@ -267,7 +283,11 @@ class RecordingSummary:
 
 REPORT_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_started", "level_result",
                           "request_result", "sweep_result", "note", "marker"})
-"""What a report reads; GPU samples, logs and progress snapshots are never parsed (an hour's file in well under a second)."""
+"""What a report reads besides the causes' evidence (:func:`cause_events`); progress snapshots, server stats
+and other log lines are never parsed."""
+CAUSE_LINE_KINDS = (b'"line_kind":"eplb"', b'"line_kind":"prefill"', b'"line_kind":"decode"',
+                    b'"line_kind":"warning"', b'"line_kind":"error"')
+"""The log lines a cause timeline reads, told apart by a byte test before any is parsed."""
 
 
 def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
@@ -281,7 +301,7 @@ def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
     else:
         index = RecordingIndex.open(source)
         events = list(index.events_of(REPORT_KINDS))
-        events = sorted([*events, *eplb_lines(index)], key=lambda e: e.t)
+        events = sorted([*events, *cause_events(index)], key=lambda e: e.t)
         header, skipped, name = index.header, sorted(index.skipped, key=lambda s: s.line_no), str(index.path)
     return RecordingSummary(source=name, header=header, sweeps=sweeps_of(events, name),
                             notes=[e for e in events if isinstance(e, Note)],
@@ -290,19 +310,32 @@ def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
                             skipped=skipped)
 
 
-def eplb_lines(index: RecordingIndex) -> list[LogLine]:
-    """The recording's EPLB log lines only: a byte test on each log line before any is parsed."""
-    out: list[LogLine] = []
+def cause_events(index: RecordingIndex) -> list[Event]:
+    """What the causes read (:data:`~kimitui.analysis.causes.sweep_causes.CAUSE_KINDS`), the EPLB lines among
+    them; log lines of other kinds are skipped by a byte test before they are parsed."""
+    out: list[Event] = []
     for i, kind in enumerate(index.kinds):
-        if kind != "log_line":
+        if kind not in CAUSE_KINDS:
             continue
-        raw = index.raw(i)
-        if raw is not None and b'"eplb"' not in raw:
-            continue
+        if kind == "log_line":
+            raw = index.raw(i)
+            if raw is not None and not any(k in raw for k in CAUSE_LINE_KINDS):
+                continue
         ev = index.event(i)
-        if isinstance(ev, LogLine) and ev.line_kind == "eplb":
+        if ev is not None:
             out.append(ev)
     return out
+
+
+def _assign_causes(runs: list[SweepRun], events: list[Event]) -> None:
+    """Attribute every straggler and split every level's loss (a recording made before causes existed too)."""
+    if not any(r.n_stragglers or r.levels for r in runs):
+        return
+    causes = sweep_causes(events)
+    for run in runs:
+        run.attributions = {s.request_id: a for row in run.levels.values() for s in row.stragglers
+                            if (a := causes.attributions.get(s.request_id)) is not None}
+        run.losses = {(c, rep): loss for (sid, c, rep), loss in causes.losses.items() if sid == run.sweep_id}
 
 
 def _assign_rebalances(runs: list[SweepRun], records: list[Rebalance]) -> None:
@@ -355,6 +388,7 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
         run.levels = {c: row for c, row in run.levels.items() if row.repeats}
     ordered = sorted(runs.values(), key=lambda r: r.started)
     _assign_rebalances(ordered, tracker.records)
+    _assign_causes(ordered, events)
     return list(runs.values())
 
 

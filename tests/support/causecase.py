@@ -124,3 +124,27 @@ def level_events(slow: RequestResult, n_normal: int = 9, *, agg: float | None = 
                           agg_tok_s=agg if agg is not None else tokens / wall,
                           decode_tok_s=Percentiles(p50=RATE), stragglers=[straggler_of(slow)]))
     return ev
+
+
+def level_of(results: list[RequestResult], *, sweep_id: str = "s1") -> list[Event]:
+    """A C=1 level of these requests (one after another); the ones with a gap over 1 s are its stragglers."""
+    spec = SweepSpec(url="http://127.0.0.1:30000", model="kimi", levels=[1], max_tokens=TOKENS)
+    start = min(r.sent for r in results)
+    end = max(r.sent + (r.e2e_s or 0) for r in results)
+    tokens = TOKENS * len(results)
+    slow = [straggler_of(r) for r in results if (r.max_gap_s or 0) > 1.0]
+    return [SweepStarted(t=start - 1, sweep_id=sweep_id, spec=spec, profile="ep8-eplb"),
+            LevelStarted(t=start - 1, sweep_id=sweep_id, concurrency=1), *results,
+            LevelResult(t=end, sweep_id=sweep_id, concurrency=1, requests=len(results), ok=len(results),
+                        wall_s=end - start, output_tokens=tokens, agg_tok_s=tokens / (end - start),
+                        decode_tok_s=Percentiles(p50=RATE), stragglers=slow)]
+
+
+def back_to_back(n: int, gaps: dict[int, float]) -> list[RequestResult]:
+    """``n`` requests one after another; request ``k`` in ``gaps`` stops for that long 2 s after it was sent."""
+    out, t = [], SENT
+    for k in range(n):
+        r = result(f"s1-c1-r{k}", gap_s=gaps.get(k, 0.0), sent=t)
+        out.append(r)
+        t += (r.e2e_s or 0) + 0.02
+    return out

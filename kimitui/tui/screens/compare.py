@@ -106,6 +106,10 @@ class CompareScreen(ModalScreen[None]):
     def __init__(self, model: CockpitModel) -> None:
         super().__init__()
         self.runs = [r for r in sweeps_of(list(model.sweep_events), "this session") if r.levels]
+        for run in self.runs:  # the cockpit attributed them with every event it saw (sweep_events keeps no telemetry)
+            run.losses = dict(model.causes.losses.get(run.sweep_id, run.losses))
+            run.attributions = {s.request_id: a for row in run.levels.values() for s in row.stragglers
+                                if (a := model.causes.attributions.get(s.request_id)) is not None} or run.attributions
         self.pair = default_pair(self.runs, model.baseline)
 
     def compose(self) -> ComposeResult:
