@@ -199,6 +199,9 @@ class ServerHealth(Event):
     ok: bool
     status: int | None = None
     detail: str = ""
+    latency_s: float | None = None
+    """How long ``/health`` took to answer: SGLang's waits until the scheduler answers a one-token generate
+    (0.5.23 ``http_server.py`` ``health_generate``), so a slow answer is a scheduler that stood still."""
 
 
 class ExpertLoad(Event):

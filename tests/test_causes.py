@@ -177,3 +177,13 @@ def test_log_clock_reads_the_lag_and_the_hosts_time_zone() -> None:
               for k in range(60)]
     assert clock.zone_s == -3600.0 and 3.9 < clock.lag_s <= 4.05
     assert all(abs(p - (1000.0 + 0.37 * k)) < 0.1 for k, p in enumerate(placed[10:], start=10))
+
+
+def test_a_health_check_held_by_a_stuck_scheduler() -> None:
+    """0.5.23 ``http_server.py`` ``health_generate`` answers once the scheduler answers: a 200 after 19 s is a
+    scheduler that stood still since the poll before it."""
+    polls = [ServerHealth(t=GAP_AT - 10 + 2 * k, ok=True, latency_s=0.01) for k in range(5)]
+    polls.append(ServerHealth(t=GAP_AT + GAP_S, ok=True, latency_s=GAP_S - 1.0))
+    a, _ = _run(polls)
+    assert (a.cause, a.confidence) == ("server_unhealthy", "high")
+    assert "/health took 19.0 s to answer" in a.shares[0].evidence[0]

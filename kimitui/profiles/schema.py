@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import get_args, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -41,8 +41,10 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 _USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 
-FaultName = Literal["crash_load", "oom_start", "hang", "http_500", "drop", "stall"]
-FAULTS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
+FaultName = Literal["crash_load", "oom_start", "hang", "http_500", "drop", "stall", "graph_off", "gpu_throttle",
+                    "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy", "mixed"]
+FAULTS: tuple[str, ...] = get_args(FaultName)
+"""The simulator's faults: one-shot, per request, then episodes (kimitui/sim/episodes.py)."""
 
 
 def _env_name(value: str) -> str:

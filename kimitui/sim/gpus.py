@@ -30,6 +30,8 @@ from kimitui.sim.startup import BootState
 IDLE_POWER_W = 38.0
 LOADED_IDLE_POWER_W = 92.0
 WRITE_INTERVAL_S = 0.25
+PCIE_GEN5_X16_KBPS = 63.0e6
+"""A Gen5 x16 link per direction, in NVML's KB/s."""
 
 
 class GpuModel:
@@ -70,9 +72,11 @@ class GpuModel:
         elif phase == "graph":
             util = 35.0 + 20.0 * math.sin(now * 5 + i) ** 2
         elif phase in ("serving", "warmup") and stats is not None:
-            busy = 1.0 if now < stats.busy_until or stats.running else 0.0
+            busy = 1.0 if (now < stats.busy_until or stats.running) and not stats.frozen else 0.0
             batch = max(stats.batch, stats.running)
-            if stats.in_rebalance:
+            if stats.frozen:
+                util = 0.0  # a stuck collective: no kernel runs
+            elif stats.in_rebalance:
                 util = 8.0
                 pcie_tx = pcie_rx = 9.5e6 + 1.2e6 * math.sin(now * 7 + i)  # expert weights moving between GPUs
             elif busy:
@@ -86,6 +90,11 @@ class GpuModel:
         hot = self._hot_gpu(stats)
         if hot == i and util > 20:
             util = min(100.0, util * 1.12 + 6.0)
+        episode = stats.episode if stats is not None and phase == "serving" and util > 20 else None
+        if episode == "slow_gpu" and stats is not None:
+            util = 100.0 if i == stats.episode_gpu else 40.0  # the others wait for it in every all-to-all
+        elif episode == "pcie_saturation":  # another process's traffic fills the links (Gen5 x16: 63 GB/s)
+            pcie_tx = pcie_rx = PCIE_GEN5_X16_KBPS * (0.86 + 0.02 * math.sin(now * 3 + i))
         mem_util = util * 0.55
         power = (LOADED_IDLE_POWER_W if mem > 4096 else IDLE_POWER_W) + util / 100.0 * 545.0
         if hot == i and util > 20:
@@ -99,6 +108,14 @@ class GpuModel:
         target_temp = 33.0 + power / GPU_POWER_LIMIT_W * 48.0 + (4.0 if hot == i else 0.0)
         self._temps[i] += (target_temp - self._temps[i]) * 0.08
         sm_clock = 180.0 if util < 1 else (2430.0 if "sw_power_cap" not in throttle else 2115.0)
+        slowed = stats is not None and (episode == "gpu_throttle" or (episode == "slow_gpu" and i == stats.episode_gpu))
+        if slowed and stats is not None:
+            sm_clock = round(2430.0 / max(1.0, stats.episode_slowdown))
+            self._temps[i] = max(self._temps[i], 88.0 if episode == "slow_gpu" else 92.0)
+            throttle = [r for r in throttle if r != "sw_power_cap"]  # at that clock it draws far under its cap
+            power = min(power, 0.7 * GPU_POWER_LIMIT_W)
+            if episode == "gpu_throttle":  # NVML's clock-event reasons; a slow GPU shows none
+                throttle += ["hw_thermal_slowdown", "sw_thermal_slowdown"]
         return SimGpu(
             index=i,
             mem_used_mib=round(mem, 1),

@@ -127,6 +127,8 @@ class GenerationRoutes(SimServerState):
             return JSONResponse(api.error_body(str(exc)), status_code=400)
         p.labels = self._custom_labels(request)
         req, err = self._make_req(p)
+        if req is not None:
+            req.client_id = request.headers.get("x-request-id")
         if err is not None:
             return err
         assert req is not None and self.sched is not None

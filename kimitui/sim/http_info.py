@@ -15,10 +15,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from kimitui.sim.prometheus import CONTENT_TYPE
+from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.server_state import SimServerState
 
 SGLANG_VERSION = "0.5.10"
 HEALTH_TIMEOUT_S = 20.0
+
+
+def _still(stats: SchedStats) -> bool:
+    """Is the scheduler still frozen (read afresh: a wait may have ended it)."""
+    return stats.frozen
 
 
 class InfoRoutes(SimServerState):
@@ -27,6 +33,20 @@ class InfoRoutes(SimServerState):
     async def health(self, request: Request) -> Response:
         if not self.ready or self.sched is None:
             return Response(status_code=503)
+        stats = self.sched.stats
+        if stats.frozen:  # 0.5.23 http_server.py health_generate: no answer within the timeout
+            tic = time.strftime("%H:%M:%S")
+            waited = 0.0
+            while waited < HEALTH_TIMEOUT_S and _still(stats):
+                await self.clock.sleep(1.0)
+                waited += 1.0
+            if _still(stats):
+                self.log.line(
+                    f"Health check failed. Server couldn't get a response from detokenizer for last "
+                    f"{int(HEALTH_TIMEOUT_S)} seconds. tic start time: {tic}. last_heartbeat time: {tic}"
+                )
+                return Response(status_code=503)
+            return Response(status_code=200)
         if self.sched.stats.hung:
             tic = time.strftime("%H:%M:%S")
             await self.clock.sleep(HEALTH_TIMEOUT_S)

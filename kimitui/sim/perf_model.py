@@ -110,7 +110,9 @@ class PerfModel:
 
     @property
     def max_total_num_tokens(self) -> int:
-        return int(self.kv_gb * 1024**3 / KV_BYTES_PER_TOKEN)
+        """The KV pool in tokens; ``[sim.tuning] kv_tokens`` makes it small (a test of KV retraction)."""
+        forced = self.s.tuning.get("kv_tokens")
+        return int(forced) if forced else int(self.kv_gb * 1024**3 / KV_BYTES_PER_TOKEN)
 
     @property
     def graph_gb(self) -> float:
@@ -125,7 +127,7 @@ class PerfModel:
         return not self.s.disable_cuda_graph and batch <= self.s.cuda_graph_max_bs
 
     # ------------------------------------------------------------------ timing
-    def decode_step_s(self, batch: int, kv_tokens: int) -> float:
+    def decode_step_s(self, batch: int, kv_tokens: int, graph: bool | None = None) -> float:
         """One decode forward pass over ``batch`` running requests holding ``kv_tokens``.
 
         With speculative decoding it is a verify pass: every request runs its verify window
@@ -133,7 +135,7 @@ class PerfModel:
         the experts touched, the per-token dispatch and the draft tokens' own verify work
         (``spec_tok_ms`` each: logits, sampling, KV writes) grow with the verified tokens, plus the
         drafter's own pass (EAGLE's steps as ``spec_step_factor``, DFLASH's one block pass as
-        ``spec_draft_ms``).
+        ``spec_draft_ms``).  ``graph``: whether the step runs as a CUDA graph (default: when the batch fits one).
         """
         p = self.p
         tokens = self.spec.verify_tokens(batch) if self.spec is not None else batch
@@ -143,7 +145,7 @@ class PerfModel:
         ms += p.eplb_fixed_ms + p.eplb_tok_ms * batch
         if self.spec is not None:
             ms = ms * p.spec_step_factor + p.spec_draft_ms
-        if not self.uses_cuda_graph(batch):
+        if not (self.uses_cuda_graph(batch) if graph is None else graph):
             ms = ms * p.eager_factor + p.eager_fixed_ms
         return ms / 1000.0
 

@@ -22,17 +22,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kimitui.sim.balance_report import BalanceReport
+from kimitui.sim.episodes import Episode, Episodes
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.spec_model import SpecTally, is_code
 from kimitui.sim.textgen import TokenStream
+from kimitui.sim.truth import Truth
 
 
 INIT_NEW_TOKEN_RATIO = 0.7  # SGLang's defaults: the share of max_new_tokens reserved per request
 MIN_NEW_TOKEN_RATIO = 0.1
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 CLIP_MAX_NEW_TOKENS_ESTIMATION = 4096
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 
 
 class SimClock:
@@ -68,6 +71,10 @@ class Req:
     """Fault: the connection is cut after this many tokens."""
     stall_at: int | None = None
     stall_s: float = 0.0
+    client_id: str | None = None
+    """The client's ``X-Request-ID`` (the ground truth names requests by it)."""
+    phantom: bool = False
+    """Another client's request nobody reads (a prefill surge's long prompts)."""
     # -- filled in while it runs
     generated: int = 0
     pending: list[str] = field(default_factory=list)
@@ -79,6 +86,8 @@ class Req:
     dropped: bool = False
     aborted: bool = False
     stalled_until: float = 0.0
+    retracted_at: float | None = None
+    """Wall time it was sent back to the queue (KV pool full), until a prefill takes it again."""
     spec: SpecTally = field(default_factory=SpecTally)
     """This request's speculative counts (``sglext.spec_tokens_details``)."""
     code: bool | None = None
@@ -141,6 +150,12 @@ class SchedStats:
     balancedness: float | None = None
     """Expert balance now (expected, 1.0 = even), where the server tracks it."""
     hung: bool = False
+    frozen: bool = False
+    """The loop is stuck for a while (episode ``server_unhealthy``): /health fails, the GPUs idle."""
+    episode: str | None = None
+    """The episode fault running now (kimitui/sim/episodes.py), for the GPU model."""
+    episode_gpu: int = 0
+    episode_slowdown: float = 1.0
 
 
 class Scheduler:
@@ -174,6 +189,8 @@ class Scheduler:
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.hang_at: float | None = None
         """Sim time from which the loop hangs (fault ``hang``)."""
+        self.truth = Truth()
+        self.episodes = Episodes(settings)
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
@@ -209,9 +226,12 @@ class Scheduler:
             if self.hang_at is not None and self.clock.now() >= self.hang_at:
                 await self._hang()
                 return
+            if self.episodes.enabled and await self._episode():
+                deadline = time.monotonic()
             work = self._plan_prefill()
             if work:
                 duration = self.model.prefill_s(sum(r.kv_tokens for r in work))
+                self._log_prefill(work, duration)  # SGLang logs a prefill batch when it is formed
                 deadline = await self._pass(deadline, duration)
                 self._finish_prefill(work, duration)
             else:
@@ -222,8 +242,7 @@ class Scheduler:
                     deadline = time.monotonic()
                     continue
                 kv = sum(r.kv_tokens for r in self.running)
-                duration = self.model.decode_step_s(len(batch), kv)
-                self.stats.cuda_graph = self.model.uses_cuda_graph(len(batch))
+                duration = self._decode_s(len(batch), kv)
                 self.stats.batch = len(batch)
                 deadline = await self._pass(deadline, duration)
                 self._finish_decode(batch)
@@ -291,9 +310,15 @@ class Scheduler:
             req = self.running.pop()
             kv -= req.kv_tokens
             retracted.append(req)
+        now = time.time()
+        for req in retracted:
+            req.retracted_at = now
         self.waiting.extendleft(retracted)  # reversed back: the oldest retracted goes first
         old = self.new_token_ratio
-        self.new_token_ratio = min(1.0, old + 0.1)
+        # 0.5.23 scheduler_components/new_token_ratio_tracker.py estimate_new_token_ratio_after_retract
+        kept = self.running
+        self.new_token_ratio = min(1.0, (sum(r.generated for r in kept) + RETRACT_DECODE_STEPS * len(kept))
+                                   / (sum(r.max_new_tokens for r in kept) + 1))
         self.log.line(
             f"KV cache pool is full. Retract requests. #retracted_reqs: {len(retracted)}, "
             f"#new_tokens_gained: {sum(r.kv_tokens for r in retracted)}, #new_token_ratio: {old:.4f} -> {self.new_token_ratio:.4f}",
@@ -303,18 +328,18 @@ class Scheduler:
     def _decay_ratio(self) -> None:
         self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
 
-    def _finish_prefill(self, batch: list[Req], sim_s: float) -> None:
+    def _log_prefill(self, batch: list[Req], sim_s: float) -> None:
+        """0.5.23 ``scheduler_components/metrics_reporter.py`` ``log_prefill_stats``: printed as the batch is
+        formed (``get_new_batch_prefill``), before its forward pass."""
         new_tokens = sum(r.kv_tokens for r in batch)  # a retracted request recomputes its output too
-        self.running.extend(batch)
-        kv = sum(r.kv_tokens for r in self.running)
-        self.stats.prefill_tokens_total += new_tokens
+        kv = sum(r.kv_tokens for r in self.running) + new_tokens
         self.log.line(
             prefill_line(
                 new_seq=len(batch),
                 new_token=new_tokens,
                 cached_token=0,
                 token_usage=kv / self.max_total,
-                running=len(self.running) - len(batch),
+                running=len(self.running),
                 queue=len(self.waiting),
                 pending_token=sum(r.kv_tokens for r in self.waiting),
                 cuda_graph=False,
@@ -322,6 +347,15 @@ class Scheduler:
             ),
             rank=0,
         )
+
+    def _finish_prefill(self, batch: list[Req], sim_s: float) -> None:
+        self.running.extend(batch)
+        self.stats.prefill_tokens_total += sum(r.kv_tokens for r in batch)
+        now = time.time()
+        for req in batch:
+            if req.retracted_at is not None:
+                self.truth.record("kv_retract", req.retracted_at, now, [req.client_id or req.rid])
+                req.retracted_at = None
         for req in batch:
             self._give(req, 1)
         self._retire()
@@ -380,6 +414,8 @@ class Scheduler:
         if req.stall_at is not None and req.generated >= req.stall_at and not req.finished:
             req.stall_at = None
             req.stalled_until = self.clock.now() + req.stall_s
+            now = time.time()
+            self.truth.record("injected_stall", now, now + self.clock.real(req.stall_s), [req.client_id or req.rid])
         req._wake()
         return made
 
@@ -424,6 +460,61 @@ class Scheduler:
         st.token_usage = st.kv_tokens / self.max_total
         st.batch = batch
 
+    # ------------------------------------------------------------------ episodes (kimitui/sim/episodes.py)
+    def _decode_s(self, batch: int, kv: int) -> float:
+        """One decode step as the running episode makes it: eager without CUDA graphs, slower clocks or links."""
+        st = self.stats
+        ep = st.episode
+        graph = self.model.uses_cuda_graph(batch) and ep != "graph_off"
+        st.cuda_graph = graph
+        duration = self.model.decode_step_s(batch, kv, graph=graph)
+        if ep == "graph_off":
+            duration *= float(self.s.tuning.get("graph_off_factor", 1.5))
+        elif ep in ("gpu_throttle", "slow_gpu", "pcie_saturation"):
+            duration *= st.episode_slowdown
+        return duration
+
+    async def _episode(self) -> bool:
+        """Start, act out or end the episode due now; True when the loop stood still (its deadline moves)."""
+        ep, began = self.episodes.at(self.clock.now())
+        st = self.stats
+        st.episode = ep.kind if ep is not None else None
+        if ep is None:
+            return False
+        st.episode_gpu, st.episode_slowdown = ep.gpu, self.episodes.slowdown
+        if not began:
+            return False
+        now, length = time.time(), self.clock.real(ep.end - ep.start)
+        if ep.kind == "prefill_surge":
+            took = self._surge(ep)
+            self.truth.record("prefill_surge", now, now + self.clock.real(took))
+            return False
+        self.truth.record(ep.kind, now, now + length, detail={"gpu": ep.gpu} if ep.kind == "slow_gpu" else None)
+        if ep.kind == "server_unhealthy":
+            await self._freeze(ep)
+            return True
+        return False
+
+    def _surge(self, ep: Episode) -> float:
+        """Another client's long prompts arrive: the prefill they need starves decode for about the episode's
+        length (prefill runs ahead of decode).  Returns the simulated seconds of prefill queued."""
+        size = max(1024, min(32768, self.max_total // 8))
+        want = (ep.end - ep.start) * self.model.p.prefill_tok_per_s
+        n = max(1, round(want / size))
+        for k in range(n):
+            self.waiting.append(Req(rid=f"surge-{ep.start:.0f}-{k}", prompt_text="", prompt_tokens=size,
+                                    max_new_tokens=1, target=1, tokens=TokenStream("", self.s.seed), phantom=True))
+        self.stats.queue = len(self.waiting)
+        return sum(self.model.prefill_s(size) for _ in range(n))
+
+    async def _freeze(self, ep: Episode) -> None:
+        """A stuck collective that recovers: no pass runs, /health fails, the GPUs idle."""
+        self.stats.frozen = True
+        try:
+            await self.clock.sleep(ep.end - ep.start)
+        finally:
+            self.stats.frozen = False
+
     # ------------------------------------------------------------------ EPLB and faults
     def _report_balance(self, tokens: int) -> None:
         if self.balance is not None:
@@ -441,12 +532,14 @@ class Scheduler:
         if self.balance is not None and self.balance.window_average() > threshold:
             self.log.all_ranks(f"[EPLBManager] Skipped ep rebalancing: current GPU utilization "
                                f"{self.balance.window_average():.2f} > minimum rebalance threshold {threshold:.2f}")
+            self.truth.record("eplb_skipped", time.time(), time.time())
             return time.monotonic()
         stall = self.model.eplb_stall_s(self.rng)
         self.stats.in_rebalance = True
         self.stats.rebalances += 1
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         await self.clock.sleep(stall)
+        self.truth.record("eplb", wall0, time.time())
         self.stats.in_rebalance = False
         if self.balance is not None:
             self.balance.rebalanced()

@@ -14,7 +14,10 @@ from typing import Any
 
 from kimitui.profiles import Profile, ProfileError, SimSettings, load_profile
 
-FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall")
+FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall", "graph_off",
+                                 "gpu_throttle", "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy",
+                                 "mixed")
+"""One-shot faults, per-request faults, then episodes (kimitui/sim/episodes.py; ``mixed``: all of them in turn)."""
 
 
 class SimConfigError(Exception):

@@ -429,14 +429,16 @@ class MetricsPoller(SupervisedTask):
         return stats
 
     async def poll_health(self) -> ServerHealth:
+        sent = time.monotonic()
         try:
             resp = await self._get("/health", timeout=self.health_timeout_s)
         except httpx.HTTPError as exc:
             health = ServerHealth(host=self.host, url=self.base_url, ok=False, status=None,
-                                  detail=f"{type(exc).__name__}: {exc}".strip())
+                                  detail=f"{type(exc).__name__}: {exc}".strip(), latency_s=time.monotonic() - sent)
         else:
             health = ServerHealth(host=self.host, url=self.base_url, ok=resp.status_code == 200,
-                                  status=resp.status_code, detail=resp.text[:200] if resp.status_code != 200 else "")
+                                  status=resp.status_code, detail=resp.text[:200] if resp.status_code != 200 else "",
+                                  latency_s=round(time.monotonic() - sent, 4))
         self.session.publish(health)
         return health
 

@@ -215,8 +215,9 @@ def start_sim(
     extra_args: Sequence[str] = (),
     wait_ready: bool = True,
     ready_timeout: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> SimServerProcess:
-    """A not-yet-started server; use it with ``with`` or ``async with``."""
+    """A not-yet-started server; use it with ``with`` or ``async with``; ``env`` adds to its environment."""
     return SimServerProcess(
         profile,
         time_scale=time_scale,
@@ -226,4 +227,5 @@ def start_sim(
         extra_args=extra_args,
         wait_ready=wait_ready,
         ready_timeout=ready_timeout,
+        env=env,
     )

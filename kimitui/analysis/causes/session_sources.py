@@ -13,6 +13,11 @@ from kimitui.analysis.causes.episodes import Episode
 from kimitui.events import ClientHealth, ConnectionState, ProfileState, ServerHealth, SwapProgress
 
 CLIENT_LAG_MS = 50.0
+SLOW_HEALTH_S = 1.5
+"""SGLang's ``/health`` answers about a second after it asks the scheduler for one token (it checks once a
+second); an answer this slow or slower means the scheduler stood still that long."""
+POLL_LOOKBACK_S = 3.0
+"""A stall began at most about one poll interval before the slow poll was sent."""
 DOWN_STATES = frozenset({"starting", "stopping", "failed", "rolled_back", "stopped"})
 LINK_DOWN = frozenset({"lost", "reconnecting", "failed", "connecting"})
 
@@ -45,6 +50,13 @@ class SessionSources:
         return ep
 
     def _health(self, ev: ServerHealth) -> None:
+        if ev.ok and ev.latency_s is not None and ev.latency_s >= SLOW_HEALTH_S:
+            sent = ev.t - ev.latency_s
+            start = max(self._last_ok, sent - POLL_LOOKBACK_S) if self._last_ok is not None else sent
+            self.lists["server_unhealthy"].append(Episode(
+                "server_unhealthy", min(start, sent), ev.t,
+                f"/health took {ev.latency_s:.1f} s to answer: the scheduler did not respond",
+                key=f"server_unhealthy@{sent:.3f}"))
         if ev.ok:
             self._last_ok = ev.t
             if self._unhealthy is not None:
