@@ -83,7 +83,8 @@ def episode(kind: str, **kw: Any) -> Case:
 
 CASES: list[Case] = [
     Case("eplb", base="ep8-eplb", knobs={"eplb_rebalance_num_iterations": 600}, repeats=2),
-    Case("kv_retract", tuning={"kv_tokens": 12000.0}, levels=(8, 12), requests=32, max_tokens=1536, repeats=2),
+    Case("kv_retract", tuning={"kv_tokens": 12000.0}, levels=(8, 12), requests=32, max_tokens=1536, repeats=2,
+         time_scale=10.0),
     episode("prefill_surge"),
     episode("graph_off"),
     episode("gpu_throttle"),

@@ -25,7 +25,9 @@ from datetime import datetime
 from kimitui.events import GpuSample, LogLine
 
 LAG_WINDOW = 256
-"""Lines the lag estimate looks back over: enough for a line at a second's turn, short enough to follow a link that slows."""
+LAG_WINDOW_S = 10.0
+"""Lines (and seconds of arrivals) the lag estimate looks back over: enough for a line printed at a second's
+turn, short enough to follow a link whose delay changes."""
 TZ_STEP_S = 900.0
 """Time zones differ by whole quarter hours: the part of (arrival − stamp) that is not the link's delay."""
 
@@ -57,8 +59,8 @@ class LogClock:
 
     def __init__(self) -> None:
         self._seen = 0
-        self._low: deque[tuple[int, float]] = deque()
-        """(line number, arrival − stamp), increasing: the sliding window's minimum is the first."""
+        self._low: deque[tuple[int, float, float]] = deque()
+        """(line number, arrival, arrival − stamp), offsets increasing: the sliding window's minimum is first."""
         self.lag_s = 0.0
         """The link's delivery delay as last estimated."""
         self.zone_s = 0.0
@@ -72,22 +74,23 @@ class LogClock:
         if stamp is None:
             return line.t - self.lag_s
         at, resolution = stamp
-        low = self._slide(line.t - at)
+        low = self._slide(line.t, line.t - at)
         self.zone_s = round(low / TZ_STEP_S) * TZ_STEP_S
         self.lag_s = max(0.0, low - self.zone_s)
         lo = at + self.zone_s
         return min(max(line.t - self.lag_s, lo), lo + resolution)
 
-    def _slide(self, offset: float) -> float:
-        """The smallest offset among the last :data:`LAG_WINDOW` lines, in O(1) amortised."""
+    def _slide(self, arrived: float, offset: float) -> float:
+        """The smallest offset among the last :data:`LAG_WINDOW` lines of the last :data:`LAG_WINDOW_S`
+        seconds, in O(1) amortised."""
         self._seen += 1
         low = self._low
-        while low and low[-1][1] >= offset:
+        while low and low[-1][2] >= offset:
             low.pop()
-        low.append((self._seen, offset))
-        if low[0][0] <= self._seen - LAG_WINDOW:
+        low.append((self._seen, arrived, offset))
+        while low[0][0] <= self._seen - LAG_WINDOW or low[0][1] < arrived - LAG_WINDOW_S:
             low.popleft()
-        return low[0][1]
+        return low[0][2]
 
 
 def sample_time(sample: GpuSample) -> float:
