@@ -17,7 +17,7 @@ from kimitui.analysis.causes.sweep_causes import sweep_causes
 from kimitui.analysis.causes.tail import explained
 from kimitui.analysis.causes.words import evidence_lines, headline
 from kimitui.events import ClientHealth, ConnectionState, ServerHealth
-from tests.support.causecase import (GAP_AT, GAP_S, decode, eplb_lines, level_events, line, normal, prefill, reading,
+from tests.support.causecase import (GAP_AT, GAP_S, back_to_back, decode, level_of, eplb_lines, level_events, line, normal, prefill, reading,
                                      result, samples)
 
 
@@ -187,3 +187,16 @@ def test_a_health_check_held_by_a_stuck_scheduler() -> None:
     a, _ = _run(polls)
     assert (a.cause, a.confidence) == ("server_unhealthy", "high")
     assert "/health took 19.0 s to answer" in a.shares[0].evidence[0]
+
+
+def test_the_seeds_c1_level_three_requests_one_of_them_stalled_by_a_rebalance() -> None:
+    """The field notes' ep8-v2 C=1 run: three requests of 512 tokens, one of them at 7.7 tok/s (66.6 s, a
+    58 s stall at the level's ~61 tok/s); the stall was an EPLB rebalance, which the operator could not tell."""
+    stall = 512 / 7.7 - 512 / 61.0
+    results = back_to_back(3, {1: stall})
+    events = sorted([*level_of(results), *eplb_lines(results[1].sent + 2.0, stall)], key=lambda e: e.t)
+    sc = sweep_causes(events)
+    a = sc.attributions["s1-c1-r1"]
+    assert (a.cause, a.confidence) == ("eplb", "high")
+    loss = sc.losses[("s1", 1, 0)]
+    assert loss.sentence() == "aggregate 18.4 tok/s vs 61.0 expected: 99 % of the loss is one EPLB rebalance"
