@@ -39,39 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.attribution_cases import CASES, Case  # noqa: E402
-from kimitui.analysis.causes.attribute import Attribution  # noqa: E402
 from kimitui.analysis.causes.sweep_causes import sweep_causes  # noqa: E402
 from kimitui.events import GpuSample, LogLine, SweepResult  # noqa: E402
 from kimitui.recording import read_recording  # noqa: E402
-
-EXPECTED = {"injected_stall": "unknown"}
-"""A true cause kimitui cannot see: the right answer is to say so."""
-NOT_STALLS = frozenset({"eplb_skipped"})
-
-
-@dataclass
-class Score:
-    n: int = 0
-    correct: int = 0
-    confidently_wrong: int = 0
-    answers: Counter[str] = field(default_factory=Counter)
-
-
-def truth_of(a: Attribution, records: list[dict]) -> str | None:
-    """The truth record that overlaps the straggler's slow stretches most, or None (ordinary unevenness)."""
-    best, best_s = None, 0.0
-    for rec in records:
-        if rec["cause"] in NOT_STALLS:
-            continue
-        ids = rec.get("request_ids")
-        if ids is not None and a.request_id not in ids:
-            continue
-        s = sum(max(0.0, min(st.end, rec["end"]) - max(st.start, rec["start"])) for st in a.stretches)
-        if s > best_s:
-            best, best_s = rec["cause"], s
-    lost = sum(st.duration_s for st in a.stretches)
-    return best if best is not None and best_s >= 0.2 * lost else None
-
+from tests.support.truthscore import read_truth, right_answer, truth_of  # noqa: E402
 
 def skewed(events: list, skew_s: float, seed: int) -> list:
     """The recording as a slow link delivers it: each stream's log lines and GPU samples ``skew_s`` late, the
@@ -109,7 +80,7 @@ def score(events: list, truth: list[dict], scores: dict[str, Score], wrong: list
         if true is None:
             unexplained += 1
             continue
-        want = EXPECTED.get(true, true)
+        want = right_answer(true)
         sc = scores[true]
         sc.n += 1
         sc.answers[a.cause] += 1
@@ -235,7 +206,7 @@ def main() -> int:
         started = time.monotonic()
         path = asyncio.run(run_case(case, root, truth))
         events = list(read_recording(path).events)
-        records = [json.loads(x) for x in truth.read_text().splitlines() if x.strip()] if truth.exists() else []
+        records = read_truth(truth)
         before = sum(s.n for s in plain.values())
         unexplained += score(events, records, plain, wrong, case.name)
         late = skewed(events, args.skew, 1)

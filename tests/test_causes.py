@@ -200,3 +200,16 @@ def test_the_seeds_c1_level_three_requests_one_of_them_stalled_by_a_rebalance() 
     assert (a.cause, a.confidence) == ("eplb", "high")
     loss = sc.losses[("s1", 1, 0)]
     assert loss.sentence() == "aggregate 18.4 tok/s vs 61.0 expected: 99 % of the loss is one EPLB rebalance"
+
+
+def test_every_gpu_idle_with_requests_running_is_a_server_that_stood_still() -> None:
+    """A stuck scheduler the health polls missed: the Decode line said 4 running, then every GPU idled."""
+    def make(t: float) -> list:
+        return [reading(i, 0.0 if GAP_AT <= t <= GAP_AT + GAP_S else 92.0) for i in range(8)]
+    ev = [decode(GAP_AT - 0.5 - k, running=4) for k in range(3)] + _gpus(make)
+    a, _ = _run(ev)
+    assert (a.cause, a.confidence) == ("server_unhealthy", "medium")  # a weak sign alone: "Likely"
+    assert "all 8 GPUs idle (≤ 5 %) with 4 requests running" in a.shares[0].evidence[0]
+    assert headline(a).startswith("Likely Server unhealthy")
+    b, _ = _run([*ev, *eplb_lines(GAP_AT, GAP_S)])
+    assert b.cause == "eplb" and b.confidence == "high"  # what the server said wins over the weak sign

@@ -5,7 +5,9 @@ Each slow stretch is cut at every episode boundary inside it.  A piece where a s
 that cause, split evenly when several were; a piece with only a slowing state (no CUDA graph,
 throttled or slow GPU, saturated PCIe) goes to the state; a piece with neither is unknown.  A state
 that held over most of the level slowed every request alike, the median ones too, so it explains
-nothing about one of them and is left out.
+nothing about one of them and is left out.  Weak evidence (every GPU idle while requests were running:
+the server stood still, but nothing it said tells why) ranks with the states, and alone is never more
+than "likely".
 
 The straggler's lost time (beyond the median pace) is split the same way.  The main cause is the one
 with the most; the confidence is how much of the lost time it covers: high from 80 %, medium from
@@ -87,8 +89,10 @@ def _split(st: Stretch, eps: list[Episode]) -> dict[str, float]:
     out: dict[str, float] = {}
     for x, y in zip(edges, edges[1:]):
         mid = (x + y) / 2
-        active = {ep.cause for ep in eps if ep.start <= mid <= ep.end}
-        pick = (active & STALL) or (active & STATE) or {"unknown"}
+        here = [ep for ep in eps if ep.start <= mid <= ep.end]
+        strong = {ep.cause for ep in here if ep.cause in STALL and not ep.figures.get("weak")}
+        weak = {ep.cause for ep in here if ep.cause in STATE or ep.figures.get("weak")}
+        pick = strong or weak or {"unknown"}
         for cause in pick:
             out[cause] = out.get(cause, 0.0) + (y - x) / len(pick)
     return out
@@ -102,6 +106,7 @@ def attribute(straggler: Straggler, result: RequestResult | None, timeline: Caus
     lost: dict[str, float] = {}
     evidence: dict[str, list[str]] = {}
     keys: dict[str, dict[str, float]] = {}
+    strong: set[str] = set()
     for st in stretches:
         eps = [ep for ep in timeline.episodes(st.start, st.end) if ep.cause not in wide and ep.overlap(st.start, st.end) > 0]
         seconds = _split(st, eps)
@@ -113,6 +118,8 @@ def attribute(straggler: Straggler, result: RequestResult | None, timeline: Caus
                 if ep.evidence and ep.evidence not in said:
                     said.append(ep.evidence)
                 keys.setdefault(ep.cause, {})[ep.key] = float(ep.figures.get("duration_s", ep.duration_s))
+                if not ep.figures.get("weak"):
+                    strong.add(ep.cause)
     total = sum(st.lost_s for st in stretches)
     shares = tuple(sorted(
         (CauseShare(c, s, s / total if total > 0 else 0.0, tuple(evidence.get(c, ())[:4]), tuple(keys.get(c, {})),
@@ -122,6 +129,8 @@ def attribute(straggler: Straggler, result: RequestResult | None, timeline: Caus
     coverage = main.share if main is not None else 0.0
     confidence: Confidence = "high" if coverage >= HIGH else "medium" if coverage >= MEDIUM else "low" if coverage >= LOW else "none"
     cause = main.cause if main is not None and confidence != "none" else "unknown"
+    if confidence == "high" and cause not in strong:
+        confidence = "medium"  # a weak sign alone (idle GPUs) says the server stood still, not why
     worst = stretches[0] if stretches else None
     notes = _notes(timeline, worst, wide)
     return Attribution(straggler.request_id, straggler.concurrency, cause, confidence, coverage, total,

@@ -35,6 +35,10 @@ BUSY_UTIL = 20.0
 PCIE_SATURATED = 0.7
 LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 """Usable GB/s per lane and direction, by PCIe generation."""
+IDLE_UTIL = 5.0
+"""Every GPU at or under this while requests are running: the server stood still (a stuck scheduler)."""
+RUNNING_FRESH_S = 30.0
+"""How long the scheduler's last ``#running-req`` stays the figure a GPU sample is read against."""
 MAX_SPAN_S = 5.0
 """A sample covers at most this much before it (after a pause in sampling, the gap is unknown)."""
 
@@ -69,6 +73,9 @@ class GpuSources:
         self._throttle = EpisodeRun("gpu_throttle", 0.0, lists["gpu_throttle"])
         self._slow = EpisodeRun("slow_gpu", 0.0, lists["slow_gpu"])
         self._pcie = EpisodeRun("pcie_saturation", 0.0, lists["pcie_saturation"])
+        self._idle = EpisodeRun("server_unhealthy", 0.0, lists["server_unhealthy"])
+        self.running: tuple[float, float] | None = None
+        """(when, how many) from the scheduler's last Decode or Prefill line."""
         self._ref_clock: dict[int, float] = {}
         self._last: float | None = None
         self.moments: deque[GpuMoment] = deque(maxlen=keep_moments)
@@ -84,6 +91,7 @@ class GpuSources:
         self._flag(self._throttle, self._throttled(gpus), start, at)
         self._flag(self._slow, self._slow_one(gpus), start, at)
         self._flag(self._pcie, self._saturated(gpus), start, at)
+        self._flag(self._idle, self._stood_still(utils, at), start, at)
         for r in gpus:  # the reference: the fastest clock each GPU ran at while busy and unthrottled
             if r.sm_clock_mhz and (r.util_pct or 0.0) >= BUSY_UTIL and not SLOWDOWN_REASONS & set(r.throttle_reasons or ()):
                 self._ref_clock[r.index] = max(self._ref_clock.get(r.index, 0.0), r.sm_clock_mhz)
@@ -119,6 +127,16 @@ class GpuSources:
         if temps:
             said += f", {max(temps):.0f} °C"
         return said, {"gpus": ",".join(map(str, hit))}
+
+    def _stood_still(self, utils: list[float], at: float) -> tuple[str, dict[str, float | str]] | None:
+        """All GPUs idle while the scheduler had requests running: weaker evidence than /health (a stall
+        cause only where nothing the server said explains the stretch)."""
+        run = self.running
+        if not utils or max(utils) > IDLE_UTIL or run is None or run[1] < 1 or not 0 <= at - run[0] <= RUNNING_FRESH_S:
+            return None
+        n = len(utils)
+        return (f"{'all ' + str(n) + ' GPUs' if n > 1 else 'the GPU'} idle (≤ {IDLE_UTIL:.0f} %) with {run[1]:.0f} "
+                f"request{'s' if run[1] != 1 else ''} running: the scheduler stood still", {"weak": 1.0})
 
     def _slow_one(self, gpus: list[GpuReading]) -> tuple[str, dict[str, float | str]] | None:
         busy = [r for r in gpus if (r.util_pct or 0.0) >= BUSY_UTIL and not SLOWDOWN_REASONS & set(r.throttle_reasons or ())]

@@ -38,6 +38,10 @@ class CauseTimeline:
             if clock is None:
                 clock = self._clocks[(event.host, event.source)] = LogClock()
             at = clock.place(event)
+            if event.line_kind in ("decode", "prefill"):
+                running = event.fields.get("running_reqs")
+                if isinstance(running, (int, float)) and not isinstance(running, bool):
+                    self.gpus.running = (at, float(running) + float(event.fields.get("new_seq", 0) or 0))
             if event.line_kind in ("eplb", "prefill", "decode", "warning", "error"):
                 logs = self._logs.get(event.host)
                 if logs is None:
