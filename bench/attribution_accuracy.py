@@ -16,7 +16,7 @@ confidently wrong answers (a wrong cause said with high confidence; goal 0).  Th
 recordings with the log and GPU streams delayed as a slow SSH link delivers them (every log line and
 GPU sample arriving ``--skew`` seconds late, with jitter): the answers must not move.
 
-    .venv/bin/python bench/attribution_accuracy.py                # every cause, ~4 min on 2 cores
+    .venv/bin/python bench/attribution_accuracy.py                # every cause, ~13 min on 2 cores
     .venv/bin/python bench/attribution_accuracy.py --causes eplb,kv_retract --skew 5
 """
 
@@ -43,6 +43,14 @@ from kimitui.analysis.causes.sweep_causes import sweep_causes  # noqa: E402
 from kimitui.events import GpuSample, LogLine, SweepResult  # noqa: E402
 from kimitui.recording import read_recording  # noqa: E402
 from tests.support.truthscore import read_truth, right_answer, truth_of  # noqa: E402
+
+@dataclass
+class Score:
+    n: int = 0
+    correct: int = 0
+    confidently_wrong: int = 0
+    answers: Counter[str] = field(default_factory=Counter)
+
 
 def skewed(events: list, skew_s: float, seed: int) -> list:
     """The recording as a slow link delivers it: each stream's log lines and GPU samples ``skew_s`` late, the
