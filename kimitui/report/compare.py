@@ -175,17 +175,26 @@ class Comparison:
 
     def candidate_losses(self) -> list[LevelLoss]:
         """B's level losses at the compared levels (where its throughput went, by cause)."""
-        return [loss for c in self.compared if (row := self.b.levels.get(c)) is not None
-                for loss in self.b.row_losses(row)]
+        return self._losses(self.b)
+
+    def _losses(self, run: SweepRun) -> list[LevelLoss]:
+        return [loss for c in self.compared if (row := run.levels.get(c)) is not None for loss in run.row_losses(row)]
 
     def explanation(self) -> str | None:
-        """``explained by 3 EPLB rebalances, 71 s in all``: what B lost most of its time to, for a regression."""
-        return explained(self.candidate_losses()) if self.verdict == "regressed" else None
+        """What the slower side lost most of its time to: for a regression B's (``explained by 3 EPLB
+        rebalances, 71 s in all``), for an improvement A's (``A's loss explained by ...``: what B no longer
+        loses); None when no cause holds half of it, or without a verdict either way."""
+        if self.verdict == "regressed":
+            return explained(self.candidate_losses())
+        why = explained(self._losses(self.a)) if self.verdict == "improved" else None
+        return f"A's loss {why}" if why else None
 
     def loss_lines(self) -> list[str]:
-        """Per compared level, B's loss sentence where it delivered 5 % or more under its median pace."""
-        return [f"B at C={loss.concurrency}: {loss.sentence()}" for loss in self.candidate_losses()
-                if loss.loss_fraction >= SMALL_LOSS]
+        """Per compared level, B's loss sentence where it delivered 5 % or more under its median pace (and
+        A's too for an improvement: what B gained back)."""
+        sides = (("A", self.a), ("B", self.b)) if self.verdict == "improved" else (("B", self.b),)
+        return [f"{side} at C={loss.concurrency}: {loss.sentence()}" for side, run in sides
+                for loss in self._losses(run) if loss.loss_fraction >= SMALL_LOSS]
 
     def headline(self) -> str:
         """One line for a title bar: the verdict, the peak, C=lowest decode, stragglers, the knobs."""

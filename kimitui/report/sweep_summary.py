@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kimitui.analysis.causes.attribute import Attribution
-from kimitui.analysis.causes.sweep_causes import CAUSE_KINDS, sweep_causes
+from kimitui.analysis.causes.sweep_causes import sweep_causes
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances, rebalances_in
 from kimitui.analysis.level_stats import effective_status
@@ -32,6 +32,7 @@ from kimitui.events import (
     SweepStarted,
 )
 from kimitui.recording import Recording, RecordingHeader, RecordingIndex, SkippedLine
+from kimitui.report.cause_evidence import cause_events, sweep_spans
 
 VOLATILE_KNOBS = frozenset({
     "host", "port", "nccl_port", "dist_init_addr", "api_key", "admin_api_key", "file_storage_path",
@@ -283,11 +284,8 @@ class RecordingSummary:
 
 REPORT_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_started", "level_result",
                           "request_result", "sweep_result", "note", "marker"})
-"""What a report reads besides the causes' evidence (:func:`cause_events`); progress snapshots, server stats
-and other log lines are never parsed."""
-CAUSE_LINE_KINDS = (b'"line_kind":"eplb"', b'"line_kind":"prefill"', b'"line_kind":"decode"',
-                    b'"line_kind":"warning"', b'"line_kind":"error"')
-"""The log lines a cause timeline reads, told apart by a byte test before any is parsed."""
+"""What a report reads besides the causes' evidence (:func:`~kimitui.report.cause_evidence.cause_events`: log
+lines and GPU samples near its sweeps); progress snapshots, server stats and other log lines are never parsed."""
 
 
 def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
@@ -301,30 +299,13 @@ def summarize(source: Recording | str | os.PathLike[str]) -> RecordingSummary:
     else:
         index = RecordingIndex.open(source)
         events = list(index.events_of(REPORT_KINDS))
-        events = sorted([*events, *cause_events(index)], key=lambda e: e.t)
+        events = sorted([*events, *cause_events(index, sweep_spans(events))], key=lambda e: e.t)
         header, skipped, name = index.header, sorted(index.skipped, key=lambda s: s.line_no), str(index.path)
     return RecordingSummary(source=name, header=header, sweeps=sweeps_of(events, name),
                             notes=[e for e in events if isinstance(e, Note)],
                             markers=[e for e in events if isinstance(e, Marker)],
                             switches=[e for e in events if isinstance(e, ProfileSwitch)],
                             skipped=skipped)
-
-
-def cause_events(index: RecordingIndex) -> list[Event]:
-    """What the causes read (:data:`~kimitui.analysis.causes.sweep_causes.CAUSE_KINDS`), the EPLB lines among
-    them; log lines of other kinds are skipped by a byte test before they are parsed."""
-    out: list[Event] = []
-    for i, kind in enumerate(index.kinds):
-        if kind not in CAUSE_KINDS:
-            continue
-        if kind == "log_line":
-            raw = index.raw(i)
-            if raw is not None and not any(k in raw for k in CAUSE_LINE_KINDS):
-                continue
-        ev = index.event(i)
-        if ev is not None:
-            out.append(ev)
-    return out
 
 
 def _assign_causes(runs: list[SweepRun], events: list[Event]) -> None:
