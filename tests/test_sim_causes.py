@@ -22,8 +22,6 @@ import httpx
 from kimitui.sim.gpustate import read_state
 from tests.support.simserver import start_sim
 
-pytestmark = []
-
 
 def _profile(folder: Path, name: str, body: str) -> str:
     path = folder / f"{name}.toml"

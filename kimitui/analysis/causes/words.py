@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.catalogue import label
+from kimitui.analysis.gap_evidence import seconds
 
 LEAD = {"high": "", "medium": "Likely ", "low": "Possibly ", "none": ""}
-
-
-def seconds(value: float) -> str:
-    """``35.6 s``, ``0.42 s``, ``0.014 s``: the digits a duration needs (a fast simulator's stalls are short)."""
-    if value >= 1 or value == 0:
-        return f"{value:.1f} s"
-    return f"{value:.2f} s" if value >= 0.1 else f"{value:.3f} s"
 
 
 def pct(share: float) -> str:
