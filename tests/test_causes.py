@@ -68,6 +68,23 @@ def test_a_prefill_surge_starves_decode() -> None:
     assert "new tokens" in a.shares[0].evidence[0] and "queue up to 6" in a.shares[0].evidence[0]
 
 
+def test_a_prefill_line_ends_its_pass_and_its_rate_counts_the_time_since_the_last_line() -> None:
+    """0.5.23 prints the line after the pass; its input throughput is tokens over the time since the previous
+    Prefill line.  Back-to-back chunks show the real speed; a lone batch after 10 s of decode does not last 10 s."""
+    from kimitui.analysis.causes.timeline import CauseTimeline
+    chunks = [prefill(GAP_AT + k, 8192, thr=8192.0) for k in range(1, 4)]  # whole seconds: no placement shift
+    lone = prefill(GAP_AT + 13, 4096, thr=4096 / 10.0)
+    tl = CauseTimeline()
+    for ev in [*chunks, lone]:
+        tl.add(ev)
+    eps = tl.episodes(GAP_AT - 5, GAP_AT + 20)
+    surge = [e for e in eps if e.cause == "prefill_surge"]
+    assert len(surge) == 2
+    assert abs(surge[0].start - GAP_AT) < 0.05 and abs(surge[0].end - (GAP_AT + 3)) < 0.05
+    assert abs(surge[1].end - (GAP_AT + 13)) < 0.05
+    assert abs((surge[1].end - surge[1].start) - 0.5) < 0.05  # 4096 tokens at the 8192 tok/s the chunks showed
+
+
 def test_eager_decode_slows_a_stretch_but_not_when_it_held_all_level() -> None:
     slow = result(gap_s=0.0, slow=4.0, slow_s=12.0)
     stretch = [decode(GAP_AT + k, graph=False) for k in range(1, 13)]

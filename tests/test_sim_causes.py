@@ -5,9 +5,11 @@ stream, the test samples the GPU state the fake NVML reads and keeps the server'
 truth record (``KIMITUI_SIM_TRUTH``) against what a host would show in its window: NVML clock-event
 reasons (``nvmlDeviceGetCurrentClocksEventReasons``, names as kimitui/telemetry/agent.py maps them), SM
 clocks, PCIe throughput, ``cuda graph: False`` on the Decode lines (``scheduler_components/
-metrics_reporter.py`` ``log_decode_stats``), Prefill lines printed as the batch is formed
-(``log_prefill_stats``), ``/health`` held until the scheduler answers (``entrypoints/http_server.py``
-``health_generate``), ``KV cache pool is full. Retract requests.`` (``managers/scheduler.py``).
+metrics_reporter.py`` ``log_decode_stats``), a surge's long prompts prefilled in ``chunked_prefill_size``
+chunks with the rest on ``#pending-token`` (``managers/schedule_policy.py`` ``PrefillAdder.add_one_req``,
+``metrics_reporter.py`` ``report_prefill_stats``, ``load_inquirer.py`` ``_get_num_pending_tokens``),
+``/health`` held until the scheduler answers (``entrypoints/http_server.py`` ``health_generate``),
+``KV cache pool is full. Retract requests.`` (``managers/scheduler.py``), all 0.5.23.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from kimitui.sim.gpustate import read_state
+from kimitui.sim.gpustate import SimGpuState, read_state
 from tests.support.simserver import start_sim
 
 
@@ -29,24 +31,30 @@ def _profile(folder: Path, name: str, body: str) -> str:
     return str(path)
 
 
-def _stream(url: str, model: str, rid: str, tokens: int) -> None:
+def _stream(url: str, model: str, rid: str, tokens: int, arrivals: list[float]) -> None:
+    """One streamed chat request carrying the client's id, as kimitui's load generator sends it."""
     body = {"model": model, "messages": [{"role": "user", "content": f"Say something {rid}"}], "max_tokens": tokens,
             "ignore_eos": True, "stream": True}
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers={"X-Request-ID": rid},
                       timeout=60) as resp:
-        for _ in resp.iter_lines():
-            pass
+        for line in resp.iter_lines():
+            if line.startswith("data: {"):
+                arrivals.append(time.time())
 
 
-def _load(url: str, model: str, stop: threading.Event, streams: int, tokens: int, prefix: str) -> list[str]:
+def _load(url: str, model: str, stop: threading.Event, streams: int, tokens: int, prefix: str,
+          arrivals: dict[str, list[float]] | None = None) -> list[str]:
+    """``streams`` clients, each sending one request after the other until ``stop``; returns their ids and
+    fills ``arrivals`` (id: when each chunk came)."""
     sent: list[str] = []
+    seen = arrivals if arrivals is not None else {}
 
     def worker(k: int) -> None:
         n = 0
         while not stop.is_set():
             rid = f"{prefix}-{k}-{n}"
             sent.append(rid)
-            _stream(url, model, rid, tokens)
+            _stream(url, model, rid, tokens, seen.setdefault(rid, []))
             n += 1
 
     threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(streams)]
@@ -58,29 +66,44 @@ def _load(url: str, model: str, stop: threading.Event, streams: int, tokens: int
     return sent
 
 
+def _prefill_fields(log: str) -> list[dict[str, int]]:
+    """The counts of every Prefill line (``Prefill batch, #new-seq: 1, #new-token: 8192, ...``)."""
+    out = []
+    for line in log.splitlines():
+        if "Prefill batch, " in line:
+            body = line.split("Prefill batch, ", 1)[1]
+            out.append({k.strip("#"): int(v) for k, v in (p.split(": ") for p in body.split(", ")[:7])
+                        if k.startswith("#")})
+    return out
+
+
 def _truth(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def _all_seen(records: list[dict]) -> bool:
+    """Every episode kind has run, and the last one is over (its GPU states sampled all through)."""
+    return len({r["cause"] for r in records}) >= 6 and time.time() > max(r["end"] for r in records) + 0.3
 
 
 def test_every_episode_shows_as_sglang_and_nvml_would_and_is_recorded(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
     prof = _profile(tmp_path, "mixed", 'extends = "ep8-tuned"\n[sim]\nfault = "mixed"\n[sim.tuning]\n'
                     "episode_every_s = 14.0\nepisode_s = 8.0\nepisode_after_s = 2.0\nepisode_slowdown = 4.0")
-    samples: list[tuple[float, object]] = []
+    samples: list[tuple[float, SimGpuState]] = []
     with start_sim(prof, time_scale=8.0, env={"KIMITUI_SIM_TRUTH": str(truth)}) as sim:
         stop = threading.Event()
         loader = threading.Thread(target=_load, args=(sim.url, sim.model, stop, 4, 64, "r"), daemon=True)
         loader.start()
         health: list[tuple[float, float, int]] = []
         end = time.time() + 20.0
-        while time.time() < end and len({r["cause"] for r in _truth(truth)}) < 6:
+        while time.time() < end and not _all_seen(_truth(truth)):
             samples.append((time.time(), read_state(sim.state_path)))
             if int(time.time() * 4) % 4 == 0:
                 t0 = time.time()
                 code = httpx.get(f"{sim.url}/health", timeout=30).status_code
                 health.append((t0, time.time(), code))
             time.sleep(0.05)
-        time.sleep(1.5)
         stop.set()
         loader.join(timeout=30)
         log = sim.output()
@@ -88,41 +111,55 @@ def test_every_episode_shows_as_sglang_and_nvml_would_and_is_recorded(tmp_path: 
     kinds = {r["cause"] for r in records}
     assert kinds >= {"graph_off", "gpu_throttle", "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy"}
 
-    def inside(r: dict) -> list:
-        return [s for t, s in samples if r["start"] + 0.1 <= t <= r["end"] - 0.1]
+    def busy_inside(r: dict) -> list:
+        """The GPU states written inside the record's window while a pass ran (an idle GPU shows idle)."""
+        states = {s.written_at: s for _, s in samples}
+        return [s for t, s in sorted(states.items()) if r["start"] + 0.05 <= t <= r["end"] - 0.05
+                and s.gpus[0].util_pct > 20]
 
+    seen: set[str] = set()
     for r in records:
-        during = inside(r)
-        if r["cause"] == "gpu_throttle" and during:
-            g = during[-1].gpus[0]
-            assert "hw_thermal_slowdown" in g.throttle_reasons and g.sm_clock_mhz < 1000
-        elif r["cause"] == "slow_gpu" and during:
-            slow = during[-1].gpus[r["detail"]["gpu"]]
-            assert slow.sm_clock_mhz < 1000 and not slow.throttle_reasons and slow.util_pct == 100.0
-            assert all(g.util_pct <= 50 for g in during[-1].gpus if g.index != slow.index)
-        elif r["cause"] == "pcie_saturation" and during:
-            assert all(g.pcie_rx_kbps > 0.7 * 63e6 for g in during[-1].gpus)
+        during = busy_inside(r)
+        if during:
+            seen.add(r["cause"])
+        if r["cause"] == "gpu_throttle":
+            assert r["detail"]["gpus"] == list(range(8)) and r["request_ids"] is None
+            for st in during:
+                assert all("hw_thermal_slowdown" in g.throttle_reasons and g.sm_clock_mhz < 1000 for g in st.gpus)
+        elif r["cause"] == "slow_gpu":
+            for st in during:
+                slow = st.gpus[r["detail"]["gpu"]]
+                assert slow.sm_clock_mhz < 1000 and not slow.throttle_reasons and slow.util_pct == 100.0
+                assert all(g.util_pct <= 50 and g.sm_clock_mhz > 2000 for g in st.gpus if g.index != slow.index)
+        elif r["cause"] == "pcie_saturation":
+            for st in during:
+                assert all(g.pcie_rx_kbps > 0.7 * 63e6 and g.pcie_tx_kbps > 0.7 * 63e6 for g in st.gpus)
         elif r["cause"] == "server_unhealthy":
             held = [b - a for a, b, code in health if a >= r["start"] - 0.05 and a < r["end"] - 0.3]
             assert not held or max(held) > 0.25  # /health waits for the stuck scheduler
+        elif r["cause"] == "prefill_surge":
+            assert r["detail"]["prompts"] >= 1 and r["detail"]["tokens"] >= 32768 and r["end"] > r["start"]
+    assert seen >= {"gpu_throttle", "slow_gpu", "pcie_saturation"}, seen
     assert "cuda graph: False, gen throughput" in log
-    surge = [line for line in log.splitlines() if "Prefill batch" in line
-             and int(line.split("#new-token: ")[1].split(",")[0]) >= 16384]
-    assert surge, "the surge's long prompts show on the Prefill lines"
+    prefills = _prefill_fields(log)
+    assert max(p["new-token"] for p in prefills) == 8192, "no pass prefills more than chunked_prefill_size"
+    surge = [p for p in prefills if p["new-token"] == 8192 and p["pending-token"] >= 16384]
+    assert surge, "the surge's long prompts show on the Prefill lines, the rest still pending"
 
 
 def test_kv_retraction_injected_stall_and_eplb_are_recorded_with_the_clients_ids(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
-    prof = _profile(tmp_path, "small-kv", 'extends = "ep8-eplb"\neplb_rebalance_num_iterations = 200\n'
-                    '[sim]\nfault = "stall"\nfault_rate = 0.3\n[sim.tuning]\nkv_tokens = 4000.0\nstall_s = 10.0')
+    prof = _profile(tmp_path, "small-kv", 'extends = "ep8-eplb"\neplb_rebalance_num_iterations = 400\n'
+                    '[sim]\nfault = "stall"\nfault_rate = 0.3\n[sim.tuning]\nkv_tokens = 2500.0\nstall_s = 10.0')
     with start_sim(prof, time_scale=20.0, env={"KIMITUI_SIM_TRUTH": str(truth)}) as sim:
         stop = threading.Event()
         sent: list[str] = []
-        loader = threading.Thread(target=lambda: sent.extend(_load(sim.url, sim.model, stop, 12, 400, "k")),
-                                  daemon=True)
+        arrivals: dict[str, list[float]] = {}
+        loader = threading.Thread(
+            target=lambda: sent.extend(_load(sim.url, sim.model, stop, 12, 400, "k", arrivals)), daemon=True)
         loader.start()
         end = time.time() + 25.0
-        while time.time() < end and {r["cause"] for r in _truth(truth)} < {"kv_retract", "injected_stall", "eplb"}:
+        while time.time() < end and not {"kv_retract", "injected_stall", "eplb"} <= {r["cause"] for r in _truth(truth)}:
             time.sleep(0.2)
         stop.set()
         loader.join(timeout=60)
@@ -133,4 +170,7 @@ def test_kv_retraction_injected_stall_and_eplb_are_recorded_with_the_clients_ids
     assert "KV cache pool is full. Retract requests. #retracted_reqs:" in log
     for r in by["kv_retract"] + by["injected_stall"]:
         assert r["request_ids"] and set(r["request_ids"]) <= set(sent) and r["end"] >= r["start"]
+    for r in by["kv_retract"]:  # a retracted request really waits: no token until its prefill again ends
+        (rid,) = r["request_ids"]
+        assert not [t for t in arrivals[rid] if r["start"] + 0.05 < t < r["end"] - 0.05], r
     assert all(r["request_ids"] is None and r["end"] > r["start"] for r in by["eplb"])

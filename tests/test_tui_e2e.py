@@ -68,7 +68,8 @@ async def test_live_cockpit_sweeps_and_shows_levels_and_a_straggler(sim_home: Pa
         stragglers = app.query_one(StragglerList)
         assert stragglers.row_count >= 1, "the EPLB rebalance must leave a straggler at C=1"
         text = screen_text(app)
-        assert "Levels & stragglers" in text and "completed" in text
+        # the panel's title: "Levels & stragglers", or the worst level's loss sentence where one lost 5 % (issue 18)
+        assert "Levels" in text and "completed" in text
 
         stragglers.focus()
         await pilot.press("enter")

@@ -5,7 +5,8 @@
 ``[sim.tuning]``: ``episode_every_s`` (simulated seconds from one start to the next, jittered ±30 %,
 default 60), ``episode_s`` (how long each lasts, default 8), ``episode_after_s`` (the first no earlier
 than this after serving starts, default 5), ``episode_slowdown`` (how much slower a step runs in a
-throttle, slow-GPU or PCIe episode, default 3).  Each shows only what SGLang and NVML would show:
+throttle, slow-GPU or PCIe episode, default 3), ``graph_off_factor`` (a graph-off decode step's extra
+slowdown on top of the perf model's eager factor, default 1.5).  Each shows only what SGLang and NVML would show:
 the scheduler and the GPU model read :class:`Episodes` (kimitui/sim/scheduler.py, kimitui/sim/gpus.py).
 """
 

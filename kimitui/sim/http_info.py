@@ -41,9 +41,10 @@ class InfoRoutes(SimServerState):
                 await self.clock.sleep(1.0)
                 waited += 1.0
             if _still(stats):
+                last = time.strftime("%H:%M:%S", time.localtime(stats.frozen_since))
                 self.log.line(
                     f"Health check failed. Server couldn't get a response from detokenizer for last "
-                    f"{int(HEALTH_TIMEOUT_S)} seconds. tic start time: {tic}. last_heartbeat time: {tic}"
+                    f"{int(HEALTH_TIMEOUT_S)} seconds. tic start time: {tic}. last_heartbeat time: {last}"
                 )
                 return Response(status_code=503)
             return Response(status_code=200)

@@ -6,9 +6,10 @@ hands every request in the batch its new token(s).  HTTP handlers only wait on
 their request's buffer, so 1000 streams cost one loop, not 1000 tasks ticking.
 
 Continuous batching: waiting requests are admitted by a prefill pass (up to
-``chunked_prefill_size`` new tokens, up to ``max_running_requests`` running),
-which also yields their first token; decode passes advance all running
-requests.  EPLB rebalances every ``eplb_rebalance_num_iterations`` forward
+``chunked_prefill_size`` new tokens, up to ``max_running_requests`` running; a
+prompt longer than the budget left is cut and goes on in the next passes, which
+run ahead of decode), which also yields their first token; decode passes advance
+all running requests.  EPLB rebalances every ``eplb_rebalance_num_iterations`` forward
 passes and blocks the loop while it runs, as SGLang's does.
 """
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from kimitui.sim.balance_report import BalanceReport
 from kimitui.sim.episodes import Episode, Episodes
+from kimitui.sim.gpustate import NUM_GPUS
 from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
@@ -87,7 +89,9 @@ class Req:
     aborted: bool = False
     stalled_until: float = 0.0
     retracted_at: float | None = None
-    """Wall time it was sent back to the queue (KV pool full), until a prefill takes it again."""
+    """Wall time it was sent back to the queue (KV pool full), until its prefill again ends."""
+    prefilled: int = 0
+    """Tokens of ``kv_tokens`` already prefilled while its prefill runs in chunks."""
     spec: SpecTally = field(default_factory=SpecTally)
     """This request's speculative counts (``sglext.spec_tokens_details``)."""
     code: bool | None = None
@@ -152,6 +156,8 @@ class SchedStats:
     hung: bool = False
     frozen: bool = False
     """The loop is stuck for a while (episode ``server_unhealthy``): /health fails, the GPUs idle."""
+    frozen_since: float = 0.0
+    """Wall time the loop stuck (the last output the server's front end received)."""
     episode: str | None = None
     """The episode fault running now (kimitui/sim/episodes.py), for the GPU model."""
     episode_gpu: int = 0
@@ -191,6 +197,11 @@ class Scheduler:
         """Sim time from which the loop hangs (fault ``hang``)."""
         self.truth = Truth()
         self.episodes = Episodes(settings)
+        self.chunked: Req | None = None
+        """The request whose prefill runs in chunks (SGLang's ``chunked_req``): in no queue meanwhile."""
+        self._prefill_log_t = time.perf_counter()
+        self._surges: list[tuple[float, list[Req]]] = []
+        """Prefill surges under way: (wall start, their phantom requests)."""
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
@@ -202,15 +213,15 @@ class Scheduler:
 
     def drop_all(self) -> None:
         """The server is going away: every request's connection is cut (as when SGLang dies)."""
-        for req in [*self.running, *self.waiting]:
+        for req in [*self.running, *self.waiting, *([self.chunked] if self.chunked is not None else [])]:
             req.dropped = req.finished = True
             req.finish_reason = "abort"
             req._wake()
-        self.running, self.waiting = [], deque()
+        self.running, self.waiting, self.chunked = [], deque(), None
 
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self.running
+        return not self.waiting and not self.running and self.chunked is None
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> None:
@@ -230,10 +241,10 @@ class Scheduler:
                 deadline = time.monotonic()
             work = self._plan_prefill()
             if work:
-                duration = self.model.prefill_s(sum(r.kv_tokens for r in work))
-                self._log_prefill(work, duration)  # SGLang logs a prefill batch when it is formed
-                deadline = await self._pass(deadline, duration)
-                self._finish_prefill(work, duration)
+                formed = self._prefill_stats(work)
+                deadline = await self._pass(deadline, self.model.prefill_s(sum(n for _, n in work)))
+                self._finish_prefill(work)
+                self._log_prefill(formed)  # after the pass, as SGLang's process_batch_result_prefill
             else:
                 self._retract_if_full()
                 batch = [r for r in self.running if r.stalled_until <= self.clock.now()]
@@ -273,26 +284,38 @@ class Scheduler:
             self.running = [r for r in self.running if not r.aborted]
         if any(r.aborted for r in self.waiting):
             self.waiting = deque(r for r in self.waiting if not r.aborted)
+        if self.chunked is not None and self.chunked.aborted:
+            self.chunked = None
 
     # ------------------------------------------------------------------ prefill
-    def _plan_prefill(self) -> list[Req]:
-        batch: list[Req] = []
-        budget = self.s.chunked_prefill_size
+    def _plan_prefill(self) -> list[tuple[Req, int]]:
+        """The next prefill batch, (request, tokens this pass), as 0.5.23 ``managers/schedule_policy.py``
+        ``PrefillAdder`` forms it: the request being chunked first (``add_chunked_req``), then waiting ones
+        while the ``chunked_prefill_size`` budget lasts; one longer than the budget left is cut to it
+        (``add_one_req``) and goes on in the next batch, ahead of any decode."""
+        batch: list[tuple[Req, int]] = []
+        size = self.s.chunked_prefill_size
+        budget = size if size > 0 else self.max_total  # -1: chunked prefill off, each prompt whole
         # Like SGLang: admit while the pool holds what is in use plus an estimate of what the
         # running requests will still write (remaining max_new_tokens x new_token_ratio).
         reserved = sum(self._reservation(r) for r in self.running)
-        while self.waiting and len(self.running) + len(batch) < self.max_running:
+        if self.chunked is not None:
+            req = self.chunked
+            n = min(budget, req.kv_tokens - req.prefilled)
+            batch.append((req, n))
+            budget -= n
+            reserved += self._reservation(req)
+        while budget > 0 and self.waiting and len(self.running) + len(batch) < self.max_running:
             req = self.waiting[0]
-            if batch and req.kv_tokens > budget:
-                break
             if reserved + self._reservation(req) > self.max_total and (self.running or batch):
                 break  # would not fit in the KV pool: wait for others to finish
             self.waiting.popleft()
-            batch.append(req)
-            budget -= req.kv_tokens
+            n = min(budget, req.kv_tokens)
+            batch.append((req, n))
+            budget -= n
             reserved += self._reservation(req)
-            if budget <= 0:
-                break
+            if n < req.kv_tokens:
+                self.chunked = req
         return batch
 
     def _reservation(self, req: Req) -> int:
@@ -312,7 +335,7 @@ class Scheduler:
             retracted.append(req)
         now = time.time()
         for req in retracted:
-            req.retracted_at = now
+            req.retracted_at, req.prefilled = now, 0  # its KV is freed: it prefills all over again
         self.waiting.extendleft(retracted)  # reversed back: the oldest retracted goes first
         old = self.new_token_ratio
         # 0.5.23 scheduler_components/new_token_ratio_tracker.py estimate_new_token_ratio_after_retract
@@ -328,37 +351,59 @@ class Scheduler:
     def _decay_ratio(self) -> None:
         self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
 
-    def _log_prefill(self, batch: list[Req], sim_s: float) -> None:
-        """0.5.23 ``scheduler_components/metrics_reporter.py`` ``log_prefill_stats``: printed as the batch is
-        formed (``get_new_batch_prefill``), before its forward pass."""
-        new_tokens = sum(r.kv_tokens for r in batch)  # a retracted request recomputes its output too
-        kv = sum(r.kv_tokens for r in self.running) + new_tokens
+    def _prefill_stats(self, batch: list[tuple[Req, int]]) -> dict[str, int]:
+        """What 0.5.23 ``managers/scheduler.py`` ``get_new_batch_prefill`` keeps for the Prefill line as it
+        forms the batch (``PrefillStats.from_adder``): the running count, the tokens still to prefill
+        (``_get_num_pending_tokens``: the queue plus what the chunked request has left after this chunk)."""
+        left = self.chunked.kv_tokens - self.chunked.prefilled if self.chunked is not None else 0
+        left -= next((n for r, n in batch if r is self.chunked), 0)
+        return {"new_seq": len(batch), "new_token": sum(n for _, n in batch), "running": len(self.running),
+                "pending_token": sum(r.kv_tokens for r in self.waiting) + left}
+
+    def _log_prefill(self, formed: dict[str, int]) -> None:
+        """0.5.23 ``scheduler_components/metrics_reporter.py`` ``report_prefill_stats``: printed when the
+        batch's result is processed (``process_batch_result_prefill``), i.e. after its forward pass; the
+        queue and token usage as they are then, the input throughput over the time since the last Prefill
+        line (``gap_latency``)."""
+        now = time.perf_counter()
+        gap, self._prefill_log_t = now - self._prefill_log_t, now
+        kv = sum(r.kv_tokens for r in self.running) + (self.chunked.prefilled if self.chunked is not None else 0)
         self.log.line(
             prefill_line(
-                new_seq=len(batch),
-                new_token=new_tokens,
+                new_seq=formed["new_seq"],
+                new_token=formed["new_token"],  # a retracted request recomputes its output too
                 cached_token=0,
                 token_usage=kv / self.max_total,
-                running=len(self.running),
+                running=formed["running"],
                 queue=len(self.waiting),
-                pending_token=sum(r.kv_tokens for r in self.waiting),
+                pending_token=formed["pending_token"],
                 cuda_graph=False,
-                input_throughput=new_tokens / max(1e-9, self.clock.real(sim_s)),
+                input_throughput=formed["new_token"] / gap if gap > 0 else 0.0,
             ),
             rank=0,
         )
 
-    def _finish_prefill(self, batch: list[Req], sim_s: float) -> None:
-        self.running.extend(batch)
-        self.stats.prefill_tokens_total += sum(r.kv_tokens for r in batch)
+    def _finish_prefill(self, batch: list[tuple[Req, int]]) -> None:
+        """The pass is over: requests whose prompt is all in take their first token and join the running
+        batch; the chunked one waits for its next chunk."""
+        done: list[Req] = []
+        for req, n in batch:
+            req.prefilled += n
+            self.stats.prefill_tokens_total += n
+            if req.prefilled >= req.kv_tokens:
+                done.append(req)
+                if self.chunked is req:
+                    self.chunked = None
+        self.running.extend(done)
         now = time.time()
-        for req in batch:
+        for req in done:
+            req.prefilled = 0
             if req.retracted_at is not None:
                 self.truth.record("kv_retract", req.retracted_at, now, [req.client_id or req.rid])
                 req.retracted_at = None
-        for req in batch:
             self._give(req, 1)
         self._retire()
+        self._end_surges(now)
         self._update_stats(batch=len(batch))
 
     # ------------------------------------------------------------------ decode
@@ -486,30 +531,40 @@ class Scheduler:
             return False
         now, length = time.time(), self.clock.real(ep.end - ep.start)
         if ep.kind == "prefill_surge":
-            took = self._surge(ep)
-            self.truth.record("prefill_surge", now, now + self.clock.real(took))
+            self._surges.append((now, self._surge(ep)))  # recorded when their prefill is over (_end_surges)
             return False
-        self.truth.record(ep.kind, now, now + length, detail={"gpu": ep.gpu} if ep.kind == "slow_gpu" else None)
+        detail: dict[str, object] | None = {"gpu": ep.gpu} if ep.kind == "slow_gpu" else None
+        if ep.kind == "gpu_throttle":
+            detail = {"gpus": list(range(min(self.s.tp_size, NUM_GPUS)))}  # kimitui/sim/gpus.py throttles them all
+        self.truth.record(ep.kind, now, now + length, detail=detail)
         if ep.kind == "server_unhealthy":
             await self._freeze(ep)
             return True
         return False
 
-    def _surge(self, ep: Episode) -> float:
-        """Another client's long prompts arrive: the prefill they need starves decode for about the episode's
-        length (prefill runs ahead of decode).  Returns the simulated seconds of prefill queued."""
+    def _surge(self, ep: Episode) -> list[Req]:
+        """Another client's long prompts arrive (``max_new_tokens`` 1, nobody here reads them): their chunked
+        prefill starves decode for about the episode's length (prefill runs ahead of decode)."""
         size = max(1024, min(32768, self.max_total // 8))
         want = (ep.end - ep.start) * self.model.p.prefill_tok_per_s
-        n = max(1, round(want / size))
-        for k in range(n):
-            self.waiting.append(Req(rid=f"surge-{ep.start:.0f}-{k}", prompt_text="", prompt_tokens=size,
-                                    max_new_tokens=1, target=1, tokens=TokenStream("", self.s.seed), phantom=True))
+        phantoms = [Req(rid=f"surge-{ep.start:.0f}-{k}", prompt_text="", prompt_tokens=size, max_new_tokens=1,
+                        target=1, tokens=TokenStream("", self.s.seed), phantom=True)
+                    for k in range(max(1, round(want / size)))]
+        self.waiting.extend(phantoms)
         self.stats.queue = len(self.waiting)
-        return sum(self.model.prefill_s(size) for _ in range(n))
+        return phantoms
+
+    def _end_surges(self, now: float) -> None:
+        """A surge is over when the last of its prompts is prefilled: its truth runs from their arrival."""
+        for surge in [x for x in self._surges if all(r.finished for r in x[1])]:
+            self._surges.remove(surge)
+            start, phantoms = surge
+            self.truth.record("prefill_surge", start, now,
+                              detail={"prompts": len(phantoms), "tokens": sum(r.prompt_tokens for r in phantoms)})
 
     async def _freeze(self, ep: Episode) -> None:
         """A stuck collective that recovers: no pass runs, /health fails, the GPUs idle."""
-        self.stats.frozen = True
+        self.stats.frozen, self.stats.frozen_since = True, time.time()
         try:
             await self.clock.sleep(ep.end - ep.start)
         finally:

@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.control import Controller, NotAvailable, ReplayControls
 from kimitui.events import SweepSpec
@@ -49,7 +50,7 @@ from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.screens.text_prompt import TextPrompt
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
-from kimitui.tui.widgets.level_table import LevelTable
+from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
 from kimitui.tui.widgets.model_view import ModelView
 from kimitui.tui.layout_mode import LayoutMode, layout_mode
@@ -128,7 +129,7 @@ class KimituiApp(App[int]):
                         id="panel-curve")
             yield Panel(SpreadChart(m, id="spread"), title="Per-request decode tok/s (current level)", id="panel-spread")
         with Horizontal(id="row-bot"):
-            yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title="Levels & stragglers",
+            yield Panel(LevelTable(m, id="levels"), StragglerList(m, id="stragglers"), title=PANEL_TITLE,
                         id="panel-sweep")
             yield LogBox(LogPanel(m, id="logpanel"), title="Server log", id="panel-log")
         yield ProfileBar(m, id="profile-bar")
@@ -511,8 +512,11 @@ class KimituiApp(App[int]):
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
         s, sweep = message.straggler, self.model.sweep
         result = sweep.straggler_result(s.request_id) if sweep is not None else None
-        self.push_screen(StragglerDetail(gather(s, result, self.model.history),
-                                         self.model.causes.attributions.get(s.request_id)))
+        def cause() -> Attribution | None:  # the newest answer (a late log line may still change it)
+            now = self.model.sweep
+            return now.attributions.get(s.request_id) if now is not None else None
+
+        self.push_screen(StragglerDetail(gather(s, result, self.model.history), cause(), cause))
 
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
@@ -319,6 +321,10 @@ class SweepView:
     """The running level's accept length against the reference level (the live collapse notice)."""
     level_starts: dict[int, float] = field(default_factory=dict)
     """C -> when its (last) level started: the window its EPLB rebalances are counted in."""
+    attributions: dict[str, Attribution] = field(default_factory=dict)
+    """Request id -> why that straggler was slow (:mod:`kimitui.analysis.causes`, via ``CockpitModel.causes``)."""
+    losses: dict[tuple[int, int], LevelLoss] = field(default_factory=dict)
+    """(C, repeat) -> where the finished level's throughput went, by cause (the running level has none)."""
 
     def straggler_result(self, request_id: str) -> RequestResult | None:
         """A straggler's full request result (chunk offsets to 0.1 ms), if this sweep kept it."""
@@ -398,7 +404,7 @@ class CockpitModel:
         self.last_t: float | None = None
         self.history = CompactHistory()
         self.causes = CauseBook()
-        """Why each straggler of the running sweep was slow, and each level's loss by cause."""
+        """Every event's evidence of a cause; it attributes each finished level into its SweepView."""
         self.timeline = Timeline()
         """Level spans and marks on the sweep's time axis (the strip under the curve)."""
         self._compare_events: deque[Event] = deque(maxlen=20_000)
@@ -461,7 +467,7 @@ class CockpitModel:
             self._keep_for_compare(ev)
         handler = _FOLD.get(type(ev))
         parts = handler(self, ev) if handler is not None else NOTHING
-        if self.causes.refresh(ev.t):
+        if self.causes.refresh(self.last_t):  # throttled: a look per second of event time while a level settles
             parts = parts | CAUSE_PARTS
         return parts | TIMELINE if self.timeline.add(ev) else parts
 
@@ -512,7 +518,7 @@ class CockpitModel:
     def _on_sweep_started(self, ev: SweepStarted) -> Parts:
         self.sweep = SweepView(ev.sweep_id, ev.profile or self.profile, ev.spec, ev.t)
         self.history.keep_since = ev.t
-        self.causes.sweep_started(ev.sweep_id)
+        self.sweep.losses = self.causes.sweep_started(ev.sweep_id)
         key = self.sweep.profile or "?"
         self.curves.pop(key, None)  # this run replaces that profile's earlier curve
         self.curves[key] = {}
@@ -703,8 +709,7 @@ class CockpitModel:
             kept = sw.chunks.get(s.request_id)
             if kept is not None and len(sw.straggler_results) < STRAGGLER_RESULTS:
                 sw.straggler_results[s.request_id] = kept
-        if ev.concurrency == sw.concurrency:
-            self.causes.level_done(sw.sweep_id, ev, self._level_results(sw, ev))
+        self.causes.level_done(ev, self._level_results(sw, ev), sw.attributions, sw.losses)
         if ev.concurrency == sw.concurrency:
             sw.chunks.clear()  # the level is done: only its stragglers keep their chunks
         status, reason = effective_status(ev, sw.spec.max_error_rate)
@@ -727,7 +732,10 @@ class CockpitModel:
 
     @staticmethod
     def _level_results(sw: SweepView, ev: LevelResult) -> list[RequestResult]:
-        """The level's measured requests as its attribution needs them: the stragglers' with their chunk times."""
+        """The level's measured requests as its attribution needs them: the stragglers' with their chunk times
+        (none for a level that is not the running one: its stragglers are attributed from their gaps)."""
+        if sw.concurrency not in (None, ev.concurrency):
+            return []
         ids = {s.request_id for s in ev.stragglers}
         return [kept.result() if r.request_id in ids and (kept := sw.chunks.get(r.request_id)) is not None else r
                 for r in sw.results if r.concurrency == ev.concurrency]

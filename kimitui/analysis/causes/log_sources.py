@@ -6,9 +6,10 @@ the cause lists of a :class:`~.timeline.CauseTimeline`.  Formats, from SGLang 0.
 * ``[EPLBManager] rebalance start`` … ``rebalance end time=35.612s`` on every rank
   (``eplb/eplb_manager.py`` ``rebalance``); ``Skipped ep rebalancing`` is a moment, no stall;
 * ``KV cache pool is full. Retract requests. #retracted_reqs: 3, …`` (``managers/scheduler.py``
-  ``update_running_batch``): the retracted requests wait in the queue until a prefill takes them again;
-* ``Prefill batch. #new-seq: 1, #new-token: 8192, …, input throughput (token/s): …`` printed when
-  the batch is formed, before its forward pass (``log_prefill_stats``): prefill runs ahead of decode
+  ``update_running_batch``): the retracted requests wait in the queue until the prefill run that takes them again ends;
+* ``Prefill batch. #new-seq: 1, #new-token: 8192, …, input throughput (token/s): …`` printed after the
+  batch's forward pass (``report_prefill_stats`` from ``process_batch_result_prefill``), its input
+  throughput the new tokens over the time since the previous Prefill line: prefill runs ahead of decode
   (``get_next_batch_to_run``), so a run of large prefill batches starves every decoding stream;
 * ``Decode batch. …, cuda graph: False, …``: the last ``decode_log_interval`` steps ran eager.
 """
@@ -20,7 +21,11 @@ from kimitui.analysis.eplb import RebalanceTracker
 from kimitui.events import LogLine
 
 DEFAULT_PREFILL_TOK_S = 8000.0
-"""Prefill speed assumed when a line does not say its input throughput."""
+"""Prefill speed assumed until a line shows a faster one."""
+RATE_MIN_TOKENS = 512
+"""Only a batch this large tells the prefill speed (a small one's line-to-line time is mostly overhead)."""
+PLACE_TOLERANCE_S = 1.0
+"""How far a Prefill line may move to where the previous one plus SGLang's own gap puts it: the stamp's second."""
 PREFILL_JOIN_S = 0.1
 """Prefill batches closer than this are one run (the scheduler went straight from one to the next)."""
 KV_WAIT_CAP_S = 300.0
@@ -44,9 +49,15 @@ class LogSources:
         self.rebalances = RebalanceTracker()
         self._eplb_open: Episode | None = None
         self._kv_open: list[Episode] = []
+        self._kv_refill: list[Episode] = []
+        """Retractions whose requests are being prefilled again: their wait lasts to the end of that prefill run."""
+        self._kv_refill_end = 0.0
         self._prefill = EpisodeRun("prefill_surge", PREFILL_JOIN_S, lists["prefill_surge"])
         self._graph = EpisodeRun("graph_off", 0.0, lists["graph_off"])
         self._last_decode: float | None = None
+        self._prefill_speed = 0.0
+        self._last_prefill_at: float | None = None
+        """The fastest input throughput seen: a lower bound of the real prefill speed (the line's gap holds the pass)."""
         self.skips: list[float] = []
         """When a rebalance was skipped: evidence that a stretch was *not* EPLB's."""
 
@@ -115,12 +126,32 @@ class LogSources:
 
     # -- prefill and decode --------------------------------------------------------------------
     def _prefill_line(self, fields: dict[str, object], at: float) -> None:
+        """The line ends a pass.  Its rate is tokens over the time since the previous Prefill line, which
+        holds the pass and whatever ran between (decode steps, idle): the pass took at most that, and at
+        most the tokens at the fastest speed seen, which back-to-back chunks show."""
         tokens = _num(fields, "new_token") or 0.0
         rate = _num(fields, "input_throughput")
-        took = tokens / (rate if rate and rate > 100 else DEFAULT_PREFILL_TOK_S)
+        since = tokens / rate if rate and rate > 100 else None
+        chained = self._last_prefill_at + since if since is not None and self._last_prefill_at is not None else None
+        if chained is not None and abs(chained - at) <= PLACE_TOLERANCE_S:
+            at = chained  # SGLang's own line-to-line time beats a placement good to the stamp's second
+        self._last_prefill_at = at
+        if since is not None and tokens >= RATE_MIN_TOKENS:
+            self._prefill_speed = max(self._prefill_speed, rate or 0.0)
+        took = tokens / (self._prefill_speed or DEFAULT_PREFILL_TOK_S)
+        if since is not None:
+            took = min(took, since)
+        if self._kv_refill and at - took - self._kv_refill_end <= PREFILL_JOIN_S:
+            for kv in self._kv_refill:  # the retracted requests' chunks go on: still the retraction's wait
+                kv.end = at
+            self._kv_refill_end = at
+            return
+        self._kv_refill = []
         if self._kv_open and (_num(fields, "new_seq") or 0) >= 1:
-            self._close_kv(at + took)
-        ep = self._prefill.observe(at, at + took, "", queue_max=_num(fields, "queued_reqs") or 0.0,
+            self._kv_refill, self._kv_refill_end = list(self._kv_open), at
+            self._close_kv(at)  # their re-prefill: the retraction's, not a surge of new prompts
+            return
+        ep = self._prefill.observe(at - took, at, "", queue_max=_num(fields, "queued_reqs") or 0.0,
                                    pending_max=_num(fields, "pending_token") or 0.0)
         ep.figures["batches"] = float(ep.figures.get("batches", 0.0)) + 1
         ep.figures["tokens"] = float(ep.figures.get("tokens", 0.0)) + tokens
@@ -128,6 +159,7 @@ class LogSources:
 
     def _decode_line(self, fields: dict[str, object], at: float) -> None:
         prev, self._last_decode = self._last_decode, at
+        self._kv_refill = []  # decode ran again: the re-prefill is over
         graph = fields.get("cuda_graph")
         if graph is not False:
             self._graph.idle()

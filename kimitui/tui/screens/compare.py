@@ -49,6 +49,18 @@ def default_pair(runs: list[SweepRun], baseline: str | None) -> tuple[int, int] 
 STATUS_STYLE = {"ok": "", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 
 
+def with_causes(run: SweepRun, model: CockpitModel) -> None:
+    """The cockpit's causes for ``run``, so the verdict can say what explains it ("explained by 3 EPLB
+    rebalances, 71 s in all"): ``sweep_events`` keeps no telemetry, the cockpit saw every event.  The
+    losses of its last sweeps (``CauseBook.losses``), the running sweep's attributions (its SweepView)."""
+    losses = model.causes.losses.get(run.sweep_id)
+    if losses:
+        run.losses = dict(losses)
+    sw = model.sweep
+    if sw is not None and sw.sweep_id == run.sweep_id and sw.attributions:
+        run.attributions = dict(sw.attributions)
+
+
 def level_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     spec = has_spec(cmp.a) or has_spec(cmp.b)
@@ -106,10 +118,8 @@ class CompareScreen(ModalScreen[None]):
     def __init__(self, model: CockpitModel) -> None:
         super().__init__()
         self.runs = [r for r in sweeps_of(list(model.sweep_events), "this session") if r.levels]
-        for run in self.runs:  # the cockpit attributed them with every event it saw (sweep_events keeps no telemetry)
-            run.losses = dict(model.causes.losses.get(run.sweep_id, run.losses))
-            run.attributions = {s.request_id: a for row in run.levels.values() for s in row.stragglers
-                                if (a := model.causes.attributions.get(s.request_id)) is not None} or run.attributions
+        for run in self.runs:
+            with_causes(run, model)
         self.pair = default_pair(self.runs, model.baseline)
 
     def compose(self) -> ComposeResult:

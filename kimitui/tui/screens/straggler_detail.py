@@ -3,7 +3,8 @@ log, the GPU table.
 
 Issue 18: the first line is the cause kimitui attributed (:mod:`kimitui.analysis.causes`), with its share
 of the slow time and how sure it is, then one line of evidence per cause; "Unknown" when nothing it saw
-overlaps the gap.
+overlaps the gap.  While the view is open it follows the cockpit's answer (a late log line may change it
+for a few seconds after the level's result).
 
 Issue 15: the old view listed the gap's 119 raw log lines, nearly all kimitui's own polling and each
 SGLang line eight times, and the line that explained the gap needed scrolling.  Now the headline says
@@ -12,6 +13,8 @@ ranks with the explaining lines marked, and ``a`` shows every line as it came fo
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -98,11 +101,17 @@ class StragglerDetail(ModalScreen[None]):
     StragglerDetail #straggler-log { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def __init__(self, evidence: GapEvidence, cause: Attribution | None = None) -> None:
+    FOLLOW_S = 1.0
+    """How often an open view asks ``cause_of`` again (the cockpit re-attributes at most once a second)."""
+
+    def __init__(self, evidence: GapEvidence, cause: Attribution | None = None,
+                 cause_of: Callable[[], Attribution | None] | None = None) -> None:
+        """``cause_of``: the cockpit's current answer for this straggler (followed while the view is open)."""
         super().__init__()
         self.evidence = evidence
         self.cause = cause
-        """Why it was slow (:mod:`kimitui.analysis.causes`); None while its level is not finished."""
+        """Why it was slow (:mod:`kimitui.analysis.causes`); None while the cockpit has not attributed it."""
+        self._cause_of = cause_of
         self.everything = False
         """``a``: every line as it came (polling and each rank's copy) instead of what an operator reads."""
 
@@ -110,8 +119,7 @@ class StragglerDetail(ModalScreen[None]):
         ev, v = self.evidence, self.evidence.gap
         with VerticalScroll():
             yield Static(self._cause_text(), id="straggler-cause")
-            if self.cause is not None:
-                yield Static(Text("\n".join(f"· {line}" for line in evidence_lines(self.cause))), id="straggler-evidence")
+            yield Static(self._evidence_text(), id="straggler-evidence")
             yield Static(Text(headline(ev)), id="straggler-headline")
             yield Static(Text(self._facts(), "dim"), id="straggler-facts")
             if v is None:
@@ -127,9 +135,24 @@ class StragglerDetail(ModalScreen[None]):
             yield Static(gpu_table(gpus) if gpus else Text("no GPU samples kept for this window", "dim"),
                          id="straggler-gpus")
 
+    def _evidence_text(self) -> Text:
+        return Text("\n".join(f"· {line}" for line in evidence_lines(self.cause)) if self.cause is not None else "")
+
+    def _follow_cause(self) -> None:
+        """Show the cockpit's newest answer when it changed (a late line the link delivered)."""
+        cause = self._cause_of() if self._cause_of is not None else None
+        if cause is None or cause == self.cause:
+            return
+        self.cause = cause
+        self.query_one("#straggler-cause", Static).update(self._cause_text())
+        evidence = self.query_one("#straggler-evidence", Static)
+        evidence.update(self._evidence_text())
+        evidence.display = True
+
     def _cause_text(self) -> Text:
         if self.cause is None:
-            return Text("Cause: not attributed yet (its level has not finished)", "dim")
+            return Text("Cause: not attributed yet (kimitui attributes a straggler when its level's result lands)",
+                        "dim")
         style = "bold red" if self.cause.known and self.cause.confidence == "high" else "bold yellow" if self.cause.known else "bold"
         return Text(cause_headline(self.cause) + ".", style)
 
@@ -171,7 +194,10 @@ class StragglerDetail(ModalScreen[None]):
         body = self.query_one(VerticalScroll)
         body.border_title = f"Straggler {self.evidence.straggler.request_id}"
         body.border_subtitle = "a every line · esc close" if self.evidence.gap is not None else "esc close"
+        self.query_one("#straggler-evidence", Static).display = self.cause is not None
         self._fit(self.app.size.width, self.app.size.height)
+        if self._cause_of is not None:
+            self.set_interval(self.FOLLOW_S, self._follow_cause, name="straggler-cause")
 
     def on_resize(self, event: events.Resize) -> None:
         self._fit(event.size.width, event.size.height)

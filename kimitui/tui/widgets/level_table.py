@@ -5,6 +5,11 @@ progress (levels, requests, elapsed, ETA: :mod:`kimitui.analysis.sweep_eta`).
 A level that is not ``ok`` says so in its status cell and has its aggregates struck through (they
 are not the server's throughput); ``⚠ client`` marks a level whose latencies the load process
 itself distorted.  The last column says why.
+
+Issue 18: ``loss`` names the cause behind most of what a finished level delivered under its own median
+decode pace (:mod:`kimitui.analysis.causes.tail`), and the panel's title says the worst level's sentence
+("C=1: aggregate 13.3 tok/s vs 61 expected: 96 % of the loss is one EPLB rebalance") as far as it fits:
+the table has no selected row or tooltip to say it for each level.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from textual.coordinate import Coordinate
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from kimitui.analysis.causes.tail import SMALL_LOSS
+from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss
 from kimitui.analysis.level_stats import effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
@@ -41,6 +46,21 @@ NARROW = 50
 """Below this many columns (the 80x24 screen) ``steady`` gives way to the speculative and EPLB columns: the
 curve draws the steady aggregate, while accept length, speed-up and rebalances are only in this table."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
+PANEL_TITLE = "Levels & stragglers"
+
+
+def loss_title(worst: LevelLoss | None, width: int) -> str:
+    """The panel's title with the worst level's sentence, the longest wording that fits ``width`` columns."""
+    if worst is None:
+        return PANEL_TITLE
+    level = f"C={worst.concurrency}" + (f"#{worst.repeat}" if worst.repeat else "")
+    sentence = worst.sentence()
+    tail = sentence.partition(": ")[2] or sentence  # "96 % of the loss is one EPLB rebalance"
+    for text in (f"{PANEL_TITLE} · {level}: {sentence}", f"Levels · {level}: {sentence}",
+                 f"Levels · {level}: {tail}", f"{level}: {tail}"):
+        if len(text) <= width:
+            return text
+    return PANEL_TITLE
 
 
 def pair(p50: float | None, p99: float | None, fmt: Callable[[float | None], str]) -> str:
@@ -74,13 +94,18 @@ def _requests_cell(sw: SweepView, c: int, done: int) -> str:
 
 
 class LevelExtras:
-    """Per C, the speculative and EPLB cells of the level table (pure: from the model and analysis)."""
+    """Per C, the speculative and EPLB cells of the level table, per finished level its loss cell and the
+    worst level's loss (pure: from the model and analysis)."""
 
     def __init__(self, model: CockpitModel) -> None:
         self.spec = False
         self.eplb = False
         self.loss = False
         self.cells: dict[str, dict[str, str | Text]] = {}
+        self.losses: dict[str, Text] = {}
+        """Row key (``C:repeat``) -> the loss cell; none for the running level (it has lost nothing yet)."""
+        self.worst: LevelLoss | None = None
+        """The level that lost the most (5 % or more) of what its median pace promised."""
         sw = model.sweep
         if sw is None:
             return
@@ -100,12 +125,14 @@ class LevelExtras:
         for c, reb in rebalances_by_level(model).items():  # the curve marks the same levels with ≡
             self.eplb = True
             self.cells.setdefault(str(c), {})[EPLB_COLUMN] = Text(reb.text, "magenta")
-        for (c, _repeat), loss in sorted(model.causes.losses.get(sw.sweep_id, {}).items()):
+        for (c, repeat), loss in sorted(sw.losses.items()):
             if loss.loss_fraction >= SMALL_LOSS:
                 self.loss = True
                 cause = loss.main_cause
-                style = "bold red" if cause not in (None, "unknown") else "dim"
-                self.cells.setdefault(str(c), {})[LOSS_COLUMN] = Text(loss.cell(), style)
+                named = cause not in (None, "unknown")
+                self.losses[f"{c}:{repeat}"] = Text(loss.cell(), "bold red" if named else "dim")
+                if self.worst is None or loss.loss_fraction > self.worst.loss_fraction:
+                    self.worst = loss
         live = sw.spec_watch
         if live.concurrency is not None and live.mean is not None and sw.outcome is None:
             self.spec = True
@@ -132,11 +159,13 @@ class LevelTable(DataTable[str | Text], ModelView):
         self._last: list[tuple[str, tuple[str | Text, ...]]] = []
         self._eta: SweepEta | None = None
         self._columns: tuple[str, ...] = COLUMNS
-        self._extra_cells: dict[str, dict[str, str | Text]] = {}
+        self._extras = LevelExtras(model)
 
     def caption(self) -> tuple[str | None, str | None]:
         # the panel's border keeps a few cells for its corners and title gap
-        return None, summary(self._eta, max(20, self.size.width - 4)) if self._eta is not None else None
+        width = max(20, self.size.width - 4)
+        return (loss_title(self._extras.worst, width),
+                summary(self._eta, width) if self._eta is not None else None)
 
     def on_mount(self) -> None:
         self._columns = COLUMNS
@@ -159,9 +188,11 @@ class LevelTable(DataTable[str | Text], ModelView):
 
     def on_resize(self) -> None:
         """The subtitle's wording depends on the width (the app sets captions only after a redraw)."""
-        subtitle = self.caption()[1]
-        if subtitle is not None and isinstance(self.parent, Widget):
-            self.parent.border_subtitle = subtitle
+        title, subtitle = self.caption()
+        if isinstance(self.parent, Widget):
+            self.parent.border_title = title
+            if subtitle is not None:
+                self.parent.border_subtitle = subtitle
         if self._wanted_columns() != self._columns:  # ``steady`` gives way below NARROW columns
             self.redraw()
 
@@ -173,7 +204,7 @@ class LevelTable(DataTable[str | Text], ModelView):
             self.clear(columns=True)
             self.add_columns(*wanted)
             self._columns, self._last = wanted, []
-        rows = [(key, self._fit(cells)) for key, cells in self._rows()]
+        rows = [(key, self._fit(key, cells)) for key, cells in self._rows()]
         old = self._last
         if rows == old:
             return
@@ -189,16 +220,17 @@ class LevelTable(DataTable[str | Text], ModelView):
                 self.call_after_refresh(self.scroll_end, animate=False)
         self._last = rows
 
-    def _fit(self, cells: tuple[str | Text, ...]) -> tuple[str | Text, ...]:
-        """The base columns' cells, with the speculative and EPLB cells inserted where the columns are."""
+    def _fit(self, key: str, cells: tuple[str | Text, ...]) -> tuple[str | Text, ...]:
+        """The base columns' cells, with the speculative, EPLB and loss cells inserted where the columns are."""
         if self._columns == COLUMNS:
             return cells
-        extra = self._extra_cells.get(str(cells[0]).rstrip("…").split("#")[0], {})
-        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN) else cells[COLUMNS.index(col)]
-                     for col in self._columns)
+        extra = {**self._extras.cells.get(str(cells[0]).rstrip("…").split("#")[0], {})}
+        extra[LOSS_COLUMN] = self._extras.losses.get(key, "")
+        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN)
+                     else cells[COLUMNS.index(col)] for col in self._columns)
 
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:
-        self._extra_cells = level_extras(self.model).cells
+        self._extras = level_extras(self.model)
         sw = self.model.sweep
         rows: list[tuple[str, tuple[str | Text, ...]]] = []
         if sw is None:

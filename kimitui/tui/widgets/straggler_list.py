@@ -1,4 +1,5 @@
-"""The sweep's stragglers; choosing one opens what the GPUs and log did during its slowest gap."""
+"""The sweep's stragglers with their cause (issue 18); choosing one opens why, and what the GPUs and log did
+during its slowest gap."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class StragglerList(DataTable[str | Text], ModelView):
     def redraw(self) -> None:
         sw = self.model.sweep
         stragglers = list(sw.stragglers) if sw else []
-        causes = [self.model.causes.attributions.get(s.request_id) for s in stragglers]
+        causes = [sw.attributions.get(s.request_id) for s in stragglers] if sw else []
         if stragglers == self._shown and causes == self._causes:
             return
         row = self.cursor_row
@@ -62,11 +63,13 @@ class StragglerList(DataTable[str | Text], ModelView):
             self.post_message(self.Chosen(self._shown[i]))
 
 
-CONFIDENCE_STYLE = {"high": "bold", "medium": "yellow", "low": "dim yellow", "none": "dim"}
+CONFIDENCE_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim yellow", "none": "dim"}
+"""Red: kimitui is sure; yellow: likely (``?``) or possible (``??``); dim: nothing it saw covers the gap."""
 
 
 def cause_cell(a: Attribution | None) -> Text:
-    """``EPLB 99%``; ``KV full? 62%`` when only likely, ``prefill?? 30%`` when only possible; ``unknown``."""
+    """``EPLB 99%``; ``KV full? 62%`` when only likely, ``prefill?? 30%`` when only possible; ``unknown``;
+    ``…`` while it has none (the cockpit attributes a straggler when its level's result lands)."""
     if a is None:
         return Text("…", "dim")
     if not a.known:
