@@ -49,9 +49,12 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 EXIT_BAD_ARGS = 2
+_SPEC_OPTIONS = ("url", "model", "levels", "mode", "max_tokens", "prompts", "duration", "requests", "warmup", "rate",
+                 "repeats", "flush_cache", "stall_timeout", "request_timeout", "level_time_limit", "max_error_rate",
+                 "extra_body", "no_ignore_eos", "like")
 
 
-def _levels(text: str) -> list[int]:
+def levels_arg(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
@@ -64,7 +67,7 @@ def _levels(text: str) -> list[int]:
 Number = TypeVar("Number", int, float)
 
 
-def _positive(kind: Callable[[str], Number]) -> Callable[[str], Number]:
+def positive(kind: Callable[[str], Number]) -> Callable[[str], Number]:
     """An argparse type: a number of ``kind`` above zero, refused in words otherwise."""
 
     def parse(text: str) -> Number:
@@ -89,41 +92,50 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("sweep", help="run a concurrency sweep headless (progress bar, tables, --json)")
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """What a level's requests are and where they go: shared by ``sweep``, ``capacity`` and ``tune``
+    (:func:`build_spec` reads them; options a command does not register read as not given)."""
     p.add_argument("--url", help="server base URL, e.g. http://gpu-host.example:30000")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
-    p.add_argument("--levels", type=_levels, help="concurrency levels, e.g. 1,8,32,64 (default 1,8,32)")
     p.add_argument("--mode", choices=["burst", "sustained", "rate"], help="load mode (default sustained)")
-    p.add_argument("--max-tokens", type=_positive(int), help="output tokens per request (default 512)")
+    p.add_argument("--max-tokens", type=positive(int), help="output tokens per request (default 512)")
     p.add_argument("--prompts", help="'seed' (the field notes' five prompts) or 'random:N' (N-token prompts)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--duration", type=_positive(float), metavar="S", help="measure each level for S seconds")
-    g.add_argument("--requests", type=_positive(int), metavar="N", help="measure N requests per level")
+    g.add_argument("--duration", type=positive(float), metavar="S", help="measure each level for S seconds")
+    g.add_argument("--requests", type=positive(int), metavar="N", help="measure N requests per level")
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per level (not measured)")
-    p.add_argument("--rate", type=_positive(float), metavar="RPS", help="arrival rate for --mode rate")
-    p.add_argument("--repeats", type=_positive(int), help="run the levels this many times")
+    p.add_argument("--rate", type=positive(float), metavar="RPS", help="arrival rate for --mode rate")
     p.add_argument("--flush-cache", action="store_true", default=None, help="POST /flush_cache before each level")
     p.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (lengths then vary)")
-    p.add_argument("--stall-timeout", type=_positive(float), metavar="S",
+    p.add_argument("--stall-timeout", type=positive(float), metavar="S",
                    help="give up on a stream silent for S s (default off: a silence is a straggler, "
                         "measured, until the request deadline)")
-    p.add_argument("--request-timeout", type=_positive(float), metavar="S", help="per-request deadline (900)")
-    p.add_argument("--level-time-limit", type=_positive(float), metavar="S", help="stop the sweep when a level runs longer")
-    p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
+    p.add_argument("--request-timeout", type=positive(float), metavar="S", help="per-request deadline (900)")
     p.add_argument("--extra-body", type=_json_object, metavar="JSON",
                    help="extra JSON fields for every request body, e.g. '{\"top_p\": 0.9}'")
+    p.add_argument("--like", metavar="RECORDING", help="repeat the workload of the sweep in this recording")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("sweep", help="run a concurrency sweep headless (progress bar, tables, --json)")
+    add_workload_args(p)
+    p.add_argument("--levels", type=levels_arg, help="concurrency levels, e.g. 1,8,32,64 (default 1,8,32)")
+    p.add_argument("--repeats", type=positive(int), help="run the levels this many times")
+    p.add_argument("--level-time-limit", type=positive(float), metavar="S", help="stop the sweep when a level runs longer")
+    p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
     p.add_argument("--profile", help="label the sweep with the profile it ran against")
     p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip while recording if it ends in .gz)")
     p.add_argument("--json", action="store_true", help="print one machine-readable summary instead of tables")
-    p.add_argument("--like", metavar="RECORDING", help="repeat the workload of the sweep in this recording")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.set_defaults(func=run)
 
 
-def build_spec(args: argparse.Namespace) -> SweepSpec:
-    """The spec from ``--like`` (if any) with every explicitly given option applied on top."""
+def build_spec(args: argparse.Namespace, *, require_url: bool = True) -> SweepSpec:
+    """The spec from ``--like`` (if any) with every explicitly given option applied on top.
+
+    ``require_url=False``: a command that finds the URL itself (``tune``, on a host) leaves it empty."""
     base: dict[str, Any] = {}
+    args = argparse.Namespace(**{**{k: None for k in _SPEC_OPTIONS}, **vars(args)})
     if args.like:
         base = spec_from_recording(args.like).model_dump()
     given = {
@@ -145,7 +157,9 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
     base.setdefault("levels", [1, 8, 32])
     base.setdefault("model", "")
     if not base.get("url"):
-        raise ValueError("--url is required (or --like a recording that has one)")
+        if require_url:
+            raise ValueError("--url is required (or --like a recording that has one)")
+        base["url"] = ""
     spec = SweepSpec.model_validate(base)
     prompt_source(spec.prompts)  # raises PromptError (a ValueError) naming the bad value
     if spec.mode == "rate" and not spec.rate_rps:
@@ -171,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(spec, args))
 
 
-async def _publish_server_info(session: Session, url: str, host: str) -> None:
+async def publish_server_info(session: Session, url: str, host: str) -> None:
     """One ``ServerInfo`` before the sweep, so a recording names the server's effective
     args and ``kimitui report --vs`` can tell which knobs differ.  A server without
     ``/server_info`` is reported and the sweep goes on."""
@@ -207,7 +221,7 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         session.add_sink(progress.on_event)
         progress.start()
     session.add_sink(_Problems(progress).on_event)
-    await _publish_server_info(session, spec.url, host)
+    await publish_server_info(session, spec.url, host)
     from kimitui.live.sweeps import with_server_caps  # the cockpit's rule: ask only what /server_info allows
 
     spec = await with_server_caps(spec)

@@ -1,0 +1,289 @@
+"""``kimitui capacity``: the highest concurrency (or request rate) at which an SLO holds.
+
+The search (:func:`kimitui.capacity.search.find_capacity`) measures one-level sweeps through the
+load process, as ``kimitui sweep`` does: start at ``--start``, double until the SLO fails, then
+bisect to the resolution; a point too close to call is measured again and judged on the pooled
+requests.  Each probe is shown as it finishes (stderr), then the table of probes and the answer
+in one sentence (stdout), or one JSON object with ``--json``.  ``--out`` records every event,
+with a ``Marker`` per probe; ``--reuse RECORDING`` takes points already measured with the same
+workload from a recording instead of measuring them again.
+
+Exit codes: 0 answered (also "holds at every C tried"), 1 the SLO fails already at the start,
+2 bad arguments or unreachable server, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from kimitui.commands.sweep import positive, add_workload_args, build_spec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kimitui.capacity import CapacityAnswer, CurvePoint, SearchParams, Slo
+    from kimitui.capacity.answer import Probe
+    from kimitui.events import Event, SweepSpec
+    from kimitui.host.base import Host
+
+EXIT_FAILS_AT_START = 1
+EXIT_BAD_ARGS = 2
+DEFAULT_MAX_C = 512
+DEFAULT_MAX_RATE = 100.0
+PROG = "kimitui capacity"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # "resolve": this command's --rate (a flag with an optional first rate) replaces the workload's --rate RPS
+    p = subparsers.add_parser("capacity", conflict_handler="resolve",
+                              help="the highest concurrency (or request rate) at which an SLO holds")
+    add_workload_args(p)
+    p.add_argument("--host", metavar="NAME",
+                   help="measure the server kimitui runs on this configured host ('sim': the simulated host)")
+    p.add_argument("--slo", required=True, metavar="TERMS",
+                   help="e.g. 'ttft_p99<=2s,decode_p50>=20' (ttft/tpot/itl/e2e in s or ms, decode tok/s per user, "
+                        "error_rate<=1%%; stats p50, p90, p99, mean)")
+    p.add_argument("--rate", dest="search_rate", nargs="?", const=0.0, type=positive(float), metavar="RPS",
+                   help="search over the request rate (req/s) instead of the concurrency; RPS: the first rate tried")
+    p.add_argument("--start", type=positive(float), metavar="N", help="first point tried (default 1)")
+    p.add_argument("--max", dest="maximum", type=positive(float), metavar="N",
+                   help=f"highest point tried (default C={DEFAULT_MAX_C}, or {DEFAULT_MAX_RATE:g} req/s)")
+    p.add_argument("--resolution", type=positive(float), metavar="N",
+                   help="stop when the bracket is this narrow (default 12.5 %% of the answer, at least 1; rates 10 %%)")
+    p.add_argument("--repeats", type=positive(int), default=2, metavar="N",
+                   help="measurements of a point too close to call, in all (default 2)")
+    p.add_argument("--reuse", action="append", default=[], metavar="RECORDING",
+                   help="take points from this recording where its workload matches (repeatable)")
+    p.add_argument("--profile", help="label the sweeps with the profile they ran against")
+    p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip if it ends in .gz)")
+    p.add_argument("--json", action="store_true", help="print one machine-readable object instead of tables")
+    p.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
+    p.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return EXIT_BAD_ARGS
+
+
+def search_params(args: argparse.Namespace) -> tuple[SearchParams, bool]:
+    """(the search's parameters, whether it is over the rate); ValueError naming the bad option."""
+    from kimitui.capacity import SearchParams
+
+    rate = args.search_rate is not None or args.mode == "rate"
+    start = args.start or args.search_rate or 1.0
+    maximum = args.maximum or (DEFAULT_MAX_RATE if rate else float(DEFAULT_MAX_C))
+    if not rate:
+        for name, value in (("--start", start), ("--max", maximum), ("--resolution", args.resolution)):
+            if value is not None and not float(value).is_integer():
+                raise ValueError(f"{name} {value:g}: a concurrency is a whole number")
+    if maximum < start:
+        raise ValueError(f"--max {maximum:g} is below --start {start:g}")
+    return SearchParams(start=start, maximum=maximum, resolution=args.resolution, repeats=args.repeats,
+                        rate=rate), rate
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from kimitui.capacity import SloError, parse_slo
+    from kimitui.recording import RecordingError
+
+    try:
+        slo = parse_slo(args.slo)
+        params, rate = search_params(args)
+        if args.host and args.url:
+            raise ValueError("--url and --host: give one (--host finds the URL of the server it runs)")
+        if rate:
+            args.mode = None  # the probes set the rate mode themselves
+        spec = build_spec(args, require_url=not args.host)
+    except (SloError, ValueError, RecordingError, ValidationError) as exc:
+        return _fail(str(exc))
+    if not args.host:
+        return asyncio.run(_measure(spec, slo, params, args))
+
+    from kimitui.commands.common import on_host
+
+    return asyncio.run(on_host(args, lambda host: _on_host(host, spec, slo, params, args),
+                               lambda exc: print(f"{PROG}: {exc}", file=sys.stderr)))
+
+
+async def _on_host(host: Host, spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace) -> int:
+    """The search against the server kimitui runs on ``host`` (reached through the link over SSH)."""
+    from kimitui.launcher.reach import reach_server
+    from kimitui.launcher.select import find_running
+
+    found = await find_running(host)
+    if found is None:
+        return _fail(f"no server kimitui started runs on host {host.name!r} (start one with kimitui swap, or pass --url)")
+    _, record = found
+    url = await reach_server(host, record.extra.get("bind_host"), record.port)
+    if args.profile is None:
+        args.profile = record.profile
+    return await _measure(spec.model_copy(update={"url": url}), slo, params, args)
+
+
+async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace) -> int:
+    """Resolve the model, take what recordings have, run the search; print and return the exit code."""
+    from kimitui.capacity.probe import recorded_probes
+    from kimitui.loadgen.sweep import resolve_model
+    from kimitui.recording import RecordingError
+
+    if not spec.model:
+        try:
+            spec = spec.model_copy(update={"model": await resolve_model(spec.url)})
+        except Exception as exc:  # ModelLookupError says what happened; anything else at least its type
+            return _fail(f"cannot ask {spec.url} for the model: {str(exc) or type(exc).__name__}; pass --model")
+    try:
+        recorded = recorded_probes(args.reuse, spec, slo, rate=params.rate)
+    except (RecordingError, OSError, ValueError) as exc:
+        return _fail(f"--reuse: {exc}")
+    return await _search(spec, slo, params, args, recorded)
+
+
+async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace,
+                  recorded: dict[float, Probe]) -> int:
+    from kimitui.capacity import find_capacity
+    from kimitui.capacity.probe import LiveProbe, ProbeAborted, ReusingProbe
+    from kimitui.commands.sweep import publish_server_info
+    from kimitui.live.sweeps import with_server_caps
+    from kimitui.recording import RecordingError, RecordingWriter
+    from kimitui.session import Session
+
+    host = urlparse(spec.url).hostname or "capacity"
+    session = Session(host=host)
+    writer = None
+    if args.out:
+        try:
+            writer = RecordingWriter(args.out, hosts=[host], meta={"command": "capacity", "slo": slo.text}).start()
+        except (RecordingError, OSError) as exc:
+            return _fail(f"--out: {exc}")
+        session.add_sink(writer)
+    view = _View(slo, params.rate, live=not args.no_progress and not (args.json and not sys.stderr.isatty()))
+    session.add_sink(view.on_event)
+    await publish_server_info(session, spec.url, host)
+    spec = await with_server_caps(spec)
+    live = LiveProbe(session, spec, slo, rate=params.rate, profile=args.profile)
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_sigint() -> None:
+        if not stopping:
+            stopping.append(loop.create_task(live.abort()))
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    view.start()
+    try:
+        answer = await find_capacity(slo, ReusingProbe(live, recorded), params, on_point=view.point)
+    except ProbeAborted:
+        answer = None
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        view.stop()
+        path = await writer.aclose() if writer is not None else None
+    recording = str(path) if path else None
+    if answer is None:
+        print(f"{PROG}: interrupted" + (f"; recorded to {recording}" if recording else ""), file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps({**answer.to_json(), "recording": recording, "spec": spec.model_dump(mode="json")}))
+    else:
+        print_answer(answer, recording)
+    return 0 if answer.answer is not None else EXIT_FAILS_AT_START
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _x_text(x: float, rate: bool) -> str:
+    return f"{x:g}" if rate else str(int(x))
+
+
+def _cells(point: CurvePoint, slo: Slo, rate: bool) -> list[str]:
+    """One probe's row: x, measurements, ok/requests, agg, goodput, each term's value, holds, confidence, note."""
+    from kimitui.capacity.slo import fmt_figure
+
+    values = [("-" if tc.value is None else tc.term.bare(tc.value)) for tc in point.check.terms]
+    note = "" if point.holds else point.check.reason
+    if point.source:
+        note = f"reused ({Path(point.source.split('#')[0]).name})" + (f"; {note}" if note else "")
+    return [_x_text(point.x, rate), str(point.measurements), f"{point.check.ok}/{point.check.requests}",
+            "-" if point.agg_tok_s is None else fmt_figure(point.agg_tok_s),
+            "-" if point.goodput is None else fmt_figure(point.goodput),
+            *values, "yes" if point.holds else "NO", f"{point.confidence:.2f}", note]
+
+
+def _columns(slo: Slo, rate: bool) -> list[str]:
+    terms = [f"{t.key} {t.unit_label.removesuffix('/user')}" for t in slo.terms]
+    return ["req/s" if rate else "C", "runs", "ok", "agg tok/s", "goodput", *terms, "holds", "conf", "note"]
+
+
+def probe_table(answer: CapacityAnswer) -> list[str]:
+    """Every probe of the search ordered by x, as aligned plain lines (a header first)."""
+    rows = [_columns(answer.slo, answer.rate), *(_cells(p, answer.slo, answer.rate) for p in answer.curve)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)] + [0]
+    return [_row(r, widths) for r in rows]
+
+
+def print_answer(answer: CapacityAnswer, recording: str | None) -> None:
+    print(f"SLO: {answer.slo.describe()}")
+    for line in probe_table(answer):
+        print(line)
+    reused = sum(1 for p in answer.curve if p.source)
+    print(answer.sentence())
+    print(f"{answer.measured} level(s) measured" + (f", {reused} point(s) taken from recordings" if reused else ""))
+    if recording:
+        print(f"recorded to {recording}")
+
+
+class _View:
+    """Progress on stderr: a live line while a probe runs, a row per probe as it finishes."""
+
+    def __init__(self, slo: Slo, rate: bool, *, live: bool) -> None:
+        from rich.console import Console
+
+        self.slo, self.rate = slo, rate
+        self.console: Console = Console(stderr=True, highlight=False)
+        self.status = self.console.status("starting") if live else None
+        self.header_shown = False
+        self.said: set[str] = set()
+
+    def start(self) -> None:
+        if self.status is not None:
+            self.status.start()
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def on_event(self, ev: Event) -> None:
+        from kimitui.events import ErrorEvent, SweepProgress
+
+        if isinstance(ev, SweepProgress) and self.status is not None:
+            rate = ev.level_tokens / ev.level_elapsed_s if ev.level_elapsed_s > 0 else 0.0
+            self.status.update(f"C={ev.concurrency} measuring: done {ev.done}  failed {ev.failed}  "
+                               f"in flight {ev.n_in_flight}  {rate:.0f} tok/s")
+        elif isinstance(ev, ErrorEvent) and ev.source == "sweep" and ev.message not in self.said:
+            self.said.add(ev.message)
+            self.console.print(f"{PROG}: {ev.message}", markup=False)
+
+    def point(self, point: CurvePoint) -> None:
+        if self.status is None:  # not live: stdout's table says it all at the end
+            return
+        widths = [6, 4, 9, 9, 9, *(len(c) for c in _columns(self.slo, self.rate)[5:-3]), 5, 4, 0]
+        if not self.header_shown:
+            self.header_shown = True
+            self.console.print(_row(_columns(self.slo, self.rate), widths), markup=False, soft_wrap=True)
+        self.console.print(_row(_cells(point, self.slo, self.rate), widths), markup=False, soft_wrap=True)
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c.rjust(w) if w else c for c, w in zip(cells, widths, strict=True)).rstrip()
+
