@@ -18,7 +18,9 @@ from kimitui import __version__
 COMMAND_MODULES = (
     "run",
     "sweep",
+    "capacity",
     "swap",
+    "tune",
     "stop",
     "status",
     "replay",

@@ -128,6 +128,26 @@ class SimConfig(BaseModel):
     (for when another process holds the profiles' port; ``kimitui --sim-port N`` for one run)."""
 
 
+DEFAULT_SLO = "ttft_p99<=2s,decode_p50>=20"
+"""The story's SLO (docs/capacity.md): what the cockpit's capacity answer is judged on unless the config says."""
+
+
+class CapacityConfig(BaseModel):
+    """``[capacity]``: the SLO the cockpit judges each sweep's capacity on (``kimitui capacity``'s grammar)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slo: str = DEFAULT_SLO
+
+    @field_validator("slo")
+    @classmethod
+    def _parses(cls, slo: str) -> str:
+        from kimitui.capacity.slo import parse_slo  # the grammar's own message names the bad term
+
+        parse_slo(slo)
+        return slo
+
+
 class Config(BaseModel):
     """The whole file.  An empty Config means: run on the simulated host."""
 
@@ -142,6 +162,8 @@ class Config(BaseModel):
     sim: SimConfig = Field(default_factory=SimConfig)
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     """``[profiles] order``: the cockpit's profile keys."""
+    capacity: CapacityConfig = Field(default_factory=CapacityConfig)
+    """``[capacity] slo``: the cockpit's capacity answer beside the curve."""
     path: Path | None = Field(default=None, exclude=True)
     """The file this was read from (None: no file)."""
 

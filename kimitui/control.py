@@ -120,6 +120,22 @@ class Watching(Protocol):
 
 
 @runtime_checkable
+class Autopilot(Protocol):
+    """A live controller that runs the autopilot (``kimitui tune``'s loop) from the cockpit."""
+
+    def plan_tune(self) -> list[str]:
+        """The plan a start would run, in lines for the confirmation (raises NotAvailable)."""
+
+    async def start_tune(self) -> None: ...
+
+    def tune_action(self, action: str) -> str:
+        """``pause``, ``resume``, ``skip`` or ``stop``; returns what it did, in words."""
+
+    @property
+    def tune_running(self) -> bool: ...
+
+
+@runtime_checkable
 class ProfileDirectories(Protocol):
     """A controller whose profiles come from directories and the config (the live one): keys follow the config."""
 

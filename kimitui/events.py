@@ -624,6 +624,41 @@ class Marker(Event):
     label: str = ""
 
 
+class TuneStepView(BaseModel):
+    """One step of a tune as the cockpit's panel and a replay show it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int
+    label: str
+    profile: str | None = None
+    status: str = "pending"
+    """``pending``, ``running``, ``kept``, ``reverted``, ``failed``, ``skipped``."""
+    phase: str = ""
+    objective_change: str = ""
+    cause: str = ""
+    reason: str = ""
+
+
+class TuneProgress(Event):
+    """Where the autopilot (``kimitui tune``) stands: its plan, the step under way, each verdict so far."""
+
+    kind: Literal["tune_progress"] = "tune_progress"
+    tune_id: str
+    status: str
+    """``running``, ``paused``, ``finished``, ``stopped``, ``interrupted``, ``failed``."""
+    start: str
+    best: str
+    objective: str = "peak"
+    step: int | None = None
+    """The step under way (an index into ``steps``); None between steps or at the end."""
+    phase: str = ""
+    steps: list[TuneStepView] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    note: str = ""
+    elapsed_s: float = 0.0
+
+
 LinkState = Literal["connecting", "connected", "lost", "reconnecting", "closed", "failed"]
 """Where a host's link is (:class:`ConnectionState`)."""
 
@@ -699,6 +734,7 @@ AnyEvent = Annotated[
         Baseline,
         Note,
         Marker,
+        TuneProgress,
         ConnectionState,
         ErrorEvent,
         Dropped,

@@ -36,9 +36,11 @@ from kimitui.live.sweep_defaults import DEFAULT_LEVELS, SweepDefaults
 from kimitui.live.sweeps import Sweeps
 from kimitui.live.swaps import plan
 from kimitui.live.tasks import Background
+from kimitui.live.tunes import Tunes
 from kimitui.loadgen.sweep import base_url
 from kimitui.profiles import Profile
 from kimitui.session import Session
+from kimitui.tune.state import TunePlan
 
 __all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "LiveController"]
 
@@ -77,7 +79,11 @@ class LiveController:
         self.recorder = RecorderHandle(self.session, wanted=record, path=record_path, on_error=self._error)
         self.tasks = Background(self._error)
         self.sweeps = Sweeps(self.session, SweepDefaults(), on_error=self._error)
+        self.tunes = Tunes(self)
+        self._tune_plan: TunePlan | None = None
         self._live: LiveHost | None = None
+        self.keep_serving = False
+        """Leave the server serving on shutdown even on the simulated host (``kimitui tune`` ends with its best serving)."""
         self._connected = False
         self._closed = False
 
@@ -104,6 +110,16 @@ class LiveController:
     @property
     def _running_profile(self) -> str | None:
         return self._live.follower.profile if self._live is not None else None
+
+    @property
+    def connected(self) -> bool:
+        """The host is connected and what runs there was looked for (a tune may start)."""
+        return self._connected and self._live is not None and self._live.looked
+
+    @property
+    def running_profile(self) -> str | None:
+        """The profile kimitui follows on the host (what serves, or is starting), if any."""
+        return self._running_profile
 
     def _load_running(self) -> Profile | None:
         """The running profile as written, or None (nothing runs, or its file went away)."""
@@ -258,6 +274,25 @@ class LiveController:
             return "swap"
         return "sweep" if self.sweeps.busy else None
 
+    # ------------------------------------------------------------------ the autopilot
+    def plan_tune(self) -> list[str]:
+        """The autopilot's plan in words (what the confirmation shows); raises NotAvailable."""
+        self._tune_plan, lines = self.tunes.plan()
+        return lines
+
+    async def start_tune(self) -> None:
+        plan = self._tune_plan or self.tunes.plan()[0]
+        self._tune_plan = None
+        where = self.tunes.start(plan)
+        self._info(f"autopilot started: its state and report are in {where}")
+
+    def tune_action(self, action: str) -> str:
+        return self.tunes.act(action)
+
+    @property
+    def tune_running(self) -> bool:
+        return self.tunes.running
+
     # ------------------------------------------------------------------ the recording
     def add_note(self, text: str) -> None:
         self.session.publish(Note(host=self.host_name, text=text))
@@ -296,10 +331,11 @@ class LiveController:
         if self._closed:
             return
         self._closed = True
+        await self.tunes.leave()
         if self._live is not None:
             await self._live.swaps.finish(timeout=2 * DEFAULT_TIMEOUT_S + 60)
         await self.sweeps.abort()
         self.tasks.cancel_all()
         if self._live is not None:
-            await self._live.close()
+            await self._live.close(keep_server=self.keep_serving)
         self.recorder.close()

@@ -32,6 +32,8 @@ class LiveHost:
         self.host = host
         self.simulated = is_simulated_host(host)
         self.found_at_start = False
+        self.looked = False
+        """What runs there was looked for (``found_at_start`` says whether something did)."""
         """A server kimitui started was running before this session: it keeps running on quit."""
         self.gpu: GpuStream | None = None
         self.follower = ServerFollower(host, session, simulated=self.simulated, load_profile=profiles.load,
@@ -61,6 +63,7 @@ class LiveHost:
             self._on_error("launcher", f"cannot tell what runs on {self.host.name}: {exc}")
             found = None
         self.found_at_start = found is not None
+        self.looked = True
         if found is None:
             return
         launcher, record = found
@@ -68,10 +71,12 @@ class LiveHost:
                                            detail="found running"))
         await self.follower.follow_found(launcher, record)
 
-    async def close(self) -> None:
-        """Stop following, stop the simulated server this session brought up, stop the GPU stream, close the link."""
+    async def close(self, *, keep_server: bool = False) -> None:
+        """Stop following, stop the simulated server this session brought up (unless ``keep_server``: a tune
+        leaves its best serving), stop the GPU stream, close the link."""
         await self.follower.stop()
-        await self._stop_our_simulated_server()
+        if not keep_server:
+            await self._stop_our_simulated_server()
         if self.gpu is not None:
             try:
                 await self.gpu.stop()

@@ -29,7 +29,8 @@ from textual.widgets import Footer
 
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
-from kimitui.control import Controller, NotAvailable, ReplayControls
+from kimitui.capacity.slo import parse_slo
+from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirectories, ReplayControls
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
@@ -48,6 +49,8 @@ from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.screens.text_prompt import TextPrompt
+from kimitui.tui.screens.tune_screen import TuneScreen
+from kimitui.tui.tune_view import tune_active
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
@@ -97,6 +100,8 @@ class KimituiApp(App[int]):
         self.controller = controller
         self.config_keys = dict(config_keys or {})
         self.model = CockpitModel(host=controller.host_name)
+        if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
+            self.model.slo = parse_slo(controller.config.capacity.slo)
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
         self._tick = tick
         self._chart_period = chart_period
@@ -293,7 +298,8 @@ class KimituiApp(App[int]):
     def _blocked(self, action: str) -> str | None:
         busy = self._safe(lambda: self.controller.busy)
         watched = self._safe(lambda: self.controller.watch_url)
-        return blocked_reason(action, busy, self.model.profile_state, watched if isinstance(watched, str) else None)
+        return blocked_reason(action, busy, self.model.profile_state, watched if isinstance(watched, str) else None,
+                              tuning=tune_active(self.model.tune))
 
     def _update_replay(self, replay: ReplayControls) -> None:
         """Play state, speed and position from the replay controller, when they changed."""
@@ -508,6 +514,35 @@ class KimituiApp(App[int]):
     def action_compare(self) -> None:
         """The compare view: two runs overlaid with a verdict."""
         self.push_screen(CompareScreen(self.model))
+
+    async def action_autopilot(self) -> None:
+        """Not running: its plan to confirm.  Running: its steps and curves, to pause, skip or stop it."""
+        ctl = self.controller
+        if not isinstance(ctl, Autopilot):
+            self.notify("the autopilot runs on a live host", severity="warning")
+            return
+        if self._safe(lambda: ctl.tune_running):
+            def steer(choice: str | None) -> None:
+                if choice:
+                    self.run_worker(self._tune_action(ctl, choice), exit_on_error=False)
+
+            self.push_screen(TuneScreen(self.model), steer)
+            return
+        lines = await self._call("autopilot", ctl.plan_tune)
+        if lines is _FAILED:
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == "start":
+                self.notify("autopilot: starting (a: its steps)")
+                self.background_call("autopilot", ctl.start_tune)
+
+        self.push_screen(TuneScreen(self.model, lines), chosen)
+
+    async def _tune_action(self, ctl: Autopilot, choice: str) -> None:
+        said = await self._call("autopilot", ctl.tune_action, choice)
+        if isinstance(said, str):
+            self.notify(said)
 
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
         s, sweep = message.straggler, self.model.sweep

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record"}
+LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record", "autopilot"}
 """Actions hidden (and inert) in a replay."""
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
@@ -46,6 +46,7 @@ BINDINGS = [
     key("z", "toggle_maximize(True)", "max", name="toggle_maximize"),
     key("z", "toggle_maximize", "max", show=False),
     key("c", "compare", "compare"),
+    key("a", "autopilot", "autopilot", show=False),
     key("g", "gpu_processes", "gpu procs", show=False),
     key("h", "experts(True)", "experts", name="experts"),
     key("h", "experts", "experts", show=False),

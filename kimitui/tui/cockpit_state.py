@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
 from kimitui.analysis.causes.attribute import Attribution
+from kimitui.capacity.answer import CapacityAnswer, Probe, answer_from_points, point_of
+from kimitui.capacity.answer import CurvePoint as CapacityPoint
+from kimitui.capacity.slo import Slo, parse_slo
+from kimitui.config import DEFAULT_SLO
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
@@ -61,6 +65,7 @@ from kimitui.events import (
     SweepSpec,
     SweepStarted,
     ReplayState,
+    TuneProgress,
 )
 
 HISTORY = 120
@@ -325,6 +330,10 @@ class SweepView:
     """Request id -> why that straggler was slow (:mod:`kimitui.analysis.causes`, via ``CockpitModel.causes``)."""
     losses: dict[tuple[int, int], LevelLoss] = field(default_factory=dict)
     """(C, repeat) -> where the finished level's throughput went, by cause (the running level has none)."""
+    capacity_points: dict[int, CapacityPoint] = field(default_factory=dict)
+    """C -> the SLO judged on that level's requests (its last repeat): :attr:`capacity` reads them."""
+    capacity: CapacityAnswer | None = None
+    """The highest finished level at which the cockpit's SLO holds (``[capacity] slo``)."""
 
     def straggler_result(self, request_id: str) -> RequestResult | None:
         """A straggler's full request result (chunk offsets to 0.1 ms), if this sweep kept it."""
@@ -403,6 +412,10 @@ class CockpitModel:
         self.dropped = 0
         self.last_t: float | None = None
         self.history = CompactHistory()
+        self.slo: Slo | None = parse_slo(DEFAULT_SLO)
+        """The SLO each sweep's capacity is judged on (the app sets the config's ``[capacity] slo``)."""
+        self.tune: TuneProgress | None = None
+        """The autopilot's latest progress (``kimitui tune`` from this cockpit, or a replayed one)."""
         self.causes = CauseBook()
         """Every event's evidence of a cause; it attributes each finished level into its SweepView."""
         self.timeline = Timeline()
@@ -597,6 +610,10 @@ class CockpitModel:
         self._log(ev.t, "info", "marker", f"marker {ev.label}".strip())
         return HEADER_LOG
 
+    def _on_tune(self, ev: TuneProgress) -> Parts:
+        self.tune = ev
+        return HEADER
+
     def _on_dropped(self, ev: Dropped) -> Parts:
         self.dropped += ev.count
         return HEADER
@@ -710,6 +727,7 @@ class CockpitModel:
             if kept is not None and len(sw.straggler_results) < STRAGGLER_RESULTS:
                 sw.straggler_results[s.request_id] = kept
         self.causes.level_done(ev, self._level_results(sw, ev), sw.attributions, sw.losses)
+        self._judge_capacity(sw, ev)
         if ev.concurrency == sw.concurrency:
             sw.chunks.clear()  # the level is done: only its stragglers keep their chunks
         status, reason = effective_status(ev, sw.spec.max_error_rate)
@@ -729,6 +747,16 @@ class CockpitModel:
         if ev.stopped:
             self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
         return frozenset({"curve", "levels", "stragglers", "log"})
+
+    def _judge_capacity(self, sw: SweepView, ev: LevelResult) -> None:
+        """The SLO on the finished level's requests; the sweep's capacity from every level judged so far."""
+        if self.slo is None or effective_status(ev, sw.spec.max_error_rate)[0] != "ok":
+            return
+        requests = [r for r in sw.results if r.concurrency == ev.concurrency and not r.warmup]
+        x = float(ev.concurrency)
+        sw.capacity_points[ev.concurrency] = point_of(self.slo, x, [Probe(x, (ev,), requests,
+                                                                          self.slo.check(requests, [ev]))])
+        sw.capacity = answer_from_points(self.slo, list(sw.capacity_points.values()), rate=False, measured=0)
 
     @staticmethod
     def _level_results(sw: SweepView, ev: LevelResult) -> list[RequestResult]:
@@ -818,6 +846,7 @@ _FOLD: dict[type[Event], Fold] = dict([
     _entry(ErrorEvent, CockpitModel._on_error),
     _entry(Note, CockpitModel._on_note),
     _entry(Marker, CockpitModel._on_marker),
+    _entry(TuneProgress, CockpitModel._on_tune),
     _entry(Dropped, CockpitModel._on_dropped),
 ])
 """Event type -> the handler that folds it into the model (a type not listed changes nothing on screen)."""

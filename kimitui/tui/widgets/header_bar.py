@@ -10,6 +10,7 @@ from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import bar
+from kimitui.tui.tune_view import tune_active, tune_line
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 CONNECTION_STYLE = {
@@ -103,7 +104,14 @@ class HeaderBar(Widget, ModelView):
         so the counters at the right stay whole."""
         m = self.model
         second = Text()
-        if m.swap is not None and m.profile_state in ("starting", "stopping", "unknown", "stopped"):
+        swapping = m.swap is not None and m.profile_state in ("starting", "stopping", "unknown", "stopped")
+        if tune_active(m.tune) and m.tune is not None:  # the autopilot's line first: it is what runs the swaps
+            second.append(" " + tune_line(m.tune), "bold cyan")
+            if swapping and m.swap is not None:
+                frac = m.swap.fraction
+                second.append(f"  swap → {m.swap.profile} {m.swap.phase}"
+                              + (f" {frac * 100:.0f}%" if frac is not None else ""), "yellow")
+        elif swapping and m.swap is not None:
             frac = m.swap.fraction
             second.append(f" swap → {m.swap.profile}: {m.swap.phase} ", "bold yellow")
             second.append(bar(frac, 24 if room >= 90 else 10), "yellow")
@@ -112,6 +120,8 @@ class HeaderBar(Widget, ModelView):
         elif m.profile_state in ("failed", "rolled_back") and m.last_switch is not None:
             sw = m.last_switch
             second.append(f" swap to {sw.to_profile} {sw.outcome.replace('_', ' ')}: {sw.reason}", "bold red")
+        elif m.tune is not None and m.profile_state == "serving":
+            second.append(" " + tune_line(m.tune), "cyan")
         elif m.profile_detail:
             second.append(f" {m.profile_detail}", "dim")
         if second.cell_len > room:

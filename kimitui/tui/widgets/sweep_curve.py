@@ -55,6 +55,12 @@ def sweep_status(model: CockpitModel, width: int | None = None) -> str:
     if best is not None:
         long += f"  peak agg {best[1]:.0f} tok/s @C={best[0]}"
         short += f" peak agg {best[1]:.0f}@C={best[0]}"
+    if sw.capacity is not None and sw.capacity.curve:
+        cap = sw.capacity.sentence()
+        if width is None or len(long) + len(cap) + 3 <= width:
+            return f"{long} · {cap}"
+        if len(short) + len(cap) + 3 <= width:
+            return f"{short} · {cap}"
     return long if width is None or len(long) <= width else short
 
 

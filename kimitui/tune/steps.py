@@ -1,0 +1,174 @@
+"""A step's verdict: the candidate's sweeps against the best's, on the tune's objective, beyond noise.
+
+The comparison is ``kimitui report --vs``'s (:func:`kimitui.report.compare.compare`): the same
+ratios, noise (repeats, else a bootstrap over requests, never under the figures' run-to-run floor)
+and causes.  The objective decides keep or revert: ``peak`` (peak aggregate tok/s), ``level:C``
+(aggregate tok/s at C) or ``capacity`` (the highest C at which the SLO holds).  A candidate whose
+objective moved at least :data:`~kimitui.report.verdict.DEFAULT_MIN_EFFECT` but not beyond noise is
+measured again (its repeats pooled) until it is, or the repeat limit is reached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from kimitui.capacity.answer import CapacityAnswer
+from kimitui.capacity.search import capacity_from_levels
+from kimitui.capacity.slo import parse_slo
+from kimitui.report.compare import Comparison, FigureComparison, compare
+from kimitui.report.sweep_summary import LevelRow, SweepRun
+from kimitui.report.verdict import DEFAULT_MIN_EFFECT
+
+Decision = Literal["better", "worse", "same", "unsure", "not_comparable"]
+
+
+@dataclass
+class StepJudgement:
+    decision: Decision
+    comparison: Comparison
+    objective_change: str
+    level_lines: list[str] = field(default_factory=list)
+    cause: str = ""
+    where: str = ""
+    """Where the candidate won or lost beyond noise, level by level (``improved at C=1 (+53 %)``)."""
+
+    @property
+    def decided(self) -> bool:
+        return self.decision != "unsure"
+
+
+def merge_runs(runs: list[SweepRun]) -> SweepRun:
+    """One run whose levels hold every run's repeats (renumbered) and requests: repeats of one workload."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    merged = replace(first, levels={}, level_starts={}, losses={}, attributions={}, rebalances=[],
+                     spec=first.spec.model_copy(update={"repeats": len(runs)}))
+    rep: dict[int, int] = {}
+    for run in runs:
+        merged.attributions.update(run.attributions)
+        merged.rebalances.extend(run.rebalances)
+        for c, row in sorted(run.levels.items()):
+            into = merged.levels.setdefault(c, LevelRow(c, spec=merged.spec))
+            into.requests.extend(row.requests)
+            for lv in row.repeats:
+                n = rep.get(c, 0)
+                rep[c] = n + 1
+                into.repeats.append(lv.model_copy(update={"repeat": n}))
+                if (c, lv.repeat) in run.losses:
+                    merged.losses[(c, n)] = run.losses[(c, lv.repeat)]
+                if (c, lv.repeat) in run.level_starts:
+                    merged.level_starts[(c, n)] = run.level_starts[(c, lv.repeat)]
+    return merged
+
+
+def objective_figure(cmp: Comparison, objective: str) -> FigureComparison | None:
+    """The figure the objective reads: the peak, or the aggregate at ``level:C``."""
+    if objective.startswith("level:"):
+        c = int(objective.split(":", 1)[1])
+        lv = cmp.level(c)
+        if lv is None or not lv.judged:
+            return None
+        return next((f for f in lv.figures if f.figure == "agg_tok_s"), None)
+    return cmp.peak
+
+
+def judge_step(best: SweepRun, cand: SweepRun, objective: str, *, slo: str | None = None,
+               min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0) -> StepJudgement:
+    """Better, worse, the same, or not sure yet (a change as large as ``min_effect`` inside the noise)."""
+    cmp = compare(best, cand, min_effect=min_effect, seed=seed)
+    lines = _level_lines(cmp)
+    if cmp.verdict == "not_comparable":
+        return StepJudgement("not_comparable", cmp, "not comparable: " + "; ".join(cmp.reasons), lines)
+    if objective == "capacity" and slo:
+        return _by_capacity(best, cand, slo, cmp, lines)
+    fig = objective_figure(cmp, objective)
+    if fig is None or fig.ratio is None:
+        return StepJudgement("not_comparable", cmp, f"{objective}: no judged figure", lines)
+    text = _change_text(fig, objective)
+    where = _where(cmp)
+    if fig.verdict == "improved":
+        return StepJudgement("better", cmp, text, lines, "", where)
+    if fig.verdict == "regressed":
+        return StepJudgement("worse", cmp, text, lines, root_cause(cmp), where)
+    unsure = abs(fig.ratio - 1.0) >= min_effect
+    return StepJudgement("unsure" if unsure else "same", cmp, text, lines,
+                         root_cause(cmp) if cmp.verdict == "regressed" else "", where)
+
+
+def root_cause(cmp: Comparison) -> str:
+    """Why the candidate lost: a slower pace for every request (the change's own cost per step) and/or the
+    stalls that explain what it lost beyond its own pace (``explained by 6 EPLB rebalances, 30 s in all``),
+    with the knob that changed and the rebalances or drafter figures of each side."""
+    parts: list[str] = []
+    slower = [(lv.concurrency, f) for lv in cmp.levels if lv.judged for f in lv.figures
+              if f.figure == "decode_tok_s_p50" and f.verdict == "regressed" and f.change_pct is not None]
+    if slower:
+        cs = ", ".join(str(c) for c, _ in slower)
+        worst = min(f.change_pct or 0.0 for _, f in slower)
+        parts.append(f"every request decoded slower at C={cs} (p50 down to {worst:+.0f} %): the change's own cost per step")
+    why = cmp.explanation() if cmp.verdict == "regressed" else None
+    if why:
+        parts.append(f"what it lost beyond its own pace is {why}" if slower else why)
+    elif not slower:
+        parts.append("no stall explains it and no level decoded slower per request")
+    if cmp.knob_diff:
+        parts.append(cmp.knobs_text)
+    parts += cmp.spec_and_eplb_lines()
+    return "; ".join(parts)
+
+
+def _where(cmp: Comparison) -> str:
+    """``improved at C=1 (+53 %); regressed at C=16, 64 (-25 %, -23 %)`` from each level's aggregate."""
+    out: list[str] = []
+    for word in ("improved", "regressed"):
+        hits = [(lv.concurrency, f) for lv in cmp.levels if lv.judged for f in lv.figures
+                if f.figure == "agg_tok_s" and f.verdict == word and f.change_pct is not None]
+        if hits:
+            cs = ", ".join(str(c) for c, _ in hits)
+            pcts = ", ".join(f"{f.change_pct:+.0f} %" for _, f in hits)
+            out.append(f"{word} at C={cs} ({pcts})")
+    return "; ".join(out)
+
+
+def _change_text(fig: FigureComparison, objective: str) -> str:
+    noise = f"±{fig.noise_pct:.0f} %" if fig.noise_pct is not None else "noise unknown"
+    name = "peak" if objective == "peak" else f"C={fig.concurrency} aggregate"
+    return f"{name} {fig.a:,.0f} -> {fig.b:,.0f} tok/s ({fig.change_pct:+.0f} %, {noise})"
+
+
+def _level_lines(cmp: Comparison) -> list[str]:
+    """Per compared level, the aggregate and p50 decode changes (where the candidate won or lost)."""
+    out: list[str] = []
+    for lv in cmp.levels:
+        if not lv.judged:
+            out.append(f"C={lv.concurrency}: not judged ({lv.not_judged})")
+            continue
+        figs = [f for f in lv.figures if f.figure in ("agg_tok_s", "decode_tok_s_p50")]
+        out.append(f"C={lv.concurrency}: " + "; ".join(f.describe().split(" ", 1)[1] for f in figs))
+    return out
+
+
+def capacity_of(run: SweepRun, slo: str) -> CapacityAnswer:
+    """The highest swept C at which ``slo`` holds (``kimitui capacity``'s rule on the levels the tune sweeps)."""
+    levels = [(row.repeats[0], row.requests) for _, row in sorted(run.levels.items()) if row.repeats and row.valid]
+    return capacity_from_levels(levels, parse_slo(slo))
+
+
+def _by_capacity(best: SweepRun, cand: SweepRun, slo: str, cmp: Comparison, lines: list[str]) -> StepJudgement:
+    """Capacity moves a whole level or not at all: more levels held is better, fewer worse, the same is the same
+    (the tune's levels are its resolution)."""
+    a, b = capacity_of(best, slo), capacity_of(cand, slo)
+    ca, cb = a.answer or 0.0, b.answer or 0.0
+
+    def said(x: CapacityAnswer) -> str:
+        return x.fmt_x(x.answer) if x.answer is not None else "none"
+
+    text = f"capacity {said(a)} -> {said(b)} at {a.slo.describe()}"
+    where = _where(cmp)
+    if cb > ca:
+        return StepJudgement("better", cmp, text, lines, "", where)
+    if cb < ca:
+        return StepJudgement("worse", cmp, text + f" ({b.sentence()})", lines, root_cause(cmp), where)
+    return StepJudgement("same", cmp, text, lines, "", where)

@@ -1,0 +1,178 @@
+"""The autopilot end to end on the simulated host: the loop, the end state, the resume — locally, killed with
+SIGKILL at a step and resumed, and over the in-process SSH server.
+
+Each tune tries three changes from ``ep8-tuned`` on a short workload (C=1,64, 64 tokens of the seeds' prompts, 10x clock): EPLB
+on (the simulator's per-token recorder cost makes it slower: reverted, its cause named), the DFlash
+drafter (faster in the simulator at these levels: kept) and ``--moe-dense-tp-size 1`` (the simulator does
+not model it: no change, reverted).  Every tune must end with the best (the drafter) serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kimitui.events import SweepSpec, TuneProgress
+from kimitui.live import LiveController
+from kimitui.profiles import load_profile
+from kimitui.tune import candidates as cands
+from kimitui.tune import state as store
+from kimitui.live.tunes import ControllerHost
+from kimitui.tune.state import TunePlan, TuneState
+from kimitui.tune.tuner import Tuner, new_state
+
+REPO = Path(__file__).resolve().parent.parent
+CHANGES = ["enable_eplb=true", "speculative_algorithm=DFLASH", "moe_dense_tp_size=1"]
+WORKLOAD = ["--levels", "1,64", "--max-tokens", "64", "--prompts", "seed", "--warmup", "1"]
+
+
+@pytest.fixture
+def tune_home(sim_home: Path) -> Path:
+    """sim_home with a 10x clock: at 40x a C=64 level asks ~36k tok/s of two cores, and the noise of a
+    starved load process would decide the verdicts."""
+    for f in (Path.cwd() / "profiles").glob("*.toml"):
+        f.write_text(f.read_text().replace("time_scale = 40.0", "time_scale = 10.0"))
+    return sim_home
+
+
+def _plan() -> TunePlan:
+    start = load_profile("ep8-tuned")
+    found = [cands.parse_change("enable_eplb=true"),
+             cands.from_profile(start, load_profile("ep8-dflash"))[0],
+             cands.parse_change("moe_dense_tp_size=1")]
+    spec = SweepSpec(url="", model="", levels=[1, 64], max_tokens=64, prompts="seed", warmup_requests=1)
+    return TunePlan(start="ep8-tuned", candidates=[c for c in found if c is not None], workload=spec)
+
+
+def _check_end(st: TuneState, serving: str | None) -> None:
+    assert st.status == "finished", st.note
+    by = {s.candidate.family: s for s in st.steps}
+    eplb, dflash, dense = by["enable_eplb"], by["speculative decoding"], by["moe_dense_tp_size"]
+    assert (eplb.status, dflash.status, dense.status) == ("reverted", "kept", "reverted"), [s.reason for s in st.steps]
+    assert eplb.verdict == "regressed" and "enable_eplb" in eplb.cause and "worse beyond noise" in eplb.reason
+    assert dflash.profile == "ep8-dflash" and st.best == "ep8-dflash" and serving == "ep8-dflash"
+    if dense.index > dflash.index:
+        assert dense.against == "ep8-dflash" and dense.profile == "ep8-tuned-dflash-dense-tp1"
+    else:
+        assert dense.against == "ep8-tuned" and dense.profile == "ep8-tuned-dense-tp1"
+    assert st.report_path and Path(st.report_path).read_text().count("### ") == 3
+    assert json.loads(Path(st.report_path).with_suffix(".json").read_text())["best"] == "ep8-dflash"
+
+
+async def _tune(ctl: LiveController, st: TuneState, where: Path) -> TuneState:
+    await ctl.start()
+    for _ in range(600):
+        if ctl.connected:
+            break
+        await asyncio.sleep(0.1)
+    return await Tuner(ControllerHost(ctl), st, where).run()
+
+
+async def test_a_tune_keeps_what_wins_reverts_the_rest_and_ends_with_the_best_serving(tune_home: Path) -> None:
+    tune_id, where = store.new_tune_dir("sim")
+    st = new_state(tune_id, "sim", _plan())
+    ctl = LiveController(autostart=False)
+    ctl.keep_serving = False  # the test's simulated server goes with it
+    sub = ctl.session.subscribe("t", kinds=["tune_progress", "marker"], maxsize=100_000)
+    try:
+        st = await _tune(ctl, st, where)
+        _check_end(st, ctl.running_profile)
+    finally:
+        await ctl.shutdown()
+    seen = sub.drain()
+    progress = [e for e in seen if isinstance(e, TuneProgress)]
+    assert {p.status for p in progress} >= {"running", "finished"}
+    assert any(p.step == 2 and p.phase == "sweeping" for p in progress)
+    assert any(getattr(e, "label", "").startswith("tune step 1: reverted") for e in seen)
+    assert store.load(where).status == "finished"
+
+
+def _cli(home: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "kimitui", "tune", *args], cwd=Path.cwd(), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_killed_at_a_step_and_resumed_it_ends_the_same(tune_home: Path) -> None:
+    args = ["--from", "ep8-tuned", "--change", CHANGES[0], "--variant", "ep8-dflash", "--change", CHANGES[2], *WORKLOAD]
+    proc = _cli(tune_home, *args)
+    try:
+        where = _wait_for_step(proc, 2, 180)
+        os.kill(proc.pid, signal.SIGKILL)  # kimitui dies mid-sweep of step 2: no clean-up of any kind
+        proc.wait(10)
+        assert store.load(where).status == "running"
+        resumed = _cli(tune_home, "--resume")
+        out, _ = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, out
+        st = store.load(where)
+        status = subprocess.run([sys.executable, "-m", "kimitui", "status", "--json"], capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+        serving = json.loads(status.stdout).get("profile")
+        _check_end(st, serving)
+        assert "best ep8-dflash" in out and "report:" in out
+    finally:
+        proc.kill()
+        subprocess.run([sys.executable, "-m", "kimitui", "stop", "--yes"], capture_output=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _wait_for_step(proc: subprocess.Popen[str], index: int, timeout: float) -> Path:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        where = store.resumable("sim")
+        if where is not None:
+            st = store.load(where)
+            step = st.steps[index - 1]
+            if step.status == "running" and step.phase == "sweeping":
+                return where
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.2)
+    raise AssertionError(f"step {index} never started sweeping")
+
+
+async def test_over_ssh_a_tune_cut_off_mid_step_resumes_and_ends_with_the_best_serving(tune_home: Path,
+                                                                                      ssh_server) -> None:
+    cfg = tune_home / "config.toml"
+    cfg.write_text(
+        "[hosts.ct200]\n"
+        f'address = "127.0.0.1"\nport = {ssh_server.port}\nuser = "{ssh_server.user}"\n'
+        f'key = "{ssh_server.client_key_path}"\nknown_hosts = "{ssh_server.known_hosts_path}"\n'
+        f'agent = false\nkeepalive_s = 2\nconnect_timeout_s = 3\nsim = true\npython = "{sys.executable}"\n')
+    tune_id, where = store.new_tune_dir("ct200")
+    st = new_state(tune_id, "ct200", _plan())
+    first = LiveController(config_path=str(cfg), autostart=False, record=False)
+    first.keep_serving = True
+    sub = first.session.subscribe("t", kinds=["tune_progress"], maxsize=100_000)
+    run = asyncio.ensure_future(_tune(first, st, where))
+    try:
+        while True:  # cut kimitui off while step 1 sweeps over the link
+            ev = await asyncio.wait_for(sub.get(), 120)
+            if isinstance(ev, TuneProgress) and ev.step == 1 and ev.phase == "sweeping":
+                break
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    finally:
+        await first.shutdown()
+    st = store.load(where)
+    assert st.status == "running" and st.steps[0].status == "running" and st.best_runs
+    second = LiveController(config_path=str(cfg), autostart=False, record=False)
+    try:
+        st = await _tune(second, st, where)
+        _check_end(st, second.running_profile)
+    finally:
+        await second.shutdown()
+        stop = await asyncio.create_subprocess_exec(  # the first session started it: nobody here stops it on quit
+            sys.executable, "-m", "kimitui", "--config", str(cfg), "stop", "--host", "ct200", "--yes",
+            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(stop.communicate(), 60)
+        assert stop.returncode == 0, out.decode()
