@@ -24,6 +24,7 @@ from kimitui.commands.sweep import levels_arg, positive, add_workload_args, buil
 
 if TYPE_CHECKING:
     from kimitui.events import Event, SweepSpec
+    from kimitui.host.base import Host
     from kimitui.live import LiveController
     from kimitui.tune.state import TunePlan, TuneState
 
@@ -36,7 +37,7 @@ TUNE_LEVELS = [1, 16, 64, 256]
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("tune", help="the autopilot: one knob per step, swap, sweep, verdict, keep or revert")
     p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
-    p.add_argument("--from", dest="start", metavar="PROFILE", help="starting profile (default: the host's baseline)")
+    p.add_argument("--from", dest="start", metavar="PROFILE", help="starting profile (default: the host's baseline, else what runs there, else ep8-tuned)")
     p.add_argument("--change", action="append", metavar="KNOB=VALUE", help="a change to try (repeatable; replaces the defaults)")
     p.add_argument("--variant", action="append", metavar="PROFILE",
                    help="a profile whose one knob family change to try (repeatable; replaces the defaults)")
@@ -108,7 +109,7 @@ def build_plan(args: argparse.Namespace, host: str) -> "TunePlan":
     from kimitui.tune.state import TunePlan
 
     dirs = list(getattr(args, "profiles", None) or [])
-    start_name = args.start or guard.baseline_name(host) or DEFAULT_PROFILE
+    start_name = args.start or guard.baseline_name(host) or _running(args) or DEFAULT_PROFILE
     try:
         start = load_profile(start_name, dirs)
         given = [cands.parse_change(c) for c in args.change or []]
@@ -128,6 +129,23 @@ def build_plan(args: argparse.Namespace, host: str) -> "TunePlan":
     return TunePlan(start=start.name, candidates=found, skipped=skipped, workload=_workload(args),
                     objective=args.objective, slo=args.slo, repeat_limit=args.repeat_limit,
                     max_steps=args.max_steps, time_budget_s=args.time_budget, sim_time_scale=args.time_scale)
+
+
+def _running(args: argparse.Namespace) -> str | None:
+    """The profile kimitui runs on the host (the start when no baseline is marked); None if nothing or unreachable."""
+    from kimitui.commands.common import on_host
+    from kimitui.launcher.select import find_running
+
+    found: list[str] = []
+
+    async def look(host: "Host") -> int:
+        hit = await find_running(host)
+        if hit is not None:
+            found.append(hit[1].profile)
+        return 0
+
+    asyncio.run(on_host(args, look, lambda exc: None))
+    return found[0] if found else None
 
 
 def _check_objective(objective: str, slo: str | None) -> None:

@@ -55,6 +55,8 @@ def plan_lines(plan: TunePlan, host: str, simulated: bool) -> list[str]:
     size = f"{w.requests_per_level} requests" if w.requests_per_level else (
         f"{w.duration_s:.0f} s" if w.duration_s else "2C requests")
     objective = {"peak": "peak aggregate tok/s"}.get(plan.objective, plan.objective)
+    if plan.objective.startswith("level:"):
+        objective = f"aggregate tok/s at C={plan.objective[6:]}"
     if plan.objective == "capacity" and plan.slo:
         objective = f"capacity at {plan.slo}"
     lines = [f"tune {host} from {plan.start}: one change per step against the best so far, objective {objective}",

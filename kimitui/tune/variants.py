@@ -29,17 +29,21 @@ def step_settings(best_settings: dict[str, Any], cand: Candidate) -> dict[str, A
     return {**kept, **cand.settings}
 
 
+SHORT = {"enable_eplb": "eplb", "ep_size": "ep", "moe_dense_tp_size": "dense-tp", "max_running_requests": "maxreq",
+         "chunked_prefill_size": "chunk", "cuda_graph_max_bs": "graph-bs", "mem_fraction_static": "mem"}
+"""A knob's part of a variant's name (``ep8-tuned-dense-tp1``); other knobs use their own name."""
+
+
 def _short(settings: dict[str, Any]) -> str:
+    """One family's part of a name: ``dflash``, ``eplb-on``, ``ep4``."""
     algo = settings.get("speculative_algorithm")
     if algo is not None:
         return str(algo).lower()
     knob, value = next((k, v) for k, v in settings.items() if not k.startswith("env."))
-    short = {"enable_eplb": "eplb", "ep_size": "ep", "moe_dense_tp_size": "dense-tp",
-             "max_running_requests": "maxreq", "chunked_prefill_size": "chunk",
-             "cuda_graph_max_bs": "graph-bs", "mem_fraction_static": "mem"}.get(knob, knob.replace("_", "-"))
-    text = ("on" if value else "off") if isinstance(value, bool) else str(value)
-    return f"{short}-{re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')}" if isinstance(value, bool) else \
-        f"{short}{re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')}"
+    short = SHORT.get(knob, knob.replace("_", "-"))
+    if isinstance(value, bool):
+        return f"{short}-{'on' if value else 'off'}"
+    return short + re.sub(r"[^A-Za-z0-9.]+", "-", str(value)).strip("-")
 
 
 def variant_name(start: str, settings: dict[str, Any]) -> str:
