@@ -30,6 +30,9 @@ Example::
     [profiles]
     order = ["ep8-tuned", "ep8-eplb"]  # key 1, key 2 (a profile's own key = "N" wins)
 
+    [metrics]
+    port = 9470                       # serve kimitui's figures for Prometheus (docs/prometheus.md)
+
 Every mistake is a :class:`ConfigError` whose message starts with
 ``FILE:LINE:`` and names the field, e.g.
 ``config.toml:7: hosts.gpu1.port: Input should be less than or equal to 65535``.
@@ -128,6 +131,24 @@ class SimConfig(BaseModel):
     (for when another process holds the profiles' port; ``kimitui --sim-port N`` for one run)."""
 
 
+class MetricsConfig(BaseModel):
+    """``[metrics]``: where ``kimitui run`` serves its figures for Prometheus (``--metrics-port`` wins)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """None: no endpoint."""
+    addr: str = "127.0.0.1"
+    """This machine only by default; an operator may name another address (``0.0.0.0``: every interface)."""
+
+    @field_validator("addr")
+    @classmethod
+    def _an_address(cls, addr: str) -> str:
+        if not _HOST_NAME.match(addr) and not re.fullmatch(r"[0-9A-Fa-f:.]+", addr):
+            raise ValueError(f"{addr!r} is not an address to listen on")
+        return addr
+
+
 DEFAULT_SLO = "ttft_p99<=2s,decode_p50>=20"
 """The story's SLO (docs/capacity.md): what the cockpit's capacity answer is judged on unless the config says."""
 
@@ -164,6 +185,8 @@ class Config(BaseModel):
     """``[profiles] order``: the cockpit's profile keys."""
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     """``[capacity] slo``: the cockpit's capacity answer beside the curve."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """``[metrics] port/addr``: ``kimitui run`` serves its figures for Prometheus."""
     path: Path | None = Field(default=None, exclude=True)
     """The file this was read from (None: no file)."""
 

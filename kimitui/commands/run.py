@@ -1,4 +1,5 @@
-"""``kimitui [--host NAME] [--url URL] [--sim-port N] [--record PATH | --no-record]``: open the cockpit on a live host."""
+"""``kimitui [--host NAME] [--url URL] [--sim-port N] [--record PATH | --no-record] [--metrics-port P]``: open the
+cockpit on a live host."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kimitui.export import MetricsServer
     from kimitui.live import LiveController
 
 
@@ -25,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rec = p.add_mutually_exclusive_group()
     rec.add_argument("--record", metavar="PATH", help="write the session recording here")
     rec.add_argument("--no-record", action="store_true", help="do not record this session")
+    p.add_argument("--metrics-port", metavar="P", type=port_number, default=None,
+                   help="serve kimitui's figures for Prometheus on port P (overrides [metrics] port; "
+                        "docs/prometheus.md)")
+    p.add_argument("--metrics-addr", metavar="A", default=None,
+                   help="the address the metrics endpoint listens on (default: [metrics] addr, else 127.0.0.1)")
     p.set_defaults(func=handler)
 
 
@@ -49,11 +56,37 @@ def handler(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bad config or host must read as one clear line, not a traceback
         print(f"kimitui: cannot start the cockpit: {exc}", file=sys.stderr)
         return 2
-    rc = run_app(controller, config_keys=_config_keys(controller))
+    from kimitui.export import MetricsPortError  # noqa: PLC0415
+
+    try:
+        metrics = start_metrics(args, controller)
+    except MetricsPortError as exc:  # a port in use is one clear line, not a traceback
+        print(f"kimitui: {exc} (--metrics-port / [metrics] port)", file=sys.stderr)
+        return 2
+    if metrics is not None:
+        print(f"kimitui: metrics for Prometheus at {metrics.url}", file=sys.stderr)
+    try:
+        rc = run_app(controller, config_keys=_config_keys(controller))
+    finally:
+        if metrics is not None:
+            metrics.close()
     saved = controller.last_recording_path
     if saved is not None:  # after quitting: the recording's final name on disk
         print(f"kimitui: recording saved to {saved}", file=sys.stderr)
     return rc
+
+
+def start_metrics(args: argparse.Namespace, controller: LiveController) -> MetricsServer | None:
+    """The Prometheus endpoint ``--metrics-port`` or ``[metrics] port`` asks for (the flag wins), its exporter
+    sinking the live controller's session; None when neither asks.  Raises ``MetricsPortError``."""
+    from kimitui.export import start_metrics as serve_session  # noqa: PLC0415
+
+    conf = controller.config.metrics
+    flag = getattr(args, "metrics_port", None)
+    port = flag if flag is not None else conf.port
+    if port is None:
+        return None
+    return serve_session(controller.session, port, getattr(args, "metrics_addr", None) or conf.addr)
 
 
 def _config_keys(controller: LiveController) -> dict[str, str]:
