@@ -176,3 +176,25 @@ async def test_over_ssh_a_tune_cut_off_mid_step_resumes_and_ends_with_the_best_s
             stderr=asyncio.subprocess.STDOUT)
         out, _ = await asyncio.wait_for(stop.communicate(), 60)
         assert stop.returncode == 0, out.decode()
+
+
+async def test_a_variant_that_fails_to_start_is_rolled_back_recorded_failed_and_skipped(tune_home: Path) -> None:
+    """Its swap's rollback brings the best back; the step says why; the next step still runs."""
+    (Path.cwd() / "profiles" / "ep8-tuned-graph128.toml").write_text(
+        'name = "ep8-tuned-graph128"\nextends = "ep8-tuned"\ncuda_graph_max_bs = 128\n[sim]\nfault = "oom_start"\n')
+    start = load_profile("ep8-tuned")
+    crashy, _ = cands.from_profile(start, load_profile("ep8-tuned-graph128"))
+    assert crashy is not None
+    spec = SweepSpec(url="", model="", levels=[1], max_tokens=32, prompts="seed")
+    plan = TunePlan(start="ep8-tuned", candidates=[crashy, cands.parse_change("moe_dense_tp_size=1")], workload=spec)
+    tune_id, where = store.new_tune_dir("sim")
+    ctl = LiveController(autostart=False, record=False)
+    try:
+        st = await _tune(ctl, new_state(tune_id, "sim", plan), where)
+        assert st.status == "finished" and ctl.running_profile == "ep8-tuned" == st.best
+    finally:
+        await ctl.shutdown()
+    failed, after = st.steps
+    assert failed.status == "failed" and failed.profile == "ep8-tuned-graph128"
+    assert "did not start" in failed.reason and "ep8-tuned rolled back" in failed.reason
+    assert after.status == "reverted" and after.against == "ep8-tuned"
