@@ -50,6 +50,14 @@ def test_the_seeds_c1_straggler_is_one_eplb_rebalance() -> None:
     assert explained([loss]) == "explained by one EPLB rebalance, 20 s in all"
 
 
+def test_a_rebalance_whose_end_has_not_come_is_quoted_as_so_far() -> None:
+    starts = [e for e in eplb_lines(GAP_AT, GAP_S) if "rebalance start" in e.raw]
+    a, _ = _run([*starts, decode(GAP_AT + GAP_S + 1)])  # a later event: the recording goes on, the end line never came
+    assert a.cause == "eplb" and "so far" in headline(a)
+    done, _ = _run(eplb_lines(GAP_AT, GAP_S))
+    assert "so far" not in headline(done)
+
+
 def test_kv_retraction_at_the_gap_start_until_the_re_prefill() -> None:
     ev = [decode(GAP_AT - 1, usage=0.97),
           line(GAP_AT, "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 9000, "

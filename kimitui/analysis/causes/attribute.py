@@ -42,6 +42,8 @@ class CauseShare:
     episodes: tuple[str, ...] = ()
     """Keys of the episodes that overlapped (one rebalance hitting two stretches counts once)."""
     episode_s: float = 0.0
+    episode_open: bool = False
+    """An episode of this cause had not ended (a rebalance whose end line has not come): its length is so far."""
     """The longest such episode's own length (``rebalance end time=``'s figure for EPLB)."""
 
 
@@ -107,6 +109,7 @@ def attribute(straggler: Straggler, result: RequestResult | None, timeline: Caus
     evidence: dict[str, list[str]] = {}
     keys: dict[str, dict[str, float]] = {}
     strong: set[str] = set()
+    still_open: set[str] = set()
     for st in stretches:
         eps = [ep for ep in timeline.episodes(st.start, st.end) if ep.cause not in wide and ep.overlap(st.start, st.end) > 0]
         seconds = _split(st, eps)
@@ -120,10 +123,12 @@ def attribute(straggler: Straggler, result: RequestResult | None, timeline: Caus
                 keys.setdefault(ep.cause, {})[ep.key] = float(ep.figures.get("duration_s", ep.duration_s))
                 if not ep.figures.get("weak"):
                     strong.add(ep.cause)
+                if ep.open:
+                    still_open.add(ep.cause)
     total = sum(st.lost_s for st in stretches)
     shares = tuple(sorted(
         (CauseShare(c, s, s / total if total > 0 else 0.0, tuple(evidence.get(c, ())[:4]), tuple(keys.get(c, {})),
-                    max(keys.get(c, {}).values(), default=0.0)) for c, s in lost.items() if s > 0),
+                    max(keys.get(c, {}).values(), default=0.0), c in still_open) for c, s in lost.items() if s > 0),
         key=lambda x: (x.cause == "unknown", -x.lost_s)))
     main = next((s for s in shares if s.cause != "unknown"), None)
     coverage = main.share if main is not None else 0.0

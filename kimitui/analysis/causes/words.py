@@ -38,7 +38,7 @@ def headline(a: Attribution) -> str:
     else:
         dur = ""
         if len(main.episodes) == 1 and main.episode_s > 0:
-            dur = f", {seconds(main.episode_s)}"
+            dur = f", {seconds(main.episode_s)}" + (" so far" if main.episode_open else "")
         elif len(main.episodes) > 1:
             dur = f" ×{len(main.episodes)}"
         out = f"{LEAD[a.confidence]}{label(a.cause)}{dur}, covers {pct(main.share)} of {what}"
