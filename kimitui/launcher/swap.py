@@ -381,6 +381,9 @@ class _Run:
             return Rollback("failed", None, reason + ("" if previous is None else " (rollback disabled)"))
         prev = previous.profile
         sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
+        # The failed target may still hold the port while it shuts down (seen under load): a relaunch
+        # into a held port exits at once and the rollback would fail for nothing.
+        await ports.wait_free(sw.host, previous.port, timeout=min(self.options.port_wait_s, self.options.rollback_timeout))
         await sw.note("rollback", run_id=sw.announce_run(sw.prev_launcher))
         rb_phases = Phases(prefix="rollback_")
         start = StartSpec(prev, lambda: sw.prev_launcher.relaunch(previous), sw.prev_launcher,
