@@ -76,7 +76,7 @@ class Tuner:
         st = self.state
         st.status = "running"
         self._serving = self.host.running_profile
-        self.host.session.add_sink(self.latest)
+        forget = self.host.session.add_sink(self.latest)
         self._save()
         try:
             await self._measure_start()
@@ -94,6 +94,7 @@ class Tuner:
         except TuneFailed as exc:
             st.status, st.note = "failed", str(exc)
         finally:
+            forget()  # a second tune in the same cockpit session adds its own
             if st.status != "running":
                 report.write(st, self.dir, self.host.profile_dirs)
             self._save()
