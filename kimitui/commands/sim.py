@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kimitui.sim.settings import FAULT_KINDS, SimConfigError, load_settings
+from kimitui.sim.settings import DISAGG_MODES, FAULT_KINDS, TRANSFER_BACKENDS, SimConfigError, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--fault-rate", type=float, default=None, metavar="R", help="per-request probability for http_500/drop/stall")
     serve.add_argument("--fault-after", type=float, default=None, metavar="SECONDS", help="simulated seconds after ready before 'hang' fires")
     serve.add_argument("--enable-metrics", action="store_true", default=None, help="serve /metrics even if the profile does not enable it")
+    _deployment_args(serve)
     serve.set_defaults(func=_serve)
 
     def usage(_args: argparse.Namespace) -> int:
@@ -33,6 +34,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         return 2
 
     parser.set_defaults(func=usage)
+
+
+def _deployment_args(serve: argparse.ArgumentParser) -> None:
+    """Multi-node and PD flags, spelled as SGLang 0.5.23 spells them (docs/pd.md)."""
+    serve.add_argument("--nnodes", type=int, default=None, help="nodes the model is split over (default 1)")
+    serve.add_argument("--node-rank", type=int, default=None, help="this node's rank (default 0; only rank 0 serves HTTP)")
+    serve.add_argument("--dist-init-addr", default=None, metavar="HOST:PORT", help="rank 0's rendezvous address (needed with --nnodes > 1)")
+    serve.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS", help="how long the nodes wait for each other (default 60)")
+    serve.add_argument("--base-gpu-id", type=int, default=None, metavar="B", help="first GPU of the host this server owns (default 0)")
+    serve.add_argument("--disaggregation-mode", choices=DISAGG_MODES, default=None, help="PD disaggregation role (default null)")
+    serve.add_argument("--disaggregation-bootstrap-port", type=int, default=None, metavar="P", help="bootstrap port a prefill server listens on (default 8998)")
+    serve.add_argument("--disaggregation-transfer-backend", choices=TRANSFER_BACKENDS, default=None, help="KV transfer backend (default mooncake)")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -49,8 +62,20 @@ def _serve(args: argparse.Namespace) -> int:
             fault_rate=args.fault_rate,
             fault_after_s=args.fault_after,
             enable_metrics=args.enable_metrics,
+            nnodes=args.nnodes,
+            node_rank=args.node_rank,
+            dist_init_addr=args.dist_init_addr,
+            dist_timeout=args.dist_timeout,
+            base_gpu_id=args.base_gpu_id,
+            disaggregation_mode=args.disaggregation_mode,
+            disaggregation_bootstrap_port=args.disaggregation_bootstrap_port,
+            disaggregation_transfer_backend=args.disaggregation_transfer_backend,
         )
     except SimConfigError as exc:
         print(f"kimitui sim serve: {exc}", file=sys.stderr)
         return 2
+    if settings.node_rank > 0:
+        from kimitui.sim.multinode import run_peer_node  # a node rank >= 1 serves no HTTP
+
+        return run_peer_node(settings)
     return run_server(settings)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, write_state
+from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, state_path, write_state
 from kimitui.sim.perf_model import HIDDEN, NUM_LAYERS, experts_touched
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import ServerSettings
@@ -32,6 +32,31 @@ LOADED_IDLE_POWER_W = 92.0
 WRITE_INTERVAL_S = 0.25
 PCIE_GEN5_X16_KBPS = 63.0e6
 """A Gen5 x16 link per direction, in NVML's KB/s."""
+
+
+def shard_dir(main: Path | None = None) -> Path:
+    """Where servers that own only some of the host's GPUs write their state: ``gpus.json.d/`` beside the
+    host's ``gpus.json`` (``kimitui.sim.nvml`` merges them)."""
+    main = main or state_path()
+    return main.with_name(main.name + ".d")
+
+
+def state_target(settings: ServerSettings, pid: int) -> Path | None:
+    """The file this server writes: ``None`` (the host's ``gpus.json``) for a plain server from GPU 0, else
+    its own shard ``gpus.json.d/<pid>.json``, so a prefill and a decode server (or two TP4 servers) on one
+    host never overwrite each other's GPUs."""
+    return None if settings.owns_whole_host else shard_dir() / f"{pid}.json"
+
+
+def release_state(path: Path | None) -> None:
+    """At exit: the whole host goes idle, or this server's shard goes away."""
+    if path is None:
+        write_idle()
+        return
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 class GpuModel:
@@ -55,8 +80,8 @@ class GpuModel:
             self._last_tokens, self._last_t = stats.generated_total, now
         # smooth like NVML's sampling window
         self._tok_rate = 0.6 * self._tok_rate + 0.4 * rate
-        used = [i < self.s.tp_size for i in range(NUM_GPUS)]
-        gpus = [self._gpu(i, boot, stats, now, in_use=used[i]) for i in range(NUM_GPUS)]
+        mine = self.s.local_gpus
+        gpus = [self._gpu(i, boot, stats, now, in_use=i in mine) for i in range(NUM_GPUS)]
         return SimGpuState(written_at=time.time(), pid=self.pid, profile=self.s.name, phase=boot.phase, gpus=gpus)
 
     def _gpu(self, i: int, boot: BootState, stats: SchedStats | None, now: float, in_use: bool) -> SimGpu:
@@ -130,13 +155,17 @@ class GpuModel:
             throttle_reasons=throttle,
             pstate=8 if util < 1 and mem < 4096 else (2 if util < 1 else 0),
             pid=self.pid if phase not in ("failed",) else None,
-            proc_title=self.rank_title(i) if phase not in ("failed",) else None,
+            proc_title=self.rank_title(self._tp_rank(i)) if phase not in ("failed",) else None,
         )
+
+    def _tp_rank(self, gpu: int) -> int:
+        """The TP rank on this GPU: ``base_gpu_id`` is TP rank 0 of this node's first rank."""
+        return self.s.local_tp_ranks[0] + gpu - self.s.base_gpu_id
 
     def _hot_gpu(self, stats: SchedStats | None) -> int | None:
         if not self.s.enable_eplb or stats is None:
             return None
-        return (3 + 5 * stats.rebalances) % self.s.tp_size
+        return self.s.base_gpu_id + (3 + 5 * stats.rebalances) % self.s.gpus_per_node
 
 
 async def write_loop(
@@ -155,7 +184,7 @@ async def write_loop(
                 pass  # a full or vanished tmp dir must not take the server down
             await asyncio.sleep(interval_s)
     finally:
-        write_idle(path)
+        release_state(path)
 
 
 def write_idle(path: Path | None = None) -> None:

@@ -20,9 +20,22 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from kimitui.sim import api
 from kimitui.sim.faults import RequestFault, internal_error_body
+from kimitui.sim.pd import TransferFailed
 from kimitui.sim.scheduler import Req
 from kimitui.sim.server_state import SimServerState
 from kimitui.sim.textgen import TokenStream, natural_length, stable_hash
+
+
+def bootstrap_info(body: object) -> tuple[str, int, int] | None:
+    """The PD fields the router adds (``bootstrap_host``, ``bootstrap_port``, ``bootstrap_room``), if any."""
+    if not isinstance(body, dict) or body.get("bootstrap_room") is None:
+        return None
+    try:
+        room = int(body["bootstrap_room"])
+        port = int(body.get("bootstrap_port") or 8998)
+    except (TypeError, ValueError) as exc:
+        raise api.BadRequest(f"invalid bootstrap info: {exc}") from exc
+    return str(body.get("bootstrap_host") or "127.0.0.1"), port, room
 
 
 class SimulatedDrop(Exception):
@@ -122,7 +135,9 @@ class GenerationRoutes(SimServerState):
         if refused:
             return refused
         try:
-            p = parse(await self._read(request))
+            body = await self._read(request)
+            p = parse(body)
+            boot = bootstrap_info(body) if self.pd is not None else None
         except api.BadRequest as exc:
             return JSONResponse(api.error_body(str(exc)), status_code=400)
         p.labels = self._custom_labels(request)
@@ -132,14 +147,53 @@ class GenerationRoutes(SimServerState):
         if err is not None:
             return err
         assert req is not None and self.sched is not None
+        if boot is not None:
+            return await self._admit_pd(p, req, boot)
         self.sched.submit(req)
         return p, req
+
+    async def _admit_pd(self, p: api.GenParams, req: Req, boot: tuple[str, int, int]) -> tuple[api.GenParams, Req] | Response:
+        """PD: a prefill server waits for the decode side to bootstrap, then prefills one token; a decode
+        server first pulls the KV (its wait is part of the request's time, so TTFT includes it)."""
+        assert self.pd is not None and self.sched is not None
+        host, port, room = boot
+        req.bootstrap_room = room
+        try:
+            if self.pd.mode == "prefill":
+                req.target = min(req.target, 1)
+                await self.pd.await_bootstrap(room)
+                self.sched.submit(req)
+            else:
+                await self.pd.receive(req, host, port, room)
+                self.sched.submit_prefilled(req)
+        except TransferFailed as exc:
+            if self.metrics is not None:
+                self._record(req, [], p.labels)
+            return JSONResponse(internal_error_body(str(exc)), status_code=500)
+        return p, req
+
+    async def _prefill_only(self, p: api.GenParams, req: Req, kind: str) -> Response:
+        """A PD prefill server's answer: once its one token is made and the KV has left for the decode server
+        (the router reads the decode server's answer; this one only says the prefill half went well)."""
+        assert self.pd is not None and req.bootstrap_room is not None
+        text, _ = await self._collect(req, p.labels)
+        try:
+            await self.pd.after_prefill(req.bootstrap_room, req)
+        except TransferFailed as exc:
+            return JSONResponse(internal_error_body(str(exc)), status_code=500)
+        finish, matched = self._finish(req)
+        if kind == "generate":
+            return JSONResponse(api.generate_body(p, text, self._ids(req, req.generated), self._native_finish(req), time.monotonic() - req.t_arrival))
+        build = api.chat_response if kind == "chat" else api.completion_response
+        return JSONResponse(build(p, self.s.served_model_name, text, finish, matched, req.generated))
 
     async def _openai(self, request: Request, kind: str) -> Response:
         admitted = await self._admit(request, lambda body: api.parse_openai(body, kind))
         if isinstance(admitted, Response):
             return admitted
         p, req = admitted
+        if req.bootstrap_room is not None and self.pd is not None and self.pd.mode == "prefill":
+            return await self._prefill_only(p, req, kind)
         if p.stream:
             return StreamingResponse(self._openai_stream(p, req), media_type="text/event-stream")
         if req.drop_at is not None:
@@ -265,6 +319,8 @@ class GenerationRoutes(SimServerState):
         if isinstance(admitted, Response):
             return admitted
         p, req = admitted
+        if req.bootstrap_room is not None and self.pd is not None and self.pd.mode == "prefill":
+            return await self._prefill_only(p, req, "generate")
         if p.stream:
             return StreamingResponse(self._generate_stream(p, req), media_type="text/event-stream")
         if req.drop_at is not None:

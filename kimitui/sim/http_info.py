@@ -184,7 +184,8 @@ class InfoRoutes(SimServerState):
     async def metrics_endpoint(self, request: Request) -> Response:
         if self.metrics is None or self.sched is None:
             return PlainTextResponse("Not Found", status_code=404)
-        return Response(self.metrics.render(self.sched.stats, self.sched.balance), media_type=CONTENT_TYPE)
+        return Response(self.metrics.render(self.sched.stats, self.sched.balance, self.pd.stats if self.pd else None),
+                        media_type=CONTENT_TYPE)
 
     async def flush_cache(self, request: Request) -> Response:
         text = (

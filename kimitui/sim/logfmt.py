@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TextIO
 
 from kimitui.sim.settings import ServerSettings
@@ -25,6 +26,8 @@ class SimLog:
     def __init__(self, settings: ServerSettings, stream: TextIO | None = None) -> None:
         self.s = settings
         self.stream = stream or sys.stderr
+        self.ranks = settings.local_tp_ranks
+        """The TP ranks this process prints for (all of them on a single node)."""
 
     def tags(self, rank: int) -> str:
         tags = ""
@@ -39,12 +42,14 @@ class SimLog:
         return "sglang::scheduler" + self.tags(rank).replace(" ", "_")
 
     def line(self, message: str, rank: int | None = None) -> None:
+        if rank is not None and rank not in self.ranks:  # rank 0's own lines, on another node: its first rank
+            rank = self.ranks[0]
         prefix = timestamp() + (self.tags(rank) if rank is not None else "")
         self.write(f"[{prefix}] {message}\n")
 
     def all_ranks(self, message: str) -> None:
         """A line every TP rank prints (start-up lines, EPLB lines)."""
-        for rank in range(self.s.tp_size):
+        for rank in self.ranks:
             self.line(message, rank)
 
     def raw(self, text: str) -> None:
@@ -73,6 +78,7 @@ def decode_line(
     accept_len: float | None = None,
     accept_rate: float | None = None,
     cap_len: float | None = None,
+    pd: PdDecodeCounts | None = None,
 ) -> str:
     """0.5.23 ``managers/scheduler_components/metrics_reporter.py`` (the Decode line): the speculative
     part ``accept len: x.xx, accept rate: x.xx, `` and, when rows were capped, ``cap len: x.xx, ``."""
@@ -81,6 +87,9 @@ def decode_line(
         msg += f"accept len: {accept_len:.2f}, accept rate: {(accept_rate or 0.0):.2f}, "
         if cap_len:
             msg += f"cap len: {cap_len:.2f}, "
+    if pd is not None:  # only on a PD decode server, in metrics_reporter.py's order
+        msg += (f"pre-allocated usage: {pd.prealloc_usage:.2f}, #prealloc-req: {pd.prealloc}, "
+                f"#transfer-req: {pd.transfer}, #retracted-req: {pd.retracted}, ")
     msg += f"cuda graph: {cuda_graph}, gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue}"
     return msg
 
@@ -95,12 +104,36 @@ def prefill_line(
     pending_token: int,
     cuda_graph: bool,
     input_throughput: float,
+    pd: PdPrefillCounts | None = None,
 ) -> str:
+    """0.5.23 ``metrics_reporter.py`` (the Prefill line); on a PD prefill server
+    ``#bootstrap-req: N, #inflight-req: N, #optimistic-req: N, `` before ``cuda graph``."""
+    pd_part = (f"#bootstrap-req: {pd.bootstrap}, #inflight-req: {pd.inflight}, #optimistic-req: {pd.optimistic}, "
+               if pd is not None else "")
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached_token}, "
         f"token usage: {token_usage:.2f}, #running-req: {running}, #queue-req: {queue}, "
-        f"#pending-token: {pending_token}, cuda graph: {cuda_graph}, input throughput (token/s): {input_throughput:.2f}"
+        f"#pending-token: {pending_token}, {pd_part}cuda graph: {cuda_graph}, input throughput (token/s): {input_throughput:.2f}"
     )
+
+
+@dataclass(frozen=True)
+class PdDecodeCounts:
+    """The PD decode part of a Decode line (``disagg_decode_prealloc_queue`` / ``transfer_queue``)."""
+
+    prealloc_usage: float = 0.0
+    prealloc: int = 0
+    transfer: int = 0
+    retracted: int = 0
+
+
+@dataclass(frozen=True)
+class PdPrefillCounts:
+    """The PD prefill part of a Prefill line (``disagg_prefill_bootstrap_queue`` / ``inflight_queue``)."""
+
+    bootstrap: int = 0
+    inflight: int = 0
+    optimistic: int = 0
 
 
 def tqdm_bar(desc: str, n: int, total: int, elapsed: float, unit_rate_label: str = "it/s") -> str:

@@ -58,6 +58,22 @@ CValue = Any
 """A ctypes scalar argument (``c_uint``, ``c_ulonglong``...): the fake reads its ``value``."""
 
 ENV_VAR = "KIMITUI_FAKE_NVML"
+
+
+def _shard_states(main: Path) -> list[gpustate.SimGpuState]:
+    """The live per-server states in ``gpus.json.d/`` (kimitui/sim/gpus.py ``state_target``), oldest first;
+    a dead or stale server's shard reads as idle and is skipped."""
+    folder = main.with_name(main.name + ".d")
+    try:
+        files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime)
+    except OSError:
+        return []
+    out = []
+    for file in files:
+        state = gpustate.read_state(file)
+        if state.pid is not None:
+            out.append(state)
+    return out
 MIB = 1024 * 1024
 
 # GpuReading field -> the NVML symbols that produce it.
@@ -218,9 +234,14 @@ class FakeNvmlLib:
         if mtime is not None and mtime == self._state_mtime and fresh:
             return
         state = gpustate.read_state(path)
-        self._state_mtime = mtime
+        shards = _shard_states(path)
+        self._state_mtime = None if shards else mtime  # shards change on their own: re-read every TTL
         self._state_written_at = state.written_at if state.pid is not None or state.profile else None
         self._by_index = {gpu.index: gpu for gpu in state.gpus}
+        for shard in shards:  # a server owning some GPUs (PD, --base-gpu-id): its GPUs win over idle ones
+            for gpu in shard.gpus:
+                if gpu.pid is not None:
+                    self._by_index[gpu.index] = gpu
 
     @staticmethod
     def _index(handle: Handle) -> int:

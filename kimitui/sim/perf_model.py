@@ -147,11 +147,23 @@ class PerfModel:
             ms = ms * p.spec_step_factor + p.spec_draft_ms
         if not (self.uses_cuda_graph(batch) if graph is None else graph):
             ms = ms * p.eager_factor + p.eager_fixed_ms
-        return ms / 1000.0
+        return ms / 1000.0 + self.internode_s(tokens)
 
     def prefill_s(self, new_tokens: int) -> float:
         p = self.p
-        return (p.prefill_fixed_ms + 1000.0 * new_tokens / p.prefill_tok_per_s) / 1000.0
+        return (p.prefill_fixed_ms + 1000.0 * new_tokens / p.prefill_tok_per_s) / 1000.0 + self.internode_s(new_tokens)
+
+    def internode_s(self, tokens: int) -> float:
+        """Multi-node: every layer's all-reduce crosses the network once per pass.  A fixed latency per layer
+        plus the hidden states over a ~25 GB/s (200 Gb/s) link; 0 on one node.  ``[sim.tuning]
+        internode_ms_per_layer`` and ``internode_gb_s`` tune it."""
+        if self.s.nnodes <= 1:
+            return 0.0
+        per_layer_ms = float(self.s.tuning.get("internode_ms_per_layer", 0.02))
+        gb_s = float(self.s.tuning.get("internode_gb_s", 25.0))
+        hops = self.s.nnodes - 1
+        data_gb = tokens * HIDDEN * 2 * NUM_LAYERS * 2 / 1024**3
+        return hops * (NUM_LAYERS * per_layer_ms / 1000.0 + data_gb / gb_s)
 
     def eplb_stall_s(self, rng: random.Random) -> float:
         """A synchronous EPLB rebalance: usually ~1-3 s, sometimes tens of seconds (heavy tail)."""

@@ -12,17 +12,20 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kimitui.sim.balance_report import BalanceReport
+from kimitui.sim.pd import PdStats
 from kimitui.sim.scheduler import SchedStats
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+KV_SPEED_BUCKETS = (0.1, 0.5, 1, 5, 10, 25, 50, 100, 200, 400)
+KV_LATENCY_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
 class SimMetrics:
     def __init__(self, model_name: str, max_total_num_tokens: int, context_len: int,
-                 custom_labels: tuple[str, ...] = ()) -> None:
+                 custom_labels: tuple[str, ...] = (), engine_type: str = "unified") -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         sched = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
@@ -30,8 +33,8 @@ class SimMetrics:
         # label of every tokenizer metric, "" until a request sets it
         self.custom_labels = tuple(custom_labels)
         tok = ["model_name", "engine_type", *self.custom_labels]
-        self._sched_labels = dict(model_name=model_name, engine_type="unified", tp_rank="0", pp_rank="0", moe_ep_rank="0")
-        self._tok_labels = dict(model_name=model_name, engine_type="unified", **{k: "" for k in self.custom_labels})
+        self._sched_labels = dict(model_name=model_name, engine_type=engine_type, tp_rank="0", pp_rank="0", moe_ep_rank="0")
+        self._tok_labels = dict(model_name=model_name, engine_type=engine_type, **{k: "" for k in self.custom_labels})
         g = lambda name, doc: Gauge(name, doc, sched, registry=r, multiprocess_mode="mostrecent")  # noqa: E731
         self.num_running_reqs = g("sglang:num_running_reqs", "The number of running requests.")
         self.num_queue_reqs = g("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
@@ -68,6 +71,30 @@ class SimMetrics:
         self._heat_seen: dict[int, list[float]] = {}
         self.spec_shape: tuple[int, int] | None = None
         """(num_steps, num_draft_tokens) of a speculative server, None otherwise."""
+        self._pd: _PdSeries | None = None
+        self._pd_failed = 0
+
+    def enable_pd(self) -> None:
+        """0.5.23 ``observability/metrics_collector.py``'s PD disaggregation series (scheduler labels): the
+        queue gauges, the transfer histograms (observed on the prefill side, ``prefill.py``) and the failed
+        transfers counter.  Only a PD server gets them here (SGLang registers them on every server, at 0)."""
+        self._pd = _PdSeries(self.registry, list(self._sched_labels))
+        self._pd.failed.labels(**self._sched_labels)  # shown at 0 from the start
+
+    def refresh_pd(self, pd: PdStats) -> None:
+        m = self._pd
+        if m is None:
+            return
+        lab = self._sched_labels
+        for gauge, value in ((m.bootstrap, pd.bootstrap), (m.inflight, pd.inflight), (m.prealloc, pd.prealloc),
+                             (m.transfer, pd.transfer)):
+            gauge.labels(**lab).set(value)
+        for latency_ms, speed in pd.observed:
+            m.latency.labels(**lab).observe(latency_ms)
+            m.speed.labels(**lab).observe(speed)
+        pd.observed.clear()
+        m.failed.labels(**lab).inc(pd.failed_total - self._pd_failed)
+        self._pd_failed = pd.failed_total
 
     def refresh(self, st: SchedStats) -> None:
         lab = self._sched_labels
@@ -118,8 +145,10 @@ class SimMetrics:
         self.http_requests.labels(endpoint=endpoint, method=method).inc()
         self.http_responses.labels(endpoint=endpoint, status_code=str(status), method=method).inc()
 
-    def render(self, st: SchedStats, balance: BalanceReport | None = None) -> bytes:
+    def render(self, st: SchedStats, balance: BalanceReport | None = None, pd: PdStats | None = None) -> bytes:
         self.refresh(st)
+        if pd is not None:
+            self.refresh_pd(pd)
         if balance is not None:
             self.refresh_balance(balance)
         return generate_latest(self.registry)
@@ -154,3 +183,21 @@ class SimMetrics:
                     child._sum.inc(add * rank)
                     child._buckets[rank].inc(add)
                     seen[rank] = total
+
+
+class _PdSeries:
+    """The PD series of one server (names, help and buckets as 0.5.23 registers them)."""
+
+    def __init__(self, r: CollectorRegistry, sched: list[str]) -> None:
+        def g(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, sched, registry=r, multiprocess_mode="mostrecent")
+
+        self.bootstrap = g("sglang:num_prefill_bootstrap_queue_reqs", "The number of requests in the prefill bootstrap queue.")
+        self.inflight = g("sglang:num_prefill_inflight_queue_reqs", "The number of requests in the prefill inflight queue.")
+        self.prealloc = g("sglang:num_decode_prealloc_queue_reqs", "The number of requests in the decode prealloc queue.")
+        self.transfer = g("sglang:num_decode_transfer_queue_reqs", "The number of requests in the decode transfer queue.")
+        self.speed = Histogram("sglang:kv_transfer_speed_gb_s", "Histogram of KV cache transfer speed in GB/s.", sched,
+                               buckets=KV_SPEED_BUCKETS, registry=r)
+        self.latency = Histogram("sglang:kv_transfer_latency_ms", "Histogram of KV cache transfer latency in ms.", sched,
+                                 buckets=KV_LATENCY_BUCKETS, registry=r)
+        self.failed = Counter("sglang:num_transfer_failed_reqs_total", "The number of transfer failed requests.", sched, registry=r)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from kimitui.sim.balance_report import BalanceReport
 from kimitui.sim.episodes import Episode, Episodes
 from kimitui.sim.gpustate import NUM_GPUS
-from kimitui.sim.logfmt import SimLog, decode_line, prefill_line
+from kimitui.sim.logfmt import PdDecodeCounts, PdPrefillCounts, SimLog, decode_line, prefill_line
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.spec_model import SpecTally, is_code
@@ -77,6 +77,8 @@ class Req:
     """The client's ``X-Request-ID`` (the ground truth names requests by it)."""
     phantom: bool = False
     """Another client's request nobody reads (a prefill surge's long prompts)."""
+    bootstrap_room: int | None = None
+    """PD: the room the router gave it (a prefill server prefills it only, a decode server pulls its KV)."""
     # -- filled in while it runs
     generated: int = 0
     pending: list[str] = field(default_factory=list)
@@ -202,6 +204,10 @@ class Scheduler:
         self._prefill_log_t = time.perf_counter()
         self._surges: list[tuple[float, list[Req]]] = []
         """Prefill surges under way: (wall start, their phantom requests)."""
+        self.pd_prefill_counts: Callable[[], PdPrefillCounts] | None = None
+        """A PD prefill server's queues for its Prefill lines (set by kimitui/sim/pd.py)."""
+        self.pd_decode_counts: Callable[[], PdDecodeCounts] | None = None
+        """A PD decode server's queues for its Decode lines (set by kimitui/sim/pd.py)."""
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
@@ -209,6 +215,17 @@ class Scheduler:
             req.code = is_code(req.prompt_text)
         self.waiting.append(req)
         self.stats.queue = len(self.waiting)
+        self._wake.set()
+
+    def submit_prefilled(self, req: Req) -> None:
+        """PD decode: a request whose KV came from the prefill server joins the running batch with the
+        first token the prefill server computed (the next decode step makes the second)."""
+        if req.code is None:
+            req.code = is_code(req.prompt_text)
+        self.running.append(req)
+        self._give(req, 1)
+        self._retire()
+        self._update_stats(batch=self.stats.batch)
         self._wake.set()
 
     def drop_all(self) -> None:
@@ -379,6 +396,7 @@ class Scheduler:
                 pending_token=formed["pending_token"],
                 cuda_graph=False,
                 input_throughput=formed["new_token"] / gap if gap > 0 else 0.0,
+                pd=self.pd_prefill_counts() if self.pd_prefill_counts is not None else None,
             ),
             rank=0,
         )
@@ -492,6 +510,7 @@ class Scheduler:
                 accept_len=accept_len,
                 accept_rate=accept_rate,
                 cap_len=cap_len,
+                pd=self.pd_decode_counts() if self.pd_decode_counts is not None else None,
             ),
             rank=0,
         )

@@ -26,16 +26,20 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from kimitui.sim.faults import FaultPlan
-from kimitui.sim.gpus import GpuModel, write_idle, write_loop
+from kimitui.sim.gpus import GpuModel, release_state, state_target, write_loop
 from kimitui.sim.http_gen import GenerationRoutes, SimulatedDrop
 from kimitui.sim.http_info import InfoRoutes
 from kimitui.sim.logfmt import SimLog
+from kimitui.sim.multinode import Rendezvous
+from kimitui.sim.pd import PdRole
 from kimitui.sim.prometheus import SimMetrics
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.scheduler import Scheduler, SimClock
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState, StartupFailed, run_startup
 
+_ENGINE_TYPE = {"null": "unified", "prefill": "prefill", "decode": "decode"}
+"""0.5.23 ``disaggregation/utils.py`` ``DisaggregationMode.to_engine_type``: the metrics' ``engine_type`` label."""
 _HELD_BACK = ("Started server process", "Waiting for application startup.", "Application startup complete.")
 
 
@@ -95,12 +99,17 @@ class SimServer(InfoRoutes, GenerationRoutes):
         self.sched: Scheduler | None = None
         self.metrics = (
             SimMetrics(settings.served_model_name, self.model.max_total_num_tokens, settings.context_length,
-                       settings.tokenizer_metrics_allowed_custom_labels)
+                       settings.tokenizer_metrics_allowed_custom_labels, engine_type=_ENGINE_TYPE[settings.disaggregation_mode])
             if settings.enable_metrics
             else None
         )
         if self.metrics is not None and settings.speculative:
             self.metrics.spec_shape = (settings.speculative_num_steps, settings.speculative_num_draft_tokens)
+        self.pd = (PdRole(settings, self.clock, self.log, self.model.max_total_num_tokens)
+                   if settings.disaggregation_mode != "null" else None)
+        if self.metrics is not None and self.pd is not None:
+            self.metrics.enable_pd()
+        self.rdv = Rendezvous(settings, self.log, lambda: self._fatal(1)) if settings.nnodes > 1 else None
         self.accepting = False
         self.ready = False
         self.exit_code = 0
@@ -167,8 +176,13 @@ class SimServer(InfoRoutes, GenerationRoutes):
             await client.post(f"{url}/generate", json=body)
 
     async def _boot(self) -> None:
-        await run_startup(self.s, self.model, self.log, self.clock, self.boot)
+        await run_startup(self.s, self.model, self.log, self.clock, self.boot, self.rdv.wait_all if self.rdv else None)
         self.sched = Scheduler(self.s, self.model, self.log, self.clock, on_fatal=self._fatal)
+        if self.pd is not None:
+            if self.pd.mode == "prefill":
+                self.sched.pd_prefill_counts = self.pd.prefill_counts
+            else:
+                self.sched.pd_decode_counts = self.pd.decode_counts
         self._sched_task = asyncio.create_task(self.sched.run(), name="sim-scheduler")
         self._uv("Started server process [%d]", os.getpid())
         self._uv("Waiting for application startup.")
@@ -201,8 +215,17 @@ class SimServer(InfoRoutes, GenerationRoutes):
         server = uvicorn.Server(config)
         server.capture_signals = _no_signal_capture  # type: ignore[method-assign]  # we own SIGINT/SIGTERM, not uvicorn
         uv_task = asyncio.create_task(server.serve(sockets=[sock]), name="sim-uvicorn")
+        failed = await self._open_side_ports()
+        if failed:
+            server.should_exit = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(uv_task, timeout=5)
+            return 1
+        state_file = state_target(self.s, os.getpid())
         gpu_model = GpuModel(self.s, os.getpid(), self.log.rank_title)
-        gpu_task = asyncio.create_task(write_loop(gpu_model, self.boot, lambda: self.sched.stats if self.sched else None))
+        gpu_task = asyncio.create_task(write_loop(gpu_model, self.boot, lambda: self.sched.stats if self.sched else None, state_file))
+        side_tasks = [asyncio.create_task(self.rdv.send_stats(lambda: self.sched.stats if self.sched else None,
+                                                              lambda: self.boot.phase))] if self.rdv else []
         boot_task = asyncio.create_task(self._boot(), name="sim-boot")
         stop_task = asyncio.create_task(self._stop.wait())
         self._sched_task = None
@@ -233,11 +256,38 @@ class SimServer(InfoRoutes, GenerationRoutes):
                 server.force_exit = True
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(uv_task, timeout=5)
+            for task in side_tasks:
+                task.cancel()
+            await self._close_side_ports()
             gpu_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gpu_task
-            write_idle()
+            release_state(state_file)
         return self.exit_code
+
+    async def _open_side_ports(self) -> bool:
+        """The PD bootstrap port (prefill) and the multi-node store (rank 0); True when one cannot be bound."""
+        try:
+            if self.pd is not None and self.pd.mode == "prefill":
+                await self.pd.start_bootstrap(self.s.host)
+            if self.rdv is not None:
+                await self.rdv.listen()
+        except OSError as exc:
+            self.log.line(f"Scheduler hit an exception: OSError: [Errno {exc.errno}] {exc.strerror or exc}: "
+                          f"could not bind the {'dist-init' if self.rdv and self.pd is None else 'bootstrap or dist-init'} port")
+            return True
+        return False
+
+    async def _close_side_ports(self) -> None:
+        if self.pd is not None:
+            await self.pd.close()
+        if self.rdv is not None:
+            if self.exit_code:  # a failing rank 0 just goes: the others see the connection drop
+                self.rdv.closing = True
+                for _, writer in self.rdv.peers.values():
+                    writer.close()
+            else:
+                await self.rdv.close()
 
 
 @contextlib.contextmanager

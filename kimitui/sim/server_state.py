@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kimitui.sim.faults import FaultPlan
 from kimitui.sim.logfmt import SimLog
+from kimitui.sim.pd import PdRole
 from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.prometheus import SimMetrics
 from kimitui.sim.scheduler import Scheduler, SimClock
@@ -32,3 +33,5 @@ class SimServerState:
     ready: bool
     """/health answers 200 (after the warm-up)."""
     port: int
+    pd: PdRole | None
+    """A PD server's prefill or decode side; ``None`` unless ``--disaggregation-mode`` is set."""

@@ -16,8 +16,12 @@ from kimitui.profiles import Profile, ProfileError, SimSettings, load_profile
 
 FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall", "graph_off",
                                  "gpu_throttle", "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy",
-                                 "mixed")
-"""One-shot faults, per-request faults, then episodes (kimitui/sim/episodes.py; ``mixed``: all of them in turn)."""
+                                 "mixed", "slow_transfer", "transfer_fail")
+"""One-shot faults, per-request faults, then episodes (kimitui/sim/episodes.py; ``mixed``: all of them in turn),
+then the PD KV-transfer faults (kimitui/sim/pd.py; per request, ``fault_rate`` or 0.25 when unset)."""
+
+DISAGG_MODES: tuple[str, ...] = ("null", "prefill", "decode")
+TRANSFER_BACKENDS: tuple[str, ...] = ("mooncake", "nixl", "fake")
 
 
 class SimConfigError(Exception):
@@ -65,6 +69,15 @@ class ServerSettings:
     watchdog_timeout: float = 300.0
     watchdog_timeout_given: bool = False
     trust_remote_code: bool = False
+    base_gpu_id: int = 0
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None
+    dist_timeout: float | None = None
+    """Seconds rank 0 waits for the other nodes (and they retry connecting): SGLang's ``--dist-timeout``."""
+    disaggregation_mode: str = "null"
+    disaggregation_bootstrap_port: int = 8998
+    disaggregation_transfer_backend: str = "mooncake"
     # -- simulator only
     time_scale: float = 1.0
     seed: int = 0
@@ -84,6 +97,27 @@ class ServerSettings:
         """Is expert balance tracked at all (EP with EPLB, a balancedness report or the heatmap)?"""
         return self.ep_size > 1 and (self.enable_eplb or self.expert_balancedness_report_mode != "off"
                                      or self.eplb_heatmap_interval > 0)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs this process drives: ``tp_size`` is the whole model's TP, split evenly over the nodes."""
+        return max(1, self.tp_size // max(1, self.nnodes))
+
+    @property
+    def local_tp_ranks(self) -> range:
+        """The TP ranks this node runs (``TP8``..``TP15`` on node 1 of a TP16 two-node deployment)."""
+        n = self.gpus_per_node
+        return range(self.node_rank * n, (self.node_rank + 1) * n)
+
+    @property
+    def local_gpus(self) -> range:
+        """The host's GPU indices this server owns: ``base_gpu_id`` onwards."""
+        return range(self.base_gpu_id, self.base_gpu_id + self.gpus_per_node)
+
+    @property
+    def owns_whole_host(self) -> bool:
+        """A plain single-node server from GPU 0: it writes the host's whole GPU state, as it always did."""
+        return self.base_gpu_id == 0 and self.nnodes == 1 and self.disaggregation_mode == "null"
 
     @property
     def is_dflash(self) -> bool:
@@ -134,6 +168,14 @@ class ServerSettings:
             "tokenizer_metrics_allowed_custom_labels": list(self.tokenizer_metrics_allowed_custom_labels) or None,
             "decode_log_interval": self.decode_log_interval,
             "watchdog_timeout": self.watchdog_timeout,
+            "base_gpu_id": self.base_gpu_id,
+            "nnodes": self.nnodes,
+            "node_rank": self.node_rank,
+            "dist_init_addr": self.dist_init_addr,
+            "dist_timeout": self.dist_timeout,
+            "disaggregation_mode": self.disaggregation_mode,
+            "disaggregation_transfer_backend": self.disaggregation_transfer_backend,
+            "disaggregation_bootstrap_port": self.disaggregation_bootstrap_port,
             "log_level": "info",
             "random_seed": self.seed,
         }
@@ -267,8 +309,29 @@ def validate(s: ServerSettings) -> None:
         raise SimConfigError(f"tp_size {s.tp_size} must be divisible by ep_size {s.ep_size}")
     if s.enable_eplb and s.ep_size <= 1:
         raise SimConfigError("--enable-eplb requires ep_size > 1")
-    if s.tp_size > s.gpu_count:
+    if s.nnodes == 1 and s.base_gpu_id == 0 and s.tp_size > s.gpu_count:
         raise SimConfigError(f"tp_size {s.tp_size} needs more GPUs than the simulated host has ({s.gpu_count})")
+    _validate_deployment(s)
+
+
+def _validate_deployment(s: ServerSettings) -> None:
+    """Multi-node and PD options, refused where SGLang would refuse them (or the simulator cannot act them)."""
+    if s.nnodes < 1 or not 0 <= s.node_rank < s.nnodes:
+        raise SimConfigError(f"--node-rank {s.node_rank} must be in 0..{s.nnodes - 1} (--nnodes {s.nnodes})")
+    if s.nnodes > 1 and not s.dist_init_addr:
+        raise SimConfigError("--nnodes > 1 needs --dist-init-addr HOST:PORT")
+    if s.dist_init_addr and not s.dist_init_addr.rpartition(":")[2].isdigit():
+        raise SimConfigError(f"--dist-init-addr {s.dist_init_addr!r} is not HOST:PORT")
+    if s.tp_size % s.nnodes:
+        raise SimConfigError(f"tp_size {s.tp_size} must be divisible by --nnodes {s.nnodes}")
+    if s.base_gpu_id < 0 or s.base_gpu_id + s.gpus_per_node > s.gpu_count:
+        raise SimConfigError(f"GPUs {s.base_gpu_id}..{s.base_gpu_id + s.gpus_per_node - 1} (--base-gpu-id {s.base_gpu_id}, "
+                             f"{s.gpus_per_node} per node) are not all on the simulated host ({s.gpu_count} GPUs)")
+    if s.disaggregation_mode not in DISAGG_MODES:
+        raise SimConfigError(f"--disaggregation-mode {s.disaggregation_mode!r}: expected one of {', '.join(DISAGG_MODES)}")
+    if s.disaggregation_transfer_backend not in TRANSFER_BACKENDS:
+        raise SimConfigError(f"--disaggregation-transfer-backend {s.disaggregation_transfer_backend!r}: "
+                             f"expected one of {', '.join(TRANSFER_BACKENDS)}")
 
 
 # --------------------------------------------------------------------------- loading

@@ -12,6 +12,7 @@ simulated durations divided by the time-scale.  The faults ``crash_load`` and
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kimitui.sim.faults import crash_load_lines, oom_lines
@@ -48,16 +49,20 @@ def server_args_repr(settings: ServerSettings) -> str:
     return f"server_args=ServerArgs({parts})"
 
 
-async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, clock: SimClock, boot: BootState) -> None:
-    """Everything up to the summary line; raises :class:`StartupFailed` for start-up faults."""
+async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, clock: SimClock, boot: BootState,
+                      rendezvous: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Everything up to the summary line; raises :class:`StartupFailed` for start-up faults.
+
+    ``rendezvous`` (multi-node, :mod:`kimitui.sim.multinode`) runs inside "Init torch distributed", which
+    ends only when every node has joined."""
     plan = model.startup_plan()
     log.line(server_args_repr(settings))
-    if settings.tp_size > 2:
+    if settings.gpus_per_node > 2:
         log.all_ranks(
             "CustomAllreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
             "To silence this warning, specify disable_custom_all_reduce=True explicitly."
         )
-    await _init_distributed(plan, log, clock, boot)
+    await _init_distributed(plan, log, clock, boot, rendezvous)
     avail = await _load_weights(settings, model, plan, log, clock, boot, GPU_TOTAL_GB - BASE_USAGE_GB)
     avail = await _allocate_kv_cache(model, plan, log, clock, boot, avail)
     if not settings.disable_cuda_graph:
@@ -71,10 +76,13 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
     boot.enter("warmup")
 
 
-async def _init_distributed(plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState) -> None:
+async def _init_distributed(plan: dict[str, float], log: SimLog, clock: SimClock, boot: BootState,
+                            rendezvous: Callable[[], Awaitable[None]] | None = None) -> None:
     boot.enter("starting")
     log.all_ranks("Init torch distributed begin.")
     t0 = time.monotonic()
+    if rendezvous is not None:
+        await rendezvous()
     await clock.sleep(plan["dist"])
     boot.mem_used_gb = BASE_USAGE_GB
     log.all_ranks(f"Init torch distributed ends. elapsed={time.monotonic() - t0:.2f} s, mem usage={BASE_USAGE_GB:.2f} GB")
@@ -106,7 +114,7 @@ async def _load_weights(
             log.raw(_shard_line(shard, time.monotonic() - t0))
         if settings.fault == "crash_load" and shard == NUM_SHARDS * 2 // 5:
             first, rest = crash_load_lines()
-            raise _fail(log, boot, first, rest, 3 % settings.tp_size, "crash during weight load")
+            raise _fail(log, boot, first, rest, log.ranks[3 % len(log.ranks)], "crash during weight load")
     avail -= model.weights_gb
     log.all_ranks(
         f"Load weight end. elapsed={time.monotonic() - t0:.2f} s, type={MODEL_CLASS}, quant=compressed-tensors, "

@@ -64,6 +64,19 @@ _SPEC_EXTRA: dict[str, str] = {
 }
 """0.5.23's speculative gauges (``observability/metrics_collector.py``) -> the ``extra`` names the Decode
 line's figures use, so the cockpit reads one name whichever source spoke; a 0 means "not scheduled"."""
+PD_HISTOGRAMS: dict[str, str] = {
+    "sglang:kv_transfer_latency_ms": "kv_transfer_latency_ms",
+    "sglang:kv_transfer_speed_gb_s": "kv_transfer_speed_gb_s",
+}
+"""0.5.23's KV-transfer histograms (a PD prefill server observes them, ``disaggregation/prefill.py``) -> the
+``extra`` name of their mean over the last scrape.  The PD queue gauges (``num_prefill_bootstrap_queue_reqs``,
+``num_prefill_inflight_queue_reqs``, ``num_decode_prealloc_queue_reqs``, ``num_decode_transfer_queue_reqs``)
+and the ``num_transfer_failed_reqs_total`` counter reach ``extra`` under their own names like every other
+``sglang:`` gauge and counter."""
+PD_EXTRA_KEYS = ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs", "num_decode_prealloc_queue_reqs",
+                 "num_decode_transfer_queue_reqs", "num_transfer_failed_reqs_total", "kv_transfer_latency_ms",
+                 "kv_transfer_speed_gb_s")
+"""Every PD figure a ServerStats' ``extra`` may carry (kimitui/tui/server_figures.py shows them)."""
 VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fraction)", "speculative decoding",
                     "expert balance")
 """What the cockpit shows for SGLang that vLLM's /metrics has no equivalent for (said once)."""
@@ -114,7 +127,13 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
     equivalent, its counters becoming rates through ``rates`` (kept by the poller across scrapes).
     """
     values: dict[str, list[float]] = {}
+    hist: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(text):
+        if family.type == "histogram" and family.name in PD_HISTOGRAMS:
+            for sample in family.samples:
+                if sample.name.endswith(("_sum", "_count")):
+                    hist.setdefault(sample.name, []).append(float(sample.value))
+            continue
         if family.type not in ("gauge", "counter", "untyped", "unknown"):
             continue
         for sample in family.samples:
@@ -153,7 +172,25 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             dh, dq = rates.delta(_VLLM_HIT_RATE[0], hits), rates.delta(_VLLM_HIT_RATE[1], queries)
             if dh is not None and dq:
                 kw["cache_hit_rate"] = dh / dq
+    extra.update(_pd_transfer_means(hist, rates))
     return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def _pd_transfer_means(hist: dict[str, list[float]], rates: CounterRates | None) -> dict[str, float]:
+    """The mean KV transfer latency (ms) and speed (GB/s) of the transfers since the previous scrape
+    (since start without ``rates``); nothing when no transfer happened in between."""
+    out: dict[str, float] = {}
+    for family, key in PD_HISTOGRAMS.items():
+        total, count = hist.get(family + "_sum"), hist.get(family + "_count")
+        if total is None or count is None:
+            continue
+        s, n = sum(total), sum(count)
+        if rates is not None:
+            ds, dn = rates.delta(family + "_sum", s), rates.delta(family + "_count", n)
+            s, n = (ds, dn) if ds is not None and dn is not None else (0.0, 0.0)
+        if n > 0:
+            out[key] = s / n
+    return out
 
 
 def is_vllm_metrics(text: str) -> bool:
@@ -256,11 +293,14 @@ class MetricsPoller(SupervisedTask):
         health_timeout_s: float = 25.0,
         startup_grace_s: float = 120.0,
         client: httpx.AsyncClient | None = None,
+        only_extra: frozenset[str] | None = None,
     ) -> None:
         """``startup_grace_s``: a server still starting is not an error; until an endpoint
         first answers, its failures are only reported once this long has passed
-        (``/health`` keeps publishing ``ok=False`` meanwhile)."""
+        (``/health`` keeps publishing ``ok=False`` meanwhile).  ``only_extra``: publish just these
+        figures of /metrics (a PD prefill server's transfer figures beside its decode server's)."""
         super().__init__()
+        self.only_extra = only_extra
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.host = host
@@ -361,7 +401,10 @@ class MetricsPoller(SupervisedTask):
                 "/metrics is vLLM's: running and waiting requests, KV-cache use, generation and prompt "
                 "throughput and the prefix-cache hit rate are shown; not available there: "
                 + ", ".join(VLLM_UNSUPPORTED), "vllm: names mapped by kimitui.telemetry.metrics_poll", severity="info")
-        if known_metric_names(stats):
+        if self.only_extra is not None:
+            stats = ServerStats(t=stats.t, host=self.host, source="metrics",
+                                extra={k: v for k, v in stats.extra.items() if k in self.only_extra})
+        elif known_metric_names(stats):
             self._unknown_metrics_since = None
         elif not self._said_unknown_metrics:
             self._check_unknown_metrics(resp.text, stats)

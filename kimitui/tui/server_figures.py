@@ -14,6 +14,7 @@ Pure, no Textual: the fold (:class:`kimitui.tui.cockpit_state.CockpitModel`) fee
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kimitui.events import LogLine, ServerStats
@@ -92,3 +93,54 @@ def figure_text(key: str, value: float | bool | None) -> str:
     if value >= 10_000:
         return f"{value / 1000:.1f}k" if value < 100_000 else f"{value / 1000:.0f}k"
     return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+PD_FIGURES = (
+    Figure("num_prefill_bootstrap_queue_reqs", "PD bootstrap", "boot", "req"),
+    Figure("num_prefill_inflight_queue_reqs", "PD inflight", "infl", "req"),
+    Figure("num_decode_prealloc_queue_reqs", "PD prealloc", "pre-a", "req"),
+    Figure("num_decode_transfer_queue_reqs", "PD transfer", "xfer", "req"),
+    Figure("kv_transfer_latency_ms", "KV xfer lat", "xlat", "ms"),
+    Figure("kv_transfer_speed_gb_s", "KV xfer speed", "xGB/s", "GB/s"),
+    Figure("num_transfer_failed_reqs_total", "KV xfer failed", "xfail", "req"),
+)
+"""A PD server's figures (0.5.23 ``observability/metrics_collector.py``, read by
+:mod:`kimitui.telemetry.metrics_poll` into ``ServerStats.extra``; the Decode/Prefill lines' ``#transfer-req``,
+``#prealloc-req``, ``#bootstrap-req``, ``#inflight-req`` stand in when /metrics is off).  Shown only for a
+PD server: see :func:`pd_figures`."""
+
+_PD_LOG_KEYS = {
+    "num_prefill_bootstrap_queue_reqs": "bootstrap_reqs",
+    "num_prefill_inflight_queue_reqs": "inflight_reqs",
+    "num_decode_prealloc_queue_reqs": "prealloc_reqs",
+    "num_decode_transfer_queue_reqs": "transfer_reqs",
+}
+"""The PD figures' names in a log line's fields (kimitui/telemetry/logparse.py)."""
+PD_KEYS = frozenset({fig.key for fig in PD_FIGURES} | set(_PD_LOG_KEYS.values()))
+"""Every ``ServerStats.extra`` name a PD figure is read from (the cockpit keeps their newest values)."""
+
+
+def pd_figures(extra: Mapping[str, float], log_fields: Mapping[str, object] | None = None) -> list[tuple[Figure, float]]:
+    """The PD rows to show, in :data:`PD_FIGURES` order, with their values; empty for a server that is not PD.
+
+    SGLang 0.5.23 registers the PD gauges on every server (at 0), so a series being there is not enough: a
+    server is PD when a PD queue is non-zero, a transfer was measured or failed, or its log lines carry the
+    PD fields (only a PD server prints them).  Once PD, every figure it has is shown, zeros included."""
+    log_fields = log_fields or {}
+    values: dict[str, float] = {}
+    for fig in PD_FIGURES:
+        v = extra.get(fig.key)
+        if v is None:
+            raw = log_fields.get(_PD_LOG_KEYS.get(fig.key, ""))
+            v = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+        if v is not None:
+            values[fig.key] = v
+    is_pd = any(values.values()) or any(k in log_fields for k in _PD_LOG_KEYS.values())
+    return [(fig, values[fig.key]) for fig in PD_FIGURES if fig.key in values] if is_pd else []
+
+
+def pd_figure_text(fig: Figure, value: float) -> str:
+    """``3``, ``41.2 ms``, ``27.9 GB/s``: a PD row's value with its unit."""
+    if fig.unit == "req":
+        return f"{value:.0f}"
+    return f"{figure_text(fig.key, value)} {fig.unit}"

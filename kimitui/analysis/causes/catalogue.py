@@ -7,10 +7,11 @@ from typing import Literal
 
 Cause = Literal[
     "eplb", "kv_retract", "prefill_surge", "graph_off", "gpu_throttle", "slow_gpu", "pcie_saturation",
-    "server_unhealthy", "client_lag", "link_lost", "unknown",
+    "server_unhealthy", "client_lag", "link_lost", "kv_transfer", "unknown",
 ]
 
-STALL: frozenset[str] = frozenset({"eplb", "kv_retract", "prefill_surge", "server_unhealthy", "client_lag", "link_lost"})
+STALL: frozenset[str] = frozenset({"eplb", "kv_retract", "prefill_surge", "server_unhealthy", "client_lag", "link_lost",
+                                   "kv_transfer"})
 """Causes that hold a stream still (a gap): the server or the link says so itself."""
 STATE: frozenset[str] = frozenset({"graph_off", "gpu_throttle", "slow_gpu", "pcie_saturation"})
 """Causes that slow every step for a while: they count only where no stall cause is active, and only
@@ -41,6 +42,7 @@ INFO: dict[str, CauseInfo] = {
     "server_unhealthy": CauseInfo("Server unhealthy", "server", "server outage", "server outages"),
     "client_lag": CauseInfo("Client stall", "client", "client stall", "client stalls"),
     "link_lost": CauseInfo("SSH link lost", "link", "link loss", "link losses"),
+    "kv_transfer": CauseInfo("Slow KV transfer", "KV xfer", "slow KV transfer", "slow KV transfers"),
     "unknown": CauseInfo("Unknown", "unknown", "unexplained stretch", "unexplained stretches"),
 }
 

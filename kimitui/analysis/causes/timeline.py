@@ -12,8 +12,9 @@ from kimitui.analysis.causes.episodes import Episode
 from kimitui.analysis.causes.event_clock import LogClock, sample_time
 from kimitui.analysis.causes.gpu_sources import GpuSources
 from kimitui.analysis.causes.log_sources import LogSources
+from kimitui.analysis.causes.pd_sources import PdSources
 from kimitui.analysis.causes.session_sources import SessionSources
-from kimitui.events import GpuSample, LogLine
+from kimitui.events import GpuSample, LogLine, ServerStats
 
 KEEP_EPISODES = 2048
 
@@ -28,6 +29,7 @@ class CauseTimeline:
         self._logs: dict[str, LogSources] = {}
         self.gpus = GpuSources(self.lists)
         self.session = SessionSources(self.lists)
+        self.pd = PdSources(self.lists)
         self.last_t: float | None = None
         self._added = 0
 
@@ -42,6 +44,8 @@ class CauseTimeline:
                 running = event.fields.get("running_reqs")
                 if isinstance(running, (int, float)) and not isinstance(running, bool):
                     self.gpus.running = (at, float(running) + float(event.fields.get("new_seq", 0) or 0))
+            if event.line_kind == "decode":
+                self.pd.add_decode(event.host, event.fields, at)
             if event.line_kind in ("eplb", "prefill", "decode", "warning", "error"):
                 logs = self._logs.get(event.host)
                 if logs is None:
@@ -49,6 +53,8 @@ class CauseTimeline:
                 logs.add(event, at)
         elif isinstance(event, GpuSample):
             self.gpus.add(event.gpus, sample_time(event))
+        elif isinstance(event, ServerStats):
+            self.pd.add_stats(event.host, event.extra, event.t)
         else:
             self.session.add(event)
         t = getattr(event, "t", None)
