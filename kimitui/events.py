@@ -112,6 +112,8 @@ class GpuSample(Event):
     host_t: float | None = None
     """The GPU host's own clock at sampling time."""
     gpus: list[GpuReading] = Field(default_factory=list)
+    node: str | None = None
+    """The node these GPUs are on, for a deployment over several hosts (``host`` stays its home)."""
 
 
 class GpuProcess(BaseModel):
@@ -165,6 +167,8 @@ class LogLine(Event):
     """Where it came from: a journal unit or a file path."""
     cursor: str | None = None
     """Journal cursor or byte offset, so a follower can resume without loss."""
+    node: str | None = None
+    """Which process of a deployment printed it: ``decode-0``, ``node-1@gpu-b`` (None: a lone server)."""
 
 
 class ServerStats(Event):

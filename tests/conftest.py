@@ -8,6 +8,7 @@ profiles the cockpit tests run refined to a free port and a fast clock.
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -54,6 +55,9 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(cwd)
     port = free_port()
     for name in SIM_HOME_PROFILES:
+        # a key is not inherited: the refinement keeps the shipped one (a new shipped profile moves no key)
+        key = tomllib.loads((ROOT / "profiles" / f"{name}.toml").read_text()).get("key")
+        declared = f'key = "{key}"\n' if key else ""
         (cwd / "profiles" / f"{name}.toml").write_text(
-            f'extends = "{name}"\nport = {port}\n[sim]\ntime_scale = 40.0\n')
+            f'extends = "{name}"\nport = {port}\n{declared}[sim]\ntime_scale = 40.0\n')
     return tmp_path

@@ -180,4 +180,5 @@ def test_the_shipped_profiles_keep_the_keys_they_had_before_the_drafters(tmp_pat
     now = {**before, "2": "ep8-dflash"}
     assert assign_keys(good).by_key == now
     assert assign_keys(good, remembered={n: k for k, n in before.items()}).by_key == now
-    assert {p.name for p in good} - set(now.values()) == {"ep8", "ep8-eagle3"}
+    # the deployments (issue 20) came after every key was taken: in the palette
+    assert {p.name for p in good} - set(now.values()) == {"ep8", "ep8-eagle3", "ep16-2node", "pd-1p1d"}

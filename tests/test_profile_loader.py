@@ -261,7 +261,8 @@ def test_shipped_seed_profiles(profile_env: ProfileDirs) -> None:
             32768,
             True,
         )
-        assert p.tp_size == 8
+        # one host's 8 GPUs, but for the deployments: TP16 over two nodes, TP4 per PD server
+        assert p.tp_size == {"ep16-2node": 16, "pd-1p1d": 4}.get(p.name, 8), p.name
     tuned = profiles["ep8-tuned"]
     assert (tuned.ep_size, tuned.max_running_requests, tuned.num_continuous_decode_steps, tuned.enable_eplb) == (8, 256, 8, False)
     v2 = profiles["ep8-v2"]

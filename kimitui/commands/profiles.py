@@ -28,6 +28,7 @@ from kimitui.profiles import (
     scan_profiles,
     single_knob_alternatives,
 )
+from kimitui.profiles.deploy import deployment, process_command
 from kimitui.profiles.diff import family_of_alternative
 from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
@@ -197,9 +198,23 @@ def _show(args: argparse.Namespace) -> int:
     for issue in issues:
         colour = "red" if issue.severity == "error" else "yellow"
         out.print(f"[{colour}]{issue.severity}[/]: {escape(issue.field)}: {escape(issue.message)}")
+    if p.is_deployment():
+        _show_processes(out, p)
+        return 0
     out.print("[bold]command:[/]")
     out.print(escape(render_command(p, pretty=True)), soft_wrap=True)
     return 0
+
+
+def _show_processes(out: Console, p: Profile) -> None:
+    """A deployment: every process's command, with its role and the host it runs on."""
+    specs = deployment(p)
+    out.print(f"[bold]processes ({len(specs)}, started and swapped as one):[/]")
+    for spec in specs:
+        what = f"{spec.role} on {spec.node or 'the home host'}"
+        extra = (", the entry: readiness and clients go through it" if spec.entry else "")
+        out.print(f"[bold]{escape(what)}[/]" + (f" (port {spec.port})" if spec.port else "") + escape(extra))
+        out.print(escape(process_command(p, spec, pretty=True)), soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- diff

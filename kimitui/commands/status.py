@@ -78,6 +78,10 @@ async def collect(
         url=url,
         log=record.log_path or (f"journalctl -u {record.unit}" if record.unit else None),
     )
+    if record.deployment:
+        out["deployment"] = record.deployment
+        out["processes"] = [{"role": m.role, "node": m.node, "pid": m.pid, "port": m.port, "log": m.log_path}
+                            for m in [*record.members, record]]
     try:
         async with client(url, 5.0) as http:
             out["health"] = (await http.get(f"{url}/health")).status_code
@@ -144,6 +148,10 @@ def _print(console: Console, info: dict[str, Any]) -> None:
     console.print(f"  {escape(info['url'])}: {state}" + (f", SGLang {escape(str(info['version']))}" if info.get("version") else ""))
     if info.get("log"):
         console.print(f"  log: {escape(info['log'])}")
+    for proc in info.get("processes") or []:
+        where = f" on {proc['node']}" if proc.get("node") else ""
+        console.print(f"  {escape(str(proc['role']))}{escape(where)}: pid {proc.get('pid')}"
+                      + (f", port {proc['port']}" if proc.get("port") else "") + f", log {escape(str(proc.get('log')))}")
     if info.get("last_swap_text"):
         console.print(f"  {escape(info['last_swap_text'])}")
     if "drift" in info:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from kimitui.host.base import Host
+    from kimitui.launcher.base import Launcher, RunRecord
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,10 +58,39 @@ async def _stop(console: Console, host: Host, args: argparse.Namespace) -> int:
             return 1
         if console.input(f"stop {running.profile} on {host.name}? [y/N] ").strip().lower() not in ("y", "yes"):
             return 1
+    if running.deployment:
+        return await _stop_deployment(console, host, launcher, running, args)
     try:
         how = await launcher.stop(running)
     except LaunchError as exc:
         console.print(f"[red]error[/]: {escape(str(exc))}")
         return 1
     console.print(f"{escape(host.name)}: {escape(running.profile)} stopped ({escape(how)})")
+    return 0
+
+
+async def _stop_deployment(console: Console, host: Host, launcher: Launcher, running: RunRecord,
+                           args: argparse.Namespace) -> int:
+    """Every process of a deployment (the other nodes' through the config's hosts), at once."""
+    from rich.markup import escape  # lazily, as in _run
+
+    from kimitui.host.base import HostError
+    from kimitui.launcher.base import LaunchError
+    from kimitui.launcher.deploy import Nodes, running_members, stop_members
+    from kimitui.launcher.nodes import NodeHosts
+
+    nodes = NodeHosts(host, getattr(args, "config", None))
+    try:
+        members = await running_members(Nodes(launcher, nodes), running)
+        errors = await stop_members(members, grace_s=float(running.extra.get("stop_grace_s") or 10.0))
+    except (LaunchError, HostError) as exc:
+        errors = [str(exc)]
+        members = []
+    finally:
+        await nodes.close()
+    if errors:
+        console.print(f"[red]error[/]: {escape('; '.join(errors))}")
+        return 1
+    roles = ", ".join(m.tag for m in members)
+    console.print(f"{escape(host.name)}: {escape(running.profile)} stopped ({len(members)} processes: {escape(roles)})")
     return 0

@@ -79,6 +79,9 @@ async def _swap(console: "Console", host: "Host", target: "Profile", args: argpa
     from kimitui.commands.common import SwapBar
     from kimitui.launcher.select import find_running
     from kimitui.launcher.swap import SwapOptions, swap
+    from kimitui.launcher.nodes import NodeHosts
+
+    nodes = NodeHosts(host, getattr(args, "config", None))  # a deployment's other nodes, from the config
     from kimitui.recording import RecordingError, RecordingWriter
     from kimitui.session import Session
 
@@ -99,9 +102,11 @@ async def _swap(console: "Console", host: "Host", target: "Profile", args: argpa
     try:
         with SwapBar(console) as bar:
             session.add_sink(bar)
-            options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags)
+            options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags,
+                                  hosts=nodes)
             outcome = await swap(host, target, options, session=session)
     finally:
+        await nodes.close()
         path = await writer.aclose() if writer is not None else None
     if path is not None:
         console.print(f"recorded to {escape(str(path))}")

@@ -44,7 +44,27 @@ class RunRecord(BaseModel):
     journal_cursor: str | None = None
     """The journal position taken just before this start (systemd)."""
     simulated: bool = False
+    deployment: str | None = None
+    """The id shared by every process of one start of a multi-process deployment (None: a lone server)."""
+    role: str | None = None
+    """Its role there: ``node-1``, ``prefill-0``, ``decode-0``, ``router``..."""
+    node: str | None = None
+    """The configured host it runs on, when not the deployment's home."""
+    entry: bool = True
+    """The process readiness is judged on (a lone server; rank 0; a PD router).  Its record lists
+    the deployment's other processes in ``extra["members"]``."""
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def members(self) -> list["RunRecord"]:
+        """The deployment's other processes (an entry's record only), as their records."""
+        out = []
+        for item in self.extra.get("members") or []:
+            try:
+                out.append(RunRecord.model_validate(item))
+            except ValueError:
+                continue
+        return out
 
 
 class Launcher(abc.ABC):

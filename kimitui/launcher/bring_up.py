@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -104,6 +105,14 @@ class SwapContext:
         """Runs what was running before (stop, and relaunch for a rollback)."""
         self.sup: Supervisor | None = None
         """The host-side supervisor told each step first (None where the host cannot run one)."""
+        self.tag: str | None = None
+        """The process of a deployment this context's progress concerns (its messages start with it)."""
+
+    def tagged(self, tag: str) -> SwapContext:
+        """This context, its progress messages tagged with one process of a deployment (``decode-0: ...``)."""
+        other = copy.copy(self)
+        other.tag = tag
+        return other
 
     async def note(self, phase: str, **fields: object) -> None:
         if self.sup is not None:
@@ -125,7 +134,7 @@ class SwapContext:
                 profile=profile,
                 phase=phase,
                 fraction=fraction,
-                message=message or PHASE_LABELS.get(phase, phase),
+                message=(f"{self.tag}: " if self.tag else "") + (message or PHASE_LABELS.get(phase, phase)),
             )
         )
 

@@ -23,6 +23,7 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.launcher import procscript
@@ -32,13 +33,24 @@ from kimitui.profiles import Profile
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-SIM_STATE_HOME = r"""printf '%s/kimitui/sim\n' "${XDG_STATE_HOME:-$HOME/.local/state}" """
-"""The simulated host's state dir, found on the host: the user's own kimitui state dir plus ``/sim``."""
+SIM_STATE_HOME = r"""printf '%s/kimitui/sim%s\n' "${XDG_STATE_HOME:-$HOME/.local/state}" \
+"${KIMITUI_SIM_NAME:+/hosts/$KIMITUI_SIM_NAME}" """
+"""The simulated host's state dir, found on the host: the user's own kimitui state dir plus ``/sim``
+(``/sim/hosts/NAME`` for one of several simulated hosts: :data:`kimitui.sim.gpustate.SIM_NAME_ENV`)."""
 
 
 def _sh(script: str, *args: str) -> list[str]:
     """``sh -c SCRIPT sh ARGS...``: arguments stay positional parameters, never code."""
     return ["sh", "-c", script, "sh", *args]
+
+
+def _tagged(record: RunRecord, tags: dict[str, Any], run_key: str | None) -> RunRecord:
+    """A deployment process's record: its deployment, role, node; the entry lists the others."""
+    extra = {**record.extra, "run_key": run_key, "waits_ready": bool(tags.get("waits_ready", True))}
+    if tags.get("members"):
+        extra["members"] = list(tags["members"])
+    return record.model_copy(update={"deployment": tags.get("deployment"), "role": tags.get("role"),
+                                     "node": tags.get("node"), "entry": bool(tags.get("entry")), "extra": extra})
 
 
 class ProcessLauncher(Launcher):
@@ -97,10 +109,19 @@ class ProcessLauncher(Launcher):
         return sorted(out, key=lambda r: r.started_at)
 
     async def current(self) -> RunRecord | None:
-        for rec in reversed(await self.records()):
+        """The newest start that still runs; for a process of a deployment, that deployment's entry."""
+        records = await self.records()
+        for rec in reversed(records):
             if await self.alive(rec):
+                if rec.deployment and not rec.entry:
+                    entry = next((r for r in records if r.deployment == rec.deployment and r.entry), None)
+                    return entry or rec
                 return rec
         return None
+
+    async def deployment_records(self, deployment: str) -> list[RunRecord]:
+        """This host's records of one deployment's processes."""
+        return [r for r in await self.records() if r.deployment == deployment]
 
     async def inspect(self, record: RunRecord) -> str:
         """``alive``, ``gone`` or ``foreign`` (the pid now belongs to someone else)."""
@@ -130,10 +151,17 @@ class ProcessLauncher(Launcher):
             bind_host=profile.host,
         )
 
-    async def relaunch(self, record: RunRecord) -> RunRecord:
+    async def relaunch(self, record: RunRecord, deployment: str | None = None,
+                       members: list[RunRecord] | None = None) -> RunRecord:
+        """Start again exactly what ``record`` ran; a deployment's process joins ``deployment`` (a new start's id)."""
         argv = record.extra.get("argv")
         if not argv:
             raise LaunchError(f"{self.host.name}: run {record.run_id[:8]} of {record.profile} kept no command to rerun")
+        tags: dict[str, Any] | None = None
+        if record.deployment:
+            tags = {"deployment": deployment or record.deployment, "role": record.role, "node": record.node,
+                    "entry": record.entry, "waits_ready": record.extra.get("waits_ready", True),
+                    "members": [m.model_dump(mode="json") for m in members or []]}
         return await self.start_argv(
             record.profile,
             list(argv),
@@ -141,6 +169,8 @@ class ProcessLauncher(Launcher):
             port=record.port,
             source=record.profile_path,
             bind_host=record.extra.get("bind_host"),
+            run_key=record.extra.get("run_key"),
+            tags=tags,
         )
 
     async def start_argv(
@@ -152,8 +182,14 @@ class ProcessLauncher(Launcher):
         port: int | None = None,
         source: str | None = None,
         bind_host: str | None = None,
+        run_key: str | None = None,
+        tags: dict[str, Any] | None = None,
     ) -> RunRecord:
-        """Start ``argv`` detached, with ``env`` added, as the server called ``name``."""
+        """Start ``argv`` detached, with ``env`` added, as the server called ``name``.
+
+        ``run_key``: its folder in the state dir (default: the port).  ``tags``: a deployment's
+        process says which (``deployment``, ``role``, ``node``, ``entry``, ``waits_ready``, and the
+        entry's ``members``)."""
         env = env or {}
         bad = [k for k in env if not _ENV_NAME.match(k)]
         if bad:
@@ -161,7 +197,7 @@ class ProcessLauncher(Launcher):
         if not argv:
             raise LaunchError(f"profile {name}: empty command")
         run_id, self.next_run_id = self.next_run_id or uuid.uuid4().hex, None
-        run_dir = await self._run_dir(port)
+        run_dir = posixpath.join(await self.state_dir(), run_key) if run_key else await self._run_dir(port)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = posixpath.join(run_dir, f"{stamp}-{run_id[:8]}.log")
         pid_path = posixpath.join(run_dir, "server.pid")
@@ -190,6 +226,8 @@ class ProcessLauncher(Launcher):
             simulated=self.simulated,
             extra={"argv": argv, "env": env, "bind_host": bind_host},
         )
+        if tags:
+            record = _tagged(record, tags, run_key)
         await self.host.write_file(record_path, record.model_dump_json(), mode=0o600)
         await self.host.run(_sh(procscript.PRUNE_LOGS, run_dir, str(max(1, self.keep_logs))), timeout=20)
         return record

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import posixpath
 import time
+import uuid
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,13 +36,25 @@ from kimitui.host.base import Host, HostError
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
 from kimitui.launcher.bring_up import Phases, StartSpec, SwapContext, SwapFailed
+from kimitui.launcher.deploy import (
+    HostResolver,
+    Member,
+    Nodes,
+    bring_up_members,
+    is_deployment,
+    log_tail,
+    relaunch_members,
+    running_members,
+    start_members,
+    stop_members,
+)
 from kimitui.launcher.hostlock import HostBusy, swap_lock
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.profiles import argv_for, env_for, load, sim_python
 from kimitui.launcher.select import find_running, launcher_for
 from kimitui.launcher.supervisor import Detached, await_outcome, supervised
 from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
-from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, render_argv, render_unit
+from kimitui.profiles import Profile, ProfileError, deployment, diff_profiles, lint_profile, render_argv, render_unit
 from kimitui.session import Session
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -81,6 +94,8 @@ class SwapOptions:
     """Whether the host is simulated; ``None``: the host says."""
     previous_profile: Profile | None = None
     """The profile that runs now, for the diff; ``None``: loaded from its run record."""
+    hosts: HostResolver | None = None
+    """A deployment's other nodes by name -> connected Hosts (a multi-node profile needs it)."""
 
 
 @dataclass
@@ -175,7 +190,9 @@ async def _launchers(host: Host, target: Profile, options: SwapOptions, session:
     if launcher is not None:
         return SwapContext(host, session, launcher, launcher)
     found = await find_running(host, unit=target.launcher.unit, simulated=options.simulated)
-    target_launcher = launcher_for(host, target, simulated=options.simulated, sim_args=options.sim_args)
+    # a deployment of several processes runs them as plain processes
+    kind_of = None if target.is_deployment() else target
+    target_launcher = launcher_for(host, kind_of, simulated=options.simulated, sim_args=options.sim_args)
     return SwapContext(host, session, target_launcher, found[0] if found else target_launcher)
 
 
@@ -274,6 +291,10 @@ class _Run:
         self.previous: Profile | None = options.previous_profile
         self.diff: dict[str, list[Any]] = {}
         self.warnings: list[str] = []
+        self.prev_members: list[Member] = []
+        """Every process of what ran, when it was a deployment (empty: a lone server, or nothing)."""
+        self.prev_nodes = Nodes(sw.prev_launcher, options.hosts)
+        self.target_nodes = Nodes(sw.launcher, options.hosts)
 
     def end(self, outcome: SwapResult, serving: str | None, reason: str = "", *, lines: list[str] | None = None,
             record: RunRecord | None = None) -> SwapOutcome:
@@ -303,6 +324,25 @@ class _Run:
         except (LaunchError, HostError) as exc:
             return self.end("failed", None, f"cannot tell what runs on {self.sw.host.name}: {exc}")
         self.prev_name = self.running.profile if self.running else None
+        async with contextlib.AsyncExitStack() as locks:
+            try:
+                if is_deployment(self.running):
+                    assert self.running is not None
+                    self.prev_members = await running_members(self.prev_nodes, self.running)
+                await self._lock_nodes(locks)
+            except (LaunchError, HostError, HostBusy) as exc:
+                return self.end("failed", self.prev_name, f"the swap to {self.name} was refused: {exc}")
+            return await self._run_locked()
+
+    async def _lock_nodes(self, locks: contextlib.AsyncExitStack) -> None:
+        """Hold the swap lock of every other host either deployment runs a process on (the home's is held)."""
+        nodes = {m.node for m in self.prev_members if m.node}
+        nodes |= {s.node for s in deployment(self.target) if s.node} if self.target.is_deployment() else set()
+        for node in sorted(nodes):
+            launcher = await self.target_nodes.launcher(node)
+            await locks.enter_async_context(swap_lock(launcher.host, await launcher.state_dir()))
+
+    async def _run_locked(self) -> SwapOutcome:
         refusal = await self._preflight()
         if refusal:
             return self.end("failed", self.prev_name, refusal)
@@ -311,14 +351,30 @@ class _Run:
             if failure:
                 return self.end("failed", self.prev_name, failure)
         self.phases.enter("port")
-        busy = await ports.wait_free(self.sw.host, self.target.port,
-                                     timeout=min(self.options.port_wait_s, self.options.timeout))
+        reason = await self._ports_busy()
         self.phases.close()
-        if busy:
-            reason = (f"port {self.target.port} on {self.sw.host.name} is still in use by a process "
-                      f"kimitui did not start: {busy}")
+        if reason:
             return self.ended_by(await self._roll_back(reason), [])
+        if self.target.is_deployment():
+            return await self._start_deployment()
         return await self._start_target()
+
+    async def _ports_busy(self) -> str:
+        """Why the target cannot start: a port (of any of its processes) held by a process kimitui did not start."""
+        wait = min(self.options.port_wait_s, self.options.timeout)
+        if not self.target.is_deployment():
+            busy = await ports.wait_free(self.sw.host, self.target.port, timeout=wait)
+            return (f"port {self.target.port} on {self.sw.host.name} is still in use by a process "
+                    f"kimitui did not start: {busy}") if busy else ""
+        for spec in deployment(self.target):
+            if spec.port is None:
+                continue
+            host = (await self.target_nodes.launcher(spec.node)).host
+            busy = await ports.wait_free(host, spec.port, timeout=wait)
+            if busy:
+                return (f"{self.name} {spec.role}: port {spec.port} on {host.name} is still in use by a process "
+                        f"kimitui did not start: {busy}")
+        return ""
 
     async def _preflight(self) -> str:
         """Lint (and optionally flag-check) the target; the refusal in words, or "" to go on."""
@@ -334,14 +390,20 @@ class _Run:
         return f"{self.name} refused by preflight: " + "; ".join(errors) if errors else ""
 
     async def _stop_running(self, running: RunRecord) -> str:
-        """Stop what runs; why it could not be stopped, or "" once it is."""
+        """Stop what runs (every process of a deployment); why it could not be stopped, or "" once it is."""
         sw, prev_name = self.sw, self.prev_name
         self.phases.enter("stop")
         sw.state(prev_name, "stopping")
         sw.progress(self.name, "stop", 0.0, f"stopping {prev_name}")
         await sw.note("stop")
+        grace = self.grace_for(self.previous or self.target)
         try:
-            await sw.prev_launcher.stop(running, grace_s=self.grace_for(self.previous or self.target))
+            if self.prev_members:
+                errors = await stop_members(self.prev_members, grace_s=grace)
+                if errors:
+                    raise LaunchError("; ".join(errors))
+            else:
+                await sw.prev_launcher.stop(running, grace_s=grace)
         except (LaunchError, HostError) as exc:
             self.phases.close()
             return f"could not stop {prev_name}: {exc}"
@@ -379,6 +441,8 @@ class _Run:
         await sw.launcher.restore_previous(previous)  # undo what the target's start changed (systemd: the unit)
         if previous is None or not self.options.rollback:
             return Rollback("failed", None, reason + ("" if previous is None else " (rollback disabled)"))
+        if self.prev_members:
+            return await self._roll_back_deployment(reason)
         prev = previous.profile
         sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
         # The failed target may still hold the port while it shuts down (seen under load): a relaunch
@@ -404,6 +468,84 @@ class _Run:
         return Rollback("rolled_back", prev, reason, record)
 
 
+    # -- a deployment of several processes (kimitui.launcher.deploy) ---------------------------
+    async def _start_deployment(self) -> SwapOutcome:
+        """Start every process of the target, wait until it serves as one; on any failure stop all and roll back."""
+        sw, name, target, launcher = self.sw, self.name, self.target, self.sw.launcher
+        sim_args = launcher.sim_args if isinstance(launcher, ProcessLauncher) else ()
+        specs = deployment(target, simulated=launcher.simulated,
+                           python=sim_python(sw.host) if launcher.simulated else None,
+                           sim_args=tuple(sim_args) or self.options.sim_args)
+        deployment_id = uuid.uuid4().hex
+        await sw.note("start", deployment=deployment_id)
+        self.phases.enter("start")
+        sw.progress(name, "start", 0.0, f"starting {len(specs)} processes: " + ", ".join(s.role for s in specs))
+        members: list[Member] = []
+        try:
+            try:
+                members = await start_members(self.target_nodes, target, specs, deployment=deployment_id)
+            except (LaunchError, HostError) as exc:
+                raise SwapFailed(f"could not start {name}: {exc}") from exc
+            await sw.note("started", record=members[-1].record.model_dump(mode="json"))
+            sw.state(name, "starting")
+            await bring_up_members(sw, name, members, deadline=time.monotonic() + self.options.timeout,
+                                   phases=self.phases, do_warmup=self.options.do_warmup,
+                                   model=target.effective_served_model_name(), base_url=self.options.base_url)
+        except SwapFailed as exc:
+            self.phases.close()
+            return await self._deployment_failed(exc, members)
+        self.phases.close()
+        sw.progress(name, "serving", 1.0, f"{name} serving ({len(members)} processes)")
+        sw.state(name, "serving")
+        return self.end("ok", name, record=members[-1].record)
+
+    async def _deployment_failed(self, exc: SwapFailed, members: list[Member]) -> SwapOutcome:
+        """Stop every process of the failed target, then bring back what ran."""
+        sw, name = self.sw, self.name
+        rolling = f"; rolling back to {self.prev_name}" if self.running and self.options.rollback else ""
+        sw.progress(name, "failed", None, "failed" + rolling)
+        sw.state(name, "failed", exc.reason)
+        await sw.note("failed", reason=exc.reason)
+        lines = list(exc.lines)
+        if not lines and exc.record is not None:
+            failing = [m for m in members if m.record.run_id == exc.record.run_id]
+            lines = await log_tail(failing[0]) if failing else []
+        await stop_members(members, grace_s=min(self.grace_for(self.target), 10.0))
+        return self.ended_by(await self._roll_back(exc.reason, lines), lines)
+
+    async def _roll_back_deployment(self, reason: str) -> Rollback:
+        """Bring every process of the previous deployment back, exactly as it ran, and wait until it serves."""
+        sw, prev = self.sw, self.prev_members[-1].record.profile
+        sw.progress(prev, "start", 0.0, f"rolling back to {prev}")
+        for m in self.prev_members:
+            if m.record.port:
+                await ports.wait_free(m.launcher.host, m.record.port,
+                                      timeout=min(self.options.port_wait_s, self.options.rollback_timeout))
+        await sw.note("rollback")
+        rb_phases = Phases(prefix="rollback_")
+        members: list[Member] = []
+        try:
+            try:
+                members = await relaunch_members(self.prev_members)
+            except (LaunchError, HostError) as exc:
+                raise SwapFailed(f"could not start {prev}: {exc}") from exc
+            await sw.note("rollback_started", record=members[-1].record.model_dump(mode="json"))
+            sw.state(prev, "starting")
+            await bring_up_members(sw, prev, members, deadline=time.monotonic() + self.options.rollback_timeout,
+                                   phases=rb_phases, do_warmup=self.options.do_warmup)
+        except SwapFailed as exc:
+            rb_phases.close()
+            self.phases.durations.update(rb_phases.durations)
+            await stop_members(members, grace_s=10.0)
+            sw.state(prev, "failed", f"rollback failed: {exc.reason}")
+            return Rollback("rollback_failed", None, f"{reason}; rollback to {prev} failed too: {exc.reason}")
+        rb_phases.close()
+        self.phases.durations.update(rb_phases.durations)
+        sw.progress(prev, "serving", 1.0, f"{prev} serving again (rolled back)")
+        sw.state(prev, "rolled_back", f"serving again after the failed swap to {self.name}")
+        return Rollback("rolled_back", prev, reason, members[-1].record)
+
+
 async def _send_plan(sw: SwapContext, target: Profile, running: RunRecord | None, options: SwapOptions) -> None:
     """Tell the supervisor everything it needs to finish this swap alone (plain-process launchers)."""
     if sw.sup is None:
@@ -411,6 +553,8 @@ async def _send_plan(sw: SwapContext, target: Profile, running: RunRecord | None
     launcher = sw.launcher
     both_process = isinstance(launcher, ProcessLauncher) and isinstance(sw.prev_launcher, ProcessLauncher)
     kind = "process" if both_process else launcher.kind
+    if target.is_deployment() or (running is not None and running.deployment):
+        kind = "deployment"  # the supervisor cannot carry several processes alone: it leaves them as they are
     spec: dict[str, Any] = {"name": target.name, "port": target.port, "bind_host": target.host,
                             "profile_path": str(target.source_path) if target.source_path else None}
     if isinstance(launcher, ProcessLauncher):
@@ -420,7 +564,7 @@ async def _send_plan(sw: SwapContext, target: Profile, running: RunRecord | None
                                     sim_args=tuple(launcher.sim_args) or options.sim_args)
             spec["env"] = env_for(target)
     systemd = await _systemd_plan(sw, target)
-    if systemd is not None:
+    if systemd is not None and kind != "deployment":
         kind = "systemd"
     grace = options.stop_grace_s if options.stop_grace_s is not None else float(target.launcher.stop_timeout_s)
     await sw.sup.send({"systemd": systemd,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
-from kimitui.events import ProfileState
+from kimitui.events import Event, GpuSample, ProfileState
 from kimitui.host.base import Host
+from kimitui.launcher.deploy import Nodes, running_members, stop_members
+from kimitui.launcher.nodes import NodeHosts
 from kimitui.launcher.select import find_running, is_simulated_host
 from kimitui.live.foreign import ForeignPort
 from kimitui.live.profiles import ProfileBook
@@ -19,6 +22,22 @@ from kimitui.telemetry.gpu import GpuStream
 from kimitui.telemetry.server_follower import ServerFollower
 
 log = logging.getLogger(__name__)
+
+
+class _NodeSession(Session):
+    """Forwards a node's GPU events to the cockpit's session, tagged ``node`` and routed to the home host."""
+
+    def __init__(self, session: Session, home: str, node: str) -> None:
+        super().__init__(host=home)
+        self._session = session
+        self._home = home
+        self._node = node
+
+    def publish(self, event: Event) -> None:
+        update: dict[str, object] = {"host": self._home}
+        if isinstance(event, GpuSample):
+            update["node"] = self._node
+        self._session.publish(event.model_copy(update=update))
 
 
 class LiveHost:
@@ -36,11 +55,16 @@ class LiveHost:
         """What runs there was looked for (``found_at_start`` says whether something did)."""
         """A server kimitui started was running before this session: it keeps running on quit."""
         self.gpu: GpuStream | None = None
+        self.node_gpus: dict[str, GpuStream] = {}
+        """The GPU streams of a multi-node deployment's other nodes (samples tagged with the node)."""
+        self.nodes = NodeHosts(host, config_path)
+        self._gpu_python: str | None = None
         self.follower = ServerFollower(host, session, simulated=self.simulated, load_profile=profiles.load,
-                                       spawn=tasks.spawn, on_error=on_error)
+                                       spawn=tasks.spawn, on_error=on_error, hosts=self.nodes,
+                                       on_nodes=self._follow_nodes)
         self.foreign = ForeignPort(session, host, config_path=config_path, target=self._target)
         self.swaps = SwapDriver(session, host, self.follower, profiles=profiles, foreign=self.foreign, tasks=tasks,
-                                on_error=on_error, sim_time_scale=sim_time_scale)
+                                on_error=on_error, sim_time_scale=sim_time_scale, hosts=self.nodes)
         self._session = session
         self._profiles = profiles
         self._on_error = on_error
@@ -53,7 +77,36 @@ class LiveHost:
     async def start_gpu(self, python: str) -> None:
         """The GPU agent: fake NVML on the simulated host, pynvml elsewhere (run by ``python`` there)."""
         self.gpu = GpuStream(self.host, self._session, backend="fake" if self.simulated else "pynvml", python=python)
+        self._gpu_python = python
         await self.gpu.start()
+
+    async def _follow_nodes(self, nodes: list[str]) -> None:
+        """One GPU stream per other node of the followed deployment (their samples say ``node``); none else."""
+        for name in [n for n in self.node_gpus if n not in nodes]:
+            await self._stop_stream(self.node_gpus.pop(name))
+        if self._gpu_python is None:
+            return  # the cockpit streams no GPUs (yet): nor the nodes'
+        for name in nodes:
+            if name in self.node_gpus:
+                continue
+            try:
+                node = await self.nodes(name)
+            except Exception as exc:
+                self._on_error("gpu", f"cannot stream the GPUs of node {name}: {exc}")
+                continue
+            simulated = is_simulated_host(node)
+            python = self._gpu_python if simulated or node.python is None else node.python
+            stream = GpuStream(node, _NodeSession(self._session, self.host.name, name),
+                               backend="fake" if simulated else "pynvml", python=python)
+            self.node_gpus[name] = stream
+            await stream.start()
+
+    @staticmethod
+    async def _stop_stream(stream: GpuStream) -> None:
+        try:
+            await stream.stop()
+        except Exception as exc:
+            log.debug("gpu stop: %s", exc)
 
     async def follow_what_runs(self) -> None:
         """A server kimitui started before this session: say so and follow it."""
@@ -77,11 +130,10 @@ class LiveHost:
         await self.follower.stop()
         if not keep_server:
             await self._stop_our_simulated_server()
-        if self.gpu is not None:
-            try:
-                await self.gpu.stop()
-            except Exception as exc:
-                log.debug("gpu stop: %s", exc)
+        for stream in [*self.node_gpus.values(), *([self.gpu] if self.gpu is not None else [])]:
+            await self._stop_stream(stream)
+        self.node_gpus = {}
+        await self.nodes.close()
         try:
             await self.host.close()
         except Exception as exc:
@@ -96,6 +148,8 @@ class LiveHost:
                 simulated=self.simulated, started_here=self.swaps.started_here, found_at_start=self.found_at_start):
             return
         try:
-            await launcher.stop(record, grace_s=5.0)
+            members = await running_members(Nodes(launcher, self.nodes), record)  # a deployment: all its processes
+            for why in await stop_members(members, grace_s=5.0):
+                log.debug("stopping the simulated server: %s", why)
         except Exception as exc:
             log.debug("stopping the simulated server: %s", exc)

@@ -14,6 +14,7 @@ from kimitui.host.base import Host
 from kimitui.launcher import guard
 from kimitui.launcher.plan import SwapPlan, plan_swap
 from kimitui.launcher.select import is_simulated_host
+from kimitui.launcher.deploy import HostResolver
 from kimitui.launcher.swap import SwapOptions, swap
 from kimitui.live.foreign import ForeignPort
 from kimitui.live.profiles import ProfileBook
@@ -46,7 +47,8 @@ class SwapDriver:
 
     def __init__(self, session: Session, host: Host, follower: ServerFollower, *, profiles: ProfileBook,
                  foreign: ForeignPort, tasks: Background, on_error: ErrorSink,
-                 sim_time_scale: float | None = None) -> None:
+                 sim_time_scale: float | None = None, hosts: HostResolver | None = None) -> None:
+        """``hosts``: a deployment's other nodes by name (a multi-node profile's swap needs it)."""
         self.busy = False
         """From the swap's start until its outcome is decided (its ``ProfileSwitch``)."""
         self.started_here = False
@@ -61,6 +63,7 @@ class SwapDriver:
         self._simulated = is_simulated_host(host)
         self._sim_args = ("--time-scale", str(sim_time_scale)) if self._simulated and sim_time_scale is not None else ()
         self._task: asyncio.Task[None] | None = None
+        self._hosts = hosts
 
     def on_event(self, event: Event) -> None:
         """Session sink: a switch decides the swap's outcome; what follows is bookkeeping."""
@@ -79,7 +82,7 @@ class SwapDriver:
 
     async def _swap(self, profile: str) -> None:
         try:
-            options = SwapOptions(extra_dirs=tuple(self._profiles.dirs), sim_args=self._sim_args)
+            options = SwapOptions(extra_dirs=tuple(self._profiles.dirs), sim_args=self._sim_args, hosts=self._hosts)
             outcome = await swap(self._host, self._target(profile), options, session=self._session)
             self.started_here = self.started_here or outcome.ok
             self.busy = False

@@ -1,5 +1,6 @@
 """Profiles as files: the model, the loader (search path, extends), lint, diff and render."""
 
+from kimitui.profiles.deploy import ProcessSpec, deployment, entry_of
 from kimitui.profiles.diff import ProfileDiff, diff_profiles, single_knob_alternatives
 from kimitui.profiles.dump import profile_to_dict, profile_to_toml
 from kimitui.profiles.errors import ProfileError
@@ -22,11 +23,14 @@ __all__ = [
     "LAUNCH_KNOBS",
     "LauncherSettings",
     "LintIssue",
+    "ProcessSpec",
     "ProfileDiff",
     "Profile",
     "ProfileError",
     "SimSettings",
+    "deployment",
     "diff_profiles",
+    "entry_of",
     "find_profile_file",
     "has_errors",
     "lint_profile",

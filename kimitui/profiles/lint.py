@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from kimitui.profiles.schema import LAUNCH_KNOBS, Profile
+from kimitui.profiles.deploy import ProcessSpec, deployment, pd_server_profile
+from kimitui.profiles.schema import DEPLOY_FIELDS, LAUNCH_KNOBS, PD_BOOTSTRAP_PORT, Profile
 
 Severity = Literal["error", "warning"]
 Report = Callable[[str, str], None]
@@ -78,7 +79,8 @@ def _flag_name(arg: str) -> str:
 
 
 def _typed_flags() -> dict[str, str]:
-    flags = {"--" + k.replace("_", "-"): k for k in LAUNCH_KNOBS if k not in ("extra_args", "env")}
+    flags = {"--" + k.replace("_", "-"): k for k in LAUNCH_KNOBS
+             if k not in ("extra_args", "env") and k not in DEPLOY_FIELDS}
     return {**flags, **_ALIASES}
 
 
@@ -151,6 +153,7 @@ def lint_profile(p: Profile) -> list[LintIssue]:
 
     _lint_speculative(p, error, warn)
     _lint_observability(p, error, warn)
+    _lint_deployment(p, error, warn, issues)
     return sorted(issues, key=lambda i: i.severity != "error")
 
 
@@ -258,6 +261,54 @@ def _lint_observability(p: Profile, error: Report, warn: Report) -> None:
             warn(field, "the heatmap is a /metrics histogram (sglang:eplb_gpu_physical_count): it needs enable_metrics")
     if p.expert_balancedness_report_mode in ("prometheus", "both") and not p.enable_metrics:
         warn("expert_balancedness_report_mode", "the prometheus report needs enable_metrics")
+
+
+def _lint_deployment(p: Profile, error: Report, warn: Report, issues: list[LintIssue]) -> None:
+    """Several processes: each PD server's own knobs, and GPUs or ports two processes of one host would share."""
+    if len(p.nodes) == 1:
+        warn("nodes", "one node is a single server: nodes has no effect")
+    if p.dist_init_addr is not None and len(p.nodes) < 2:
+        warn("dist_init_addr", "used only with more than one node")
+    if len(p.nodes) > 1 and (p.tp_size or 1) % len(p.nodes):
+        error("tp_size", f"tp_size {p.tp_size or 1} must split evenly over {len(p.nodes)} nodes")
+    if p.is_deployment() and p.launcher.kind == "systemd":
+        warn("launcher.kind", "a deployment of several processes runs them as plain processes, not as a systemd unit")
+    if p.pd is not None:
+        if not p.pd.prefill or not p.pd.decode:
+            missing = " and ".join(r for r in ("prefill", "decode") if not getattr(p.pd, r))
+            error("pd", f"a PD deployment needs at least one prefill and one decode server: no {missing} server")
+        seen = {(i.field, i.message) for i in issues}
+        for role in ("prefill", "decode"):
+            for n, server in enumerate(getattr(p.pd, role)):
+                if role == "decode" and server.bootstrap_port is not None:
+                    warn(f"pd.decode[{n}].bootstrap_port", "only a prefill server has a bootstrap port")
+                for issue in lint_profile(pd_server_profile(p, server)):
+                    if (issue.field, issue.message) not in seen:
+                        issues.append(LintIssue(issue.severity, f"pd.{role}[{n}].{issue.field}", issue.message))
+    if p.is_deployment():
+        _lint_sharing(p, deployment(p), error)
+
+
+def _lint_sharing(p: Profile, specs: list[ProcessSpec], error: Report) -> None:
+    """Two processes on one host may share neither a GPU nor a port."""
+    gpus: dict[tuple[str, int], str] = {}
+    ports: dict[tuple[str, int], str] = {}
+    for spec in specs:
+        if spec.role.startswith("node-"):
+            continue  # one node each: nothing shared on a host
+        for gpu in spec.gpus:
+            other = gpus.setdefault((spec.where, gpu), spec.role)
+            if other != spec.role:
+                error("pd", f"{spec.role} and {other} both use GPU {gpu} on {spec.where} (set base_gpu_id and tp_size "
+                      "so that their GPUs do not overlap)")
+        used = [spec.port] if spec.port else []
+        if spec.role.startswith("prefill-") and p.pd is not None:
+            server = p.pd.prefill[int(spec.role.split("-")[1])]
+            used.append(server.bootstrap_port or PD_BOOTSTRAP_PORT)
+        for port in used:
+            other = ports.setdefault((spec.where, port), spec.role)
+            if other != spec.role or used.count(port) > 1:
+                error("pd", f"{spec.role} and {other} both use port {port} on {spec.where}")
 
 
 def has_errors(issues: list[LintIssue]) -> bool:

@@ -242,8 +242,25 @@ def load_profile_file(path: Path | str, extra_dirs: Sequence[Path | str] | None 
         profile = Profile.model_validate(merged)
     except ValidationError as exc:
         raise _validation_error(exc, chain, origin) from None
+    _check_deployment(profile, chain, origin)
     profile.source_path = path
     return profile
+
+
+def _check_deployment(profile: Profile, chain: list[_Source], origin: dict[str, _Source]) -> None:
+    """What one field cannot say alone: a multi-node profile needs ``dist_init_addr``; nodes and PD exclude each other."""
+
+    def error(message: str, field: str) -> ProfileError:
+        return (origin.get(field) or chain[0]).error(message, field)
+
+    nodes = profile.nodes
+    if len(nodes) > 1 and not profile.dist_init_addr:
+        raise error(f"{len(nodes)} nodes need dist_init_addr = \"HOST:PORT\" (where the nodes meet: "
+                    "--dist-init-addr, normally node 0's address)", "nodes")
+    if len(set(nodes)) != len(nodes):
+        raise error(f"a host may be named once: {nodes}", "nodes")
+    if profile.pd is not None and len(nodes) > 1:
+        raise error("a PD profile places its servers with pd.prefill/pd.decode `node`, not with nodes", "nodes")
 
 
 def _is_file(path: Path) -> bool:

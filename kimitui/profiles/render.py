@@ -13,7 +13,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from kimitui.profiles.schema import Profile
+from kimitui.profiles.schema import DEPLOY_FIELDS, Profile
 
 SGLANG_MODULE = "sglang.launch_server"
 
@@ -30,7 +30,7 @@ def knob_args(profile: Profile) -> list[str]:
     """The SGLang flags for the profile's knobs: booleans bare, lists space-separated, ``None`` omitted, extra_args last."""
     argv: list[str] = []
     for knob, value in profile.knobs().items():
-        if knob in ("extra_args", "env") or value is None or value is False:
+        if knob in ("extra_args", "env") or knob in DEPLOY_FIELDS or value is None or value is False:
             continue
         if value is True:
             argv.append(_flag(knob))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import Path
-from typing import get_args, Annotated, Any, Literal
+from typing import get_args, Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 # --------------------------------------------------------------------------- safe strings
 
@@ -133,6 +133,59 @@ class SimSettings(_Strict):
     """Free-form numeric overrides of the performance model (simulator-defined names)."""
 
 
+class PdServer(_Strict):
+    """One prefill or decode server of a PD deployment: the knobs it sets over the profile's own."""
+
+    port: int = Field(ge=1, le=65535)
+    """Where this server answers (the router reaches it there)."""
+    base_gpu_id: int = Field(default=0, ge=0)
+    """Its first GPU (``--base-gpu-id``): it uses ``base_gpu_id .. base_gpu_id + tp_size - 1``."""
+    tp_size: int | None = Field(default=None, ge=1)
+    ep_size: int | None = Field(default=None, ge=1)
+    dp_size: int | None = Field(default=None, ge=1)
+    mem_fraction_static: float | None = Field(default=None, gt=0.0, lt=1.0)
+    max_running_requests: int | None = Field(default=None, ge=1)
+    bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
+    """Prefill only: the KV bootstrap server's port (``--disaggregation-bootstrap-port``; SGLang's 8998)."""
+    node: SafeStr | None = None
+    """The configured host it runs on; unset: the deployment's home (the host the profile is swapped on)."""
+    extra_args: list[SafeStr] = Field(default_factory=list)
+
+    OVERRIDES: ClassVar[tuple[str, ...]] = ("port", "tp_size", "ep_size", "dp_size", "mem_fraction_static",
+                                            "max_running_requests")
+    """The profile knobs a server's own value replaces (when set)."""
+
+
+PD_BOOTSTRAP_PORT = 8998
+"""SGLang's default ``--disaggregation-bootstrap-port``."""
+
+
+def _one_or_many(value: Any) -> Any:
+    """``[pd.prefill]`` (one table) and ``[[pd.prefill]]`` (a list of them) both mean a list."""
+    return [value] if isinstance(value, dict) else value
+
+
+class PdSettings(_Strict):
+    """Prefill/decode disaggregation: prefill server(s), decode server(s) and the router on the profile's port."""
+
+    transfer_backend: SafeStr = "mooncake"
+    """``--disaggregation-transfer-backend`` of every server (mooncake, nixl, ...)."""
+    prefill: Annotated[list[PdServer], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    decode: Annotated[list[PdServer], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    router_args: list[SafeStr] = Field(default_factory=list)
+    """Extra flags of the router (``sglang_router.launch_router``)."""
+
+
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
+
+
+def _host_port(value: str) -> str:
+    match = _HOST_PORT.match(value)
+    if not match or not 1 <= int(match.group(2)) <= 65535:
+        raise ValueError(f"must be HOST:PORT (e.g. \"gpu-a.example:20000\"), not {value!r}")
+    return value
+
+
 # --------------------------------------------------------------------------- the profile
 
 # Fields that describe the profile rather than launch the server (excluded from knobs()).
@@ -227,6 +280,14 @@ class Profile(_Strict):
     enable_ep_moe: bool = False
     enable_deepep_moe: bool = False
 
+    # -- a deployment of several processes (docs/deployments.md)
+    nodes: list[Annotated[SafeStr, Field(min_length=1)]] = Field(default_factory=list)
+    """Configured host names, one per node: rank i runs on ``nodes[i]``; node 0 is the home (the swapped host)."""
+    dist_init_addr: Annotated[SafeStr, AfterValidator(_host_port)] | None = None
+    """``HOST:PORT`` every node meets at (``--dist-init-addr``); required with more than one node."""
+    pd: PdSettings | None = None
+    """Prefill/decode disaggregation: the servers, and the router on ``port``."""
+
     # -- free-form
     extra_args: list[SafeStr] = Field(default_factory=list)
     env: dict[EnvName, SafeStr] = Field(default_factory=dict)
@@ -255,9 +316,16 @@ class Profile(_Strict):
             key: getattr(self, key) for key in type(self).model_fields if key not in META_FIELDS
         }
 
+    def is_deployment(self) -> bool:
+        """Several processes, launched and swapped as one: more than one node, or PD disaggregation."""
+        return len(self.nodes) > 1 or self.pd is not None
+
     def effective_served_model_name(self) -> str:
         """What clients must send as ``model`` (SGLang falls back to the model path)."""
         return self.served_model_name or self.model_path
 
+
+DEPLOY_FIELDS: frozenset[str] = frozenset({"nodes", "dist_init_addr", "pd"})
+"""Knobs (diffed like the others) that shape the deployment rather than render as one server's flags."""
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(k for k in Profile.model_fields if k not in META_FIELDS)

@@ -71,13 +71,19 @@ class LogFollower(RestartingTask):
         user_unit: bool = False,
         reconnect_timeout_s: float = 30.0,
         max_backoff_s: float = 30.0,
+        node: str | None = None,
+        home: str | None = None,
     ) -> None:
+        """``node``: the deployment process whose log this is (its lines carry it); ``home``: the host name
+        its lines say (the deployment's home, when the log is read on another node)."""
         if (unit is None) == (path is None):
             raise ValueError("LogFollower needs exactly one of unit= or path=")
         super().__init__(host, reconnect_timeout_s=reconnect_timeout_s, max_backoff_s=max_backoff_s)
         self.session = session
         self.unit = unit
         self.path = path
+        self.node = node
+        self.home = home or host.name
         self.cursor = from_cursor
         """Journal cursor of the last published entry, or the last published line number (file)."""
         self.backlog = backlog
@@ -194,18 +200,21 @@ class LogFollower(RestartingTask):
             pieces = [raw]
         for piece in pieces:
             try:
-                event = to_event(piece, host=self.host.name, source=self.source, cursor=cursor, t=t)
+                event = to_event(piece, host=self.home, source=self.source, cursor=cursor, t=t)
+                if self.node is not None:
+                    event = event.model_copy(update={"node": self.node})
                 stats = None
                 if event.line_kind in ("decode", "eplb"):  # the event's fields are the parse: no second parse
-                    stats = to_stats(Parsed(event.line_kind, event.severity, event.fields), host=self.host.name,
+                    stats = to_stats(Parsed(event.line_kind, event.severity, event.fields), host=self.home,
                                      t=event.t)
             except Exception as exc:  # noqa: BLE001 - a converter bug costs the fields, never the line
                 self.bad_lines += 1
                 if self.bad_lines == 1:
                     self._error("a log line could not be converted; it is kept as plain text",
                                 f"{type(exc).__name__}: {exc}"[:300])
-                event = LogLine(t=time.time() if t is None else t, host=self.host.name, raw=piece[:MAX_LINE_CHARS],
-                                fields={"parse_error": type(exc).__name__}, source=self.source, cursor=cursor)
+                event = LogLine(t=time.time() if t is None else t, host=self.home, raw=piece[:MAX_LINE_CHARS],
+                                fields={"parse_error": type(exc).__name__}, source=self.source, cursor=cursor,
+                                node=self.node)
                 stats = None
             self.session.publish(event)
             if stats is not None:
@@ -240,4 +249,4 @@ class LogFollower(RestartingTask):
             self._publish_line(part, self.cursor, t)
 
     def _error(self, message: str, detail: str = "") -> None:
-        self.session.publish(ErrorEvent(host=self.host.name, source="logs", message=message, detail=detail))
+        self.session.publish(ErrorEvent(host=self.home, source="logs", message=message, detail=detail))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,12 +23,17 @@ from kimitui.launcher.reach import reach_server, server_url
 from kimitui.profiles import Profile
 from kimitui.session import Session
 from kimitui.telemetry.logs import LogFollower
-from kimitui.telemetry.metrics_poll import MetricsPoller
+from kimitui.telemetry.metrics_poll import PD_EXTRA_KEYS, MetricsPoller
+
+PD_TRANSFER_KEYS = frozenset(PD_EXTRA_KEYS)
+"""What a PD prefill server's /metrics adds beside its decode server's: queues and KV transfer figures."""
 
 log = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 ErrorSink = Callable[[str, str], None]
+HostResolver = Callable[[str], Awaitable[Host]]
+NodesHook = Callable[[list[str]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,10 @@ class ServerFollower:
     """The log follower and metrics poller of the one server followed on ``host``."""
 
     def __init__(self, host: Host, session: Session, *, simulated: bool, load_profile: Callable[[str], Profile],
-                 spawn: Spawn, on_error: ErrorSink) -> None:
+                 spawn: Spawn, on_error: ErrorSink, hosts: HostResolver | None = None,
+                 on_nodes: NodesHook | None = None) -> None:
+        """``hosts``: a deployment's other nodes by name (their logs are followed there); ``on_nodes``: told the
+        other nodes of what is followed now (the cockpit streams their GPUs)."""
         self.launcher: Launcher | None = None
         self.record: RunRecord | None = None
         """The run record of what kimitui started there and serves (None: nothing, or a watched server)."""
@@ -62,6 +70,12 @@ class ServerFollower:
         self._spawn = spawn
         self._on_error = on_error
         self._logs: LogFollower | None = None
+        self._member_pollers: list[MetricsPoller] = []
+        """A PD deployment's decode and prefill servers' /metrics (the router has none of SGLang's)."""
+        self._member_logs: list[LogFollower] = []
+        """The logs of a deployment's other processes (each line tagged with its role/node)."""
+        self._hosts = hosts
+        self._on_nodes = on_nodes
         self._metrics: MetricsPoller | None = None
         self._following: str | None = None
         self._poll: _PollTarget | None = None
@@ -83,11 +97,13 @@ class ServerFollower:
 
     async def _stop_metrics(self) -> None:
         metrics, self._metrics = self._metrics, None
-        if metrics is not None:
-            try:
-                await metrics.stop()
-            except Exception as exc:
-                log.debug("stopping %r: %s", metrics, exc)
+        pollers, self._member_pollers = self._member_pollers, []
+        for poller in (*pollers, metrics):
+            if poller is not None:
+                try:
+                    await poller.stop()
+                except Exception as exc:
+                    log.debug("stopping %r: %s", poller, exc)
 
     async def follow_found(self, launcher: Launcher, record: RunRecord) -> None:
         """What already served when the cockpit started: follow it and poll it at once."""
@@ -120,8 +136,10 @@ class ServerFollower:
             unit=record.unit if record.launcher == "systemd" else None,
             path=record.log_path if record.launcher == "process" else None,
             from_cursor=record.journal_cursor,
+            node=(record.role or "server") if record.deployment else None,
         )
         await self._logs.start()
+        await self._follow_members(record)
         expected: dict[str, Any] | None = None
         bind_host = None
         try:
@@ -143,8 +161,35 @@ class ServerFollower:
         poll = self._poll
         if self._metrics is not None or poll is None or poll.run_id != self._following:
             return
-        self._metrics = MetricsPoller(self._session, poll.url, host=self._host.name, expected_args=poll.expected)
+        pd = self.record is not None and any(m.role and m.role.startswith("decode") for m in self.record.members)
+        if pd:  # a PD router answers /health; its decode and prefill servers have the figures
+            self._metrics = MetricsPoller(self._session, poll.url, host=self._host.name, metrics_interval=None,
+                                          info_interval=None, loads_interval=None)
+        else:
+            self._metrics = MetricsPoller(self._session, poll.url, host=self._host.name, expected_args=poll.expected)
         await self._metrics.start()
+        if pd and self.record is not None:
+            await self._poll_pd_servers(self.record, poll.expected)
+
+    async def _poll_pd_servers(self, record: RunRecord, expected: dict[str, Any] | None) -> None:
+        """The first decode server on this host gives the server figures (what generates tokens), each prefill
+        server on it its KV transfer figures (SGLang observes them on the prefill side)."""
+        decode_done = False
+        for member in record.members:
+            if member.node or not member.port or not member.role:
+                continue  # on another host: its /metrics are not followed (docs/deployments.md)
+            url = await reach_server(self._host, None, member.port)
+            if member.role.startswith("decode") and not decode_done:
+                poller = MetricsPoller(self._session, url, host=self._host.name, health_interval=None,
+                                       expected_args=expected)
+                decode_done = True
+            elif member.role.startswith("prefill"):
+                poller = MetricsPoller(self._session, url, host=self._host.name, info_interval=None,
+                                       loads_interval=None, health_interval=None, only_extra=PD_TRANSFER_KEYS)
+            else:
+                continue
+            self._member_pollers.append(poller)
+            await poller.start()
 
     async def watch(self, url: str) -> None:
         """A server kimitui did not start: poll it (metrics, health), never follow its log."""
@@ -167,9 +212,34 @@ class ServerFollower:
             return self.server_url, model
         return server_url(self._host, bind_host, port), model
 
+    async def _follow_members(self, record: RunRecord) -> None:
+        """The logs of a deployment's other processes, merged into the session with their role (and node)."""
+        nodes: list[str] = []
+        for member in record.members if record.deployment else []:
+            if not member.log_path:
+                continue
+            host = self._host
+            if member.node:
+                nodes.append(member.node)
+                if self._hosts is None:
+                    continue
+                try:
+                    host = await self._hosts(member.node)
+                except Exception as exc:
+                    self._on_error("logs", f"cannot follow {member.role} on {member.node}: {exc}")
+                    continue
+            tag = f"{member.role}@{member.node}" if member.node else (member.role or "?")
+            follower = LogFollower(host, self._session, path=member.log_path, node=tag, home=self._host.name)
+            self._member_logs.append(follower)
+            await follower.start()
+        if self._on_nodes is not None:
+            await self._on_nodes(nodes)
+
     async def stop(self) -> None:
         """Stop following (the server itself keeps running)."""
-        for part in (self._logs, self._metrics):
+        members, self._member_logs = self._member_logs, []
+        pollers, self._member_pollers = self._member_pollers, []
+        for part in (*members, *pollers, self._logs, self._metrics):
             if part is not None:
                 try:
                     await part.stop()
