@@ -30,6 +30,12 @@ Example::
     [profiles]
     order = ["ep8-tuned", "ep8-eplb"]  # key 1, key 2 (a profile's own key = "N" wins)
 
+    [fleet]
+    hosts = ["gpu1", "gpu2"]          # one cockpit session over several hosts (docs/fleet.md)
+
+    [otlp]
+    endpoint = "http://127.0.0.1:4318"  # finished sweeps as OpenTelemetry traces (docs/prometheus.md)
+
     [metrics]
     port = 9470                       # serve kimitui's figures for Prometheus (docs/prometheus.md)
 
@@ -88,6 +94,9 @@ class HostConfig(BaseModel):
     """The remote Python that runs the GPU agent."""
     sim: bool = False
     """A simulated host: runs the simulator instead of SGLang (local unless ``address`` is set)."""
+    sim_port: int | None = Field(default=None, ge=1, le=65535)
+    """A simulated host's profiles serve on this port (several simulated hosts on one machine need
+    one each; ``[sim] port`` is the embedded host's)."""
 
     @field_validator("key", "known_hosts")
     @classmethod
@@ -98,6 +107,8 @@ class HostConfig(BaseModel):
     def _needs_address(self) -> "HostConfig":
         if not self.sim and not self.address:
             raise ValueError("`address` is required (or set `sim = true` for a simulated host)")
+        if self.sim_port is not None and not self.sim:
+            raise ValueError("`sim_port` applies to a simulated host only (`sim = true`)")
         return self
 
 
@@ -131,6 +142,23 @@ class SimConfig(BaseModel):
     (for when another process holds the profiles' port; ``kimitui --sim-port N`` for one run)."""
 
 
+class FleetConfig(BaseModel):
+    """``[fleet]``: the hosts one cockpit session shows together (``kimitui --host a --host b`` for one run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosts: list[str] = Field(default_factory=list, max_length=64)
+    """Host names (``[hosts.*]`` tables, or ``sim``); the first is focused when the cockpit opens."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _unique(cls, hosts: list[str]) -> list[str]:
+        dupes = sorted({h for h in hosts if hosts.count(h) > 1})
+        if dupes:
+            raise ValueError(f"{', '.join(dupes)} listed more than once")
+        return hosts
+
+
 class MetricsConfig(BaseModel):
     """``[metrics]``: where ``kimitui run`` serves its figures for Prometheus (``--metrics-port`` wins)."""
 
@@ -147,6 +175,24 @@ class MetricsConfig(BaseModel):
         if not _HOST_NAME.match(addr) and not re.fullmatch(r"[0-9A-Fa-f:.]+", addr):
             raise ValueError(f"{addr!r} is not an address to listen on")
         return addr
+
+
+class OtlpConfig(BaseModel):
+    """``[otlp]``: finished sweeps as traces to an OpenTelemetry collector (``--otlp-endpoint`` wins)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP address, e.g. ``http://127.0.0.1:4318`` (``/v1/traces`` is added); None: off."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent with every export (an API key a hosted backend asks for)."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _an_url(cls, endpoint: str | None) -> str | None:
+        if endpoint is not None and not re.match(r"^https?://[^\s/]+", endpoint):
+            raise ValueError(f"{endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:4318)")
+        return endpoint
 
 
 DEFAULT_SLO = "ttft_p99<=2s,decode_p50>=20"
@@ -187,6 +233,10 @@ class Config(BaseModel):
     """``[capacity] slo``: the cockpit's capacity answer beside the curve."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """``[metrics] port/addr``: ``kimitui run`` serves its figures for Prometheus."""
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    """``[fleet] hosts``: several hosts in one cockpit session (docs/fleet.md)."""
+    otlp: OtlpConfig = Field(default_factory=OtlpConfig)
+    """``[otlp] endpoint``: finished sweeps as traces to an OpenTelemetry collector (docs/prometheus.md)."""
     path: Path | None = Field(default=None, exclude=True)
     """The file this was read from (None: no file)."""
 
@@ -202,6 +252,10 @@ class Config(BaseModel):
     def _references(self) -> "Config":
         if self.default_host and self.default_host not in self.hosts and self.default_host != SIM_HOST:
             raise _LocatedError(("default_host",), f"no [hosts.{self.default_host}] table (configured: {self._names()})")
+        for i, name in enumerate(self.fleet.hosts):
+            if name not in self.hosts and name != SIM_HOST:
+                raise _LocatedError(("fleet", "hosts"), f"fleet.hosts[{i}]: no [hosts.{name}] table "
+                                                        f"(configured: {self._names()})")
         for name, host in self.hosts.items():
             jump = host.jump
             if jump is None or jump in self.hosts:

@@ -31,11 +31,16 @@ class NotAvailable(Exception):
 @runtime_checkable
 class Controller(Protocol):
     session: Session
-    host_name: str
     live: bool
     """False for a replay: live-only actions raise NotAvailable."""
-    watch_url: str | None
-    """A server this session watches but did not start (never swapped or stopped); None otherwise."""
+
+    @property
+    def host_name(self) -> str:
+        """The host the actions go to (in a fleet, the focused one)."""
+
+    @property
+    def watch_url(self) -> str | None:
+        """A server this session watches but did not start (never swapped or stopped); None otherwise."""
 
     async def start(self) -> None:
         """Start the sources (or the replay); return once they run."""

@@ -13,7 +13,9 @@ from kimitui.live import LiveController
 def test_run_is_the_default_command_with_its_options():
     parser = build_parser()
     args = parser.parse_args(["run", "--host", "gpu-host.example", "--no-record"])
-    assert (args.host, args.no_record, args.record) == ("gpu-host.example", True, None)
+    assert (args.host, args.no_record, args.record) == (["gpu-host.example"], True, None)
+    fleet = parser.parse_args(["run", "--host", "a", "--host", "b"])  # several: a fleet (docs/fleet.md)
+    assert fleet.host == ["a", "b"]
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "--record", "x.jsonl", "--no-record"])
 

@@ -106,6 +106,15 @@ class Host(abc.ABC):
     def __init__(self, name: str, on_event: EventCallback | None = None) -> None:
         self.name = name
         self._on_event = on_event
+        self.env: dict[str, str] = {}
+        """Set for every command run on this host (one of several simulated hosts on one machine
+        carries its name: :data:`kimitui.sim.gpustate.SIM_NAME_ENV`)."""
+
+    def command_env(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        """The host's own environment plus a command's ``env`` (the command's wins); None when both are empty."""
+        if not self.env:
+            return env
+        return {**self.env, **(env or {})}
 
     @property
     def connected(self) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kimitui.config import LOCAL_HOST, SIM_HOST, Config, ConfigError, HostConfig
 from kimitui.host.base import EventCallback, Host
 from kimitui.host.local import LocalHost
+from kimitui.sim.gpustate import SIM_NAME_ENV
 
 if TYPE_CHECKING:
     from kimitui.host.ssh import SSHHost
@@ -44,6 +45,8 @@ def make_host(config: Config, name: str | None = None, on_event: EventCallback |
     else:
         host = _ssh_host(config, chosen, entry, on_event, seen=())
     host.python = entry.python
+    if entry.sim:  # one of several simulated hosts a machine may play: its own home there
+        host.env[SIM_NAME_ENV] = chosen
     return host
 
 

@@ -147,7 +147,7 @@ class LocalHost(Host):
                 stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
-                env=_merged_env(env),
+                env=_merged_env(self.command_env(env)),
                 start_new_session=True,
             )
         except (FileNotFoundError, NotADirectoryError):

@@ -395,7 +395,7 @@ class SSHHost(Host):
         self, argv: tuple[str, ...], env: dict[str, str] | None, merge: bool, timeout: float | None
     ) -> tuple[asyncssh.SSHClientProcess[bytes], int | None]:
         """Open a channel and learn the remote pid, within ``timeout`` (a hung link never hangs us)."""
-        command = remote_command(argv, env, merge_stderr=merge)
+        command = remote_command(argv, self.command_env(env), merge_stderr=merge)
         conn = await self._ensure_conn()
         proc: asyncssh.SSHClientProcess[bytes] | None = None
 

@@ -1,6 +1,7 @@
 """The live cockpit: the controller of a live host, composed of parts with one job each.
 
 * :mod:`~kimitui.live.controller`: ``LiveController`` (the UI's ``kimitui.control.Controller``);
+* :mod:`~kimitui.live.fleet`: ``FleetController``, several hosts in one session (one ``LiveController`` each);
 * :mod:`~kimitui.live.on_host`: what works on the host once it is known (GPU stream, server
   follower, swaps, the foreign-port check) and closing it by the quit rule (:mod:`~kimitui.live.quitting`);
 * :mod:`~kimitui.live.swaps`: the swap plan and the swaps, one at a time, their outcome followed;
@@ -15,5 +16,6 @@ The server follower (log and metrics, retargeted on every swap) is a source:
 """
 
 from kimitui.live.controller import DEFAULT_LEVELS, DEFAULT_PROFILE, LiveController
+from kimitui.live.fleet import FleetController
 
-__all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "LiveController"]
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_PROFILE", "FleetController", "LiveController"]

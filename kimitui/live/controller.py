@@ -58,23 +58,25 @@ class LiveController:
     def __init__(self, config_path: str | None = None, host: str | None = None, profile_dirs: list[str] | None = None,
                  record_path: str | None = None, record: bool = True, default_profile: str = DEFAULT_PROFILE,
                  autostart: bool = True, sim_time_scale: float | None = None, watch_url: str | None = None,
-                 sim_port: int | None = None) -> None:
+                 sim_port: int | None = None, session: Session | None = None) -> None:
         """``watch_url``: watch a server kimitui did not start (metrics, health, sweeps); never swap it.
 
-        ``sim_port``: the simulated host's profiles serve on this port (``--sim-port``; else ``[sim] port``)."""
+        ``sim_port``: the simulated host's profiles serve on this port (``--sim-port``; else the host's
+        ``sim_port``, else ``[sim] port``).  ``session``: a fleet's shared one (its events name this host)."""
         self.config = load_config(config_path)
         self.profile_dirs = list(profile_dirs or [])
         self.default_profile = default_profile
         self.autostart = autostart
         self.sim_time_scale = sim_time_scale
         self.watch_url = watch_url.rstrip("/") if watch_url else None
-        self.sim_port: int | None = sim_port or self.config.sim.port
         self.watch_offer: str | None = None
         """A server kimitui did not start that holds the simulated host's port and answers
         ``/v1/models``: :meth:`watch` it (``None``: nothing to offer)."""
         self._host_choice = host or ("local" if watch_url and not self.config.hosts else None)
         self.host_name = self._resolve_host_name(self._host_choice)
-        self.session = Session(host=self.host_name)
+        entry = self.config.hosts.get(self.host_name)
+        self.sim_port: int | None = sim_port or (entry.sim_port if entry else None) or self.config.sim.port
+        self.session = session if session is not None else Session(host=self.host_name)
         self.profiles = ProfileBook(self.profile_dirs, self.sim_port)
         self.recorder = RecorderHandle(self.session, wanted=record, path=record_path, on_error=self._error)
         self.tasks = Background(self._error)

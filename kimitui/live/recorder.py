@@ -43,8 +43,10 @@ class RecorderHandle:
             self._early = []
             self._remove_early = self._session.add_sink(self._early.append)
 
-    def open(self, host_name: str, profile: str | None) -> None:
-        """Open the recording (named after ``profile``); events seen before it come first."""
+    def open(self, host_name: str, profile: str | None, *, hosts: list[str] | None = None) -> None:
+        """Open the recording (named after ``profile``); events seen before it come first.
+
+        ``hosts``: every host it holds (a fleet; its name is then ``host_name``, e.g. ``fleet``)."""
         early = self._early
         if self._writer is not None or (not self.wanted and early is None):
             return
@@ -52,7 +54,7 @@ class RecorderHandle:
             self._remove_early()
         self._early = self._remove_early = None
         try:
-            self._writer = self._new_writer(host_name, profile)
+            self._writer = self._new_writer(host_name, profile, hosts or [host_name])
         except Exception as exc:  # an unwritable place must not stop the cockpit
             self._on_error("recording", f"cannot record: {exc}")
             return
@@ -61,7 +63,7 @@ class RecorderHandle:
         self._writer.start()
         self._remove_writer = self._session.add_sink(self._writer)
 
-    def _new_writer(self, host_name: str, profile: str | None) -> RecordingWriter:
+    def _new_writer(self, host_name: str, profile: str | None, hosts: list[str]) -> RecordingWriter:
         when = time.time()
         path = self._path or str(default_recording_path(host_name, profile, when=when))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +73,7 @@ class RecorderHandle:
         def rename(profiles: list[str]) -> Path:
             return default_recording_path(host_name, [profile or "", *profiles], base=base, when=when)
 
-        return RecordingWriter(path, hosts=[host_name], meta={"mode": "live"},
+        return RecordingWriter(path, hosts=hosts, meta={"mode": "live"},
                                rename=None if self._path else rename)
 
     def close(self) -> None:
@@ -87,12 +89,12 @@ class RecorderHandle:
         self._path = None  # a recording toggled on again gets a fresh default name
         self._writer = None
 
-    def toggle(self, host_name: str, profile: str | None) -> bool:
+    def toggle(self, host_name: str, profile: str | None, *, hosts: list[str] | None = None) -> bool:
         """Recording off if on, else on; returns whether it records now."""
         if self._writer is not None:
             self.close()
             self.wanted = False
             return False
         self.wanted = True
-        self.open(host_name, profile)
+        self.open(host_name, profile, hosts=hosts)
         return self._writer is not None

@@ -57,7 +57,7 @@ class Sweeps:
         if running is not None:
             self._guard_notice(host_name, running)
         spec = await with_server_caps(spec)
-        self._runner = SweepRunner(self._session, spec, profile=profile)
+        self._runner = SweepRunner(self._session, spec, profile=profile, host=host_name)
         self.busy = True
         await self._runner.start()
 

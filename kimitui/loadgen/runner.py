@@ -55,8 +55,10 @@ class SweepRunner:
     """Runs one sweep in a child process and publishes its events into ``session``."""
 
     def __init__(self, session: Session, spec: SweepSpec, profile: str | None = None, *,
-                 sweep_id: str | None = None, progress_hz: float = 4.0) -> None:
+                 sweep_id: str | None = None, progress_hz: float = 4.0, host: str | None = None) -> None:
+        """``host``: the host its events name (default the session's; in a fleet, the host swept)."""
         self.session = session
+        self.host = host or session.host
         self.spec = spec
         self.profile = profile
         self.sweep_id = sweep_id or new_sweep_id()
@@ -85,7 +87,7 @@ class SweepRunner:
             limit=_LINE_LIMIT, env=env,
         )
         config = {"spec": self.spec.model_dump(mode="json"), "sweep_id": self.sweep_id,
-                  "host": self.session.host, "profile": self.profile, "progress_hz": self.progress_hz}
+                  "host": self.host, "profile": self.profile, "progress_hz": self.progress_hz}
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps(config).encode() + b"\n")
         await self._proc.stdin.drain()
@@ -141,7 +143,7 @@ class SweepRunner:
                 tail = " | ".join(self._stderr_tail)
                 reason = f"load process exited with code {rc} before reporting a result"
                 self._error(reason, tail)
-                self._publish(SweepResult(host=self.session.host, sweep_id=self.sweep_id,
+                self._publish(SweepResult(host=self.host, sweep_id=self.sweep_id,
                                           levels=[lv.concurrency for lv in self.levels],
                                           outcome="failed", reason=f"{reason}: {tail}"[:2000]))
         finally:
@@ -166,7 +168,7 @@ class SweepRunner:
         self.session.publish(event)
 
     def _error(self, message: str, detail: str = "") -> None:
-        self.session.publish(ErrorEvent(host=self.session.host, source="sweep", message=message, detail=detail))
+        self.session.publish(ErrorEvent(host=self.host, source="sweep", message=message, detail=detail))
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while True:

@@ -22,8 +22,9 @@ class ReplayController:
         """``start_at``: a recording time to open at (state rebuilt as for a seek)."""
         index = RecordingIndex.load(path)
         self.start_at = start_at
-        hosts = index.header.hosts
-        self.host_name = hosts[0] if len(hosts) == 1 else (",".join(hosts) or "replay")
+        self.hosts = list(index.header.hosts) or ["replay"]
+        """Every host the recording holds (several: a fleet session, shown the same way)."""
+        self.host_name = self.hosts[0]
         self.session = session or Session(host=self.host_name)
         self.replayer = Replayer(self.session, index, speed, start_paused=start_paused)
         self._path = str(index.path) if index.path is not None else None
@@ -36,6 +37,12 @@ class ReplayController:
 
     async def shutdown(self) -> None:
         await self.replayer.stop()
+
+    def focus(self, host: str) -> None:
+        """Show ``host`` of a fleet recording (the cockpit draws its model)."""
+        if host not in self.hosts:
+            raise NotAvailable(f"{host} is not in this recording ({', '.join(self.hosts)})")
+        self.host_name = host
 
     # -- replay controls --------------------------------------------------------
     def play_pause(self) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -70,9 +71,18 @@ class SimGpuState(BaseModel):
     gpus: list[SimGpu]
 
 
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SIM_NAME_ENV = "KIMITUI_SIM_NAME"
+"""Which simulated host this process belongs to, when one machine plays several (a fleet): each
+has its own home ``<state>/kimitui/sim/hosts/NAME`` (GPU state, run records, swap lock).  Unset:
+the embedded simulated host ``sim``, at ``<state>/kimitui/sim``."""
+
+
 def sim_state_dir() -> Path:
     """The simulated host's home: under the user's own state dir, so two users never share a simulator."""
-    return Path(platformdirs.user_state_dir("kimitui")) / "sim"
+    base = Path(platformdirs.user_state_dir("kimitui")) / "sim"
+    name = os.environ.get(SIM_NAME_ENV, "")
+    return base / "hosts" / name if name and _SAFE_NAME.match(name) else base
 
 
 def state_path() -> Path:

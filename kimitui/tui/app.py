@@ -34,15 +34,17 @@ from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirector
 from kimitui.events import SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
-from kimitui.tui.bindings import FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, footer_shows
+from kimitui.tui.bindings import FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, footer_shows
 from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
+from kimitui.tui.cockpit_state import CHARTS, PANELS, Part
+from kimitui.tui.fleet_state import FleetModels
 from kimitui.tui.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
+from kimitui.tui.screens.fleet_gpus import FleetGpus
 from kimitui.tui.screens.gpu_processes import GpuProcesses
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
@@ -51,6 +53,7 @@ from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.screens.text_prompt import TextPrompt
 from kimitui.tui.screens.tune_screen import TuneScreen
 from kimitui.tui.tune_view import tune_active
+from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
@@ -70,6 +73,9 @@ from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 T = TypeVar("T")
 PANELS_BELOW_HEADER: frozenset[Part] = frozenset(PANELS) - {"header"}
 """What a maximised panel hid: redrawn when the screen is restored."""
+
+FLEET_PERIOD_S = 0.9
+"""The fleet strip redraws at most this often (its figures move a few times a second)."""
 
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 """The replay speed ladder (``+``/``-``): 1x to 100x, as the replay command allows."""
@@ -99,9 +105,14 @@ class KimituiApp(App[int]):
         super().__init__()
         self.controller = controller
         self.config_keys = dict(config_keys or {})
-        self.model = CockpitModel(host=controller.host_name)
+        hosts = list(getattr(controller, "hosts", None) or [controller.host_name])
+        self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
+        """One model per host (a fleet session), the focused one drawn; one host: the one model."""
+        self.model = self.fleet.model
         if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
-            self.model.slo = parse_slo(controller.config.capacity.slo)
+            slo = parse_slo(controller.config.capacity.slo)
+            for model in self.fleet.models.values():
+                model.slo = slo
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
         self._tick = tick
         self._chart_period = chart_period
@@ -118,11 +129,16 @@ class KimituiApp(App[int]):
         """The layout the screen shows (``layout_mode``): None until mounted."""
         self.renders = 0
         """Panel redraws so far (benchmarks and tests read it)."""
+        self._fleet_changed = False
+        self._last_fleet_draw = 0.0
+        self._profile_keys: tuple[dict[str, str], list[str]] | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         m = self.model
         yield HeaderBar(m, id="header")
+        if self.fleet.fleet:
+            yield FleetStrip(self.fleet, id="fleet-strip")
         if self.replay is not None:
             yield ReplayBar(m, id="replay-bar")
         with Horizontal(id="row-top"):
@@ -164,12 +180,16 @@ class KimituiApp(App[int]):
         # press would wait for.  Refcounting still frees them; on_unmount hands them back.
         gc.freeze()
         found = self._safe(lambda: profile_keys(self.controller))
-        bar = self.query_one(ProfileBar)
-        bar.by_key = dict(found[0]) if found else {}
-        bar.display = self.controller.live  # a replay swaps nothing: its header says what ran
-        bar.redraw()
+        self._profile_keys = found
+        self._set_up_profile_bar()
         for note in found[1] if found else []:  # a key clash or an order the config cannot have
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)
+
+    def _set_up_profile_bar(self) -> None:
+        bar = self.query_one(ProfileBar)
+        bar.by_key = dict(self._profile_keys[0]) if self._profile_keys else {}
+        bar.display = self.controller.live  # a replay swaps nothing: its header says what ran
+        bar.redraw()
 
     # ------------------------------------------------------------------ rendering
     @property
@@ -205,16 +225,22 @@ class KimituiApp(App[int]):
         if self._sub is not None:
             events = self._sub.drain(limit=50_000)
             if events:
-                self._dirty |= self.model.apply(events)
+                dirty, changed = self.fleet.apply(events)
+                self._dirty |= dirty
+                self._fleet_changed |= changed
         if self.model.generation != self._generation:  # a replay seek: the log widget starts over with the model
             self._generation = self.model.generation
             for panel in self.query(LogPanel):
                 panel.rebuild()
         self._update_key_state()
         self._apply_layout()
-        for notice in self.model.take_notices():
+        for notice in self.fleet.notices():
             self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)
         now = time.monotonic()
+        if self._fleet_changed and now - self._last_fleet_draw >= FLEET_PERIOD_S:
+            self._fleet_changed, self._last_fleet_draw = False, now
+            for strip in self.query(FleetStrip):
+                strip.redraw()
         charts_due = force_charts or now - self._last_chart >= self._chart_period
         drawn = self._draw(set(self._dirty) if charts_due else self._dirty - CHARTS)
         if drawn & CHARTS:
@@ -349,6 +375,8 @@ class KimituiApp(App[int]):
             return False
         if action in REPLAY_ONLY or action == "jump":
             return self.replay is not None
+        if action in FLEET_ONLY:
+            return self.fleet.fleet
         return None if self._blocked(action) else True
 
     async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
@@ -553,6 +581,39 @@ class KimituiApp(App[int]):
 
         self.push_screen(StragglerDetail(gather(s, result, self.model.history), cause(), cause))
 
+    # ------------------------------------------------------------------ actions: the fleet
+    async def action_focus_host(self, step: int = 1) -> None:
+        """Focus the next (or previous) host: the whole cockpit shows it, every action goes to it."""
+        await self.focus_host(self.fleet.step(step))
+
+    async def on_fleet_strip_chosen(self, message: FleetStrip.Chosen) -> None:
+        await self.focus_host(message.host)
+
+    async def focus_host(self, host: str) -> None:
+        """Show ``host``'s model in every panel (rebuilt around it) and point the controller at it."""
+        if host == self.fleet.focused or self.screen is not self.screen_stack[0]:
+            return
+        focus = getattr(self.controller, "focus", None)
+        if callable(focus) and await self._call("focus", focus, host) is _FAILED:
+            return
+        self.model = self.fleet.focus(host)
+        await self.recompose()
+        self._views = self._map_views()
+        self.layout_shown = None
+        self._dirty |= set(PANELS)
+        self._key_state = (None, "unknown", False, False)
+        self._set_up_profile_bar()
+        self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
+        for panel in self.query(LogPanel):
+            panel.rebuild()
+        self._fleet_changed = True
+        self._last_fleet_draw = 0.0
+        self.pump(force_charts=True)
+        self.notify(f"focused {host}", timeout=2)
+
+    def action_fleet_gpus(self) -> None:
+        self.push_screen(FleetGpus(self.fleet))
+
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))
 
@@ -622,8 +683,15 @@ class KimituiApp(App[int]):
         """What quitting does to the host's server, from the controller (a replay has no rule)."""
         return self._safe(lambda: self.controller.quit_rule()) or ""
 
+    def _busy_for_quit(self) -> str | None:
+        """The work quitting would cut short: the focused host's, or in a fleet any host's (named)."""
+        anywhere = self._safe(lambda: getattr(self.controller, "busy_anywhere", None))
+        if isinstance(anywhere, dict) and anywhere:
+            return ", ".join(f"{what} on {host}" for host, what in anywhere.items())
+        return self._safe(lambda: self.controller.busy)
+
     async def action_quit(self) -> None:
-        busy = self._safe(lambda: self.controller.busy)
+        busy = self._busy_for_quit()
         if busy:
             def answered(yes: bool | None) -> None:
                 if yes:

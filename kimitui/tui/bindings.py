@@ -8,6 +8,8 @@ LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record", "autopilot"}
 """Actions hidden (and inert) in a replay."""
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
+FLEET_ONLY = {"focus_host", "fleet_gpus"}
+"""Actions shown only in a session of several hosts (live or replayed)."""
 FOOTER_WHEN = {"experts", "toggle_maximize"}
 """Keys bound twice under one id: ``action(True)`` is the footer's copy, shown only when :func:`footer_shows`
 says so; ``action`` (hidden) works everywhere, and help and the palette list the key once."""
@@ -48,6 +50,9 @@ BINDINGS = [
     key("c", "compare", "compare"),
     key("a", "autopilot", "autopilot", show=False),
     key("g", "gpu_processes", "gpu procs", show=False),
+    key("o", "focus_host(1)", "next host", name="next_host"),
+    key("O", "focus_host(-1)", "prev host", show=False, name="prev_host"),
+    key("G", "fleet_gpus", "all GPUs", show=False),
     key("h", "experts(True)", "experts", name="experts"),
     key("h", "experts", "experts", show=False),
     key("f", "log_severity", "log severity", show=False),

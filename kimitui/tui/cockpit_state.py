@@ -27,7 +27,7 @@ from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import effective_status
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
-from kimitui.tui.server_figures import HISTORY_KEYS, PrefillRate
+from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, PrefillRate
 from kimitui.tui.cause_book import CauseBook
 from kimitui.tui.heatmap_data import HeatWindows
 from kimitui.tui.spec_watch import SpecWatch
@@ -364,6 +364,10 @@ Fold: TypeAlias = "Callable[[CockpitModel, Event], Parts]"
 """A handler of the fold: updates the model from one event, returns the parts it changed."""
 
 
+NODE_STRIDE = 8
+"""GPU rows per node of a multi-node deployment: node k's GPUs follow the home host's 8 (16 rows for two nodes)."""
+
+
 class CockpitModel:
     """Bounded state for every panel; ``apply`` returns the parts that changed."""
 
@@ -388,12 +392,18 @@ class CockpitModel:
         self.last_switch: ProfileSwitch | None = None
         self.baseline: str | None = None
         self.gpus: dict[int, GpuRow] = {}
+        self.nodes: list[str] = []
+        """A multi-node deployment's other nodes, in the order their GPUs came (rows after the home's)."""
         self.driver: str | None = None
         self.gpu_caps: GpuCaps | None = None
         self.gpu_procs: list[GpuProcess] | None = None
         """The agent's last process list (None: none came yet, or the agent sends none)."""
         self.server: dict[str, float | bool | None] = {}
         self.server_source: str | None = None
+        self.pd_metrics: dict[str, float] = {}
+        """A PD server's /metrics figures (queues, KV transfer), newest of each; empty elsewhere."""
+        self.pd_log: dict[str, float] = {}
+        """A PD server's log fields (``#transfer-req``...), newest of each: they stand in without /metrics."""
         self.server_hist: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k in HISTORY_KEYS}
         self.prefill = PrefillRate()
         self.sim_time_scale: float | None = None
@@ -486,12 +496,27 @@ class CockpitModel:
 
     # One handler per event type (the table ``_FOLD`` below the class); each returns the parts it changed.
     def _on_gpu_sample(self, ev: GpuSample) -> Parts:
+        offset = self._node_offset(ev.node)
         for r in ev.gpus:
-            row = self.gpus.setdefault(r.index, GpuRow(r.index))
-            row.reading = r
+            index = r.index + offset
+            row = self.gpus.get(index)
+            if row is None:
+                row = self.gpus[index] = GpuRow(index)
+                home = self.gpus.get(r.index)
+                if offset and home is not None:  # another node of the deployment: same GPUs, its name as the rank
+                    row.static, row.rank = home.static, ev.node
+            row.reading = r if not offset else r.model_copy(update={"index": index})
             if r.util_pct is not None:
                 row.util_hist.append(r.util_pct)
         return GPUS
+
+    def _node_offset(self, node: str | None) -> int:
+        """Where a deployment's other node's GPUs sit among the rows: node k's GPU i is row ``NODE_STRIDE*k + i``."""
+        if node is None:
+            return 0
+        if node not in self.nodes:
+            self.nodes.append(node)
+        return NODE_STRIDE * (1 + self.nodes.index(node))
 
     def _on_log_line(self, ev: LogLine) -> Parts:
         self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
@@ -570,6 +595,10 @@ class CockpitModel:
         self.profile_detail = ev.detail
         if ev.state in ("serving", "failed", "rolled_back", "stopped"):
             self.swap = None
+        if ev.state == "starting" and self.nodes:  # the next deployment brings its own nodes' rows, if any
+            self.gpus = {i: row for i, row in self.gpus.items() if i < NODE_STRIDE}
+            self.nodes = []
+            return HEADER | GPUS
         return HEADER
 
     def _on_baseline(self, ev: Baseline) -> Parts:
@@ -651,6 +680,9 @@ class CockpitModel:
                 if name in self.server_hist and not isinstance(value, bool):
                     self.server_hist[name].append(float(value))
         parts = self._spec_and_balance(ev)
+        pd = {k: v for k, v in ev.extra.items() if k in PD_KEYS}
+        if pd:
+            (self.pd_log if ev.source == "log" else self.pd_metrics).update(pd)
         if ev.extra and all(k.startswith("eplb_balancedness") for k in ev.extra) and ev.running_reqs is None:
             return parts  # a balance-only figure (an [Expert Balancedness] line): the server panel keeps its source
         prefill = self.prefill.on_stats(ev)

@@ -16,7 +16,7 @@ from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import spark
-from kimitui.tui.server_figures import FIGURES, Figure, figure_text
+from kimitui.tui.server_figures import FIGURES, Figure, figure_text, pd_figure_text, pd_figures
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 LABEL_W = 11
@@ -44,7 +44,22 @@ class ServerPanel(Widget, ModelView):
         self.model = model
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return FULL_ROWS if width >= COMPACT_WIDTH else 4
+        return (FULL_ROWS + (1 if self._pd_rows() else 0)) if width >= COMPACT_WIDTH else 4
+
+    def _pd_rows(self) -> list[tuple[Figure, float]]:
+        return pd_figures(self.model.pd_metrics, self.model.pd_log)
+
+    def _pd_line(self, rows: list[tuple[Figure, float]]) -> Text:
+        """A PD server's queues and KV transfer on one line: ``PD xfer 2  boot 0  xlat 41.2 ms ...``."""
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f"{'PD':<{LABEL_W}}", "bold")
+        for fig, value in rows:
+            bad = fig.key == "num_transfer_failed_reqs_total" and value > 0
+            out.append(f"{fig.short} ", "dim")
+            out.append(pd_figure_text(fig, value), "bold red" if bad else "")
+            out.append("  ")
+        out.rstrip()
+        return out
 
     def redraw(self) -> None:
         self.refresh()
@@ -63,6 +78,9 @@ class ServerPanel(Widget, ModelView):
     def _full(self, width: int, merged: bool) -> Text:
         spark_w = min(SPARK_MAX, width - LABEL_W - VALUE_W - UNIT_W - 2)
         lines = [self._figure_line(f, spark_w) for f in FIGURES]
+        pd_rows = self._pd_rows()
+        if pd_rows:
+            lines.append(self._pd_line(pd_rows))
         graph = self._graph_text()
         if merged:
             head = Text.assemble(("graph ", "bold"), graph, ("  ", ""))
