@@ -12,16 +12,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from kimitui.config import ConfigError, load_config
+from kimitui.config import Config, ConfigError, load_config
 from kimitui.events import Event, SwapProgress
 from kimitui.host.base import Host, HostError
 from kimitui.host.factory import make_host
 from kimitui.launcher.readiness import PHASES
+from kimitui.session import Session
+
+if TYPE_CHECKING:
+    from kimitui.export.otlp import OtlpExport
 
 EXIT_HOST_PROBLEM = 2
 """A bad config, an unknown ``--host``, an unreachable host: the operator fixes something and retries."""
@@ -119,3 +124,19 @@ class SwapBar:
             self.progress.update(task, completed=overall_fraction(event.phase, event.fraction), description=event.message)
         else:  # "failed": the bar stays where it stopped
             self.progress.update(task, description=event.message)
+
+
+def start_otlp_if_asked(args: argparse.Namespace, session: Session, config: Config | None = None) -> OtlpExport | None:
+    """Finished sweeps as traces to the collector ``--otlp-endpoint`` or ``[otlp] endpoint`` names (the flag wins);
+    None when neither does.  The SDK is imported only then (it costs ~0.2 s)."""
+    if config is None:
+        try:
+            config = load_config(getattr(args, "config", None))
+        except ConfigError:
+            return None  # the command reports its own config problems
+    endpoint = getattr(args, "otlp_endpoint", None) or config.otlp.endpoint
+    if not endpoint:
+        return None
+    from kimitui.export.otlp import start_otlp  # noqa: PLC0415
+
+    return start_otlp(session, endpoint, headers=dict(config.otlp.headers))

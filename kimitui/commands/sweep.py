@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from kimitui.loadgen.prompts import prompt_source
 from kimitui.recording import RecordingError, RecordingWriter, spec_from_recording
+from kimitui.commands.common import start_otlp_if_asked
 from kimitui.session import Session
 from kimitui.analysis.level_stats import effective_status, level_rate, peak_level
 from kimitui.events import (
@@ -125,6 +126,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
     p.add_argument("--profile", help="label the sweep with the profile it ran against")
     p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip while recording if it ends in .gz)")
+    p.add_argument("--otlp-endpoint", metavar="URL", default=None,
+                   help="send the finished sweep as a trace to this OpenTelemetry collector (OTLP/HTTP; overrides "
+                        "[otlp] endpoint)")
     p.add_argument("--json", action="store_true", help="print one machine-readable summary instead of tables")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.set_defaults(func=run)
@@ -221,6 +225,7 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         session.add_sink(progress.on_event)
         progress.start()
     session.add_sink(_Problems(progress).on_event)
+    otlp = start_otlp_if_asked(args, session)
     await publish_server_info(session, spec.url, host)
     from kimitui.live.sweeps import with_server_caps  # the cockpit's rule: ask only what /server_info allows
 
@@ -242,6 +247,8 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         if progress is not None:
             progress.stop()
         path = await writer.aclose() if writer is not None else None
+        if otlp is not None:
+            await asyncio.to_thread(otlp.close)  # the sweep's trace goes out before the command returns
     if args.json:
         print(json.dumps(summary(spec, result, runner.levels, str(path) if path else None)))
     else:
