@@ -167,3 +167,19 @@ async def test_a_pd_server_shows_its_queues_and_kv_transfer_in_the_server_panel(
         await pilot.pause()
         text = str(app.query_one(ServerPanel).render())
         assert "PD" in text and "xfer 3" in text and "41.2 ms" in text and "27.9 GB/s" in text and "xfail 1" in text
+        assert app.query_one(ServerPanel).size.height == 8 and "health" in text  # one row more, health kept
+
+
+def test_a_deployments_log_lines_say_which_process_and_merge_ranks_per_process() -> None:
+    from kimitui.events import LogLine
+    from kimitui.tui.cockpit_state import CockpitModel
+
+    m = CockpitModel(host="pair-a")
+    line = "[2026-12-05 22:01:19 TP{r} EP{r}] Capture cuda graph end. Time elapsed: 1.31 s."
+    m.apply([LogLine(t=T0, host="pair-a", raw=line.format(r=r), line_kind="startup", node=node)
+             for node, ranks in (("node-0", range(8)), ("node-1@pair-b", range(8, 16))) for r in ranks])
+    from kimitui.tui.widgets.log_panel import format_entry
+
+    shown = [format_entry(e).split(" ", 3)[3].lstrip() for e in m.logs]
+    assert shown == ["[node-0] [TP0–7 EP0–7] Capture cuda graph end. Time elapsed: 1.31 s.",
+                     "[node-1@pair-b] [TP8–15 EP8–15] Capture cuda graph end. Time elapsed: 1.31 s."]

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from kimitui.events import Event, GpuSample, ProfileState
+from kimitui.events import ConnectionState, ErrorEvent, Event, GpuSample, ProfileState
 from kimitui.host.base import Host
 from kimitui.launcher.deploy import Nodes, running_members, stop_members
 from kimitui.launcher.nodes import NodeHosts
@@ -34,10 +34,17 @@ class _NodeSession(Session):
         self._node = node
 
     def publish(self, event: Event) -> None:
-        update: dict[str, object] = {"host": self._home}
+        """GPU samples go on, tagged; the node's link trouble becomes a message naming it; the rest stays
+        here (its process list and link state would be taken for the home host's)."""
         if isinstance(event, GpuSample):
-            update["node"] = self._node
-        self._session.publish(event.model_copy(update=update))
+            self._session.publish(event.model_copy(update={"host": self._home, "node": self._node}))
+        elif isinstance(event, ConnectionState) and event.state in ("lost", "reconnecting", "failed"):
+            self._session.publish(ErrorEvent(t=event.t, host=self._home, source=f"node {self._node}",
+                                             severity="error" if event.state == "failed" else "warning",
+                                             message=f"link {event.state} {event.detail}".strip()))
+        elif isinstance(event, ErrorEvent):
+            self._session.publish(event.model_copy(update={"host": self._home,
+                                                           "source": f"node {self._node}: {event.source}"}))
 
 
 class LiveHost:

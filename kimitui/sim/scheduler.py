@@ -248,6 +248,7 @@ class Scheduler:
             if self.idle:
                 self._wake.clear()
                 self._update_stats(batch=0)
+                self.stats.last_gen_throughput = 0.0  # 0.5.23's idle metrics zero the gauge (metrics_reporter.py)
                 await self._wake.wait()
                 deadline = time.monotonic()
                 continue

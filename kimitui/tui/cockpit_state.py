@@ -519,7 +519,7 @@ class CockpitModel:
         return NODE_STRIDE * (1 + self.nodes.index(node))
 
     def _on_log_line(self, ev: LogLine) -> Parts:
-        self._log(ev.t, ev.severity, ev.line_kind, ev.raw)
+        self.log_ring.add(ev.t, ev.severity, ev.line_kind, ev.raw, ev.node)  # node: which process of a deployment
         if ev.line_kind == "prefill":
             self.prefill.on_log(ev)
         return LOG
@@ -539,8 +539,9 @@ class CockpitModel:
 
     def _on_procs(self, ev: GpuProcs) -> Parts:
         self.gpu_procs = ev.procs
-        for row in self.gpus.values():
-            row.rank = None
+        for index, row in self.gpus.items():
+            if index < NODE_STRIDE:  # another node's rows keep its name (its processes are its own host's)
+                row.rank = None
         for p in ev.procs:
             if p.rank:
                 self.gpus.setdefault(p.gpu_index, GpuRow(p.gpu_index)).rank = p.rank

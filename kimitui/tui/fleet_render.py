@@ -9,8 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.cockpit_state import NODE_STRIDE, CockpitModel
 from kimitui.tui.fleet_state import FleetModels, FleetRow
+from kimitui.tui.gpu_summary import throttle_piece
 
 LINK_STYLE = {"connected": "green", "connecting": "yellow", "reconnecting": "yellow", "lost": "bold red",
               "failed": "bold red", "closed": "dim"}
@@ -61,17 +62,19 @@ def host_gpus(model: CockpitModel) -> Table:
     for index in sorted(model.gpus):
         row = model.gpus[index]
         r = row.reading
+        name = f"  GPU{index % NODE_STRIDE}"  # another node's GPUs are named by its host in the rank column
         if r is None:
-            table.add_row(f"GPU{index}", row.rank or "", Text("no sample yet", "dim"), "", "", "", "", "")
+            table.add_row(name, row.rank or "", Text("no sample yet", "dim"), "", "", "", "", "")
             continue
+        thr = throttle_piece(r.throttle_reasons)  # as the GPU panel says it: idle clocks are no slowdown
         mem = (f"{r.mem_used_mib / 1024:.0f}/{r.mem_total_mib / 1024:.0f} GiB"
                if r.mem_used_mib is not None and r.mem_total_mib is not None else "-")
         table.add_row(
-            f"  GPU{index}", row.rank or "", _bar(r.util_pct),
+            name, row.rank or "", _bar(r.util_pct),
             f"{r.util_pct:.0f}%" if r.util_pct is not None else "-", mem,
             f"{r.power_w:.0f} W" if r.power_w is not None else "-",
             f"{r.temp_c:.0f}°C" if r.temp_c is not None else "-",
-            Text(",".join(r.throttle_reasons), "yellow") if r.throttle_reasons else "",
+            Text(thr[0], "red" if thr[1] == "bad" else "yellow") if thr else "",
         )
     return table
 

@@ -35,6 +35,8 @@ class LogEntry:
     ranked: bool = False
     """The line carries a rank tag: other ranks' copies may still join it."""
     copies: int = 1
+    node: str | None = None
+    """Which process of a deployment printed it (``decode-0``, ``node-1@gpu-b``); None: a lone server, or kimitui."""
 
 
 class LogRing:
@@ -50,9 +52,12 @@ class LogRing:
         self._merger = RankMerger()
         self._recent: deque[tuple[MergedLine, LogEntry]] = deque(maxlen=MERGE_LOOKBACK)
 
-    def add(self, t: float, severity: str, kind: str, text: str) -> LogEntry:
-        """Hold a line; a rank's copy of a recent line updates that entry (returned) instead."""
-        line = self._merger.add(t, severity, kind, text)
+    def add(self, t: float, severity: str, kind: str, text: str, node: str | None = None) -> LogEntry:
+        """Hold a line; a rank's copy of a recent line updates that entry (returned) instead.
+
+        ``node``: which process of a deployment printed it (``decode-0``, ``node-1@gpu-b``): shown before
+        the line, and only copies from the same process are merged."""
+        line = self._merger.add(t, severity, f"{kind}\0{node}" if node else kind, text)
         if line is None:
             joined = self._merger.last_joined
             for merged, entry in reversed(self._recent):
@@ -62,7 +67,8 @@ class LogRing:
                         self.widest, self._widest_from = merged.copies, entry
                     return entry
             line = MergedLine(t, severity, kind, text)  # joined a line the ring no longer tracks: keep it
-        entry = LogEntry(t, severity, kind, text, polling=is_own_polling(kind, text), ranked=bool(line.ranks))
+        entry = LogEntry(t, severity, kind, text, polling=is_own_polling(kind, text), ranked=bool(line.ranks),
+                         node=node)
         self._recent.append((line, entry))
         self.entries.append(entry)
         self.pending.append(entry)

@@ -69,7 +69,8 @@ def short_text(text: str) -> str:
 
 
 def format_entry(e: LogEntry) -> str:
-    return f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {e.kind[:8]:<8} {short_text(e.text)}"
+    node = f"[{e.node}] " if e.node else ""  # a deployment's process: decode-0, node-1@gpu-b
+    return f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {e.kind[:8]:<8} {node}{short_text(e.text)}"
 
 
 class SeverityHighlighter(Highlighter):

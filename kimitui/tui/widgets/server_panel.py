@@ -42,6 +42,7 @@ class ServerPanel(Widget, ModelView):
     def __init__(self, model: CockpitModel, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(**kwargs)
         self.model = model
+        self._pd_shown = False
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return (FULL_ROWS + (1 if self._pd_rows() else 0)) if width >= COMPACT_WIDTH else 4
@@ -53,7 +54,9 @@ class ServerPanel(Widget, ModelView):
         """A PD server's queues and KV transfer on one line: ``PD xfer 2  boot 0  xlat 41.2 ms ...``."""
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f"{'PD':<{LABEL_W}}", "bold")
-        for fig, value in rows:
+        first = ("kv_transfer_latency_ms", "num_transfer_failed_reqs_total", "num_decode_transfer_queue_reqs")
+        rows = sorted(rows, key=lambda r: first.index(r[0].key) if r[0].key in first else len(first))
+        for fig, value in rows:  # what a slow or failing transfer moves first: the narrow panel cuts the rest
             bad = fig.key == "num_transfer_failed_reqs_total" and value > 0
             out.append(f"{fig.short} ", "dim")
             out.append(pd_figure_text(fig, value), "bold red" if bad else "")
@@ -62,7 +65,9 @@ class ServerPanel(Widget, ModelView):
         return out
 
     def redraw(self) -> None:
-        self.refresh()
+        pd = bool(self._pd_rows())
+        self.refresh(layout=pd != self._pd_shown)  # a PD row appearing (or going) changes the panel's height
+        self._pd_shown = pd
 
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
