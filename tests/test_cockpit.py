@@ -3,8 +3,6 @@ GPU agent (fake NVML), log follower, metrics poller, sweep worker and recorder."
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -14,23 +12,10 @@ from kimitui.control import NotAvailable
 from kimitui.events import ConnectionState, ProfileSwitch
 from kimitui.recording import read_recording
 from tests.support.net import free_port
+from tests.support.waiting import event_until
 
 
-async def _until(sub, pred, timeout: float, seen: list):
-    """The first event (already seen or still to come) that satisfies ``pred``; keeps every event in ``seen``."""
-    for ev in seen:
-        if pred(ev):
-            return ev
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        batch = sub.drain()
-        seen.extend(batch)
-        for ev in batch:
-            if pred(ev):
-                return ev
-        await asyncio.sleep(0.05)
-    errors = [e.message for e in seen if e.kind == "error"]
-    raise AssertionError(f"timed out; saw kinds {sorted({e.kind for e in seen})}; errors {errors}")
+_until = event_until
 
 
 async def test_newcomer_session_starts_known_good_profile_streams_everything_and_records(sim_home: Path):

@@ -21,8 +21,8 @@ from kimitui.export import start_metrics
 from kimitui.live import FleetController
 from kimitui.recording import read_recording
 from kimitui.replay.controller import ReplayController
-from kimitui.session import Subscription
 from tests.support.net import free_port
+from tests.support.waiting import event_until
 from tests.test_export_prometheus import scrape
 
 pytestmark = pytest.mark.timeout(240)
@@ -43,20 +43,7 @@ def _fleet_config(home: Path, *names: str, ssh: object | None = None, ssh_name: 
     return cfg
 
 
-async def _until(sub: Subscription, pred, timeout: float, seen: list[Event]) -> Event:
-    for ev in seen:
-        if pred(ev):
-            return ev
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        batch = sub.drain()
-        seen.extend(batch)
-        for ev in batch:
-            if pred(ev):
-                return ev
-        await asyncio.sleep(0.05)
-    errors = [(e.host, e.message) for e in seen if e.kind == "error"]
-    raise AssertionError(f"timed out; saw kinds {sorted({e.kind for e in seen})}; errors {errors}")
+_until = event_until
 
 
 def _serving(host: str):

@@ -14,12 +14,11 @@ See docs/deployments.md.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kimitui.profiles.render import knob_args, render_argv
+from kimitui.profiles.render import knob_args, render_argv, shell_line
 from kimitui.profiles.schema import PD_BOOTSTRAP_PORT, PdServer, Profile
 
 ROUTER_MODULE = "sglang_router.launch_router"
@@ -160,18 +159,7 @@ def deployment(profile: Profile, *, simulated: bool = False, python: str | None 
 
 def process_command(profile: Profile, spec: ProcessSpec, *, pretty: bool = False) -> str:
     """One process's POSIX shell line, as :func:`kimitui.profiles.render.render_command` writes a server's."""
-    words = [shlex.quote(a) for a in spec.argv]
-    if pretty:
-        joined = words[0]
-        for word, raw in zip(words[1:], spec.argv[1:], strict=True):
-            joined += (" \\\n    " if raw.startswith("--") else " ") + word
-    else:
-        joined = " ".join(words)
-    if spec.env:
-        joined = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in spec.env.items()) + " " + joined
-    if profile.launcher.workdir:
-        joined = f"cd {shlex.quote(profile.launcher.workdir)} && {joined}"
-    return joined
+    return shell_line(spec.argv, spec.env, profile.launcher.workdir, pretty=pretty)
 
 
 def entry_of(specs: Sequence[ProcessSpec]) -> ProcessSpec:

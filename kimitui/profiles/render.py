@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kimitui.profiles.schema import DEPLOY_FIELDS, Profile
 
@@ -83,7 +83,12 @@ def render_command(profile: Profile, *, simulated: bool = False, python: str | N
     ``pretty`` breaks the line before each flag with `` \\`` continuations (for reading; bash
     accepts it, ``shlex.split`` does not).
     """
-    argv = render_argv(profile, simulated=simulated, python=python)
+    return shell_line(render_argv(profile, simulated=simulated, python=python), profile.env,
+                      profile.launcher.workdir, pretty=pretty)
+
+
+def shell_line(argv: Sequence[str], env: Mapping[str, str], workdir: str | None, *, pretty: bool = False) -> str:
+    """``[cd DIR && ][env K=V ...] ARGV`` quoted for a POSIX shell; ``pretty``: one ``--flag value`` per line."""
     words = [shlex.quote(a) for a in argv]
     if pretty:
         joined = words[0]
@@ -91,10 +96,10 @@ def render_command(profile: Profile, *, simulated: bool = False, python: str | N
             joined += (" \\\n    " if raw.startswith("--") else " ") + word
     else:
         joined = " ".join(words)
-    if profile.env:
-        joined = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in profile.env.items()) + " " + joined
-    if profile.launcher.workdir:
-        joined = f"cd {shlex.quote(profile.launcher.workdir)} && {joined}"
+    if env:
+        joined = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + joined
+    if workdir:
+        joined = f"cd {shlex.quote(workdir)} && {joined}"
     return joined
 
 

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def _timed_out(what: str, timeout: float, detail: Callable[[], object] | None) -> AssertionError:
@@ -47,3 +48,21 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str, *,
         if time.monotonic() >= deadline:
             raise _timed_out(what, timeout, detail)
         time.sleep(interval)
+
+
+async def event_until(sub, pred: Callable[[Any], object], timeout: float, seen: list[Any]) -> Any:
+    """The first event (already in ``seen`` or still to come on ``sub``) that satisfies ``pred``; every event
+    drained is kept in ``seen``.  Times out with the kinds seen and the errors' (host, message)."""
+    for ev in seen:
+        if pred(ev):
+            return ev
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = sub.drain()
+        seen.extend(batch)
+        for ev in batch:
+            if pred(ev):
+                return ev
+        await asyncio.sleep(0.05)
+    errors = [(e.host, e.message) for e in seen if e.kind == "error"]
+    raise AssertionError(f"timed out; saw kinds {sorted({e.kind for e in seen})}; errors {errors}")
