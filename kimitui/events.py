@@ -480,6 +480,9 @@ class Straggler(BaseModel):
     gap_start: float | None = None
     gap_end: float | None = None
     reason: str = ""
+    ttft_s: float | None = None
+    """Set when its wait for the first token made it a straggler (a slow KV transfer, a queue, a surge)."""
+    median_ttft_s: float | None = None
 
 
 class ClientSummary(BaseModel):

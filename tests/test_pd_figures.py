@@ -73,3 +73,30 @@ def test_a_transfer_queue_backing_up_in_the_decode_log_is_an_episode() -> None:
         tl.add(LogLine(host="h", t=1000.0 + s, source="file", raw=raw, line_kind="decode", fields=parsed.fields))
     eps = [e for e in tl.episodes(0.0, 2e9) if e.cause == "kv_transfer"]
     assert len(eps) == 1 and "#transfer-req up to 9" in eps[0].evidence
+
+
+def test_a_first_token_held_by_a_slow_transfer_is_a_straggler_named_for_it() -> None:
+    """On a PD deployment a slow transfer holds a request before its first token (its decode pace is normal):
+    the straggler rule's TTFT leg finds it, its wait is the stretch, and the transfer episode names the cause."""
+    from kimitui.analysis.causes.attribute import attribute
+    from kimitui.analysis.level_stats import find_stragglers
+    from kimitui.events import RequestResult, SweepSpec
+
+    def result(i: int, sent: float, ttft: float) -> RequestResult:
+        offsets = [ttft * 1000 + k * 12.0 for k in range(40)]  # 40 chunks at the same 12 ms pace
+        return RequestResult(host="h", t=sent + ttft + 0.5, sweep_id="s", request_id=f"r{i}", concurrency=8,
+                             ok=True, intended_send=sent, sent=sent, ttft_s=ttft, e2e_s=ttft + 0.47,
+                             completion_tokens=40, chunks=40, decode_tok_s=83.0, chunk_offsets_ms=offsets,
+                             max_gap_s=0.012, max_gap_at=sent + ttft)
+
+    results = [result(i, 100.0 + i * 0.1, 0.12) for i in range(7)] + [result(7, 100.5, 3.4)]
+    spec = SweepSpec(url="http://127.0.0.1:30000", model="m", levels=[8])
+    (slow,) = find_stragglers(results, spec)
+    assert slow.request_id == "r7" and slow.ttft_s == 3.4 and slow.median_ttft_s == 0.12
+    assert "first token after 3.40 s" in slow.reason
+    tl = CauseTimeline()
+    for i, ms in enumerate([5.0, 6.0, 5.5, 5.0, 2900.0, 6.0]):  # the transfer latency jumps while r7 waits
+        tl.add(ServerStats(host="h", t=99.0 + i, extra={"kv_transfer_latency_ms": ms}))
+    found = attribute(slow, results[-1], tl)
+    assert found.cause == "kv_transfer", found
+    assert found.stretches[0].start == 100.5 and found.stretches[0].end == 100.5 + 3.4

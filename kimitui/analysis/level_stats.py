@@ -153,6 +153,9 @@ def find_stragglers(results: Sequence[RequestResult], spec: SweepSpec) -> list[S
     gap_limit = spec.straggler_gap_s
     if gaps:
         gap_limit = max(gap_limit, GAP_MEDIAN_FACTOR * statistics.median(gaps))
+    ttfts = [r.ttft_s for r in results if r.ttft_s is not None]
+    median_ttft = statistics.median(ttfts) if len(ttfts) > 1 else None
+    ttft_limit = max(spec.straggler_gap_s, GAP_MEDIAN_FACTOR * median_ttft) if median_ttft is not None else None
     out: list[Straggler] = []
     for r in results:
         reasons = []
@@ -161,6 +164,9 @@ def find_stragglers(results: Sequence[RequestResult], spec: SweepSpec) -> list[S
             reasons.append(f"decode {r.decode_tok_s:.1f} tok/s (median {median_decode:.1f})")
         if r.max_gap_s is not None and r.max_gap_s > gap_limit:
             reasons.append(f"gap {r.max_gap_s:.2f} s > {gap_limit:.2f} s")
+        slow_start = ttft_limit is not None and r.ttft_s is not None and r.ttft_s > ttft_limit
+        if slow_start:
+            reasons.append(f"first token after {r.ttft_s:.2f} s > {ttft_limit:.2f} s")
         if not reasons:
             continue
         out.append(Straggler(
@@ -172,6 +178,8 @@ def find_stragglers(results: Sequence[RequestResult], spec: SweepSpec) -> list[S
             gap_start=r.max_gap_at,
             gap_end=(r.max_gap_at + r.max_gap_s) if r.max_gap_at is not None and r.max_gap_s is not None else None,
             reason="; ".join(reasons),
+            ttft_s=r.ttft_s if slow_start else None,
+            median_ttft_s=median_ttft if slow_start else None,
         ))
     return out
 

@@ -1,6 +1,8 @@
 """Where a request's stream went slow: its stretches against the level's median decode rate.
 
 Between two content chunks a request at the level's median rate takes ``tokens / median`` seconds.
+A request that waited for its first token far longer than the level's others (the straggler rule's
+TTFT leg) has that wait as a stretch too, its ``lost_s`` the wait beyond the level's median TTFT.
 An interval at least twice that is slow; slow intervals a few normal ones apart are one stretch (a
 throttled GPU slows a run of steps, a stall is one long interval).  A stretch's ``lost_s`` is the time
 beyond the median pace: what the tail accounting splits by cause.  Without the request's chunk times
@@ -72,6 +74,10 @@ def slow_stretches(result: RequestResult | None, straggler: Straggler) -> list[S
             lost = sum((b - a) - n / median for a, b, n in parts)
             if lost > 0:
                 found.append(Stretch(parts[0][0], parts[-1][1], tokens, lost, len(parts) == 1))
+    if result is not None and straggler.ttft_s is not None:  # the wait for its first token: a gap of its own
+        lost = straggler.ttft_s - (straggler.median_ttft_s or 0.0)
+        if lost > 0:
+            found.append(Stretch(result.sent, result.sent + straggler.ttft_s, 1.0, lost, True))
     if not found and straggler.gap_start is not None and straggler.max_gap_s:
         end = straggler.gap_end if straggler.gap_end is not None else straggler.gap_start + straggler.max_gap_s
         lost = straggler.max_gap_s - (1.0 / median if median else 0.0)
