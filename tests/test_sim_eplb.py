@@ -65,11 +65,15 @@ def test_balance_lines_improve_after_each_rebalance_and_the_heatmap_matches(tmp_
         elif "rebalance end time=" in line and "TP0" in line:
             seq.append(("r", None))
     rebalances = [i for i, (k, _) in enumerate(seq) if k == "r"]
-    assert len(rebalances) >= 2
+    judged = 0
     for i in rebalances:
         before = [v for k, v in seq[:i] if k == "b"][-1]
-        after = next(v for k, v in seq[i:] if k == "b")
+        after = next((v for k, v in seq[i:] if k == "b"), None)
+        if after is None:  # the load ended right after this rebalance (a loaded CI box): no line to judge it by
+            continue
         assert after > before + 0.05 and after > 0.9, (before, after)
+        judged += 1
+    assert judged >= 2, seq
     families = list(text_string_to_metric_families(text))
     load, extra = windows.feed(families, host="h", t=1.0)
     assert load is not None and load.layers[0] == 0 and len(load.layers) == 61 and len(load.counts[1]) == 8
