@@ -61,9 +61,9 @@ def test_several_servers_of_a_role_are_a_list_of_tables(tmp_path: Path) -> None:
                   '[[pd.prefill]]\nport = 31002\nbootstrap_port = 9001\nbase_gpu_id = 4\n'
                   '[[pd.decode]]\nport = 31003\nnode = "gpu-b"\n')
     p = load_profile(str(path))
-    specs = deployment(p, addresses={"gpu-b": "10.0.0.2"})
+    specs = deployment(p, addresses={"gpu-b": "gpu-b.example"})
     assert [s.role for s in specs] == ["prefill-0", "prefill-1", "decode-0", "router"]
-    assert specs[2].node == "gpu-b" and "http://10.0.0.2:31003" in specs[-1].argv
+    assert specs[2].node == "gpu-b" and "http://gpu-b.example:31003" in specs[-1].argv
 
 
 @pytest.mark.parametrize(("body", "field", "words"), [

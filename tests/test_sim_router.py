@@ -67,8 +67,8 @@ def test_a_server_that_is_down_fails_the_request_at_once() -> None:
 def test_the_router_adds_the_bootstrap_fields_and_binds_loopback() -> None:
     from kimitui.sim.router import parse_args, prefills_from
 
-    args = parse_args(["--pd-disaggregation", "--prefill", "http://10.0.0.5:30001", "9000", "--prefill",
-                       "http://10.0.0.6:30001", "--decode", "http://10.0.0.7:30002"])
+    args = parse_args(["--pd-disaggregation", "--prefill", "http://prefill-a.example:30001", "9000", "--prefill",
+                       "http://prefill-b.example:30001", "--decode", "http://decode.example:30002"])
     assert args.host == "127.0.0.1"
     prefills = prefills_from(args.prefill)
-    assert [(p.bootstrap_host, p.bootstrap_port) for p in prefills] == [("10.0.0.5", 9000), ("10.0.0.6", 8998)]
+    assert [(p.bootstrap_host, p.bootstrap_port) for p in prefills] == [("prefill-a.example", 9000), ("prefill-b.example", 8998)]

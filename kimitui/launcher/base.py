@@ -67,6 +67,11 @@ class RunRecord(BaseModel):
         return out
 
 
+def process_tag(role: str | None, node: str | None) -> str:
+    """How a deployment's process is named in lines and messages: ``decode-0``, ``node-1@gpu-b``."""
+    return f"{role or 'server'}@{node}" if node else (role or "server")
+
+
 class Launcher(abc.ABC):
     """Start, follow, check and stop a server on one host."""
 

@@ -26,9 +26,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kimitui.host.base import Host, HostError
-from kimitui.launcher.base import LaunchError, Launcher, RunRecord
+from kimitui.launcher.base import LaunchError, Launcher, RunRecord, process_tag
 from kimitui.launcher.bring_up import (
     AFTER_FATAL_S,
     LIVENESS_INTERVAL_S,
@@ -42,7 +43,7 @@ from kimitui.launcher.bring_up import (
     log_excerpt,
 )
 from kimitui.launcher.http_ready import NotHealthy
-from kimitui.launcher.process import ProcessLauncher
+from kimitui.launcher.process import ProcessLauncher, deployment_tags
 from kimitui.launcher.reach import reach_server
 from kimitui.launcher.readiness import Readiness
 from kimitui.profiles import Profile
@@ -66,7 +67,7 @@ class Member:
     @property
     def tag(self) -> str:
         """How its lines and messages are tagged: ``decode-0``, ``node-1@gpu-b``."""
-        return f"{self.role}@{self.node}" if self.node else self.role
+        return process_tag(self.role, self.node)
 
 
 class Nodes:
@@ -122,18 +123,13 @@ async def running_members(nodes: Nodes, record: RunRecord) -> list[Member]:
     return [*members, entry]
 
 
-def _tags(deployment: str, role: str, node: str | None, entry: bool, waits_ready: bool,
-          members: Sequence[Member] = ()) -> dict[str, object]:
-    return {"deployment": deployment, "role": role, "node": node, "entry": entry, "waits_ready": waits_ready,
-            "members": [m.record.model_dump(mode="json") for m in members]}
-
-
 async def _start_one(nodes: Nodes, spec: ProcessSpec, profile: Profile, deployment: str,
                      started: Sequence[Member]) -> Member:
     launcher = await nodes.launcher(spec.node)
     if not isinstance(launcher, ProcessLauncher):
         raise LaunchError(f"{spec.role}: a deployment's processes run as plain processes, not with {launcher.kind}")
-    tags = _tags(deployment, spec.role, spec.node, spec.entry, spec.waits_ready, started if spec.entry else ())
+    tags = deployment_tags(deployment, spec.role, spec.node, spec.entry, spec.waits_ready,
+                           [m.record for m in started] if spec.entry else ())
     record = await launcher.start_argv(
         profile.name, list(spec.argv), env=dict(spec.env), port=spec.port,
         source=str(profile.source_path) if profile.source_path else None, bind_host=spec.bind_host,
@@ -141,37 +137,44 @@ async def _start_one(nodes: Nodes, spec: ProcessSpec, profile: Profile, deployme
     return Member(spec.role, spec.node, launcher, record, entry=spec.entry, waits_ready=spec.waits_ready)
 
 
+T = TypeVar("T", ProcessSpec, Member)
+
+
+async def _all_or_none(items: Sequence[T], start: Callable[[T, list[Member]], Awaitable[Member]],
+                       tag: Callable[[T], str]) -> list[Member]:
+    """Start each of ``items`` (the entry last, so its record can list the others); on a failure stop those
+    already started and raise, naming the one that failed."""
+    started: list[Member] = []
+    for item in [i for i in items if not i.entry] + [i for i in items if i.entry]:
+        try:
+            started.append(await start(item, started))
+        except (LaunchError, HostError) as exc:
+            await stop_members(started, grace_s=10.0)
+            raise LaunchError(f"{tag(item)}: {exc}") from exc
+    return started
+
+
 async def start_members(nodes: Nodes, profile: Profile, specs: Sequence[ProcessSpec], *,
                         deployment: str | None = None) -> list[Member]:
     """Start every process of ``specs`` (the entry last, knowing the others); all or none."""
     deployment = deployment or uuid.uuid4().hex
-    started: list[Member] = []
-    ordered = [s for s in specs if not s.entry] + [s for s in specs if s.entry]
-    for spec in ordered:
-        try:
-            started.append(await _start_one(nodes, spec, profile, deployment, started))
-        except (LaunchError, HostError) as exc:
-            await stop_members(started, grace_s=10.0)
-            raise LaunchError(f"{spec.role}{'@' + spec.node if spec.node else ''}: {exc}") from exc
-    return started
+    return await _all_or_none(specs, lambda spec, started: _start_one(nodes, spec, profile, deployment, started),
+                              lambda spec: process_tag(spec.role, spec.node))
 
 
 async def relaunch_members(members: Sequence[Member]) -> list[Member]:
     """Start again exactly what ``members`` ran (a rollback), under a new deployment id; all or none."""
     deployment = uuid.uuid4().hex
-    started: list[Member] = []
-    for m in [m for m in members if not m.entry] + [m for m in members if m.entry]:
-        try:
-            if isinstance(m.launcher, ProcessLauncher):
-                record = await m.launcher.relaunch(m.record, deployment=deployment,
-                                                   members=[s.record for s in started] if m.entry else None)
-            else:
-                record = await m.launcher.relaunch(m.record)
-        except (LaunchError, HostError) as exc:
-            await stop_members(started, grace_s=10.0)
-            raise LaunchError(f"{m.tag}: {exc}") from exc
-        started.append(Member(m.role, m.node, m.launcher, record, entry=m.entry, waits_ready=m.waits_ready))
-    return started
+
+    async def again(m: Member, started: list[Member]) -> Member:
+        if isinstance(m.launcher, ProcessLauncher):
+            record = await m.launcher.relaunch(m.record, deployment=deployment,
+                                               members=[s.record for s in started] if m.entry else None)
+        else:
+            record = await m.launcher.relaunch(m.record)
+        return Member(m.role, m.node, m.launcher, record, entry=m.entry, waits_ready=m.waits_ready)
+
+    return await _all_or_none(members, again, lambda m: m.tag)
 
 
 async def stop_members(members: Sequence[Member], grace_s: float) -> list[str]:
@@ -277,7 +280,7 @@ async def bring_up_members(sw: SwapContext, name: str, members: Sequence[Member]
     for m in members:
         if not await _alive_or_unknown(m.launcher, m.record):
             raise SwapFailed(f"{name} {m.tag}: the process exited right after the deployment answered",
-                             [f"[{m.tag}] {line}" for line in await m.launcher.read_log_tail(m.record, 15)], m.record)
+                             await log_tail(m), m.record)
 
 
 async def _first_failure_or(serving: asyncio.Task[None], members: list[asyncio.Task[None]]) -> None:

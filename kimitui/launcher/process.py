@@ -44,6 +44,13 @@ def _sh(script: str, *args: str) -> list[str]:
     return ["sh", "-c", script, "sh", *args]
 
 
+def deployment_tags(deployment: str, role: str | None, node: str | None, entry: bool, waits_ready: bool,
+                    members: Sequence[RunRecord] = ()) -> dict[str, Any]:
+    """What :meth:`ProcessLauncher.start_argv` writes into a deployment process's record (``tags``)."""
+    return {"deployment": deployment, "role": role, "node": node, "entry": entry, "waits_ready": waits_ready,
+            "members": [m.model_dump(mode="json") for m in members]}
+
+
 def _tagged(record: RunRecord, tags: dict[str, Any], run_key: str | None) -> RunRecord:
     """A deployment process's record: its deployment, role, node; the entry lists the others."""
     extra = {**record.extra, "run_key": run_key, "waits_ready": bool(tags.get("waits_ready", True))}
@@ -157,11 +164,8 @@ class ProcessLauncher(Launcher):
         argv = record.extra.get("argv")
         if not argv:
             raise LaunchError(f"{self.host.name}: run {record.run_id[:8]} of {record.profile} kept no command to rerun")
-        tags: dict[str, Any] | None = None
-        if record.deployment:
-            tags = {"deployment": deployment or record.deployment, "role": record.role, "node": record.node,
-                    "entry": record.entry, "waits_ready": record.extra.get("waits_ready", True),
-                    "members": [m.model_dump(mode="json") for m in members or []]}
+        tags = deployment_tags(deployment or record.deployment, record.role, record.node, record.entry,
+                               bool(record.extra.get("waits_ready", True)), members or ()) if record.deployment else None
         return await self.start_argv(
             record.profile,
             list(argv),

@@ -467,7 +467,6 @@ class _Run:
         sw.state(prev, "rolled_back", f"serving again after the failed swap to {self.name}")
         return Rollback("rolled_back", prev, reason, record)
 
-
     # -- a deployment of several processes (kimitui.launcher.deploy) ---------------------------
     async def _start_deployment(self) -> SwapOutcome:
         """Start every process of the target, wait until it serves as one; on any failure stop all and roll back."""

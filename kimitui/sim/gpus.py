@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, state_path, write_state
+from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, shard_dir, write_state
 from kimitui.sim.perf_model import HIDDEN, NUM_LAYERS, experts_touched
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import ServerSettings
@@ -32,13 +32,6 @@ LOADED_IDLE_POWER_W = 92.0
 WRITE_INTERVAL_S = 0.25
 PCIE_GEN5_X16_KBPS = 63.0e6
 """A Gen5 x16 link per direction, in NVML's KB/s."""
-
-
-def shard_dir(main: Path | None = None) -> Path:
-    """Where servers that own only some of the host's GPUs write their state: ``gpus.json.d/`` beside the
-    host's ``gpus.json`` (``kimitui.sim.nvml`` merges them)."""
-    main = main or state_path()
-    return main.with_name(main.name + ".d")
 
 
 def state_target(settings: ServerSettings, pid: int) -> Path | None:

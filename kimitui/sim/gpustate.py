@@ -92,6 +92,13 @@ def state_path() -> Path:
     return sim_state_dir() / "gpus.json"
 
 
+def shard_dir(main: Path | None = None) -> Path:
+    """Where servers that own only some of the host's GPUs write their state: ``gpus.json.d/`` beside the
+    host's ``gpus.json`` (one file per server; ``kimitui.sim.nvml`` merges them)."""
+    main = main or state_path()
+    return main.with_name(main.name + ".d")
+
+
 def idle_state() -> SimGpuState:
     return SimGpuState(written_at=time.time(), gpus=[SimGpu(index=i) for i in range(NUM_GPUS)])
 

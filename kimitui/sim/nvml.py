@@ -63,7 +63,7 @@ ENV_VAR = "KIMITUI_FAKE_NVML"
 def _shard_states(main: Path) -> list[gpustate.SimGpuState]:
     """The live per-server states in ``gpus.json.d/`` (kimitui/sim/gpus.py ``state_target``), oldest first;
     a dead or stale server's shard reads as idle and is skipped."""
-    folder = main.with_name(main.name + ".d")
+    folder = gpustate.shard_dir(main)
     try:
         files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime)
     except OSError:

@@ -16,7 +16,7 @@ from typing import Any
 
 from kimitui.events import Event, ProfileState
 from kimitui.host.base import Host
-from kimitui.launcher.base import Launcher, RunRecord
+from kimitui.launcher.base import Launcher, RunRecord, process_tag
 from kimitui.launcher.drift import expected_args
 from kimitui.launcher.select import find_running
 from kimitui.launcher.reach import reach_server, server_url
@@ -98,12 +98,7 @@ class ServerFollower:
     async def _stop_metrics(self) -> None:
         metrics, self._metrics = self._metrics, None
         pollers, self._member_pollers = self._member_pollers, []
-        for poller in (*pollers, metrics):
-            if poller is not None:
-                try:
-                    await poller.stop()
-                except Exception as exc:
-                    log.debug("stopping %r: %s", poller, exc)
+        await _stop_all([*pollers, metrics])
 
     async def follow_found(self, launcher: Launcher, record: RunRecord) -> None:
         """What already served when the cockpit started: follow it and poll it at once."""
@@ -228,8 +223,8 @@ class ServerFollower:
                 except Exception as exc:
                     self._on_error("logs", f"cannot follow {member.role} on {member.node}: {exc}")
                     continue
-            tag = f"{member.role}@{member.node}" if member.node else (member.role or "?")
-            follower = LogFollower(host, self._session, path=member.log_path, node=tag, home=self._host.name)
+            follower = LogFollower(host, self._session, path=member.log_path, node=process_tag(member.role, member.node),
+                                   home=self._host.name)
             self._member_logs.append(follower)
             await follower.start()
         if self._on_nodes is not None:
@@ -237,13 +232,18 @@ class ServerFollower:
 
     async def stop(self) -> None:
         """Stop following (the server itself keeps running)."""
+        logs, self._logs = self._logs, None
         members, self._member_logs = self._member_logs, []
-        pollers, self._member_pollers = self._member_pollers, []
-        for part in (*members, *pollers, self._logs, self._metrics):
-            if part is not None:
-                try:
-                    await part.stop()
-                except Exception as exc:
-                    log.debug("stopping %r: %s", part, exc)
-        self._logs = self._metrics = None
+        await _stop_all([*members, logs])
+        await self._stop_metrics()
         self._following = None
+
+
+async def _stop_all(parts: list[LogFollower | MetricsPoller | None]) -> None:
+    """Stop each (a failure is logged: stopping must finish whatever one part says)."""
+    for part in parts:
+        if part is not None:
+            try:
+                await part.stop()
+            except Exception as exc:
+                log.debug("stopping %r: %s", part, exc)

@@ -36,7 +36,7 @@ from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, footer_shows
 from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.cockpit_state import CHARTS, PANELS, Part
+from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
 from kimitui.tui.fleet_state import FleetModels
 from kimitui.tui.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
@@ -108,7 +108,6 @@ class KimituiApp(App[int]):
         hosts = list(getattr(controller, "hosts", None) or [controller.host_name])
         self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
         """One model per host (a fleet session), the focused one drawn; one host: the one model."""
-        self.model = self.fleet.model
         if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
             slo = parse_slo(controller.config.capacity.slo)
             for model in self.fleet.models.values():
@@ -132,6 +131,11 @@ class KimituiApp(App[int]):
         self._fleet_changed = False
         self._last_fleet_draw = 0.0
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
+
+    @property
+    def model(self) -> CockpitModel:
+        """The focused host's model: what every panel draws."""
+        return self.fleet.model
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -596,7 +600,7 @@ class KimituiApp(App[int]):
         focus = getattr(self.controller, "focus", None)
         if callable(focus) and await self._call("focus", focus, host) is _FAILED:
             return
-        self.model = self.fleet.focus(host)
+        self.fleet.focus(host)
         await self.recompose()
         self._views = self._map_views()
         self.layout_shown = None

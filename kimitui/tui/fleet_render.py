@@ -12,11 +12,8 @@ from rich.text import Text
 from kimitui.tui.cockpit_state import NODE_STRIDE, CockpitModel
 from kimitui.tui.fleet_state import FleetModels, FleetRow
 from kimitui.tui.gpu_summary import throttle_piece
+from kimitui.tui.widgets.header_bar import CONNECTION_STYLE, STATE_STYLE  # the header's colours, host by host
 
-LINK_STYLE = {"connected": "green", "connecting": "yellow", "reconnecting": "yellow", "lost": "bold red",
-              "failed": "bold red", "closed": "dim"}
-STATE_STYLE = {"serving": "green", "starting": "yellow", "stopping": "yellow", "failed": "red",
-               "rolled_back": "red", "stopped": "dim"}
 BAR = " ▏▎▍▌▋▊▉█"
 
 
@@ -25,8 +22,8 @@ def fleet_line(row: FleetRow, width: int = 120) -> Text:
     out = Text()
     out.append("▶ " if row.focused else "  ", "bold #ffa62b")
     out.append(f"{row.host:<12.12}", "bold reverse" if row.focused else "bold")
-    out.append("  ● ", LINK_STYLE.get(row.link, "dim"))
-    out.append(f"{row.link:<12}", LINK_STYLE.get(row.link, "dim"))
+    out.append("  ● ", CONNECTION_STYLE.get(row.link, "dim"))
+    out.append(f"{row.link:<12}", CONNECTION_STYLE.get(row.link, "dim"))
     out.append(f"{(row.profile or 'nothing running'):<16.16} ", "" if row.profile else "dim")
     out.append(f"{row.state:<11}", STATE_STYLE.get(row.state, "dim"))
     gen = f"{row.gen_tok_s:,.0f} tok/s" if row.gen_tok_s is not None else "- tok/s"
