@@ -7,6 +7,7 @@ B/A, "regressed" means B is worse.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,11 +16,12 @@ from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss, explained
 from kimitui.recording import Recording
 from kimitui.report import noise
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
+from kimitui.report.unsure import Side, explain
 from kimitui.report.verdict import (
-    CLIENT_TIMED,
     DEFAULT_MIN_EFFECT,
     FIGURES,
     Figure,
+    VERDICT_WORDS,
     Overall,
     Verdict,
     describe_knobs,
@@ -56,6 +58,10 @@ class FigureComparison:
     note: str = ""
     """Why it is not judged (``not judged: B's C=256 failed (...)``), or what to distrust about it
     (``distorted by the client: loop lag 730 ms``)."""
+    why: str = ""
+    """For *unsure*: why the data cannot tell (``one request holds 67 % of the level's time (B)``)."""
+    settle: str = ""
+    """For *unsure*: what would settle it (``about 40 requests per level would settle it``)."""
 
     @property
     def change_pct(self) -> float | None:
@@ -73,9 +79,15 @@ class FigureComparison:
         if self.ratio is None or self.verdict == "n/a":
             return f"{where}{self.label}: " + (self.note or "n/a")
         noise = f"±{self.noise_pct:.0f} %" if self.noise_pct is not None else "noise unknown"
-        word = {"improved": "improved", "regressed": "regressed", "no_change": "no change beyond noise"}[self.verdict]
-        note = f"; {self.note}" if self.note else ""
-        return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise}{note})"
+        word = VERDICT_WORDS[self.verdict]
+        if self.verdict == "unsure":
+            return f"{where}{self.label} {self.change_pct:+.0f} % ({noise}): unsure, {self.unsure_text}"
+        return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise})"
+
+    @property
+    def unsure_text(self) -> str:
+        """``one request holds 67 % of the level's time (B); about 40 requests per level would settle it``."""
+        return f"{self.why}; {self.settle}" if self.settle else self.why
 
 
 @dataclass
@@ -196,45 +208,78 @@ class Comparison:
         return [f"{side} at C={loss.concurrency}: {loss.sentence()}" for side, run in sides
                 for loss in self._losses(run) if loss.loss_fraction >= SMALL_LOSS]
 
+    def span(self, cs: list[int]) -> str:
+        """``128–256`` for a run of three or more adjacent compared levels, else ``1, 8, 64``."""
+        order = self.compared
+        idx = [order.index(c) for c in cs if c in order]
+        if len(idx) >= 3 and idx == list(range(idx[0], idx[0] + len(idx))):
+            return f"{cs[0]}–{cs[-1]}"
+        return levels_text(cs)
+
+    @property
+    def distorted_levels(self) -> list[int]:
+        """Levels the client distorted on either side: not judged, whatever their figures say."""
+        return [lv.concurrency for lv in self.levels if lv.judged and lv.distortion]
+
+    def client_line(self) -> str:
+        """Said once per comparison, with its meaning for this verdict (``C=128–256 not judged: the client
+        could not keep up``); empty when the client kept up everywhere."""
+        cs = self.distorted_levels
+        if not cs:
+            return ""
+        judged = [c for c in self.judged_levels if c not in cs]
+        rest = (f"; the verdict rests on C={levels_text(judged)}" if judged
+                else "; no level is left to judge: sweep again at a lower time scale")
+        return f"⚠ client: C={self.span(cs)} not judged: the client could not keep up{rest}"
+
     def headline(self) -> str:
-        """One line for a title bar: the verdict, the peak, C=lowest decode, stragglers, the knobs."""
+        """One line for a title bar, one clause per fact: the verdict (and its cause), the peak, the lowest
+        level's decode rate, the stragglers, what was not judged, the knobs."""
         if self.verdict == "not_comparable":
             return "not comparable: " + "; ".join(self.reasons)
-        word = {"regressed": "regression", "improved": "improvement", "no_change": "no change"}[self.verdict]
+        word = VERDICT_WORDS[self.verdict]
         why = self.explanation()
-        if why:
-            word = f"{word}, {why}"
-        parts: list[str] = []
+        parts: list[str] = [f"{word}, {why}" if why else word]
         if self.peak is not None and self.peak.ratio is not None:
-            beyond = "beyond noise" if self.peak.verdict in ("regressed", "improved") else "within noise"
-            parts.append(f"peak {self.peak.change_pct:+.0f} % ({beyond})")
-        judged = [lv for lv in self.levels if lv.judged]
+            pk = self.peak
+            parts.append(f"peak {pk.change_pct:+.0f} % ({VERDICT_WORDS[pk.verdict]})")
+        judged = [lv for lv in self.levels if lv.judged and not lv.distortion]
         if judged:
             first = judged[0]
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50" and f.ratio is not None), None)
             if dec is not None:
-                parts.append(f"C={first.concurrency} p50 decode {dec.change_pct:+.0f} %")
-            worst = max(self.levels, key=lambda lv: (sum(lv.stragglers), -lv.concurrency))
-            if sum(worst.stragglers):
-                parts.append(f"stragglers at C={worst.concurrency} {worst.stragglers[0]}/{worst.requests[0]} -> "
-                             f"{worst.stragglers[1]}/{worst.requests[1]}")
+                parts.append(f"C={first.concurrency} p50 decode {dec.change_pct:+.0f} % ({VERDICT_WORDS[dec.verdict]})")
+        worst = max(self.levels, key=lambda lv: (sum(lv.stragglers), -lv.concurrency), default=None)
+        if worst is not None and sum(worst.stragglers):
+            parts.append(f"stragglers at C={worst.concurrency}: {worst.stragglers[0]} of {worst.requests[0]} "
+                         f"-> {worst.stragglers[1]} of {worst.requests[1]}")
         skipped = [lv.concurrency for lv in self.levels if not lv.judged]
         if skipped:
-            parts.append(f"not judged at C={levels_text(skipped)} (not ok)")
-        distorted = [lv.concurrency for lv in self.levels if lv.judged and lv.distortion]
-        if distorted:
-            parts.append(f"C={levels_text(distorted)} client-distorted")
+            parts.append(f"C={levels_text(skipped)} not judged (a level not ok)")
+        if self.distorted_levels:
+            parts.append(f"C={self.span(self.distorted_levels)} not judged (the client could not keep up)")
         if self.knob_diff is None:
-            knobs = "knobs unknown"
+            parts.append("knobs unknown")
         elif not self.knob_diff:
-            knobs = "no knob changed"
+            parts.append("no knob changed")
         elif len(self.knob_diff) == 1:
-            knobs = f"one knob changed: {next(iter(self.knob_diff))}"
+            parts.append(f"one knob changed: {next(iter(self.knob_diff))}")
         elif len(families := knob_families(self.knob_diff)) == 1:
-            knobs = f"one knob family changed: {next(iter(families))} ({', '.join(self.knob_diff)})"
+            parts.append(f"one knob family changed: {next(iter(families))} ({', '.join(self.knob_diff)})")
         else:
-            knobs = f"confounded: {len(self.knob_diff)} knobs changed ({', '.join(self.knob_diff)})"
-        return f"{word}: {', '.join(parts)}; {knobs}" if parts else f"{word}; {knobs}"
+            parts.append(f"confounded: {len(self.knob_diff)} knobs changed ({', '.join(self.knob_diff)})")
+        return "; ".join(parts)
+
+    def unsure_lines(self) -> list[str]:
+        """Each unsure primary figure once, with why and what would settle it (the client's levels are said
+        once by :meth:`client_line`)."""
+        out: list[str] = []
+        figs = ([self.peak] if self.peak else []) + [f for lv in self.levels if lv.judged and not lv.distortion
+                                                    for f in lv.figures]
+        for f in figs:
+            if f.primary and f.verdict == "unsure" and f.ratio is not None:
+                out.append(f.describe())
+        return out
 
     def spec_and_eplb_lines(self) -> list[str]:
         """Speculative decoding's speed-up and collapse, and the EPLB rebalances of each side, when there are any."""
@@ -251,9 +296,11 @@ class Comparison:
             lines = [f"not comparable: {head}"] + [f"  {r}" for r in self.reasons]
             lines.append(self.knobs_text)
             return lines
-        word = {"regressed": "regression", "improved": "improvement", "no_change": "no change beyond noise"}[self.verdict]
+        word = VERDICT_WORDS[self.verdict]
         why = self.explanation()
         lines = [f"{word}: {head}" + (f", {why}" if why else ""), self.levels_line()]
+        if client := self.client_line():
+            lines.append(client)
         lines += self.spec_and_eplb_lines()
         lines += self.loss_lines()
         if self.peak is not None and self.peak.ratio is not None and self.peak_at is not None:
@@ -266,14 +313,11 @@ class Comparison:
         for lv in self.levels:
             if lv.not_judged:
                 lines.append(f"not judged: {lv.not_judged}")
-        for lv in self.levels:
-            if lv.judged and lv.distortion:
-                lines.append(lv.distortion)
         if self.noted_diff:
             lines.append("measured differently (not refused): " + ", ".join(
                 f"{k} {va!r} vs {vb!r}" for k, (va, vb) in self.noted_diff.items()))
         notable = [f for f in self.rows() if f.primary and f.verdict in ("regressed", "improved")]
-        first = next((lv for lv in self.levels if lv.judged), None)
+        first = next((lv for lv in self.levels if lv.judged and not lv.distortion), None)
         if first is not None:  # the lowest level's decode rate: the per-request health figure
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50"), None)
             if dec is not None and dec not in notable:
@@ -282,15 +326,19 @@ class Comparison:
             lines.append(f.describe())
         if len(notable) > 8:
             lines.append(f"... and {len(notable) - 8} more figures changed beyond noise")
+        unsure = [u for u in self.unsure_lines() if u not in {f.describe() for f in notable[:8]}]
+        lines += unsure[:6]
+        if len(unsure) > 6:
+            lines.append(f"... and {len(unsure) - 6} more figures unsure")
         sa = sum(lv.stragglers[0] for lv in self.levels)
         sb = sum(lv.stragglers[1] for lv in self.levels)
         ra = sum(lv.requests[0] for lv in self.levels)
         rb = sum(lv.requests[1] for lv in self.levels)
-        lines.append(f"stragglers {sa}/{ra} vs {sb}/{rb} requests")
+        lines.append(f"stragglers: {sa} of {ra} requests (A), {sb} of {rb} (B)")
         fa = sum(lv.failed[0] for lv in self.levels)
         fb = sum(lv.failed[1] for lv in self.levels)
         if fa or fb:
-            lines.append(f"failed requests {fa}/{ra} vs {fb}/{rb}")
+            lines.append(f"failed requests: {fa} of {ra} (A), {fb} of {rb} (B)")
         lines.append(self.knobs_text)
         return lines
 
@@ -319,9 +367,9 @@ def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool
 
 
 def _floor(fig: Figure, row: LevelRow, value: float) -> float:
-    """The figure's run-to-run floor; for latencies also the client's own timing jitter
-    (the level's dispatch delay p99), relative to the value."""
-    floor = fig.noise_floor
+    """The figure's run-to-run floor, shrinking as 1/√repeats when a level was swept several times; for
+    latencies also the client's own timing jitter (the level's dispatch delay p99), relative to the value."""
+    floor = fig.noise_floor / math.sqrt(max(1, len(row.repeats)))
     if fig.unit == "s" and value > 0:
         jitter_ms = max((r.dispatch_delay_p99_ms or 0.0 for r in row.repeats), default=0.0)
         floor = max(floor, jitter_ms / 1000.0 / value)
@@ -330,7 +378,8 @@ def _floor(fig: Figure, row: LevelRow, value: float) -> float:
 
 def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: float,
             concurrency: int | None, a_key: str, b_key: str, value_a: float | None = None,
-            value_b: float | None = None) -> FigureComparison:
+            value_b: float | None = None, distorted: bool = False) -> FigureComparison:
+    """One figure judged; a level the client distorted is *unsure* whatever its ratio (never better or worse)."""
     va = ra.figure(fig.name) if value_a is None else value_a
     vb = rb.figure(fig.name) if value_b is None else value_b
     use_repeats = len(ra.repeats) >= 2 and len(rb.repeats) >= 2
@@ -339,13 +388,22 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
                                 fig.higher_is_better, fig.primary)
     se_a, src_a = _noise(ra, fig, seed=seed, key=f"A:{a_key}:{fig.name}", use_repeats=use_repeats)
     se_b, src_b = _noise(rb, fig, seed=seed, key=f"B:{b_key}:{fig.name}", use_repeats=use_repeats)
-    se_a = None if se_a is None else max(se_a, _floor(fig, ra, va))
-    se_b = None if se_b is None else max(se_b, _floor(fig, rb, vb))
-    ratio, low, high = noise.ratio_interval(va, vb, se_a, se_b)
+    floor_a, floor_b = _floor(fig, ra, va), _floor(fig, rb, vb)
+    ratio, low, high = noise.ratio_interval(va, vb, None if se_a is None else max(se_a, floor_a),
+                                            None if se_b is None else max(se_b, floor_b))
     source = src_a if src_a == src_b else "unknown" if "unknown" in (src_a, src_b) else f"{src_a}+{src_b}"
-    return FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source,
-                            judge(ratio, low, high, fig.higher_is_better, min_effect), fig.higher_is_better,
-                            fig.primary)
+    verdict = "unsure" if distorted else judge(ratio, low, high, fig.higher_is_better, min_effect)
+    out = FigureComparison(fig.name, fig.label, concurrency, va, vb, ratio, low, high, source, verdict,
+                           fig.higher_is_better, fig.primary)
+    if distorted:
+        out.note = "distorted by the client"
+    if verdict == "unsure":
+        side_a = Side(ra.requests, ra.n_requests, len(ra.repeats), se_a, floor_a, ra.client_distorted)
+        side_b = Side(rb.requests, rb.n_requests, len(rb.repeats), se_b, floor_b, rb.client_distorted)
+        why = explain(ratio, side_a, side_b, min_effect=min_effect, figure_floor=fig.noise_floor,
+                      level_distorted=distorted)
+        out.why, out.settle = why.why, why.settle
+    return out
 
 
 def _steady_note(noted: dict[str, tuple[Any, Any]]) -> str:
@@ -376,10 +434,8 @@ def _level(c: int, la: LevelRow, lb: LevelRow, *, seed: int, min_effect: float, 
                                                None, None, "unknown", "n/a", fig.higher_is_better, fig.primary,
                                                note=f"not judged: {lv.not_judged}" if lv.not_judged else steady_note))
             continue
-        f = _figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c), b_key=str(c))
-        if fig.name in CLIENT_TIMED and lv.distortion:
-            f.note = "distorted by the client"
-        lv.figures.append(f)
+        lv.figures.append(_figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c),
+                                  b_key=str(c), distorted=bool(lv.distortion)))
     return lv
 
 
@@ -391,7 +447,7 @@ def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | 
     """
     ra, rb = _run_of(a, sweep_a), _run_of(b, sweep_b)
     knobs, note = knob_diff(ra, rb)
-    out = Comparison(a=ra, b=rb, verdict="no_change", knob_diff=knobs, knob_note=note, min_effect=min_effect, seed=seed)
+    out = Comparison(a=ra, b=rb, verdict="unsure", knob_diff=knobs, knob_note=note, min_effect=min_effect, seed=seed)
     out.workload_diff = workload_diff(ra, rb)
     if out.workload_diff:
         out.verdict = "not_comparable"
@@ -417,12 +473,17 @@ def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | 
     pa, pb = ra.peak_among(judged), rb.peak_among(judged)
     if pa is not None and pb is not None:
         agg = FIGURES[0]
+        distorted = bool(ra.levels[pa[0]].client_distorted or rb.levels[pb[0]].client_distorted
+                         or ra.levels[pb[0]].client_distorted or rb.levels[pa[0]].client_distorted)
         out.peak = _figure(agg, ra.levels[pa[0]], rb.levels[pb[0]], seed=seed, min_effect=min_effect,
-                           concurrency=None, a_key=str(pa[0]), b_key=str(pb[0]))
+                           concurrency=None, a_key=str(pa[0]), b_key=str(pb[0]), distorted=distorted)
         out.peak.label = "peak aggregate tok/s"
         out.peak_at = (pa, pb)
     if out.regressions:
         out.verdict = "regressed"
     elif out.improvements:
         out.verdict = "improved"
+    else:
+        primary = [f for f in ([out.peak] if out.peak else []) + out.rows() if f.primary and f.verdict != "n/a"]
+        out.verdict = "same" if primary and all(f.verdict == "same" for f in primary) else "unsure"
     return out

@@ -9,8 +9,15 @@ from typing import Any, Literal
 from kimitui.profiles.diff import OBSERVABILITY_KNOBS, knob_family
 from kimitui.report.sweep_summary import VOLATILE_KNOBS, SweepRun
 
-Verdict = Literal["improved", "regressed", "no_change", "n/a"]
-Overall = Literal["improved", "regressed", "no_change", "not_comparable"]
+Verdict = Literal["improved", "regressed", "same", "unsure", "n/a"]
+"""Four answers and n/a: *same* only when the whole interval lies within ±min_effect; *unsure* when the
+data cannot tell (the interval reaches past ±min_effect without excluding no change, the noise is
+unknown, or the client distorted the level): never read as "no change"."""
+Overall = Literal["improved", "regressed", "same", "unsure", "not_comparable"]
+
+VERDICT_WORDS: dict[str, str] = {"improved": "better", "regressed": "worse", "same": "same", "unsure": "unsure",
+                                 "n/a": "n/a", "not_comparable": "not comparable"}
+"""The word every view prints for a verdict (the operator reads better/worse/same/unsure everywhere)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ CLIENT_TIMED = frozenset({"steady_tok_s", "decode_tok_s_p50", "ttft_p50"})
 late, its CPU saturated) skews them, so at a level it distorted they carry that note."""
 
 DEFAULT_MIN_EFFECT = 0.05
-"""A change smaller than 5 % is "no change" even when it is beyond noise."""
+"""The smallest effect that matters: *same* means the whole 95 % interval lies within ±5 %, and a
+change under 5 % is never *better* or *worse*, even beyond noise."""
 
 WORKLOAD_FIELDS = ("prompts", "max_tokens", "ignore_eos", "mode", "temperature", "rate_rps", "extra_body")
 """SweepSpec fields that change what one level *means*; any difference refuses the comparison.
@@ -65,21 +73,23 @@ judged when it differs."""
 
 def judge(ratio: float | None, low: float | None, high: float | None, higher_is_better: bool,
           min_effect: float = DEFAULT_MIN_EFFECT) -> Verdict:
-    """improved / regressed / no_change for one figure's B/A ratio and its 95 % interval.
+    """better (improved) / worse (regressed) / same / unsure for one figure's B/A ratio and its 95 % interval.
 
-    Beyond noise = the interval excludes 1 **and** the change is at least ``min_effect``.
-    With unknown noise (no requests, one repeat) a change must be twice ``min_effect``.
+    *improved*/*regressed*: the interval excludes 1 **and** the change is at least ``min_effect``.
+    *same*: the whole interval lies within ``1 ± min_effect`` (equivalence, not absence of evidence).
+    *unsure*: anything else — an interval that reaches past ±``min_effect`` without excluding 1, or
+    unknown noise (too few requests to measure it): the data cannot tell, and nothing is decided on it.
     """
     if ratio is None:
         return "n/a"
     change = ratio - 1.0
-    if low is not None and high is not None:
-        significant = (low > 1.0 or high < 1.0) and abs(change) >= min_effect
-    else:
-        significant = abs(change) >= 2 * min_effect
-    if not significant:
-        return "no_change"
-    return "improved" if (change > 0) == higher_is_better else "regressed"
+    if low is None or high is None:
+        return "unsure"
+    if (low > 1.0 or high < 1.0) and abs(change) >= min_effect:
+        return "improved" if (change > 0) == higher_is_better else "regressed"
+    if low >= 1.0 - min_effect and high <= 1.0 + min_effect:
+        return "same"
+    return "unsure"
 
 
 def workload_diff(a: SweepRun, b: SweepRun, fields: tuple[str, ...] = WORKLOAD_FIELDS) -> dict[str, tuple[Any, Any]]:

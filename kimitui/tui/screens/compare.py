@@ -27,11 +27,12 @@ from kimitui.analysis.spec import format_speedup
 from kimitui.report.compare import Comparison, compare
 from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run_speedups
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
+from kimitui.report.verdict import VERDICT_WORDS
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 
-VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no_change": "bold",
+VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "same": "bold", "unsure": "bold yellow",
                  "not_comparable": "bold yellow"}
 
 
@@ -65,7 +66,7 @@ def level_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     spec = has_spec(cmp.a) or has_spec(cmp.b)
     cols = ["C", "status A/B", "A agg", "B agg", "change", "verdict", *(["acc len A/B", "B/A decode"] if spec else []),
-            "strag A/B", "fail A/B", "note"]
+            "strag A→B", "fail A→B", "note"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right")
     ups = run_speedups(cmp.a, cmp.b) if spec else {}
@@ -77,10 +78,12 @@ def level_table(cmp: Comparison) -> Table:
         status = Text()
         for i, st in enumerate(lv.status):
             status.append(("/" if i else "") + st, STATUS_STYLE.get(st, ""))
-        if lv.judged:
-            verdict = Text(agg.verdict.replace("_", " "), VERDICT_STYLE.get(agg.verdict, ""))
-            why = lv.distortion.split("by the client: ", 1)[-1]
-            note = Text(f"⚠ latency distorted by the client: {why}", "yellow") if lv.distortion else Text("")
+        if lv.judged and lv.distortion:  # said once above the table (Comparison.client_line), not per row
+            verdict = Text("unsure (client)", VERDICT_STYLE["unsure"])
+            note = Text("")
+        elif lv.judged:
+            verdict = Text(VERDICT_WORDS[agg.verdict], VERDICT_STYLE.get(agg.verdict, ""))
+            note = Text(agg.unsure_text, "yellow") if agg.verdict == "unsure" else Text("")
         else:
             verdict = Text("not judged", "bold yellow")
             note = Text(lv.not_judged, "yellow")
@@ -97,7 +100,7 @@ def level_table(cmp: Comparison) -> Table:
                       Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
                       Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
                       f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict, *extra,
-                      f"{lv.stragglers[0]}/{lv.stragglers[1]}", f"{lv.failed[0]}/{lv.failed[1]}", note)
+                      f"{lv.stragglers[0]} → {lv.stragglers[1]}", f"{lv.failed[0]} → {lv.failed[1]}", note)
     return table
 
 
@@ -206,7 +209,11 @@ class CompareScreen(ModalScreen[None]):
         if cmp.verdict == "not_comparable":
             grid.add_row(Text("\n".join(lines)))
         else:  # which levels, the per-level table and the knobs first: they must stay in view
+            client = cmp.client_line()
             grid.add_row(Text(lines[0], "bold"))
+            if client:
+                grid.add_row(Text(client, "yellow"))
             grid.add_row(level_table(cmp))
-            grid.add_row(Text("\n" + "\n".join([lines[-1], *lines[1:-1]])))
+            rest = [line for line in lines[1:-1] if line != client]
+            grid.add_row(Text("\n" + "\n".join([lines[-1], *rest])))
         self.query_one("#compare-body", Static).update(grid)

@@ -1,0 +1,152 @@
+"""Why a figure is *unsure*, and what would settle it: the words an operator needs instead of "no change".
+
+An *unsure* verdict is the data saying it cannot tell (:func:`kimitui.report.verdict.judge`).  It is
+only useful with its reason — the client distorted the level, one request dominates it, too few
+requests were sent, the spread is too wide, or the run-to-run floor alone is wider than the effect —
+and with the measurement that would settle it: how many requests per level (the bootstrap's standard
+error falls as 1/√n), how many repeats (the floor falls as 1/√repeats), or a lower time scale.
+
+Pure arithmetic over what :mod:`kimitui.report.compare` already computed; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kimitui.events import RequestResult
+from kimitui.report.noise import Z95
+
+FEW_REQUESTS = 20
+"""Under this many requests a side's noise is itself poorly known: say so first."""
+DOMINANT_SHARE = 0.25
+"""One request holding at least this share of a level's request time (and well over its fair 1/n) dominates it."""
+MAX_SCALE = 64.0
+"""More than 64x the requests (or repeats) is no plan: say the effect is too close to the margin instead."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's evidence at a level: its requests, repeats, noise (log standard errors) and distortion."""
+
+    requests: list[RequestResult]
+    n_requests: int
+    repeats: int
+    se_sample: float | None
+    """Standard error from the level's own samples (bootstrap or repeats), before the floor."""
+    floor: float
+    """The run-to-run floor that more requests cannot lower (already divided by √repeats)."""
+    distorted: str | None = None
+
+
+@dataclass(frozen=True)
+class Unsure:
+    why: str
+    """In words: ``one request holds 67 % of the level's time (B)``."""
+    settle: str
+    """What would settle it: ``about 40 requests per level``, ``--repeats 4``, ``a lower time scale``."""
+
+    def text(self) -> str:
+        return f"{self.why}; {self.settle}" if self.settle else self.why
+
+
+def dominant_share(requests: list[RequestResult]) -> float:
+    """The largest share of the level's request-seconds held by one request (0 with fewer than 2)."""
+    secs = [r.e2e_s for r in requests if r.ok and r.e2e_s is not None and r.e2e_s > 0]
+    if len(secs) < 2:
+        return 0.0
+    return max(secs) / sum(secs)
+
+
+def _target_log(ratio: float, min_effect: float) -> float:
+    """The 95 % half-width (in log) that would decide: exclude 1 for a change of ``min_effect`` or more,
+    fit inside ±``min_effect`` for a smaller one."""
+    lr = math.log(ratio)
+    if abs(ratio - 1.0) >= min_effect:
+        return abs(lr)
+    return math.log(1.0 + min_effect) - lr if lr >= 0 else lr - math.log(1.0 - min_effect)
+
+
+def _scale_needed(a: Side, b: Side, target_se: float) -> float | None:
+    """Smallest k (k times the requests on both sides) bringing the combined SE to ``target_se``; None if
+    the floors alone are too wide or it would take more than :data:`MAX_SCALE`."""
+    if math.hypot(a.floor, b.floor) >= target_se:
+        return None
+    sa, sb = a.se_sample or 0.0, b.se_sample or 0.0
+
+    def se(k: float) -> float:
+        return math.hypot(max(sa / math.sqrt(k), a.floor), max(sb / math.sqrt(k), b.floor))
+
+    if se(1.0) <= target_se:
+        return 1.0
+    if se(MAX_SCALE) > target_se:
+        return None
+    lo, hi = 1.0, MAX_SCALE
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if se(mid) <= target_se else (mid, hi)
+    return hi
+
+
+def _repeats_needed(floor: float, target_se: float) -> int | None:
+    """Repeats of both sweeps that bring the floors under ``target_se`` (each falls as 1/√repeats)."""
+    for r in range(2, 17):
+        if math.sqrt(2.0) * floor / math.sqrt(r) < target_se:
+            return r
+    return None
+
+
+def nice_count(n: float) -> int:
+    """Round a request count up to a figure an operator would type (2 significant digits)."""
+    n = max(1, math.ceil(n))
+    if n <= 20:
+        return n
+    mag = 10 ** (len(str(n)) - 2)
+    return math.ceil(n / mag) * mag
+
+
+def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_floor: float,
+            level_distorted: bool) -> Unsure:
+    """The reason a figure is unsure and the measurement that would settle it, most telling reason first."""
+    if level_distorted:
+        sides = [s for s, side in (("A", a), ("B", b)) if side.distorted]
+        who = f" ({' and '.join(sides)})" if sides else ""
+        return Unsure(f"the client distorted this level{who}: it could not keep up with the stream",
+                      "sweep it again at a lower time scale (or fewer streams per load process)")
+    if ratio is None or ratio <= 0:
+        return Unsure("no figure on one side", "")
+    n = max(a.n_requests, b.n_requests)
+    reasons: list[str] = []
+    if a.se_sample is None or b.se_sample is None:
+        reasons.append(f"too few requests to measure the noise ({a.n_requests} and {b.n_requests})")
+    else:
+        for label, side in (("A", a), ("B", b)):
+            share = dominant_share(side.requests)
+            count = max(1, len([r for r in side.requests if r.ok]))
+            if share >= DOMINANT_SHARE and share >= 3.0 / count:
+                reasons.append(f"one request holds {share * 100:.0f} % of the level's time ({label}): a straggler "
+                               "dominates it")
+        if not reasons and n < FEW_REQUESTS:
+            reasons.append(f"too few requests ({n} per side)")
+    target_se = _target_log(ratio, min_effect) / Z95
+    if target_se <= 0:
+        return Unsure(f"the change ({(ratio - 1) * 100:+.1f} %) sits on the {min_effect * 100:.0f} % margin itself",
+                      "no amount of data will put it clearly on either side; call it a tie")
+    k = _scale_needed(a, b, target_se) if a.se_sample is not None and b.se_sample is not None else None
+    if a.se_sample is None or b.se_sample is None:
+        k = max(FEW_REQUESTS / max(n, 1), 4.0)
+    if k is not None:
+        if not reasons:
+            reasons.append("the spread between requests is too wide")
+        return Unsure("; ".join(reasons), f"about {nice_count(n * k)} requests per level would settle it")
+    if math.hypot(a.floor, b.floor) >= target_se:
+        reasons.append(f"run-to-run noise alone (±{Z95 * math.hypot(a.floor, b.floor) * 100:.0f} %) is wider than "
+                       f"the {min_effect * 100:.0f} % that matters")
+        reps = _repeats_needed(figure_floor, target_se)
+        settle = (f"repeat both sweeps (--repeats {reps}) to settle it" if reps is not None
+                  else f"more than 16 repeats of both sweeps would be needed to settle it at "
+                       f"±{min_effect * 100:.0f} % (this figure spreads ±{figure_floor * 100:.0f} % run to run)")
+        return Unsure("; ".join(reasons), settle)
+    if not reasons:
+        reasons.append("the spread between requests is too wide")
+    return Unsure("; ".join(reasons), f"more than {nice_count(n * MAX_SCALE)} requests per level would be needed")
