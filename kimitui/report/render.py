@@ -19,10 +19,12 @@ from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
 from kimitui.report.compare import Comparison, FigureComparison
 from kimitui.report.spec_eplb import (
-    accept_len, accept_rate_p50, collapsed_levels, eplb_dict, has_eplb, has_spec, run_speedups, spec_dict,
+    accept_len, accept_rate_p50, collapsed_levels, eplb_dict, eplb_line, has_eplb, has_spec, run_speedups, spec_dict,
     speedup_rows,
 )
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun
+from kimitui.report.cause_summary import cause_counts, cause_line, count_of
+from kimitui.report.verdict import VERDICT_WORDS
 
 JSON_SCHEMA = "kimitui-report"
 JSON_VERSION = 1
@@ -305,7 +307,9 @@ def _knobs_line(run: SweepRun) -> str:
     return f"knobs: {len(run.knobs)} server args recorded (see --format json)"
 
 
-def sweep_md(run: SweepRun) -> list[str]:
+def sweep_md(run: SweepRun, stragglers: bool = False) -> list[str]:
+    """A sweep's section: its level table, peak, curve, where the throughput went and each cause once; with
+    ``stragglers`` every straggler with its cause and evidence too (``kimitui report --stragglers``)."""
     out = [f"### {run.profile or 'unknown profile'} — sweep `{run.sweep_id}`", ""]
     out.append(f"host {run.host} · started {_stamp(run.started)} · {_workload(run)} · outcome "
                f"{run.outcome or 'unfinished (recording ends mid-sweep)'}" + (f" ({run.reason})" if run.reason else ""))
@@ -330,7 +334,8 @@ def sweep_md(run: SweepRun) -> list[str]:
     if lost:
         out += ["", "Where the throughput went (against each level's own median decode pace):", ""]
         out += [f"- C={c}: {_md_text(loss.sentence())}" for c, loss in lost]
-    strag = [s for r in run.ordered_levels for s in r.stragglers]
+    out += causes_md(run)
+    strag = [s for r in run.ordered_levels for s in r.stragglers] if stragglers else []
     if strag:
         gap_at = {q.request_id: q.max_gap_at for r in run.ordered_levels for q in r.requests}
         out += ["", "Stragglers:", ""]
@@ -355,6 +360,18 @@ def sweep_md(run: SweepRun) -> list[str]:
     for c, why in stopped:
         out += ["", f"Stopped after C={c}: {why}"]
     return out
+
+
+def causes_md(run: SweepRun, side: str = "") -> list[str]:
+    """Each cause once: how many stragglers it explains, at which levels, its worst example; the rebalances."""
+    lines = [cause_line(cc, run) for cc in cause_counts(run)]
+    reb = eplb_line(run, side)
+    if reb:
+        lines.append(reb)
+    if not lines:
+        return []
+    title = f"Causes ({side}: {run.profile or run.sweep_id}):" if side else "Causes:"
+    return ["", title, ""] + [f"- {_md_text(line, 400)}" for line in lines]
 
 
 def _level_table_md(run: SweepRun) -> list[str]:
@@ -401,9 +418,9 @@ def _eplb_cell(run: SweepRun, row: LevelRow) -> str:
 STATUS_MARK = {"failed": "✗ **failed**", "aborted": "✗ **aborted**", "cut": "✗ **cut**"}
 
 
-def _md_text(text: str) -> str:
+def _md_text(text: str, limit: int = 200) -> str:
     """A message inside a table or list item: no pipes or newlines to break the Markdown."""
-    return " ".join(text.replace("|", "\\|").split())[:200]
+    return " ".join(text.replace("|", "\\|").split())[:limit]
 
 
 def _status_cell(row: LevelRow, notes: list[str]) -> tuple[str, list[str]]:
@@ -432,12 +449,12 @@ def _noise(f: FigureComparison) -> str:
     return f"±{f.noise_pct:.1f} %" if f.noise_pct is not None else "unknown"
 
 
-VERDICT_WORDS = {"improved": "improved", "regressed": "**regressed**", "no_change": "no change", "n/a": "n/a"}
+MD_VERDICT_WORDS = {**VERDICT_WORDS, "regressed": "**worse**"}
 
 
-def comparison_md(cmp: Comparison) -> list[str]:
-    headline = {"regressed": "Regression", "improved": "Improvement", "no_change": "No change beyond noise",
-                "not_comparable": "Not comparable"}[cmp.verdict]
+def comparison_md(cmp: Comparison, every_figure: bool = True) -> list[str]:
+    """The verdict and its evidence; ``every_figure``: a row per (level, figure), else one row per level."""
+    headline = VERDICT_WORDS[cmp.verdict].capitalize()
     out = [f"## Verdict: {headline}", "", f"**{cmp.headline()}**", ""]
     out.append(f"A (reference): {cmp.a.label} from `{cmp.a.source}`  ")
     out.append(f"B (candidate): {cmp.b.label} from `{cmp.b.source}`")
@@ -445,19 +462,13 @@ def comparison_md(cmp: Comparison) -> list[str]:
     out += [f"- {line.strip()}" for line in cmp.summary_lines()[1:]]
     if cmp.verdict == "not_comparable":
         return out
-    out += ["", "| C | figure | A | B | change | noise (95 %) | verdict |", "|--:|---|--:|--:|--:|--:|---|"]
-    figs = ([cmp.peak] if cmp.peak else []) + cmp.rows()
-    for f in figs:
-        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
-        verdict = "not judged" if f.note.startswith("not judged") else VERDICT_WORDS[f.verdict]
-        flag = " ⚠ client" if f.note.startswith("distorted") else ""
-        out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
-                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {verdict}{flag}"
-                   f"{'' if f.primary else ' (info)'} |")
+    out += [""] + (_figure_table_md(cmp) if every_figure else _level_table_cmp_md(cmp))
     out += ["", f"Noise: 95 % interval of B/A from {_noise_how(cmp)}, never narrower than the figure's run-to-run "
-            f"floor; a change counts when the interval excludes no-change and it is at least "
-            f"{cmp.min_effect * 100:.0f} %. Figures marked (info) do not decide the verdict; a level that is "
-            f"not ok on either side is not judged; ⚠ client marks latency figures the load process distorted."]
+            f"floor. Better/worse: the interval excludes no change and the change is at least "
+            f"{cmp.min_effect * 100:.0f} %; same: the whole interval lies within ±{cmp.min_effect * 100:.0f} %; "
+            f"unsure: the data cannot tell (why and what would settle it are listed above). Figures marked (info) "
+            f"do not decide the verdict; a level that is not ok on either side, or that the client distorted, "
+            f"is not judged."]
     flagged: dict[int, str] = {}
     for side, run in (("A", cmp.a), ("B", cmp.b)):
         for r in run.ordered_levels:
@@ -470,6 +481,46 @@ def comparison_md(cmp: Comparison) -> list[str]:
     if chart:
         out += ["", "```text", *chart, "```"]
     return out + _speedup_md(cmp)
+
+
+def _verdict_cell(f: FigureComparison) -> str:
+    return "not judged" if f.note.startswith("not judged") else MD_VERDICT_WORDS.get(f.verdict, f.verdict)
+
+
+def _level_table_cmp_md(cmp: Comparison) -> list[str]:
+    """One row per compared level: the aggregate A, B, its change, noise and verdict, the decode p50 A -> B,
+    the stragglers of each side as "3 of 64" and the cause behind most of B's loss (the cockpit's loss cell)."""
+    out = ["| C | A agg tok/s | B agg tok/s | change | noise (95 %) | verdict | decode p50 A → B | stragglers A | "
+           "stragglers B | B lost most to |", "|--:|--:|--:|--:|--:|---|--:|--:|--:|---|"]
+    if cmp.peak is not None:
+        f = cmp.peak
+        out.append(f"| peak | {_f(f.a)} | {_f(f.b)} | {_change(f)} | {_noise(f)} | {_verdict_cell(f)} | | | | |")
+    for lv in cmp.levels:
+        figs = {f.figure: f for f in lv.figures}
+        agg, dec = figs.get("agg_tok_s"), figs.get("decode_tok_s_p50")
+        if agg is None:
+            continue
+        row = cmp.b.levels.get(lv.concurrency)
+        loss = cmp.b.row_loss(row) if row is not None else None
+        cell = loss.cell() if loss is not None and loss.loss_fraction >= SMALL_LOSS else "–"
+        decode = f"{_f(dec.a, 1)} → {_f(dec.b, 1)}" if dec is not None else "—"
+        out.append(f"| {lv.concurrency} | {_f(agg.a)} | {_f(agg.b)} | {_change(agg)} | {_noise(agg)} | "
+                   f"{_verdict_cell(agg)} | {decode} | {count_of(lv.stragglers[0], lv.requests[0])} | "
+                   f"{count_of(lv.stragglers[1], lv.requests[1])} | {cell} |")
+    return out
+
+
+def _figure_table_md(cmp: Comparison) -> list[str]:
+    out = ["| C | figure | A | B | change | noise (95 %) | verdict |", "|--:|---|--:|--:|--:|--:|---|"]
+    figs = ([cmp.peak] if cmp.peak else []) + cmp.rows()
+    for f in figs:
+        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        verdict = "not judged" if f.note.startswith("not judged") else MD_VERDICT_WORDS[f.verdict]
+        flag = ""
+        out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
+                   f"{_f(f.b, digits)} | {_change(f)} | {_noise(f)} | {verdict}{flag}"
+                   f"{'' if f.primary else ' (info)'} |")
+    return out
 
 
 def _speedup_md(cmp: Comparison) -> list[str]:
@@ -582,10 +633,10 @@ def comparison_text(cmp: Comparison) -> list[str]:
     rows = []
     for f in ([cmp.peak] if cmp.peak else []) + cmp.rows():
         digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
-        verdict = "not judged" if f.note.startswith("not judged") else f.verdict.replace("_", " ")
+        verdict = "not judged" if f.note.startswith("not judged") else VERDICT_WORDS[f.verdict]
         rows.append(["peak" if f.concurrency is None else str(f.concurrency), f.label, _f(f.a, digits),
                      _f(f.b, digits), _change(f), _noise(f),
-                     verdict + ("" if f.primary else " (info)") + (" !client" if f.note.startswith("distorted") else "")])
+                     verdict + ("" if f.primary else " (info)")])
     out += [""] + ["  " + line for line in _columns(["C", "figure", "A", "B", "change", "noise (95 %)", "verdict"],
                                                      rows, right={0, 2, 3, 4, 5})]
     if has_spec(cmp.a) or has_spec(cmp.b):
