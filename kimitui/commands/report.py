@@ -66,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     text = RENDERERS[args.format](summaries, comparison)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        from kimitui.private_files import private_opener
+
+        with open(args.output, "w", encoding="utf-8", opener=private_opener) as f:
             f.write(text)
     else:
         sys.stdout.write(text)

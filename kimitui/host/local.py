@@ -11,7 +11,6 @@ import contextlib
 import os
 import shlex
 import signal
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from kimitui.host.base import (
     Stream,
 )
 from kimitui.host.lines import LineSplitter, StderrTail, decode, normalise_exit
+from kimitui.private_files import atomic_write as _atomic_write
 
 READ_CHUNK = 65536
 COMMAND_NOT_FOUND = 127
@@ -225,19 +225,3 @@ class LocalHost(Host):
         streams = list(self._streams)
         await asyncio.gather(*(s.stop() for s in streams), return_exceptions=True)
         self.connection_event("closed", "local")
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    """Temp file in the same directory, fsync, chmod, then ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimitui.knobs import is_knob, redact
 from kimitui.profiles.schema import Profile
 
 
@@ -49,10 +50,11 @@ class ProfileDiff:
 
     @property
     def families(self) -> dict[str, list[str]]:
-        """Family -> its changed knobs, for the changes a sweep can feel (observability left out)."""
+        """Family -> its changed knobs, for the changes a sweep can feel (observability and secrets left out:
+        a profile that differs only by ``[env] HF_TOKEN`` changes no knob)."""
         out: dict[str, list[str]] = {}
         for knob in self.changes:
-            if knob not in OBSERVABILITY_KNOBS:
+            if knob not in OBSERVABILITY_KNOBS and is_knob(knob):
                 out.setdefault(knob_family(knob), []).append(knob)
         return out
 
@@ -60,6 +62,11 @@ class ProfileDiff:
     def observability(self) -> list[str]:
         """Changed knobs that only change what the server reports."""
         return [k for k in self.changes if k in OBSERVABILITY_KNOBS]
+
+    @property
+    def secrets(self) -> list[str]:
+        """Changed settings that hold a secret (their values are ``***`` here): never a knob."""
+        return [k for k in self.changes if not is_knob(k)]
 
     @property
     def confounded(self) -> bool:
@@ -124,11 +131,12 @@ def _flat_knobs(profile: Profile) -> dict[str, Any]:
 def diff_profiles(a: Profile, b: Profile) -> ProfileDiff:
     """The launch knobs (``Profile.knobs``) whose values differ from ``a`` to ``b``.
 
-    Environment variables count one by one (``env.NCCL_P2P_DISABLE: (default) -> 1``).
+    Environment variables count one by one (``env.NCCL_P2P_DISABLE: (default) -> 1``).  A secret's value
+    (``env.HF_TOKEN``, an ``--api-key`` in ``extra_args``) is ``***`` in the diff: it says that it changed, never to what.
     """
     ka, kb = _flat_knobs(a), _flat_knobs(b)
     keys = list(ka) + [k for k in kb if k not in ka]
-    changes = {k: (ka.get(k), kb.get(k)) for k in keys if ka.get(k) != kb.get(k)}
+    changes = {k: (redact(k, ka.get(k)), redact(k, kb.get(k))) for k in keys if ka.get(k) != kb.get(k)}
     return ProfileDiff(a=a.name, b=b.name, changes=changes)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import threading
 import time
 import zlib
@@ -22,6 +23,7 @@ from kimitui.events import (
     SweepResult,
     SweepStarted,
 )
+from kimitui.private_files import FILE_MODE, private_dir
 from kimitui.recording.format import PathLike, RecordingError, RecordingHeader
 
 log = logging.getLogger(__name__)
@@ -109,10 +111,13 @@ class RecordingWriter:
         """The gzip member being written (``None`` between members)."""
         self._member_in = 0
         self._unwritten = b""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         if self.path.exists() and self.path.stat().st_size > 0:
             raise RecordingError(f"{self.path}: already exists; refusing to overwrite a recording")
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # 0600: a recording keeps the server's args and launch command (secrets are *** there, the rest is not public)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        if stat.S_ISREG(os.fstat(self._fd).st_mode):  # an empty file already there (never /dev/null)
+            os.fchmod(self._fd, FILE_MODE)
         self._write(self.header.model_dump_json().encode() + b"\n")
 
     # -- the sink --------------------------------------------------------------

@@ -31,19 +31,31 @@ from kimitui.events import (
     SweepSpec,
     SweepStarted,
 )
+from kimitui.knobs import RUNTIME_STATE, is_knob, redact
 from kimitui.recording import Recording, RecordingHeader, RecordingIndex, SkippedLine
 from kimitui.report.cause_evidence import cause_events, sweep_spans
 
 VOLATILE_KNOBS = frozenset({
-    "host", "port", "nccl_port", "dist_init_addr", "api_key", "admin_api_key", "file_storage_path",
+    "host", "port", "nccl_port", "dist_init_addr", "file_storage_path",
     "log_level", "log_level_http", "log_requests", "log_requests_level", "show_time_cost", "decode_log_interval",
     "enable_metrics", "bucket_time_to_first_token", "bucket_inter_token_latency", "bucket_e2e_request_latency",
-    "crash_dump_folder", "served_model_name", "model_path", "tokenizer_path", "download_dir", "version",
-    "pid", "uptime", "random_seed", "last_gen_throughput", "memory_usage", "internal_states",
-    "effective_max_running_requests_per_dp", "sim_profile", "sim_seed",
-})
-"""Server args and status fields that say where/how it runs or logs, not how fast it serves:
-ignored when diffing knobs (so are values that are objects: status blobs, not knobs)."""
+    "crash_dump_folder", "served_model_name", "model_path", "tokenizer_path", "download_dir", "random_seed",
+}) | RUNTIME_STATE
+"""Server args that say where/how it runs or logs, not how fast it serves, and the server's runtime state
+(:data:`kimitui.knobs.RUNTIME_STATE`): ignored when diffing knobs (so are values that are objects: status
+blobs, not knobs).  Runtime state and secrets never reach ``SweepRun.knobs`` at all (:func:`launch_knobs`)."""
+
+
+def launch_knobs(args: dict[str, Any]) -> dict[str, Any]:
+    """A server's args as knobs: its runtime state (``status``, ``memory_usage``) and its secrets left out."""
+    return {k: redact(k, v) for k, v in args.items() if is_knob(k)}
+
+
+def knob_switch(sw: ProfileSwitch | None) -> ProfileSwitch | None:
+    """A profile switch whose ``diff`` holds knobs only (a recording made before secrets were ``***`` too)."""
+    if sw is None or not sw.diff or all(is_knob(k) for k in sw.diff):
+        return sw
+    return sw.model_copy(update={"diff": {k: v for k, v in sw.diff.items() if is_knob(k)}})
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -340,10 +352,10 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
                 info.pop(ev.host, None)  # what runs now is not what the last server_info said
         elif isinstance(ev, SweepStarted):
             run = SweepRun(sweep_id=ev.sweep_id, spec=ev.spec, profile=ev.profile, host=ev.host, started=ev.t,
-                           switch=switch.get(ev.host), source=source)
+                           switch=knob_switch(switch.get(ev.host)), source=source)
             si = info.get(ev.host)
             if si is not None and si.args:
-                run.knobs, run.knobs_source = dict(si.args), "server_info"
+                run.knobs, run.knobs_source = launch_knobs(si.args), "server_info"
             if run.profile is None and run.switch is not None and run.switch.outcome == "ok":
                 run.profile = run.switch.to_profile
             runs[ev.sweep_id] = run

@@ -30,6 +30,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.events import ErrorEvent, ErrorSeverity, ServerHealth, ServerInfo, ServerStats
+from kimitui.knobs import redact, redact_map
 from kimitui.session import Session
 from kimitui.supervised import SupervisedTask
 from kimitui.telemetry.expert_load import WATCHED, ExpertWindows
@@ -451,10 +452,12 @@ class MetricsPoller(SupervisedTask):
         data = resp.json()
         if not isinstance(data, dict):
             raise ValueError(f"/server_info returned {type(data).__name__}, not an object")
-        args = {k: v for k, v in data.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        # secrets (api_key, a launch command's --api-key) are *** from here on: recordings keep these args
+        args = redact_map({k: v for k, v in data.items() if isinstance(v, (str, int, float, bool)) or v is None})
+        drift = {k: [redact(k, v) for v in pair] for k, pair in server_drift(data, self.expected_args).items()}
         version = data.get("version")
         info = ServerInfo(host=self.host, url=self.base_url, version=str(version) if version is not None else None,
-                          args=args, drift=server_drift(data, self.expected_args))
+                          args=args, drift=drift)
         self.info = info
         self.session.publish(info)
         return info

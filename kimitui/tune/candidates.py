@@ -6,12 +6,17 @@ makes them yet (EPLB on, EP4, ``--moe-dense-tp-size 1``, a DFlash drafter when a
 known).  A change that lint says does nothing in this SGLang (``num_continuous_decode_steps``), one
 that changes several families at once (``ep8-v2``: the notes' confound) and one that returns a knob
 to its default (a profile file cannot unset what it extends) are skipped, each with its reason.
+
+Never planned: an ``[env]`` variable or a setting whose name says key, token, secret or password
+(:func:`kimitui.knobs.plannable`): a profile that differs only by ``HF_TOKEN`` is no candidate, and no value of
+such a setting is ever printed or saved in the tune's state or report (a skip names the setting, not its value).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kimitui.knobs import is_env, is_secret, plannable
 from kimitui.profiles import Profile, diff_profiles, lint_profile
 from kimitui.profiles.diff import knob_family, show_value
 from kimitui.tune.state import Candidate
@@ -29,6 +34,8 @@ def parse_change(text: str) -> Candidate:
     """``--change knob=value``: one knob (TOML-ish value: true/false, a number, else a string)."""
     knob, sep, raw = text.partition("=")
     knob = knob.strip().replace("-", "_")
+    if knob and not plannable(knob):
+        raise ValueError(f"--change {knob}=...: {_unplannable(knob)}")
     if not sep or not knob or not raw.strip():
         raise ValueError(f"--change {text!r}: write knob=value, e.g. enable_eplb=true or ep_size=4")
     value: Any = raw.strip()
@@ -50,8 +57,12 @@ def from_profile(start: Profile, other: Profile) -> tuple[Candidate | None, str 
     """(the candidate ``other`` makes against ``start``, None) or (None, why it is not one step)."""
     d = diff_profiles(start, other)
     families = d.families
-    if not families:
-        return None, None  # the same knobs (or only observability): nothing to measure
+    if not families:  # the same knobs (or only observability): nothing to measure
+        return None, (f"{other.name}: differs only by {', '.join(d.secrets)}, a secret: not a knob"
+                      if d.secrets else None)
+    unplannable = [k for knobs in families.values() for k in knobs if not plannable(k)]
+    if unplannable:
+        return None, f"{other.name}: changes {', '.join(unplannable)}: {_unplannable(unplannable[0])}"
     if len(families) > 1:
         return None, (f"{other.name}: changes {len(families)} knob families at once ({', '.join(d.family_names())}): "
                       "not one step")
@@ -59,9 +70,18 @@ def from_profile(start: Profile, other: Profile) -> tuple[Candidate | None, str 
     if unset:
         return None, f"{other.name}: returns {', '.join(unset)} to the default, which a variant file cannot do"
     (family, knobs), = families.items()
-    settings = {k: new for k, (_, new) in d.changes.items()}  # the family plus what it reports (observability)
+    # the family plus what it reports (observability); never an [env] value or a secret
+    settings = {k: new for k, (_, new) in d.changes.items() if plannable(k)}
     label = _label(family, {k: settings[k] for k in knobs})
     return Candidate(label=label, family=family, settings=settings, source=f"profile {other.name}"), None
+
+
+def _unplannable(knob: str) -> str:
+    if is_secret(knob):
+        return "its name says it holds a secret (key, token, secret, password): never a knob the autopilot tries"
+    if is_env(knob):
+        return "an [env] variable may hold a secret: the autopilot never plans one (try it by hand: kimitui swap)"
+    return "not a launch setting (the server reports it about itself): never a knob"
 
 
 def _label(family: str, knobs: dict[str, Any]) -> str:

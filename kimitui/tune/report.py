@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from kimitui.analysis.sweep_eta import duration
 from kimitui.profiles import ProfileError, load_profile
+from kimitui.private_files import write_private
 from kimitui.profiles.diff import show_value
 from kimitui.tune.state import TuneState
 
@@ -24,9 +24,7 @@ def winner(state: TuneState, directory: Path, dirs: list[str]) -> Path | None:
         return None
     if source is None:
         return None
-    out = directory / "winner.toml"
-    shutil.copyfile(source, out)
-    return out
+    return write_private(directory / "winner.toml", source.read_bytes())
 
 
 def to_json(state: TuneState) -> dict[str, Any]:
@@ -87,8 +85,7 @@ def write(state: TuneState, directory: Path, dirs: list[str]) -> Path:
     """report.md and report.json in the tune's folder (and winner.toml); returns the markdown's path."""
     path = winner(state, directory, dirs)
     state.winner_path = str(path) if path is not None else None
-    md = directory / "report.md"
-    md.write_text(to_markdown(state))
-    (directory / "report.json").write_text(json.dumps(to_json(state), indent=1))
+    md = write_private(directory / "report.md", to_markdown(state))
+    write_private(directory / "report.json", json.dumps(to_json(state), indent=1))
     state.report_path = str(md)
     return md

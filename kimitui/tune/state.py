@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kimitui.events import SweepSpec
 from kimitui.paths import state_dir
+from kimitui.private_files import DIR_MODE, private_dir, write_private
 
 StepStatus = Literal["pending", "running", "kept", "reverted", "failed", "skipped"]
 TuneStatus = Literal["planned", "running", "paused", "finished", "stopped", "interrupted", "failed"]
@@ -137,7 +138,9 @@ def new_tune_dir(host: str) -> tuple[str, Path]:
         tune_id = stamp if n == 0 else f"{stamp}-{n}"
         path = base / tune_id
         try:
-            path.mkdir(parents=True)
+            private_dir(base)
+            path.mkdir(mode=DIR_MODE)
+            os.chmod(path, DIR_MODE)
             return tune_id, path
         except FileExistsError:
             continue
@@ -145,12 +148,8 @@ def new_tune_dir(host: str) -> tuple[str, Path]:
 
 
 def save(state: TuneState, directory: Path) -> Path:
-    """Write ``state.json`` atomically (a crash leaves the old or the new file, never half of one)."""
-    path = directory / "state.json"
-    tmp = path.with_name(f".state.{os.getpid()}.tmp")
-    tmp.write_text(state.model_dump_json(indent=1))
-    os.replace(tmp, path)
-    return path
+    """Write ``state.json`` atomically (a crash leaves the old or the new file, never half of one), 0600."""
+    return write_private(directory / "state.json", state.model_dump_json(indent=1))
 
 
 def load(directory: Path) -> TuneState:

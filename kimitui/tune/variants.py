@@ -15,6 +15,7 @@ from typing import Any
 
 import tomli_w
 
+from kimitui.knobs import plannable
 from kimitui.profiles import Profile, ProfileError, diff_profiles, load_profile
 from kimitui.profiles.diff import OBSERVABILITY_KNOBS, knob_family
 from kimitui.profiles.loader import user_dir
@@ -104,5 +105,9 @@ def _same(start: Profile, name: str, settings: dict[str, Any], dirs: list[str]) 
     p = _loads(name, dirs)
     if p is None:
         return False
-    changes = diff_profiles(start, p).changes
-    return {k: new for k, (_, new) in changes.items()} == {k: v for k, v in settings.items() if v is not None}
+    diff = diff_profiles(start, p)
+    if any(not plannable(k) for knobs in diff.families.values() for k in knobs):
+        return False  # it changes an [env] variable a sweep can feel: not what the step asked for
+    # an [env] observability setting (ep8-eplb's heatmap interval) or a secret is no part of a step's change
+    changes = {k: new for k, (_, new) in diff.changes.items() if plannable(k)}
+    return changes == {k: v for k, v in settings.items() if v is not None and plannable(k)}
