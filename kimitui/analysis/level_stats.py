@@ -299,9 +299,15 @@ def level_rate(level: LevelResult) -> float | None:
     return level.steady_tok_s or level.agg_tok_s
 
 
+def seed_comparable(level: LevelResult) -> float | None:
+    """The figure a peak is named by in every view: the aggregate (output tokens over the level's wall time),
+    the figure the seeds' field notes quote; the steady rate is said beside it, labelled."""
+    return level.agg_tok_s
+
+
 def peak_level(levels: Iterable[LevelResult], figure: Callable[[LevelResult], float | None] = level_rate,
                max_error_rate: float = 0.5) -> LevelResult | None:
-    """The best valid level by ``figure`` (:func:`level_rate` unless told, e.g. ``lambda lv: lv.agg_tok_s``
+    """The best valid level by ``figure`` (:func:`level_rate` unless told, e.g. :func:`seed_comparable`
     for the seed-comparable peak); failed, aborted and cut levels are never the peak."""
     best: LevelResult | None = None
     best_rate = 0.0
@@ -329,6 +335,26 @@ def client_distortion(client: ClientSummary | None, ttft_p50_s: float | None) ->
     if not why:
         return None
     return "client saturated: " + "; ".join(why) + ": latencies were stamped late"
+
+
+CLIENT_THROUGHPUT_LAG_SHARE = 0.01
+"""A stall of the load process holds back a level's throughput (not only its stamps) when it is at least
+:data:`CLIENT_LAG_MAX_MS` and 1 % of the level's wall time: a 10 ms hiccup in a 2 s level moves TTFT p50
+at C=1, not the tokens per second."""
+
+
+def client_limited_throughput(level: LevelResult) -> bool:
+    """Did the load process hold back the level's throughput — its CPU saturated, or stalled for a
+    material share of the level — rather than only stamp its latencies late?  A recording without the
+    client's figures has only the reason: then any distortion counts."""
+    c = level.client
+    if c is None:
+        return level.client_distorted is not None
+    if c.cpu_max_pct is not None and c.cpu_max_pct >= CLIENT_CPU_MAX_PCT:
+        return True
+    lag = c.loop_lag_max_ms
+    return (lag is not None and lag >= CLIENT_LAG_MAX_MS
+            and lag / 1000.0 >= CLIENT_THROUGHPUT_LAG_SHARE * max(level.wall_s, 1e-9))
 
 
 def level_result(sweep_id: str, concurrency: int, repeat: int, spec: SweepSpec,

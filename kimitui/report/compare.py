@@ -18,6 +18,7 @@ from kimitui.report import noise
 from kimitui.report.sweep_summary import LevelRow, RecordingSummary, SweepRun, pick_sweep, summarize
 from kimitui.report.unsure import Side, explain
 from kimitui.report.verdict import (
+    CLIENT_TIMED,
     DEFAULT_MIN_EFFECT,
     FIGURES,
     Figure,
@@ -62,6 +63,8 @@ class FigureComparison:
     """For *unsure*: why the data cannot tell (``one request holds 67 % of the level's time (B)``)."""
     settle: str = ""
     """For *unsure*: what would settle it (``about 40 requests per level would settle it``)."""
+    settle_requests: int | None = None
+    """For *unsure*: the requests per level that would settle it, when more requests can."""
 
     @property
     def change_pct(self) -> float | None:
@@ -81,7 +84,9 @@ class FigureComparison:
         noise = f"±{self.noise_pct:.0f} %" if self.noise_pct is not None else "noise unknown"
         word = VERDICT_WORDS[self.verdict]
         if self.verdict == "unsure":
-            return f"{where}{self.label} {self.change_pct:+.0f} % ({noise}): unsure, {self.unsure_text}"
+            span = (f"95 % interval {(self.low - 1) * 100:+.0f} % to {(self.high - 1) * 100:+.0f} %"
+                    if self.low is not None and self.high is not None else noise)
+            return f"{where}{self.label} {self.change_pct:+.0f} % ({span}): unsure, {self.unsure_text}"
         return f"{where}{self.label} {self.change_pct:+.0f} % ({word}, {noise})"
 
     @property
@@ -104,6 +109,12 @@ class LevelComparison:
     """Why this level's figures are not judged (``B's C=256 failed (512/512 failed)``); empty if judged."""
     distorted: tuple[str | None, str | None] = (None, None)
     """Each side's client distortion (why the load process skewed its latency figures), if any."""
+    limited: tuple[bool, bool] = (False, False)
+    """Whether the load process held back each side's throughput too (then every figure is unsure)."""
+
+    @property
+    def throughput_distorted(self) -> bool:
+        return any(self.limited)
 
     @property
     def judged(self) -> bool:
@@ -218,19 +229,30 @@ class Comparison:
 
     @property
     def distorted_levels(self) -> list[int]:
-        """Levels the client distorted on either side: not judged, whatever their figures say."""
-        return [lv.concurrency for lv in self.levels if lv.judged and lv.distortion]
+        """Levels where the load process held back the throughput: no figure of theirs is judged."""
+        return [lv.concurrency for lv in self.levels if lv.judged and lv.throughput_distorted]
+
+    @property
+    def late_stamp_levels(self) -> list[int]:
+        """Levels where the load process only stamped latencies late: their latency figures are not judged."""
+        return [lv.concurrency for lv in self.levels if lv.judged and lv.distortion and not lv.throughput_distorted]
 
     def client_line(self) -> str:
         """Said once per comparison, with its meaning for this verdict (``C=128–256 not judged: the client
         could not keep up``); empty when the client kept up everywhere."""
-        cs = self.distorted_levels
-        if not cs:
+        cs, late = self.distorted_levels, self.late_stamp_levels
+        if not cs and not late:
             return ""
-        judged = [c for c in self.judged_levels if c not in cs]
-        rest = (f"; the verdict rests on C={levels_text(judged)}" if judged
-                else "; no level is left to judge: sweep again at a lower time scale")
-        return f"⚠ client: C={self.span(cs)} not judged: the client could not keep up{rest}"
+        parts = []
+        if cs:
+            judged = [c for c in self.judged_levels if c not in cs]
+            rest = (f"; the verdict rests on C={levels_text(judged)}" if judged
+                    else "; no level is left to judge: sweep again at a lower time scale")
+            parts.append(f"C={self.span(cs)} not judged: the client could not keep up{rest}")
+        if late:
+            parts.append(f"C={self.span(late)}: latency figures not judged (the client stamped them late); "
+                         "throughput judged")
+        return "⚠ client: " + "; ".join(parts)
 
     def headline(self) -> str:
         """One line for a title bar, one clause per fact: the verdict (and its cause), the peak, the lowest
@@ -258,6 +280,8 @@ class Comparison:
             parts.append(f"C={levels_text(skipped)} not judged (a level not ok)")
         if self.distorted_levels:
             parts.append(f"C={self.span(self.distorted_levels)} not judged (the client could not keep up)")
+        if self.late_stamp_levels:
+            parts.append(f"C={self.span(self.late_stamp_levels)} latencies not judged (the client stamped them late)")
         if self.knob_diff is None:
             parts.append("knobs unknown")
         elif not self.knob_diff:
@@ -274,10 +298,9 @@ class Comparison:
         """Each unsure primary figure once, with why and what would settle it (the client's levels are said
         once by :meth:`client_line`)."""
         out: list[str] = []
-        figs = ([self.peak] if self.peak else []) + [f for lv in self.levels if lv.judged and not lv.distortion
-                                                    for f in lv.figures]
+        figs = ([self.peak] if self.peak else []) + [f for lv in self.levels if lv.judged for f in lv.figures]
         for f in figs:
-            if f.primary and f.verdict == "unsure" and f.ratio is not None:
+            if f.primary and f.verdict == "unsure" and f.ratio is not None and not f.note.startswith("distorted"):
                 out.append(f.describe())
         return out
 
@@ -398,11 +421,13 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
     if distorted:
         out.note = "distorted by the client"
     if verdict == "unsure":
-        side_a = Side(ra.requests, ra.n_requests, len(ra.repeats), se_a, floor_a, ra.client_distorted)
-        side_b = Side(rb.requests, rb.n_requests, len(rb.repeats), se_b, floor_b, rb.client_distorted)
+        side_a = Side(ra.requests, ra.n_requests, frozenset(s.request_id for s in ra.stragglers), len(ra.repeats),
+                      se_a, floor_a, ra.client_distorted)
+        side_b = Side(rb.requests, rb.n_requests, frozenset(s.request_id for s in rb.stragglers), len(rb.repeats),
+                      se_b, floor_b, rb.client_distorted)
         why = explain(ratio, side_a, side_b, min_effect=min_effect, figure_floor=fig.noise_floor,
                       level_distorted=distorted)
-        out.why, out.settle = why.why, why.settle
+        out.why, out.settle, out.settle_requests = why.why, why.settle, why.requests
     return out
 
 
@@ -427,15 +452,17 @@ def _level(c: int, la: LevelRow, lb: LevelRow, *, seed: int, min_effect: float, 
     """One common level: judged figure by figure when both sides are ok, else shown with why not."""
     lv = LevelComparison(c, [], (len(la.stragglers), len(lb.stragglers)), (la.n_requests, lb.n_requests),
                          (la.n_failed, lb.n_failed), status=(la.status, lb.status), not_judged=_not_judged(c, la, lb),
-                         distorted=(la.client_distorted, lb.client_distorted))
+                         distorted=(la.client_distorted, lb.client_distorted),
+                         limited=(la.client_limited, lb.client_limited))
     for fig in FIGURES:
         if lv.not_judged or (fig.name == "steady_tok_s" and steady_note):
             lv.figures.append(FigureComparison(fig.name, fig.label, c, la.figure(fig.name), lb.figure(fig.name), None,
                                                None, None, "unknown", "n/a", fig.higher_is_better, fig.primary,
                                                note=f"not judged: {lv.not_judged}" if lv.not_judged else steady_note))
             continue
+        distorted = bool(lv.distortion) if fig.name in CLIENT_TIMED else lv.throughput_distorted
         lv.figures.append(_figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c),
-                                  b_key=str(c), distorted=bool(lv.distortion)))
+                                  b_key=str(c), distorted=distorted))
     return lv
 
 
@@ -473,8 +500,7 @@ def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | 
     pa, pb = ra.peak_among(judged), rb.peak_among(judged)
     if pa is not None and pb is not None:
         agg = FIGURES[0]
-        distorted = bool(ra.levels[pa[0]].client_distorted or rb.levels[pb[0]].client_distorted
-                         or ra.levels[pb[0]].client_distorted or rb.levels[pa[0]].client_distorted)
+        distorted = any(run.levels[c].client_limited for run in (ra, rb) for c in (pa[0], pb[0]))
         out.peak = _figure(agg, ra.levels[pa[0]], rb.levels[pb[0]], seed=seed, min_effect=min_effect,
                            concurrency=None, a_key=str(pa[0]), b_key=str(pb[0]), distorted=distorted)
         out.peak.label = "peak aggregate tok/s"

@@ -18,9 +18,12 @@ from kimitui.events import RequestResult
 from kimitui.report.noise import Z95
 
 FEW_REQUESTS = 20
-"""Under this many requests a side's noise is itself poorly known: say so first."""
-DOMINANT_SHARE = 0.25
-"""One request holding at least this share of a level's request time (and well over its fair 1/n) dominates it."""
+"""Under this many requests a side's noise is itself poorly known: never suggest settling on fewer."""
+DOMINANT_SHARE = 0.3
+"""Stragglers holding at least this share of a level's request time dominate it (one request: and over 2/n)."""
+Z_POWER = 0.84
+"""One-sided z for 80 % power: the count that settles it does so four times in five if the effect is as
+measured (a count aimed at exactly 1.96 standard errors settles it only half the time)."""
 MAX_SCALE = 64.0
 """More than 64x the requests (or repeats) is no plan: say the effect is too close to the margin instead."""
 
@@ -31,6 +34,7 @@ class Side:
 
     requests: list[RequestResult]
     n_requests: int
+    straggler_ids: frozenset[str]
     repeats: int
     se_sample: float | None
     """Standard error from the level's own samples (bootstrap or repeats), before the floor."""
@@ -45,6 +49,10 @@ class Unsure:
     """In words: ``one request holds 67 % of the level's time (B)``."""
     settle: str
     """What would settle it: ``about 40 requests per level``, ``--repeats 4``, ``a lower time scale``."""
+    requests: int | None = None
+    """Requests per level that would settle it, when more requests can."""
+    repeats: int | None = None
+    """Repeats of both sweeps that would settle it, when only repeats can."""
 
     def text(self) -> str:
         return f"{self.why}; {self.settle}" if self.settle else self.why
@@ -56,6 +64,27 @@ def dominant_share(requests: list[RequestResult]) -> float:
     if len(secs) < 2:
         return 0.0
     return max(secs) / sum(secs)
+
+
+def straggler_share(requests: list[RequestResult], ids: frozenset[str]) -> tuple[int, float]:
+    """(how many of the level's stragglers finished, their share of its request-seconds)."""
+    secs = [(r.request_id in ids, r.e2e_s) for r in requests if r.ok and r.e2e_s is not None and r.e2e_s > 0]
+    total = sum(s for _, s in secs)
+    held = [s for is_straggler, s in secs if is_straggler]
+    return len(held), (sum(held) / total if total > 0 else 0.0)
+
+
+def _dominated(side: Side) -> str:
+    """``2 stragglers hold 78 % of the level's time`` when they (or one request) dominate it; else empty."""
+    count, share = straggler_share(side.requests, side.straggler_ids)
+    if count and share >= DOMINANT_SHARE:
+        what = "1 straggler holds" if count == 1 else f"{count} stragglers hold"
+        return f"{what} {share * 100:.0f} % of the level's time"
+    top = dominant_share(side.requests)
+    ok = max(1, len([r for r in side.requests if r.ok]))
+    if top >= DOMINANT_SHARE and top >= 2.0 / ok:
+        return f"one request holds {top * 100:.0f} % of the level's time"
+    return ""
 
 
 def _target_log(ratio: float, min_effect: float) -> float:
@@ -121,14 +150,11 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
         reasons.append(f"too few requests to measure the noise ({a.n_requests} and {b.n_requests})")
     else:
         for label, side in (("A", a), ("B", b)):
-            share = dominant_share(side.requests)
-            count = max(1, len([r for r in side.requests if r.ok]))
-            if share >= DOMINANT_SHARE and share >= 3.0 / count:
-                reasons.append(f"one request holds {share * 100:.0f} % of the level's time ({label}): a straggler "
-                               "dominates it")
-        if not reasons and n < FEW_REQUESTS:
+            if said := _dominated(side):
+                reasons.append(f"{said} ({label}): a straggler dominates it")
+        if n < FEW_REQUESTS:
             reasons.append(f"too few requests ({n} per side)")
-    target_se = _target_log(ratio, min_effect) / Z95
+    target_se = _target_log(ratio, min_effect) / (Z95 + Z_POWER)
     if target_se <= 0:
         return Unsure(f"the change ({(ratio - 1) * 100:+.1f} %) sits on the {min_effect * 100:.0f} % margin itself",
                       "no amount of data will put it clearly on either side; call it a tie")
@@ -138,7 +164,8 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
     if k is not None:
         if not reasons:
             reasons.append("the spread between requests is too wide")
-        return Unsure("; ".join(reasons), f"about {nice_count(n * k)} requests per level would settle it")
+        want = nice_count(max(n * k, FEW_REQUESTS, n + 1))
+        return Unsure("; ".join(reasons), f"about {want} requests per level would settle it", requests=want)
     if math.hypot(a.floor, b.floor) >= target_se:
         reasons.append(f"run-to-run noise alone (±{Z95 * math.hypot(a.floor, b.floor) * 100:.0f} %) is wider than "
                        f"the {min_effect * 100:.0f} % that matters")
@@ -146,7 +173,7 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
         settle = (f"repeat both sweeps (--repeats {reps}) to settle it" if reps is not None
                   else f"more than 16 repeats of both sweeps would be needed to settle it at "
                        f"±{min_effect * 100:.0f} % (this figure spreads ±{figure_floor * 100:.0f} % run to run)")
-        return Unsure("; ".join(reasons), settle)
+        return Unsure("; ".join(reasons), settle, repeats=reps)
     if not reasons:
         reasons.append("the spread between requests is too wide")
     return Unsure("; ".join(reasons), f"more than {nice_count(n * MAX_SCALE)} requests per level would be needed")

@@ -6,6 +6,12 @@ and causes.  The objective decides keep or revert: ``peak`` (peak aggregate tok/
 (aggregate tok/s at C) or ``capacity`` (the highest C at which the SLO holds).  A candidate whose
 objective moved at least :data:`~kimitui.report.verdict.DEFAULT_MIN_EFFECT` but not beyond noise is
 measured again (its repeats pooled) until it is, or the repeat limit is reached.
+
+Evidence before verdicts: a step is kept only on *better*, reverted as a regression only on
+*worse*; *same* reverts (it buys nothing); *unsure* — the interval reaches past ±5 % without
+excluding no change, too few requests, a dominating straggler, or a level the client distorted —
+decides nothing: the step is measured again where the noise is (:func:`remeasure_spec`) and, still
+unsure at the repeat limit, reverted as "not judged".
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from kimitui.capacity.answer import CapacityAnswer
 from kimitui.capacity.search import capacity_from_levels
 from kimitui.capacity.slo import parse_slo
 from kimitui.report.compare import Comparison, FigureComparison, compare
+from kimitui.events import SweepSpec
 from kimitui.report.sweep_summary import LevelRow, SweepRun
 from kimitui.report.verdict import DEFAULT_MIN_EFFECT
 
@@ -32,6 +39,10 @@ class StepJudgement:
     cause: str = ""
     where: str = ""
     """Where the candidate won or lost beyond noise, level by level (``improved at C=1 (+53 %)``)."""
+    unsure: str = ""
+    """For *unsure*: why the data cannot tell and what would settle it (the objective figure's words)."""
+    settle_requests: int | None = None
+    """For *unsure*: the requests per level that would settle it, when more requests can."""
 
     @property
     def decided(self) -> bool:
@@ -92,9 +103,32 @@ def judge_step(best: SweepRun, cand: SweepRun, objective: str, *, slo: str | Non
         return StepJudgement("better", cmp, text, lines, "", where)
     if fig.verdict == "regressed":
         return StepJudgement("worse", cmp, text, lines, root_cause(cmp), where)
-    unsure = abs(fig.ratio - 1.0) >= min_effect
-    return StepJudgement("unsure" if unsure else "same", cmp, text, lines,
-                         root_cause(cmp) if cmp.verdict == "regressed" else "", where)
+    if fig.verdict == "same":
+        return StepJudgement("same", cmp, text, lines, "", where)
+    client = cmp.client_line()
+    why = fig.unsure_text if not fig.note.startswith("distorted") else (client.removeprefix("⚠ client: ") or fig.unsure_text)
+    return StepJudgement("unsure", cmp, text, lines, "", where, unsure=why, settle_requests=fig.settle_requests)
+
+
+def remeasure_spec(workload: SweepSpec, j: StepJudgement, objective: str, *, growth_cap: float = 4.0) -> SweepSpec:
+    """The next sweep of an *unsure* step: only the levels the objective still cannot judge, with as many
+    requests as would settle it (at most ``growth_cap`` times the last level's), the workload otherwise the same."""
+    cmp = j.comparison
+    if objective.startswith("level:"):
+        levels = [int(objective.split(":", 1)[1])]
+    else:
+        unsure = [lv.concurrency for lv in cmp.levels if lv.judged for f in lv.figures
+                  if f.figure == "agg_tok_s" and f.verdict == "unsure"]
+        peaks = [c for c, _ in cmp.peak_at] if cmp.peak_at is not None else []
+        levels = sorted(set(unsure) | set(peaks)) or list(workload.levels)
+    have = max((max(lv.requests) for lv in cmp.levels if lv.concurrency in levels), default=0)
+    want = j.settle_requests or 0
+    if want > have > 0:
+        n = min(want, int(have * growth_cap))
+    else:
+        n = max(have, workload.requests_per_level or 0) or None  # noise the floor sets: same size, one more repeat
+    return workload.model_copy(update={"levels": [c for c in workload.levels if c in levels] or levels,
+                                       "requests_per_level": n})
 
 
 def root_cause(cmp: Comparison) -> str:
@@ -160,6 +194,10 @@ def _by_capacity(best: SweepRun, cand: SweepRun, slo: str, cmp: Comparison, line
     """Capacity moves a whole level or not at all: more levels held is better, fewer worse, the same is the same
     (the tune's levels are its resolution)."""
     a, b = capacity_of(best, slo), capacity_of(cand, slo)
+    if cmp.distorted_levels:
+        text = f"capacity {a.answer} -> {b.answer} at {a.slo.describe()}"
+        why = cmp.client_line().removeprefix("⚠ client: ")
+        return StepJudgement("unsure", cmp, text, lines, "", _where(cmp), unsure=why)
     ca, cb = a.answer or 0.0, b.answer or 0.0
 
     def said(x: CapacityAnswer) -> str:

@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from kimitui.events import Marker, TuneProgress, TuneStepView
+from kimitui.events import Marker, SweepSpec, TuneProgress, TuneStepView
 from kimitui.profiles import load_profile
 from kimitui.report.sweep_summary import SweepRun, pick_sweep, summarize
 from kimitui.tune import report
 from kimitui.tune import state as store
 from kimitui.tune.host import Latest, TuneAborted, TuneHost, measure, refresh_server_info, swap_to
 from kimitui.tune.state import Measured, StepRecord, StepStatus, TuneState
-from kimitui.tune.steps import StepJudgement, judge_step, merge_runs
+from kimitui.tune.steps import StepJudgement, judge_step, merge_runs, remeasure_spec
 from kimitui.tune.variants import materialize, step_settings
 
 
@@ -161,8 +161,16 @@ class Tuner:
         judgement: StepJudgement | None = None
         try:
             for r in range(st.plan.repeat_limit):
+                spec = st.plan.workload
+                if judgement is not None:  # unsure: measure again where the noise is
+                    spec = remeasure_spec(st.plan.workload, judgement, st.plan.objective)
+                    self._marker(f"tune step {step.index}: unsure ({judgement.unsure}); sweeping again at "
+                                 f"C={','.join(map(str, spec.levels))}"
+                                 + (f" with {spec.requests_per_level} requests per level" if spec.requests_per_level
+                                    else ""))
                 self._phase(step, "sweeping" if r == 0 else f"sweeping again ({r + 1} of at most {st.plan.repeat_limit})")
-                run, measured = await self._sweep(f"step-{step.index:02d}-r{r}", {"step": step.index, "repeat": r})
+                run, measured = await self._sweep(f"step-{step.index:02d}-r{r}", {"step": step.index, "repeat": r},
+                                                  spec)
                 runs.append(run)
                 step.runs.append(measured)
                 assert self._best_run is not None
@@ -196,8 +204,8 @@ class Tuner:
             self._best_run = merge_runs(runs)
             self._decide(step, "kept", f"better beyond noise after {sweeps}{where}")
             return
-        why = {"worse": "worse beyond noise", "same": "no change of 5 % or more",
-               "unsure": f"not beyond noise after {sweeps} (the repeat limit)",
+        why = {"worse": "worse beyond noise", "same": "the same within ±5 % (it buys nothing)",
+               "unsure": f"not judged: still unsure after {sweeps} (the repeat limit): {j.unsure}",
                "not_comparable": j.objective_change}[j.decision]
         self._decide(step, "reverted", f"{why}{where}")
 
@@ -207,9 +215,11 @@ class Tuner:
         self._save()
 
     # ------------------------------------------------------------------ on the host
-    async def _sweep(self, name: str, meta: dict[str, object]) -> tuple[SweepRun, Measured]:
+    async def _sweep(self, name: str, meta: dict[str, object],
+                     workload: SweepSpec | None = None) -> tuple[SweepRun, Measured]:
         url, model = self.host.sweep_target()
-        spec = self.state.plan.workload.model_copy(update={"url": url, "model": self.state.plan.workload.model or model})
+        workload = workload or self.state.plan.workload
+        spec = workload.model_copy(update={"url": url, "model": workload.model or model})
         await refresh_server_info(self.host, url)
         path = self.dir / f"{name}.jsonl.gz"
         for n in range(2, 100):  # a step redone after a resume keeps the interrupted attempt's recording

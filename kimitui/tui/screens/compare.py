@@ -78,7 +78,7 @@ def level_table(cmp: Comparison) -> Table:
         status = Text()
         for i, st in enumerate(lv.status):
             status.append(("/" if i else "") + st, STATUS_STYLE.get(st, ""))
-        if lv.judged and lv.distortion:  # said once above the table (Comparison.client_line), not per row
+        if lv.judged and lv.throughput_distorted:  # said once above the table (Comparison.client_line)
             verdict = Text("unsure (client)", VERDICT_STYLE["unsure"])
             note = Text("")
         elif lv.judged:
