@@ -15,7 +15,7 @@ from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.sweep_causes import sweep_causes
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances, rebalances_in
-from kimitui.analysis.level_stats import effective_status
+from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.events import (
     Event,
     LevelResult,
@@ -108,6 +108,11 @@ class LevelRow:
     def client_distorted(self) -> str | None:
         """Why the load process distorted this level's latency figures (first repeat that says so)."""
         return next((r.client_distorted for r in self.repeats if r.client_distorted), None)
+
+    @property
+    def client_limited(self) -> bool:
+        """Whether the load process held back this level's throughput in any repeat (not only its stamps)."""
+        return any(client_limited_throughput(r) for r in self.repeats)
 
     @property
     def errors(self) -> dict[str, str]:
