@@ -126,17 +126,22 @@ def _cli(home: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.timeout(420)  # two tunes' worth of sweeps, and a refused third start between them, on a loaded machine
 def test_killed_at_a_step_and_resumed_it_ends_the_same(tune_home: Path) -> None:
     args = ["--from", "ep8-tuned", "--change", CHANGES[0], "--variant", "ep8-dflash", "--change", CHANGES[2], *WORKLOAD]
     proc = _cli(tune_home, *args)
     try:
         where = _wait_for_step(proc, 2, 180)
+        second = _cli(tune_home, "--resume")  # one autopilot per tune: the first one still drives it
+        refused, _ = second.communicate(timeout=120)
+        assert second.returncode == 3 and f"is already being run by pid {proc.pid} (kimitui tune," in refused, refused
         os.kill(proc.pid, signal.SIGKILL)  # kimitui dies mid-sweep of step 2: no clean-up of any kind
         proc.wait(10)
         assert store.load(where).status == "running"
         resumed = _cli(tune_home, "--resume")
         out, _ = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, out
+        assert f"took over the lock of pid {proc.pid} (kimitui tune, started " in out  # the dead one's, said once
         st = store.load(where)
         status = subprocess.run([sys.executable, "-m", "kimitui", "status", "--json"], capture_output=True, text=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)

@@ -6,8 +6,11 @@ recording, the server's log and GPUs for the causes), keeps its plan and progres
 serving and a report.  Ctrl-C stops the step under way, swaps back to the best and leaves the tune
 resumable; a second Ctrl-C leaves at once (``--resume`` then redoes the step).
 
+One autopilot per tune: the tune's folder holds a lock (:mod:`kimitui.tune.lock`) while this process
+drives it; ``--resume`` on a tune another live process drives refuses, naming that pid.
+
 Exit codes: 0 finished (or stopped at a limit), 1 the tune failed (the best would not serve again),
-2 bad arguments or no host, 130 interrupted (resumable).
+2 bad arguments or no host, 3 another live process runs that tune, 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_BAD_ARGS = 2
+EXIT_LOCKED = 3
 TUNE_LEVELS = [1, 16, 64, 256]
 """The default sweep of a tune: C=1 (one user's speed), the seeds' C=16 and C=256 (the peak), C=64 between."""
 
@@ -74,12 +78,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kimitui tune: no unfinished tune on {host} to resume"
                   + (f" with id {args.resume}" if args.resume else "") + f" (in {store.tunes_dir(host)})", file=sys.stderr)
             return EXIT_BAD_ARGS
-        try:
-            state = store.load(where)
-        except store.TuneStateError as exc:
-            print(f"kimitui tune: {exc}", file=sys.stderr)
-            return EXIT_BAD_ARGS
-        return asyncio.run(_tune(args, state, where))
+        return _locked_run(args, where, "kimitui tune --resume", None)
     try:
         plan = build_plan(args, host)
     except ValueError as exc:
@@ -95,9 +94,30 @@ def run(args: argparse.Namespace) -> int:
     from kimitui.tune.tuner import new_state
 
     tune_id, where = store.new_tune_dir(host)
-    state = new_state(tune_id, host, plan)
-    store.save(state, where)
-    return asyncio.run(_tune(args, state, where))
+    return _locked_run(args, where, "kimitui tune", new_state(tune_id, host, plan))
+
+
+def _locked_run(args: argparse.Namespace, where: Path, by: str, state: "TuneState | None") -> int:
+    """Drive the tune in ``where`` while holding its lock (released however the tune ends); a resumed
+    tune's state is read once the lock is ours, so it is the last one its previous driver saved."""
+    from kimitui.tune import state as store
+    from kimitui.tune.lock import TuneLocked, held
+
+    try:
+        with held(where, by) as lock:
+            if lock.took_over:
+                print(f"kimitui tune: {lock.took_over}", file=sys.stderr)
+            if state is None:
+                state = store.load(where)
+            else:
+                store.save(state, where)
+            return asyncio.run(_tune(args, state, where))
+    except TuneLocked as exc:
+        print(f"kimitui tune: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    except store.TuneStateError as exc:
+        print(f"kimitui tune: {exc}", file=sys.stderr)
+        return EXIT_BAD_ARGS
 
 
 def build_plan(args: argparse.Namespace, host: str) -> "TunePlan":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from kimitui.control import NotAvailable
 from kimitui.launcher import guard
 from kimitui.profiles import ProfileError, load_profile, scan_profiles
+from kimitui.tune import lock as tune_lock
 from kimitui.tune import state as store
 from kimitui.tune.candidates import default_candidates
 from kimitui.events import Event, ServerInfo, SweepSpec
@@ -71,6 +72,8 @@ class Tunes:
         self._ctl = ctl
         self.tuner: Tuner | None = None
         self._task: asyncio.Task[object] | None = None
+        self._lock: tune_lock.TuneLock | None = None
+        """The running tune's lock (:mod:`kimitui.tune.lock`): one autopilot per tune, the CLI's included."""
         self._sim_scale: float | None = None
         """The simulated server's own clock speed (``/server_info``'s ``sim_time_scale``): the estimate's."""
         ctl.session.add_sink(self._on_event)
@@ -113,10 +116,17 @@ class Tunes:
         if self._ctl.busy is not None:
             raise NotAvailable(f"a {self._ctl.busy} is running: the autopilot starts once it is over")
         tune_id, where = store.new_tune_dir(self._ctl.host_name)
-        state = new_state(tune_id, self._ctl.host_name, plan)
-        store.save(state, where)
-        self.tuner = Tuner(ControllerHost(self._ctl), state, where)
-        self._task = self._ctl.tasks.spawn(self.tuner.run())
+        lock = tune_lock.acquire(where, "the cockpit")  # `kimitui tune --resume` refuses this tune while it runs
+        try:
+            state = new_state(tune_id, self._ctl.host_name, plan)
+            store.save(state, where)
+            self.tuner = Tuner(ControllerHost(self._ctl), state, where)
+            self._task = self._ctl.tasks.spawn(self.tuner.run())
+        except BaseException:
+            lock.release()
+            raise
+        self._lock = lock
+        self._task.add_done_callback(lambda _t: lock.release())  # ended, failed or cancelled (the cockpit quit)
         return where
 
     def act(self, action: str) -> str:
@@ -143,3 +153,5 @@ class Tunes:
         if self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._lock is not None:
+            self._lock.release()
