@@ -86,7 +86,14 @@ def redact(name: str, value: Any) -> Any:
         return redact_command(value)
     if isinstance(value, (list, tuple)) and name == "extra_args":
         return redact_argv([str(v) for v in value])
+    if isinstance(value, Mapping) and name == "env":
+        return redact_env(value)
     return value
+
+
+def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile's ``[env]`` as shown: ``HF_TOKEN = ***``, ``NCCL_P2P_DISABLE = 1``."""
+    return {k: REDACTED if is_secret(k) and v not in (None, "") else v for k, v in env.items()}
 
 
 def redact_map(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -97,3 +97,11 @@ def test_the_dry_run_never_prints_a_token(home: Path, capsys: pytest.CaptureFixt
     assert main(["tune", "--from", "ep8-tuned", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "ep8-token: differs only by env.HF_TOKEN" in out and TOKEN not in out
+
+
+def test_profiles_show_prints_a_token_as_stars(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (user_dir() / "ep8-keyed.toml").write_text(
+        f'name = "ep8-keyed"\nextends = "ep8-token"\nextra_args = ["--api-key", "{TOKEN}"]\n')
+    assert main(["profiles", "show", "ep8-keyed"]) == 0
+    out = capsys.readouterr().out
+    assert TOKEN not in out and "HF_TOKEN=***" in out and "--api-key ***" in out.replace("\\\n", " ")

@@ -29,7 +29,7 @@ from kimitui.profiles import (
     single_knob_alternatives,
 )
 from kimitui.profiles.deploy import deployment, process_command
-from kimitui.profiles.diff import family_of_alternative
+from kimitui.profiles.diff import family_of_alternative, redacted
 from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
 from kimitui.profiles.loader import locate_field
@@ -185,7 +185,8 @@ def _show(args: argparse.Namespace) -> int:
     table.add_column("knob")
     table.add_column("value", overflow="fold")
     table.add_column("set in", style="dim")
-    for knob, value in p.knobs().items():
+    shown = redacted(p)
+    for knob, value in shown.knobs().items():
         if value in (None, False, [], {}):
             continue
         table.add_row(knob, escape(_fmt(value)), escape(_where(p, [knob], dirs)))
@@ -199,10 +200,10 @@ def _show(args: argparse.Namespace) -> int:
         colour = "red" if issue.severity == "error" else "yellow"
         out.print(f"[{colour}]{issue.severity}[/]: {escape(issue.field)}: {escape(issue.message)}")
     if p.is_deployment():
-        _show_processes(out, p)
+        _show_processes(out, shown)
         return 0
     out.print("[bold]command:[/]")
-    out.print(escape(render_command(p, pretty=True)), soft_wrap=True)
+    out.print(escape(render_command(shown, pretty=True)), soft_wrap=True)
     return 0
 
 

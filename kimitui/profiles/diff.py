@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimitui.knobs import is_knob, redact
+from kimitui.knobs import is_knob, redact, redact_argv, redact_env
 from kimitui.profiles.schema import Profile
 
 
@@ -118,6 +118,12 @@ def show_value(value: object) -> str:
     if isinstance(value, str):
         return value if value and value.strip() == value else repr(value)
     return str(value)
+
+
+def redacted(profile: Profile) -> Profile:
+    """The profile as shown (``kimitui profiles show``): secrets' values ``***`` (``[env] HF_TOKEN``, an
+    ``--api-key`` in ``extra_args``).  For reading only: a server is launched from the profile itself."""
+    return profile.model_copy(update={"env": redact_env(profile.env), "extra_args": redact_argv(profile.extra_args)})
 
 
 def _flat_knobs(profile: Profile) -> dict[str, Any]:
