@@ -6,11 +6,14 @@ The live controller on the embedded simulated host at a 40x clock, each step's s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from kimitui.live import LiveController
+from kimitui.tune import state as store
+from kimitui.tune.lock import LOCK_NAME, TuneLocked, acquire
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.tune_screen import TuneScreen
 from kimitui.tui.widgets.header_bar import HeaderBar
@@ -40,6 +43,10 @@ async def test_the_autopilot_from_the_cockpit_plans_runs_pauses_and_stops_with_t
         await wait_for(app, lambda: app.model.tune is not None and app.model.tune.status == "running", 20, "it to run")
         await wait_for(app, lambda: app.model.tune is not None and app.model.tune.step == 1, 120, "step 1")
         assert "autopilot" in app.query_one(HeaderBar).render().plain
+        where = store.resumable("sim")  # one autopilot per tune: `kimitui tune --resume` cannot drive this one
+        assert where is not None
+        with pytest.raises(TuneLocked, match=rf"pid {os.getpid()} \(the cockpit, started "):
+            acquire(where, "kimitui tune --resume")
         await pilot.press("s")  # the operator's own sweep waits for the autopilot: said, not started
         await tick(pilot)
         assert not isinstance(app.screen, TuneScreen)
@@ -58,4 +65,5 @@ async def test_the_autopilot_from_the_cockpit_plans_runs_pauses_and_stops_with_t
         await wait_for(app, lambda: app.model.profile_state == "serving", 60, "the best to serve")
         assert app.model.profile == app.model.tune.best
         assert "stopped" in app.query_one(HeaderBar).render().plain
+        await wait_for(app, lambda: not (where / LOCK_NAME).exists(), 20, "the tune's lock to be released")
     await ctrl.shutdown()
