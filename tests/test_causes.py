@@ -14,7 +14,7 @@ import pytest
 
 from kimitui.analysis.causes.event_clock import LogClock
 from kimitui.analysis.causes.sweep_causes import sweep_causes
-from kimitui.analysis.causes.tail import explained
+from kimitui.analysis.causes.tail import explained, pct
 from kimitui.analysis.causes.words import evidence_lines, headline
 from kimitui.events import ClientHealth, ConnectionState, ServerHealth
 from tests.support.causecase import (GAP_AT, GAP_S, back_to_back, decode, level_of, eplb_lines, level_events, line, normal, prefill, reading,
@@ -47,7 +47,8 @@ def test_the_seeds_c1_straggler_is_one_eplb_rebalance() -> None:
     assert loss.sentence().endswith("% of the loss is one EPLB rebalance")
     assert loss.expected_tok_s is not None and loss.agg_tok_s is not None
     assert abs(loss.expected_tok_s - 61.0) < 1.0 and loss.agg_tok_s < 0.85 * loss.expected_tok_s
-    assert explained([loss]) == "explained by one EPLB rebalance, 20 s in all"
+    # no count here: a sweep's rebalances are counted once, in each level's window (spec_eplb.eplb_line)
+    assert explained([loss]) == f"explained by EPLB rebalances ({pct(loss.by_cause['eplb'] / loss.lost_s)} of the time lost)"
 
 
 def test_a_rebalance_whose_end_has_not_come_is_quoted_as_so_far() -> None:

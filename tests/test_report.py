@@ -186,7 +186,10 @@ def test_judge_rules() -> None:
 
 def test_markdown_has_tables_curves_and_stragglers() -> None:
     a, b = tuned(), eplb()
-    md = render_md([summarize(a), summarize(b)], compare(a, b))
+    brief = render_md([summarize(a), summarize(b)], compare(a, b))
+    assert "## Verdict: Worse" in brief and "| 64 | " in brief and "```text" in brief
+    assert "Stragglers:" not in brief and "| C | figure |" not in brief  # behind --stragglers
+    md = render_md([summarize(a), summarize(b)], compare(a, b), stragglers=True)
     assert "## Verdict: Worse" in md
     assert "| C | figure | A | B | change | noise (95 %) | verdict |" in md
     assert "| 64 | aggregate tok/s |" in md
@@ -346,7 +349,9 @@ def test_seed_case_with_different_level_lists_is_a_regression(tmp_path: Path,
     assert main(["report", str(a), "--vs", str(b), "--fail-on-regression"]) == 1
     out, err = capsys.readouterr()
     assert "## Verdict: Worse" in out and "- compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192" in out
-    assert "| 256 | aggregate tok/s | 1,538 | 862 | -44.0 %" in out
+    assert "| 256 | 1,538 | 862 | -44.0 % |" in out  # one row per level
+    assert main(["report", str(a), "--vs", str(b), "--stragglers"]) == 0
+    assert "| 256 | aggregate tok/s | 1,538 | 862 | -44.0 %" in capsys.readouterr().out  # every figure's row
     assert err.splitlines()[-2:] == ["kimitui report: worse: ep8-tuned (s1) vs ep8-eplb (s2)",
                                      "kimitui report: compared at C=1, 8, 64, 256; only in A: 32, 96, 128, 192"]
     assert main(["report", str(a), "--vs", str(b), "--format", "text"]) == 0
@@ -383,6 +388,8 @@ def test_a_failed_level_is_not_judged_and_never_the_peak(tmp_path: Path, capsys:
     assert cmp.peak_at == ((64, 1290.0), (64, 700.0)) and cmp.verdict == "regressed"
     assert "  A's own peak, 1538 tok/s at C=256, is at a level not compared" in cmp.summary_lines()
     assert main(["report", str(a), "--vs", str(b)]) == 0
+    assert "| 256 | 1,538 | — | — | — | not judged |" in capsys.readouterr().out  # the brief report's row
+    assert main(["report", str(a), "--vs", str(b), "--stragglers"]) == 0
     md = capsys.readouterr().out
     assert "| 256 | ✗ **failed** (1) | 256 | 0 | 256 |" in md
     assert "1. C=256 failed: 256/256 failed — not a peak, not drawn, not judged." in md
@@ -439,7 +446,7 @@ def test_a_client_distorted_level_is_marked_and_the_verdict_says_so(tmp_path: Pa
     assert all(f.verdict == "unsure" and f.note == "distorted by the client" for f in figs.values())
     assert "lower time scale" in figs["agg_tok_s"].settle
     assert cmp.level(64) not in [lv for lv in cmp.levels if any(f in cmp.regressions for f in lv.figures)]
-    assert main(["report", str(a), "--vs", str(b)]) == 0
+    assert main(["report", str(a), "--vs", str(b), "--stragglers"]) == 0
     md = capsys.readouterr().out
     assert "| 64 | ok ⚠ client (1) |" in md and "1. C=64 latency figures distorted by the client: loop lag 730 ms." in md
     assert "| 64 | decode p50 | 20.2 | 11.0 | -45.7 % | ±8.3 % | unsure |" in md

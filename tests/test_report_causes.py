@@ -40,7 +40,10 @@ def _write(tmp: Path, name: str, events: list) -> Path:
 def test_the_seeds_straggler_in_every_format(tmp_path: Path) -> None:
     path = _write(tmp_path, "story.jsonl", gap_case_events())
     s = summarize(path)
-    md = render_md([s])
+    brief = render_md([s])
+    assert "**cause:" not in brief  # each straggler behind --stragglers; each cause once, its worst example:
+    assert "- EPLB rebalance: 1 of 1 stragglers, at C=1; worst C=1 s2-c1-r4: EPLB rebalance, 35.6 s, covers 99 %" in brief
+    md = render_md([s], stragglers=True)
     assert "**cause: EPLB rebalance, 35.6 s, covers 99 % of the 35.6 s gap" in md
     assert "(high confidence)" in md and "rebalance end time=35.6s" in md
     assert "Where the throughput went" in md and "of the loss is one EPLB rebalance" in md
@@ -57,7 +60,8 @@ def test_the_seeds_straggler_in_every_format(tmp_path: Path) -> None:
 def test_a_straggler_nothing_explains_is_unknown_everywhere(tmp_path: Path) -> None:
     events = [e for e in gap_case_events() if not (isinstance(e, LogLine) and "rebalance" in e.raw)]
     s = summarize(_write(tmp_path, "bare.jsonl", events))
-    md = render_md([s])
+    assert "- no cause found: 1 of 1 stragglers, at C=1; worst C=1 s2-c1-r4: Unknown: nothing" in render_md([s])
+    md = render_md([s], stragglers=True)
     assert "**cause: Unknown: nothing kimitui saw covers the 35.6 s gap" in md
     (strag,) = json.loads(render_json([s]))["recordings"][0]["sweeps"][0]["levels"][0]["stragglers"]
     assert (strag["cause"], strag["confidence"]) == ("unknown", "none")
@@ -72,11 +76,13 @@ def test_vs_says_what_explains_a_regression(tmp_path: Path) -> None:
     b = _write(tmp_path, "b.jsonl", [*level_of(stalled), *rebalances])
     cmp = compare(a, b)
     assert cmp.verdict == "regressed", cmp.headline()
-    assert cmp.headline().startswith("regression, explained by 6 EPLB rebalances, 30 s in all")
+    assert cmp.headline().startswith("worse, explained by EPLB rebalances (")
     lines = cmp.summary_lines()
-    assert lines[0].endswith("explained by 6 EPLB rebalances, 30 s in all")
+    assert lines[0].endswith("of the time lost)") and "explained by EPLB rebalances (" in lines[0]
     assert any(line.startswith("B at C=1: aggregate") and "of the loss is 6 EPLB rebalances" in line for line in lines)
-    assert "explained by 6 EPLB rebalances" in render_md([summarize(a), summarize(b)], cmp)
+    md = render_md([summarize(a), summarize(b)], cmp)
+    # the rebalances are counted once (issue 29: "explained by 4 EPLB rebalances" over "9 EPLB rebalances")
+    assert "6 EPLB rebalances, 30 s in all, in the measured levels" in md and "explained by 6" not in md
 
 
 STORY_HEAD = "regression, explained by one EPLB rebalance, 36 s in all: peak -41 % (beyond noise)"
@@ -106,7 +112,7 @@ def test_the_cli_reports_causes_in_every_format(tmp_path: Path, capsys: pytest.C
     b = _write(tmp_path, "eplb.jsonl.gz", gap_case_events())
     out = {fmt: tmp_path / f"report.{fmt}" for fmt in ("md", "json", "csv")}
     for fmt, path in out.items():
-        assert main(["report", str(b), "--format", fmt, "-o", str(path)]) == 0
+        assert main(["report", str(b), "--format", fmt, "--stragglers", "-o", str(path)]) == 0
     md = out["md"].read_text()
     assert "`s2-c1-r4`" in md and "**cause: EPLB rebalance, 35.6 s, covers 99 % of the 35.6 s gap" in md
     assert "- C=1: aggregate 38.4 tok/s vs " in md

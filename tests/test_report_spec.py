@@ -357,7 +357,7 @@ def test_end_to_end_report_of_real_sweeps_on_the_simulated_host(tmp_path: Path,
     recs = asyncio.run(run_all())
     tuned, dflash_, eplb = (str(recs[k][0]) for k in ("tuned", "dflash", "eplb"))
 
-    assert main(["report", tuned, "--vs", dflash_]) == 0
+    assert main(["report", tuned, "--vs", dflash_, "--stragglers"]) == 0
     md = capsys.readouterr().out
     assert "| accept len | accept rate |" in md and "▼ collapsed" in md
     assert "- speculation collapsed at C=8: accept length" in md

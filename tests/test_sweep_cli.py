@@ -126,7 +126,18 @@ def test_the_table_marks_aborted_and_distorted_levels_and_never_peaks_them(capsy
     assert "C=256  FAILED" in text and "failed: all 512 requests failed (http_status 512); not a peak" in text
     assert "client: loop lag max 547.0 ms (p50 3.0), CPU max 97 %" in text
     assert "client distorted: client saturated: event-loop lag up to 547 ms" in text
-    assert "peak 400.0 tok/s at C=8" in text
+    assert "peak 400 tok/s at C=8 (seed-comparable aggregate)" in text
+
+
+def test_the_peak_is_the_aggregate_the_cockpit_and_the_report_name_and_steady_is_labelled(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: the cockpit's peak was the aggregate (1,566 tok/s), ``kimitui sweep`` printed the steady rate
+    (1,570); the steady level is not the peak here, its aggregate is lower."""
+    a = LevelResult(sweep_id="s", concurrency=192, requests=192, ok=192, agg_tok_s=1530.0, steady_tok_s=1590.0)
+    b = LevelResult(sweep_id="s", concurrency=256, requests=256, ok=256, agg_tok_s=1566.0, steady_tok_s=1570.0)
+    print_tables([a, b], SweepResult(sweep_id="s", outcome="completed", peak_tok_s=1566.0), None)
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps at the terminal's width
+    assert "peak 1,566 tok/s at C=256 (seed-comparable aggregate; steady 1,570)" in text
 
 
 def test_bad_arguments_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

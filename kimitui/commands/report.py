@@ -1,4 +1,4 @@
-"""``kimitui report FILE [--vs FILE2] [--format md|text|json|csv] [--fail-on-regression]``.
+"""``kimitui report FILE [--vs FILE2] [--format md|text|json|csv] [--stragglers] [--fail-on-regression]``.
 
 ``--sweep A --vs-sweep B`` without ``--vs`` compares two sweeps of one recording
 (the cockpit records both sides of a swap in one file).
@@ -16,7 +16,7 @@ import sys
 from kimitui.recording import RecordingError
 from kimitui.report.compare import compare
 from kimitui.report.sweep_summary import pick_sweep, summarize
-from kimitui.report.render import RENDERERS
+from kimitui.report.render import RENDERERS, STRAGGLER_DETAIL
 from kimitui.report.verdict import DEFAULT_MIN_EFFECT
 
 EXIT_REGRESSION = 1
@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0; results are deterministic)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 if B regressed against A (2 if they are not comparable)")
+    p.add_argument("--stragglers", action="store_true",
+                   help="md and text: every straggler with its cause and evidence, every figure's row and each "
+                        "sweep's own tables (default: each cause once, with its counts and worst example)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
     p.set_defaults(func=run)
 
@@ -64,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     except (RecordingError, ValueError) as exc:
         print(f"kimitui report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    text = RENDERERS[args.format](summaries, comparison)
+    detail = STRAGGLER_DETAIL.get(args.format)
+    text = (detail(summaries, comparison, stragglers=args.stragglers) if detail is not None
+            else RENDERERS[args.format](summaries, comparison))
     if args.output:
         from kimitui.private_files import private_opener
 

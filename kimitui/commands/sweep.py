@@ -34,7 +34,7 @@ from kimitui.loadgen.prompts import prompt_source
 from kimitui.recording import RecordingError, RecordingWriter, spec_from_recording
 from kimitui.commands.common import start_otlp_if_asked
 from kimitui.session import Session
-from kimitui.analysis.level_stats import effective_status, level_rate, peak_level
+from kimitui.analysis.level_stats import effective_status, peak_level, seed_comparable
 from kimitui.events import (
     ErrorEvent,
     Event,
@@ -393,6 +393,16 @@ def print_tables(levels: list[LevelResult], result: SweepResult, recording: str 
         if status != "ok":
             console.print(f"  [bold]{status}:[/bold] {escape(reason)}; not a peak")
         if lv.failures:
+def peak_text(levels: list[LevelResult]) -> str:
+    """``peak 1,566 tok/s at C=256 (seed-comparable aggregate; steady 1,570)``: the peak every view names (the
+    cockpit's curve, the report) is the aggregate; the steady rate is said beside it, labelled (issue 29)."""
+    peak = peak_level(levels, seed_comparable)
+    if peak is None or peak.agg_tok_s is None:
+        return "no valid level, no peak"
+    steady = f"; steady {peak.steady_tok_s:,.0f}" if peak.steady_tok_s is not None else ""
+    return f"peak {peak.agg_tok_s:,.0f} tok/s at C={peak.concurrency} (seed-comparable aggregate{steady})"
+
+
             console.print("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(lv.failures.items())))
         for cls, msg in sorted(lv.errors.items()):
             console.print(f"  first {cls}: {escape(msg)}", highlight=False)
@@ -407,10 +417,8 @@ def print_tables(levels: list[LevelResult], result: SweepResult, recording: str 
         if lv.stopped:
             console.print(f"  [bold]stopped:[/bold] {escape(lv.stopped)}")
         console.print()
-    peak = peak_level(levels)
     console.print(f"sweep {result.sweep_id}: {escape(result.outcome)}"
-                  + (f" ({escape(result.reason)})" if result.reason else "")
-                  + (f"; peak {level_rate(peak):.1f} tok/s at C={peak.concurrency}" if peak is not None else
-                     "; no valid level, no peak"), highlight=False)
+                  + (f" ({escape(result.reason)})" if result.reason else "") + f"; {peak_text(levels)}",
+                  highlight=False)
     if recording:
         console.print(f"recorded to {recording}")

@@ -52,7 +52,7 @@ from kimitui.loadgen import h1client
 from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
-from kimitui.analysis.level_stats import error_rate_exceeded, level_rate, level_result, oversaturation, peak_level
+from kimitui.analysis.level_stats import error_rate_exceeded, level_result, oversaturation, peak_level, seed_comparable
 from kimitui.analysis.server_caps import is_header_name
 from kimitui.events import (
     SweepOutcome,
@@ -276,10 +276,10 @@ class SweepEngine:
             self.emit(ErrorEvent(host=self.host, source="sweep", message=reason))
         finally:
             await self.health.stop()
-        peak = peak_level(self.levels)  # failed, aborted and cut levels are never the peak
+        peak = peak_level(self.levels, seed_comparable)  # failed, aborted and cut levels are never the peak
         result = SweepResult(host=self.host, sweep_id=self.sweep_id, levels=[lv.concurrency for lv in self.levels],
                              outcome=outcome, reason=reason,
-                             peak_tok_s=level_rate(peak) if peak is not None else None)
+                             peak_tok_s=seed_comparable(peak) if peak is not None else None)
         self.emit(result)
         return result
 

@@ -365,7 +365,7 @@ def sweep_md(run: SweepRun, stragglers: bool = False) -> list[str]:
 def causes_md(run: SweepRun, side: str = "") -> list[str]:
     """Each cause once: how many stragglers it explains, at which levels, its worst example; the rebalances."""
     lines = [cause_line(cc, run) for cc in cause_counts(run)]
-    reb = eplb_line(run, side)
+    reb = None if side else eplb_line(run)  # a comparison's summary says each side's rebalances already
     if reb:
         lines.append(reb)
     if not lines:
@@ -459,7 +459,8 @@ def comparison_md(cmp: Comparison, every_figure: bool = True) -> list[str]:
     out.append(f"A (reference): {cmp.a.label} from `{cmp.a.source}`  ")
     out.append(f"B (candidate): {cmp.b.label} from `{cmp.b.source}`")
     out.append("")
-    out += [f"- {line.strip()}" for line in cmp.summary_lines()[1:]]
+    lines = cmp.summary_lines()[1:] if every_figure or cmp.verdict == "not_comparable" else _brief_summary(cmp)
+    out += [f"- {line.strip()}" for line in lines]
     if cmp.verdict == "not_comparable":
         return out
     out += [""] + (_figure_table_md(cmp) if every_figure else _level_table_cmp_md(cmp))
@@ -481,6 +482,37 @@ def comparison_md(cmp: Comparison, every_figure: bool = True) -> list[str]:
     if chart:
         out += ["", "```text", *chart, "```"]
     return out + _speedup_md(cmp)
+
+
+UNSURE_SHOWN = 3
+"""Unsure figures a brief report names (each with why and what would settle it); ``--stragglers`` names all."""
+
+
+def _brief_summary(cmp: Comparison) -> list[str]:
+    """The summary's sentences less what the level table shows row by row (each level's loss, each figure that
+    changed): which levels, the client, the rebalances, B's worst level, the peak, what was not judged, the
+    first unsure figures, the stragglers and the knobs."""
+    lines = [cmp.levels_line()]
+    if client := cmp.client_line():
+        lines.append(client)
+    lines += cmp.spec_and_eplb_lines()
+    lost = [loss for loss in cmp.candidate_losses() if loss.loss_fraction >= SMALL_LOSS]
+    if lost:
+        worst = max(lost, key=lambda x: (x.loss_fraction, -x.concurrency))
+        lines.append(f"B's worst level, C={worst.concurrency}: {worst.sentence()}")
+    if cmp.peak is not None and cmp.peak.ratio is not None and cmp.peak_at is not None:
+        (ca, va), (cb, vb) = cmp.peak_at
+        lines.append(f"{cmp.peak.describe()}: {va:,.0f} tok/s at C={ca} -> {vb:,.0f} tok/s at C={cb}")
+    lines += [f"not judged: {lv.not_judged}" for lv in cmp.levels if lv.not_judged]
+    peak_said = cmp.peak.describe() if cmp.peak is not None else None
+    unsure = [u for u in cmp.unsure_lines() if u != peak_said]
+    lines += unsure[:UNSURE_SHOWN]
+    if len(unsure) > UNSURE_SHOWN:
+        lines.append(f"... and {len(unsure) - UNSURE_SHOWN} more figures unsure (`--stragglers` lists every figure)")
+    sa, sb = (sum(lv.stragglers[i] for lv in cmp.levels) for i in (0, 1))
+    ra, rb = (sum(lv.requests[i] for lv in cmp.levels) for i in (0, 1))
+    lines.append(f"stragglers: {count_of(sa, ra)} requests (A), {count_of(sb, rb)} (B)")
+    return lines + [cmp.knobs_text]
 
 
 def _verdict_cell(f: FigureComparison) -> str:
@@ -552,10 +584,17 @@ def _noise_how(cmp: Comparison) -> str:
     return " and ".join(parts) or "nothing (no per-request data)"
 
 
-def render_md(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+def render_md(summaries: list[RecordingSummary], comparison: Comparison | None = None, *,
+              stragglers: bool = False) -> str:
+    """A report to paste: with a comparison, the verdict, one row per level, the curve, each side's causes once
+    and a line per source (one screen of a chat for two 8-level sweeps); ``stragglers`` (``--stragglers``) adds
+    every figure's row, each sweep's own tables and every straggler with its cause and evidence."""
     out = ["# kimitui report", ""]
     if comparison is not None:
-        out += comparison_md(comparison) + [""]
+        out += comparison_md(comparison, every_figure=stragglers)
+        if not stragglers:
+            return "\n".join(out + _brief_md(comparison, summaries)).rstrip() + "\n"
+        out.append("")
     for s in summaries:
         out += [f"## `{s.source}`", ""]
         out.append(f"hosts {', '.join(s.header.hosts) or '—'} · recording started {_stamp(s.header.started)} · "
@@ -567,9 +606,27 @@ def render_md(summaries: list[RecordingSummary], comparison: Comparison | None =
         for n in s.notes:
             out += ["", f"> note {_clock(n.t)}: {n.text}"]
         for run in s.sweeps:
-            out += [""] + sweep_md(run)
+            out += [""] + sweep_md(run, stragglers)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _brief_md(cmp: Comparison, summaries: list[RecordingSummary]) -> list[str]:
+    """After a comparison: each side's causes once, then one line per side saying where it came from."""
+    out: list[str] = []
+    for side, run in (("A", cmp.a), ("B", cmp.b)):
+        out += causes_md(run, side)
+    out += ["", "Sources (`--stragglers` for every figure, each sweep's tables and every straggler):", ""]
+    for side, run in (("A", cmp.a), ("B", cmp.b)):
+        peak = run.peak
+        out.append(f"- {side}: `{run.source}`: {run.profile or 'unknown profile'}, sweep `{run.sweep_id}` on host "
+                   f"{run.host}, started {_stamp(run.started)}, {_workload(run)}, outcome "
+                   f"{run.outcome or 'unfinished'}; {_md_text(_knobs_line(run), 300)}"
+                   + (f"; peak (seed-comparable aggregate) {peak[1]:,.0f} tok/s at C={peak[0]}" if peak else ""))
+    skipped = sum(len(s.skipped) for s in summaries)
+    if skipped:
+        out.append(f"- {skipped} unreadable line(s) skipped (`--format text` lists them)")
+    return out
 
 
 # --------------------------------------------------------------------------- plain text
@@ -589,7 +646,7 @@ def _plain_status(row: LevelRow) -> str:
     return row.status + (" !client" if row.client_distorted else "")
 
 
-def sweep_text(run: SweepRun) -> list[str]:
+def sweep_text(run: SweepRun, stragglers: bool = False) -> list[str]:
     out = [f"{run.profile or 'unknown profile'} — sweep {run.sweep_id}: host {run.host}, {_workload(run)}, outcome "
            f"{run.outcome or 'unfinished (recording ends mid-sweep)'}" + (f" ({run.reason})" if run.reason else "")]
     if not run.levels:
@@ -622,6 +679,14 @@ def sweep_text(run: SweepRun) -> list[str]:
     peak = run.peak
     if peak:
         out.append(f"  peak (seed-comparable aggregate, ok levels only): {peak[1]:,.0f} tok/s at C={peak[0]}")
+    lines = [cause_line(cc, run) for cc in cause_counts(run)] + ([reb] if (reb := eplb_line(run)) else [])
+    out += [f"  cause: {line}" for line in lines]
+    if stragglers:
+        for row in run.ordered_levels:
+            for s in row.stragglers:
+                a = run.attributions.get(s.request_id)
+                out.append(f"  straggler C={s.concurrency} {s.request_id}: "
+                           + (f"{cause_headline(a)} ({a.confidence} confidence)" if a is not None else s.reason))
     return out
 
 
@@ -647,7 +712,8 @@ def comparison_text(cmp: Comparison) -> list[str]:
     return out
 
 
-def render_text(summaries: list[RecordingSummary], comparison: Comparison | None = None) -> str:
+def render_text(summaries: list[RecordingSummary], comparison: Comparison | None = None, *,
+                stragglers: bool = False) -> str:
     """What a terminal or a chat shows: the verdict and the level tables in aligned columns."""
     out: list[str] = []
     if comparison is not None:
@@ -658,9 +724,11 @@ def render_text(summaries: list[RecordingSummary], comparison: Comparison | None
             out.append(f"  skipped {len(s.skipped)} unreadable line(s): " +
                        "; ".join(f"line {k.line_no}: {k.reason}" for k in s.skipped[:5]))
         for run in s.sweeps:
-            out += [""] + sweep_text(run)
+            out += [""] + sweep_text(run, stragglers)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
 RENDERERS = {"md": render_md, "json": render_json, "csv": render_csv, "text": render_text}
+STRAGGLER_DETAIL = {"md": render_md, "text": render_text}
+"""The formats that list every straggler only when asked (``--stragglers``); json and csv always hold them all."""

@@ -123,7 +123,7 @@ def speedup_rows(a: SweepRun, b: SweepRun) -> list[tuple[int, SpeedUp, float | N
     return [(c, ups[c], accept_len(a.levels[c]), accept_len(b.levels[c])) for c in sorted(ups)]
 
 
-def eplb_line(run: SweepRun, side: str) -> str | None:
+def eplb_line(run: SweepRun, side: str = "") -> str | None:
     """``3 EPLB rebalances, 71 s in all, in the measured levels (B: C=64 ×2, C=128 ×1)``, when a side had any;
     a rebalance that straddles two levels counts in each level's share but once in the total."""
     per_level = [(row.concurrency, run.rebalances_of(row)) for row in run.ordered_levels]
@@ -133,4 +133,4 @@ def eplb_line(run: SweepRun, side: str) -> str | None:
         return None
     where = ", ".join(f"C={c} ×{len(recs)}" for c, recs in per_level if recs)
     return (f"{total.count} EPLB rebalance{'s' if total.count != 1 else ''}, {total.total_s:.0f} s in all, "
-            f"in the measured levels ({side}: {where})")
+            f"in the measured levels ({side + ': ' if side else ''}{where})")

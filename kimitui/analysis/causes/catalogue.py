@@ -63,3 +63,8 @@ def counted(cause: str, n: int) -> str:
     if info is None:
         return f"{n} × {cause}"
     return f"one {info.one}" if n == 1 else f"{n} {info.plural}"
+
+
+def plural(cause: str) -> str:
+    """``EPLB rebalances``: the cause's episodes, uncounted."""
+    return INFO[cause].plural if cause in INFO else cause

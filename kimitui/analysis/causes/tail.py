@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kimitui.analysis.causes.attribute import Attribution
-from kimitui.analysis.causes.catalogue import counted, label, short
+from kimitui.analysis.causes.catalogue import counted, label, plural, short
 from kimitui.events import LevelResult, RequestResult
 
 SPREAD = "spread"
@@ -58,7 +58,7 @@ class LevelLoss:
     def cell(self) -> str:
         """The level table's cell: ``EPLB 96%``, ``–`` when nothing is worth naming."""
         cause = self.main_cause
-        return f"{short(cause)} {round(100 * self.share(cause))}%" if cause else "–"
+        return f"{short(cause)} {pct(self.share(cause)).replace(' ', '')}" if cause else "–"
 
     def sentence(self) -> str:
         """``aggregate 13.3 tok/s vs 61 expected: 96 % of the loss is one EPLB rebalance``."""
@@ -72,7 +72,7 @@ class LevelLoss:
             return f"{head}: the loss is spread over the requests, no stall behind it"
         n = len(self.episodes.get(cause, {}))
         what = counted(cause, n) if n and cause != "unknown" else ("unexplained stragglers" if cause == "unknown" else label(cause))
-        return f"{head}: {round(100 * self.share(cause))} % of the loss is {what}"
+        return f"{head}: {pct(self.share(cause))} of the loss is {what}"
 
 
 def _rate(v: float) -> str:
@@ -112,23 +112,27 @@ def level_loss(level: LevelResult, results: Sequence[RequestResult], attribution
 
 
 def explained(losses: Iterable[LevelLoss]) -> str | None:
-    """``explained by 3 EPLB rebalances, 71 s in all``: the cause behind most of a sweep's lost time."""
+    """``explained by EPLB rebalances (93 % of the time lost)``: the cause behind most of a sweep's lost time.
+
+    No count and no seconds here: how many rebalances a sweep had is said once, where they are counted in each
+    level's window (:func:`kimitui.report.spec_eplb.eplb_line`); the episodes that happened to overlap a
+    straggler are fewer (a report said "explained by 4 EPLB rebalances" over "9 EPLB rebalances", issue 29)."""
     lost: dict[str, float] = {}
-    eps: dict[str, dict[str, float]] = {}
     total = 0.0
     for loss in losses:
         total += loss.lost_s
         for cause, s in loss.by_cause.items():
             lost[cause] = lost.get(cause, 0.0) + s
-        for cause, keys in loss.episodes.items():
-            eps.setdefault(cause, {}).update(keys)
     named = [(s, c) for c, s in lost.items() if c not in (SPREAD, "unknown")]
     if not named or total <= 0:
         return None
     s, cause = max(named)
     if s < 0.5 * total:
         return None
-    keys = eps.get(cause, {})
-    if not keys:
-        return f"explained by {label(cause)}"
-    return f"explained by {counted(cause, len(keys))}, {sum(keys.values()):.0f} s in all"
+    return f"explained by {plural(cause)} ({pct(s / total)} of the time lost)"
+
+
+def pct(share: float) -> str:
+    """``99 %``: a share short of all of it never rounds up to 100 (the one rounding every view uses)."""
+    value = min(100, round(100 * share))
+    return f"{99 if value == 100 and share < 1 - 1e-9 else value} %"

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.catalogue import label
+from kimitui.analysis.causes.tail import pct
 from kimitui.analysis.gap_evidence import seconds
 
 LEAD = {"high": "", "medium": "Likely ", "low": "Possibly ", "none": ""}
 
 
-def pct(share: float) -> str:
-    """``99 %``: a share short of all of it never rounds up to 100."""
-    value = min(100, round(100 * share))
-    return f"{99 if value == 100 and share < 1 - 1e-9 else value} %"
 
 
 def _what(a: Attribution) -> str:
