@@ -96,15 +96,16 @@ def _target_log(ratio: float, min_effect: float) -> float:
     return math.log(1.0 + min_effect) - lr if lr >= 0 else lr - math.log(1.0 - min_effect)
 
 
-def _scale_needed(a: Side, b: Side, target_se: float) -> float | None:
-    """Smallest k (k times the requests on both sides) bringing the combined SE to ``target_se``; None if
-    the floors alone are too wide or it would take more than :data:`MAX_SCALE`."""
-    if math.hypot(a.floor, b.floor) >= target_se:
+def _scale_needed(a: Side, b: Side, target_se: float, floors: tuple[float, float]) -> float | None:
+    """Smallest k (k times the requests on both sides) bringing the combined SE to ``target_se`` with these
+    floors; None if the floors alone are too wide or it would take more than :data:`MAX_SCALE`."""
+    fa, fb = floors
+    if math.hypot(fa, fb) >= target_se:
         return None
     sa, sb = a.se_sample or 0.0, b.se_sample or 0.0
 
     def se(k: float) -> float:
-        return math.hypot(max(sa / math.sqrt(k), a.floor), max(sb / math.sqrt(k), b.floor))
+        return math.hypot(max(sa / math.sqrt(k), fa), max(sb / math.sqrt(k), fb))
 
     if se(1.0) <= target_se:
         return 1.0
@@ -117,11 +118,17 @@ def _scale_needed(a: Side, b: Side, target_se: float) -> float | None:
     return hi
 
 
-def _repeats_needed(floor: float, target_se: float) -> int | None:
-    """Repeats of both sweeps that bring the floors under ``target_se`` (each falls as 1/√repeats)."""
-    for r in range(2, 17):
-        if math.sqrt(2.0) * floor / math.sqrt(r) < target_se:
-            return r
+MAX_REPEATS = 16
+
+
+def _plan(a: Side, b: Side, target_se: float, figure_floor: float) -> tuple[float, int] | None:
+    """(k times the requests, repeats of both sweeps) that settle it, fewest repeats first (a repeat costs a
+    whole sweep; requests cost only the level); None if not even :data:`MAX_REPEATS` would."""
+    for r in range(1, MAX_REPEATS + 1):
+        floors = (a.floor, b.floor) if r == 1 else (figure_floor / math.sqrt(r),) * 2
+        k = _scale_needed(a, b, target_se, floors)
+        if k is not None:
+            return k, r
     return None
 
 
@@ -158,22 +165,27 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
     if target_se <= 0:
         return Unsure(f"the change ({(ratio - 1) * 100:+.1f} %) sits on the {min_effect * 100:.0f} % margin itself",
                       "no amount of data will put it clearly on either side; call it a tie")
-    k = _scale_needed(a, b, target_se) if a.se_sample is not None and b.se_sample is not None else None
     if a.se_sample is None or b.se_sample is None:
-        k = max(FEW_REQUESTS / max(n, 1), 4.0)
-    if k is not None:
-        if not reasons:
-            reasons.append("the spread between requests is too wide")
-        want = nice_count(max(n * k, FEW_REQUESTS, n + 1))
+        want = nice_count(max(FEW_REQUESTS, 4 * n))
         return Unsure("; ".join(reasons), f"about {want} requests per level would settle it", requests=want)
-    if math.hypot(a.floor, b.floor) >= target_se:
+    floor_wide = math.hypot(a.floor, b.floor) >= target_se
+    if floor_wide:
         reasons.append(f"run-to-run noise alone (±{Z95 * math.hypot(a.floor, b.floor) * 100:.0f} %) is wider than "
                        f"the {min_effect * 100:.0f} % that matters")
-        reps = _repeats_needed(figure_floor, target_se)
-        settle = (f"repeat both sweeps (--repeats {reps}) to settle it" if reps is not None
-                  else f"more than 16 repeats of both sweeps would be needed to settle it at "
-                       f"±{min_effect * 100:.0f} % (this figure spreads ±{figure_floor * 100:.0f} % run to run)")
-        return Unsure("; ".join(reasons), settle, repeats=reps)
     if not reasons:
         reasons.append("the spread between requests is too wide")
-    return Unsure("; ".join(reasons), f"more than {nice_count(n * MAX_SCALE)} requests per level would be needed")
+    plan = _plan(a, b, target_se, figure_floor)
+    if plan is None and math.sqrt(2.0) * figure_floor / math.sqrt(MAX_REPEATS) < target_se:
+        return Unsure("; ".join(reasons), f"more than {nice_count(n * MAX_SCALE)} requests per level would be needed "
+                      "to settle it: the effect is small against the spread between requests")
+    if plan is None:
+        return Unsure("; ".join(reasons), f"more than {MAX_REPEATS} repeats of both sweeps would be needed to settle "
+                      f"it at ±{min_effect * 100:.0f} % (this figure spreads ±{figure_floor * 100:.0f} % run to run)")
+    k, r = plan
+    want = nice_count(max(n * k, FEW_REQUESTS, n + 1)) if k > 1.0 or n < FEW_REQUESTS else None
+    if want is not None and r > 1:
+        return Unsure("; ".join(reasons), f"about {want} requests per level and --repeats {r} would settle it",
+                      requests=want, repeats=r)
+    if want is not None:
+        return Unsure("; ".join(reasons), f"about {want} requests per level would settle it", requests=want)
+    return Unsure("; ".join(reasons), f"repeat both sweeps (--repeats {r}) to settle it", repeats=r)
