@@ -85,23 +85,24 @@ def test_vs_says_what_explains_a_regression(tmp_path: Path) -> None:
     assert "6 EPLB rebalances, 30 s in all, in the measured levels" in md and "explained by 6" not in md
 
 
-STORY_HEAD = "regression, explained by one EPLB rebalance, 36 s in all: peak -41 % (beyond noise)"
+STORY_HEAD = "unsure; peak -41 % (unsure: too few requests recorded to measure the noise (6 and 1))"
 
 
 def test_the_storys_vs_says_one_eplb_rebalance_explains_it(tmp_path: Path) -> None:
     """The story's A (ep8-tuned, the seeds' levels) against its B: ep8-eplb whose C=1 straggler stopped 35.6 s
-    for a rebalance.  The headline and the summary say what explains the regression; reversed, the improvement
-    is what A lost."""
+    for a rebalance.  One request is no evidence of a regression (the seeds' first lesson): the verdict is
+    *unsure*, and the summary still says where B's time went; reversed, the loss is A's."""
     a = _write(tmp_path, "tuned.jsonl", tuned_events())
     b = _write(tmp_path, "eplb.jsonl", gap_case_events())
     cmp = compare(a, b)
     assert cmp.headline().startswith(STORY_HEAD), cmp.headline()
     lines = cmp.summary_lines()
-    assert lines[0] == "regression: ep8-tuned (s1) vs ep8-eplb (s2), explained by one EPLB rebalance, 36 s in all"
+    assert lines[0] == "unsure: ep8-tuned (s1) vs ep8-eplb (s2)"
+    assert any("about 24 requests per level would settle it" in line for line in lines)
     (loss,) = [line for line in lines if line.startswith("B at C=1: ")]
     assert loss.startswith("B at C=1: aggregate 38.4 tok/s vs ") and loss.endswith(": 99 % of the loss is one EPLB rebalance")
     back = compare(b, a)
-    assert back.headline().startswith("improvement, A's loss explained by one EPLB rebalance, 36 s in all: peak +70 %")
+    assert back.headline().startswith("unsure; peak +70 % (unsure")
     assert any(line.startswith("A at C=1: ") for line in back.summary_lines())
     assert not any(line.startswith("B at C=1: ") for line in back.summary_lines())  # A lost, not B
 
@@ -122,9 +123,11 @@ def test_the_cli_reports_causes_in_every_format(tmp_path: Path, capsys: pytest.C
     assert (row["straggler_causes"], row["loss_main_cause"]) == ("eplb:1", "eplb")
     assert float(row["loss_main_share"]) > 0.95
     capsys.readouterr()
-    assert main(["report", str(a), "--vs", str(b), "--fail-on-regression"]) == 1
+    assert main(["report", str(a), "--vs", str(b), "--fail-on-regression"]) == 0  # unsure decides nothing
     err = capsys.readouterr().err
-    assert "kimitui report: regression: ep8-tuned (s1) vs ep8-eplb (s2), explained by one EPLB rebalance, 36 s in all" in err
+    assert "kimitui report: unsure: ep8-tuned (s1) vs ep8-eplb (s2)" in err
+    assert "kimitui report: peak aggregate tok/s -41 % (noise unknown): unsure, too few requests recorded" in err
+    assert "about 24 requests per level would settle it" in err
 
 
 def _far_telemetry() -> list:

@@ -169,7 +169,7 @@ def test_vs_gives_the_speedup_of_b_over_a_per_c(tmp_path: Path) -> None:
 def test_the_verdict_names_the_drafter_its_speedup_at_c1_and_at_the_peak_and_the_collapse(tmp_path: Path) -> None:
     cmp = compare(plain(tmp_path), dflash(tmp_path))
     lines = cmp.summary_lines()
-    assert lines[0].startswith("improvement: ep8-tuned") and lines[1] == "compared at C=1, 8, 32, 64"
+    assert lines[0].startswith("better: ep8-tuned") and lines[1] == "compared at C=1, 8, 32, 64"
     assert lines[2] == ("speculative decoding (B): DFLASH ×2.10 per-user decode at C=1, ×1.00 at C=64 (B's peak; "
                         "aggregate ×1.00); acceptance collapsed from C=32")
     assert lines[-1].startswith("one knob family changed: ")  # the drafter's knobs are one change

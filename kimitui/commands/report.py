@@ -83,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
     if comparison is not None:
         for line in comparison.summary_lines()[:2]:  # the verdict, and which levels it speaks for (or why not)
             print(f"kimitui report: {line.strip()}", file=sys.stderr)
+        if comparison.verdict == "unsure":  # why the data cannot tell, and what would settle it
+            peak = comparison.peak
+            why = ([peak.describe()] if peak is not None and peak.verdict == "unsure" else []) + comparison.unsure_lines()
+            for line in ([comparison.client_line()] if comparison.client_line() else []) + why[:1]:
+                print(f"kimitui report: {line}", file=sys.stderr)
         if args.fail_on_regression:
             if comparison.verdict == "regressed":
                 return EXIT_REGRESSION

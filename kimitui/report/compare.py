@@ -214,8 +214,8 @@ class Comparison:
 
     def loss_lines(self) -> list[str]:
         """Per compared level, B's loss sentence where it delivered 5 % or more under its median pace (and
-        A's too for an improvement: what B gained back)."""
-        sides = (("A", self.a), ("B", self.b)) if self.verdict == "improved" else (("B", self.b),)
+        A's too unless B regressed: what B gained back, or where an unsure side lost)."""
+        sides = (("B", self.b),) if self.verdict == "regressed" else (("A", self.a), ("B", self.b))
         return [f"{side} at C={loss.concurrency}: {loss.sentence()}" for side, run in sides
                 for loss in self._losses(run) if loss.loss_fraction >= SMALL_LOSS]
 
@@ -264,15 +264,17 @@ class Comparison:
         parts: list[str] = [f"{word}, {why}" if why else word]
         if self.peak is not None and self.peak.ratio is not None:
             pk = self.peak
-            parts.append(f"peak {pk.change_pct:+.0f} % ({VERDICT_WORDS[pk.verdict]})")
+            why = (f": {pk.why.split('; ')[0]}" if pk.verdict == "unsure" and pk.why and not pk.note.startswith("distorted")
+                   else "")  # a distorted peak's level is named in the client clause below
+            parts.append(f"peak {pk.change_pct:+.0f} % ({VERDICT_WORDS[pk.verdict]}{why})")
         judged = [lv for lv in self.levels if lv.judged and not lv.distortion]
         if judged:
             first = judged[0]
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50" and f.ratio is not None), None)
             if dec is not None:
                 parts.append(f"C={first.concurrency} p50 decode {dec.change_pct:+.0f} % ({VERDICT_WORDS[dec.verdict]})")
-        worst = max(self.levels, key=lambda lv: (sum(lv.stragglers), -lv.concurrency), default=None)
-        if worst is not None and sum(worst.stragglers):
+        worst = max(self.levels, key=lambda lv: (lv.stragglers[0] + lv.stragglers[1], -lv.concurrency), default=None)
+        if worst is not None and worst.stragglers[0] + worst.stragglers[1]:
             parts.append(f"stragglers at C={worst.concurrency}: {worst.stragglers[0]} of {worst.requests[0]} "
                          f"-> {worst.stragglers[1]} of {worst.requests[1]}")
         skipped = [lv.concurrency for lv in self.levels if not lv.judged]
@@ -295,14 +297,18 @@ class Comparison:
         return "; ".join(parts)
 
     def unsure_lines(self) -> list[str]:
-        """Each unsure primary figure once, with why and what would settle it (the client's levels are said
-        once by :meth:`client_line`)."""
-        out: list[str] = []
-        figs = ([self.peak] if self.peak else []) + [f for lv in self.levels if lv.judged for f in lv.figures]
-        for f in figs:
-            if f.primary and f.verdict == "unsure" and f.ratio is not None and not f.note.startswith("distorted"):
-                out.append(f.describe())
-        return out
+        """The unsure primary figures of the levels, grouped by their reason so each reason is said once
+        (``C=1 aggregate tok/s -41 %, C=1 steady tok/s -6 %: unsure, too few requests ...``); the peak is said
+        on its own line, the client's levels once by :meth:`client_line`."""
+        groups: dict[str, list[str]] = {}
+        for lv in self.levels:
+            if not lv.judged:
+                continue
+            for f in lv.figures:
+                if (f.primary and f.verdict == "unsure" and f.ratio is not None and f.change_pct is not None
+                        and not f.note.startswith("distorted")):
+                    groups.setdefault(f.unsure_text, []).append(f"C={f.concurrency} {f.label} {f.change_pct:+.0f} %")
+        return [f"{', '.join(figs)}: unsure, {text}" for text, figs in groups.items()]
 
     def spec_and_eplb_lines(self) -> list[str]:
         """Speculative decoding's speed-up and collapse, and the EPLB rebalances of each side, when there are any."""
@@ -343,16 +349,16 @@ class Comparison:
         first = next((lv for lv in self.levels if lv.judged and not lv.distortion), None)
         if first is not None:  # the lowest level's decode rate: the per-request health figure
             dec = next((f for f in first.figures if f.figure == "decode_tok_s_p50"), None)
-            if dec is not None and dec not in notable:
+            if dec is not None and dec not in notable and dec.verdict != "unsure":  # an unsure one: with its reason
                 notable.insert(0, dec)
         for f in notable[:8]:
             lines.append(f.describe())
         if len(notable) > 8:
             lines.append(f"... and {len(notable) - 8} more figures changed beyond noise")
-        unsure = [u for u in self.unsure_lines() if u not in {f.describe() for f in notable[:8]}]
+        unsure = self.unsure_lines()
         lines += unsure[:6]
         if len(unsure) > 6:
-            lines.append(f"... and {len(unsure) - 6} more figures unsure")
+            lines.append(f"... and {len(unsure) - 6} more reasons for unsure figures")
         sa = sum(lv.stragglers[0] for lv in self.levels)
         sb = sum(lv.stragglers[1] for lv in self.levels)
         ra = sum(lv.requests[0] for lv in self.levels)

@@ -154,7 +154,7 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
     n = max(a.n_requests, b.n_requests)
     reasons: list[str] = []
     if a.se_sample is None or b.se_sample is None:
-        reasons.append(f"too few requests to measure the noise ({a.n_requests} and {b.n_requests})")
+        reasons.append(f"too few requests recorded to measure the noise ({len(a.requests)} and {len(b.requests)})")
     else:
         for label, side in (("A", a), ("B", b)):
             if said := _dominated(side):
@@ -182,10 +182,10 @@ def explain(ratio: float | None, a: Side, b: Side, *, min_effect: float, figure_
         return Unsure("; ".join(reasons), f"more than {MAX_REPEATS} repeats of both sweeps would be needed to settle "
                       f"it at ±{min_effect * 100:.0f} % (this figure spreads ±{figure_floor * 100:.0f} % run to run)")
     k, r = plan
-    want = nice_count(max(n * k, FEW_REQUESTS, n + 1)) if k > 1.0 or n < FEW_REQUESTS else None
-    if want is not None and r > 1:
-        return Unsure("; ".join(reasons), f"about {want} requests per level and --repeats {r} would settle it",
-                      requests=want, repeats=r)
-    if want is not None:
+    if k > 1.0 or n < FEW_REQUESTS:
+        want = nice_count(max(n * k, FEW_REQUESTS, n + 1))
+        if r > 1:
+            return Unsure("; ".join(reasons), f"about {want} requests per level and --repeats {r} would settle it",
+                          requests=want, repeats=r)
         return Unsure("; ".join(reasons), f"about {want} requests per level would settle it", requests=want)
     return Unsure("; ".join(reasons), f"repeat both sweeps (--repeats {r}) to settle it", repeats=r)

@@ -123,10 +123,9 @@ def remeasure_spec(workload: SweepSpec, j: StepJudgement, objective: str, *, gro
         levels = sorted(set(unsure) | set(peaks)) or list(workload.levels)
     have = max((max(lv.requests) for lv in cmp.levels if lv.concurrency in levels), default=0)
     want = j.settle_requests or 0
+    n: int | None = max(have, workload.requests_per_level or 0) or None  # the floor's noise: same size, once more
     if want > have > 0:
         n = min(want, int(have * growth_cap))
-    else:
-        n = max(have, workload.requests_per_level or 0) or None  # noise the floor sets: same size, one more repeat
     return workload.model_copy(update={"levels": [c for c in workload.levels if c in levels] or levels,
                                        "requests_per_level": n})
 
