@@ -67,7 +67,7 @@ class StepRecord(BaseModel):
     """The best profile when the step started: what it was compared with."""
     runs: list[Measured] = Field(default_factory=list)
     verdict: str = ""
-    """``improved``, ``regressed``, ``no_change``, ``not_comparable`` (the comparison's overall)."""
+    """``improved``, ``regressed``, ``same``, ``unsure``, ``not_comparable`` (the comparison's overall)."""
     objective_change: str = ""
     """The objective's figure, best -> candidate, with its noise: ``peak 1538 -> 862 tok/s (-44 % ±3 %)``."""
     level_lines: list[str] = Field(default_factory=list)
