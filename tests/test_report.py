@@ -202,7 +202,7 @@ def test_markdown_has_tables_curves_and_stragglers() -> None:
 def test_json_is_stable_and_documented_keys() -> None:
     a, b = tuned(), eplb()
     data = json.loads(render_json([summarize(a), summarize(b)], compare(a, b)))
-    assert data["schema"] == "kimitui-report" and data["version"] == 1
+    assert data["schema"] == "kimitui-report" and data["version"] == 2
     sweep = data["recordings"][0]["sweeps"][0]
     assert set(sweep) == {"sweep_id", "profile", "host", "started", "outcome", "reason", "spec", "knobs",
                           "knobs_source", "peak", "levels"}
@@ -214,7 +214,8 @@ def test_json_is_stable_and_documented_keys() -> None:
     c = data["comparison"]
     assert c["verdict"] == "regressed" and c["knob_diff"] == {"enable_eplb": [False, True]}
     assert set(c["peak"]) == {"figure", "label", "concurrency", "a", "b", "ratio", "low", "high", "change_pct",
-                              "noise_pct", "noise", "verdict", "higher_is_better", "primary", "note"}
+                              "noise_pct", "noise", "verdict", "higher_is_better", "primary", "note", "why", "settle",
+                              "settle_requests"}
     assert c["summary"][0].startswith("worse")
     doc = (Path(__file__).parents[1] / "docs" / "report-json.md").read_text()
     for key in list(sweep) + list(level) + list(c) + list(c["peak"]) + list(c["levels"][0]):

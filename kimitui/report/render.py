@@ -27,7 +27,7 @@ from kimitui.report.cause_summary import cause_counts, cause_line, count_of
 from kimitui.report.verdict import VERDICT_WORDS
 
 JSON_SCHEMA = "kimitui-report"
-JSON_VERSION = 1
+JSON_VERSION = 2
 PCT_FIELDS = ("ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s")
 
 
@@ -128,6 +128,7 @@ def figure_dict(f: FigureComparison) -> dict[str, Any]:
         "ratio": _clean(f.ratio), "low": _clean(f.low), "high": _clean(f.high), "change_pct": _clean(f.change_pct),
         "noise_pct": _clean(f.noise_pct), "noise": f.noise, "verdict": f.verdict,
         "higher_is_better": f.higher_is_better, "primary": f.primary, "note": f.note,
+        "why": f.why, "settle": f.settle, "settle_requests": f.settle_requests,
     }
 
 
@@ -152,7 +153,7 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "levels": [
             {"concurrency": lv.concurrency, "requests": list(lv.requests), "failed": list(lv.failed),
              "stragglers": list(lv.stragglers), "status": list(lv.status), "judged": lv.judged,
-             "not_judged": lv.not_judged, "distorted": list(lv.distorted),
+             "not_judged": lv.not_judged, "distorted": list(lv.distorted), "client_limited": list(lv.limited),
              "figures": [figure_dict(f) for f in lv.figures]}
             for lv in cmp.levels
         ],
@@ -162,6 +163,7 @@ def comparison_dict(cmp: Comparison) -> dict[str, Any]:
         "noted_diff": {k: [a, b] for k, (a, b) in cmp.noted_diff.items()},
         "speedups": [{"concurrency": c, "decode_p50": _clean(u.decode), "agg_tok_s": _clean(u.aggregate)}
                      for c, u in sorted(run_speedups(cmp.a, cmp.b).items())],
+        "client": cmp.client_line(),
         "summary": cmp.summary_lines(),
     }
 
