@@ -519,7 +519,7 @@ async def test_level_rows_and_curve_mark_failed_and_distorted_levels():
         table = app.query_one(LevelTable)
         rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
         assert rows["256"][1] == "failed" and rows["256"][-1] == "256/256 failed"
-        assert rows["64"][1] == "ok ⚠ client" and rows["64"][-1] == "client: loop lag 730 ms"
+        assert rows["64"][1] == "ok ⚠ client" and rows["64"][-1].startswith("⚠ client could not keep up")
         assert rows["1"][1] == "ok" and rows["1"][-1] == ""
         curve = app.query_one(SweepCurve)
         agg = [d for d in curve._datasets if isinstance(d, LinePlot) and d.line_style == "bold green"][0]
@@ -529,3 +529,16 @@ async def test_level_rows_and_curve_mark_failed_and_distorted_levels():
         assert "○ not ok" in curve.legend
         text = screen_text(app)
         assert "C=256 failed: 256/256 failed (not a curve point)" in text  # the log says why
+
+
+async def test_a_client_that_could_not_keep_up_is_worded_once_per_sweep_not_once_per_row():
+    """A busy machine marks level after level: each row carries the mark, the sentence is said once (issue 29)."""
+    app, _ = seed_app(distorted={8: "loop lag 90 ms", 64: "loop lag 730 ms", 256: "loop lag 800 ms"})
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(LevelTable)
+        rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
+        assert [rows[c][1] for c in ("8", "64", "256")] == ["ok ⚠ client"] * 3
+        assert rows["8"][-1].startswith("⚠ client could not keep up") and rows["64"][-1] == rows["256"][-1] == ""
+        said = [line for line in app.query_one(Log).lines if "the client could not keep up" in line]
+        assert len(said) == 1, said

@@ -25,7 +25,7 @@ from kimitui.capacity.slo import Slo, parse_slo
 from kimitui.config import DEFAULT_SLO
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
-from kimitui.analysis.level_stats import effective_status
+from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
 from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, PrefillRate
 from kimitui.tui.cause_book import CauseBook
@@ -431,6 +431,8 @@ class CockpitModel:
         self.timeline = Timeline()
         """Level spans and marks on the sweep's time axis (the strip under the curve)."""
         self._compare_events: deque[Event] = deque(maxlen=20_000)
+        self._client_said: set[tuple[str, bool]] = set()
+        """(sweep, throughput held back?) already worded in the log: said once per sweep, not once per level."""
         """Bounded: what the compare view needs of the sweeps this session saw, but request results."""
         self._requests: dict[str, list[PackedFigures]] = {}
         """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
@@ -774,9 +776,14 @@ class CockpitModel:
         if status != "ok":
             self._log(ev.t, "error" if status == "failed" else "warning", "sweep",
                       f"C={ev.concurrency} {status}: {reason or 'no reason recorded'} (not a curve point)")
-        if ev.client_distorted:
-            self._log(ev.t, "warning", "sweep", f"C={ev.concurrency} latency figures distorted by the client: "
-                      f"{ev.client_distorted}")
+        if ev.client_distorted:  # worded once per sweep and kind (a busy machine marks every level)
+            limited = client_limited_throughput(ev)
+            if (ev.sweep_id, limited) not in self._client_said:
+                self._client_said.add((ev.sweep_id, limited))
+                what = ("the client could not keep up: its figures decide nothing" if limited
+                        else "the client stamped latencies late: TTFT/TPOT not judged")
+                self._log(ev.t, "warning" if limited else "info", "sweep",
+                          f"C={ev.concurrency}: {what} ({ev.client_distorted}); later levels carry only the mark")
         if ev.stopped:
             self._log(ev.t, "warning", "sweep", f"sweep stopped at C={ev.concurrency}: {ev.stopped}")
         return frozenset({"curve", "levels", "stragglers", "log"})

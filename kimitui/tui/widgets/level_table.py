@@ -23,7 +23,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 
 from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss
-from kimitui.analysis.level_stats import effective_status
+from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
 from kimitui.tui.cockpit_state import CockpitModel, SweepView
@@ -235,6 +235,7 @@ class LevelTable(DataTable[str | Text], ModelView):
         rows: list[tuple[str, tuple[str | Text, ...]]] = []
         if sw is None:
             return rows
+        said: set[bool] = set()  # the client's meaning is worded once per sweep, on its first level; the rest carry the mark
         for lv in sorted(sw.levels, key=lambda lv: (lv.concurrency, lv.repeat)):
             fail = f"{lv.failed}" if not lv.failures else f"{lv.failed} " + ",".join(
                 f"{k}:{v}" for k, v in sorted(lv.failures.items()))
@@ -242,8 +243,12 @@ class LevelTable(DataTable[str | Text], ModelView):
             label = Text(status, STATUS_STYLE.get(status, ""))
             why = [reason] if status != "ok" and reason else []
             if lv.client_distorted:
-                label.append(" ⚠ client", "bold yellow")
-                why.append(f"client: {lv.client_distorted}")
+                limited = client_limited_throughput(lv)
+                label.append(" ⚠ client" if limited else " · client", "bold yellow" if limited else "dim")
+                if limited not in said:
+                    said.add(limited)
+                    why.append("⚠ client could not keep up: this level's figures decide nothing" if limited
+                               else "· client stamped latencies late: TTFT/TPOT not judged, throughput is")
             figure = (lambda v: v) if status == "ok" else (lambda v: Text(v, "dim strike"))
             rows.append((f"{lv.concurrency}:{lv.repeat}", (
                 str(lv.concurrency) + (f"#{lv.repeat}" if lv.repeat else ""), label,
