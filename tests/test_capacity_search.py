@@ -145,3 +145,32 @@ def test_goodput_counts_only_the_requests_that_met_every_bound() -> None:
     answer = capacity_from_levels([(level, requests)], DECODE_20)
     point = answer.curve[0]
     assert point.holds and point.agg_tok_s == 500.0 and point.goodput == 300.0 and answer.goodput == 300.0
+
+
+def test_a_curve_that_stays_non_monotonic_is_said_with_its_bracket_widened() -> None:
+    """The issue's case: C=288 a near-zero figure, C=320 a healthy one; measured again, still so."""
+    glitch = [1.0] * 20  # at C=288 every user crawls, whatever the load above it does
+
+    m = Synthetic(6400.0, lambda x, n: glitch if x == 288 else None)  # truly holds while 6400/C >= 20: C=320
+    answer = asyncio.run(find_capacity(DECODE_20, m, SearchParams(maximum=512)))
+    assert answer.non_monotonic and 288 in answer.non_monotonic
+    assert m.calls[288] == 2  # the failing point of the inversion measured once more, and it stayed
+    assert answer.answer == 256 and answer.failing is not None and 288 < answer.failing  # widened past 288
+    assert answer.failing == min(p.x for p in answer.curve if not p.holds and p.x > 288)
+    text = answer.sentence()
+    assert "not monotonic" in text and "C=288" in text and "no closer" in text and "±" not in text
+    assert answer.to_json()["non_monotonic"] == [int(x) for x in answer.non_monotonic]
+
+
+def test_a_failure_below_a_better_measured_load_is_measured_again_and_said() -> None:
+    levels = [level_of(16, [1.0] * 20), level_of(32, [31.0] * 20)]  # a sweep's levels: fails at 16, holds at 32
+    read = capacity_from_levels(levels, DECODE_20)
+    assert read.non_monotonic == (16.0, 32.0) and read.answer is None and "not monotonic" in read.sentence()
+    assert "fails at C=16 but holds at C=32" in read.sentence()
+
+    m = Synthetic(1000.0, lambda x, n: [1.0] * 20 if (x, n) == (48, 1) else None)  # C=48 crawls once
+    answer = asyncio.run(find_capacity(DECODE_20, m))  # ... below C=64, which measured clearly better
+    assert m.calls[48] == 2 and answer.non_monotonic == (48.0, 64.0)  # measured again, pooled: still inverted
+    assert (answer.answer, answer.failing) == (44, 64) and "between C=44 and below C=64, no closer" in answer.sentence()
+    monotone = asyncio.run(find_capacity(DECODE_20, Synthetic(1000.0)))
+    assert not monotone.non_monotonic and "±" in monotone.sentence()  # a clean curve: nothing said, nothing re-measured

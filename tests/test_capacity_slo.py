@@ -93,3 +93,12 @@ def test_a_request_meets_the_slo_alone_for_goodput() -> None:
     assert slo.request_meets(req(0))
     assert not slo.request_meets(req(1, ttft=1.5)) and not slo.request_meets(req(2, decode=19.0))
     assert not slo.request_meets(req(3, ok=False))
+
+
+def test_a_time_scaled_slo_divides_time_bounds_multiplies_rates_and_says_so() -> None:
+    slo = parse_slo("ttft_p99<=2s,decode_p50>=20,error_rate<=1%")
+    scaled = slo.scaled(20)
+    assert scaled.describe() == "ttft p99 ≤ 0.1 s, decode p50 ≥ 400 tok/s/user, error rate ≤ 1 %"
+    assert scaled.time_scale == 20 and scaled.text == slo.text and slo.scale_note() == ""
+    assert scaled.scale_note() == ("the SLO as written (ttft p99 ≤ 2 s, decode p50 ≥ 20 tok/s/user, error rate ≤ 1 %) "
+                                   "scaled to the simulator's time scale 20")

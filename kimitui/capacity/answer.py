@@ -97,6 +97,12 @@ class CapacityAnswer:
     measured: int = 0
     """Levels measured for this answer (re-measures count; levels taken from recordings do not)."""
     maximum: float | None = None
+    non_monotonic: tuple[float, ...] = ()
+    """Points that broke the rule "holds below, fails above" (a failing point under a holding one):
+    the answer is then the highest holding point below the first failure, and the bracket runs to the
+    first failure above the highest holding point (see :func:`answer_from_points`)."""
+    drive: dict[str, Any] | None = None
+    """What the client could drive for this search (:meth:`kimitui.loadgen.drive_budget.DriveCheck.to_json`)."""
 
     @property
     def plus_minus(self) -> float | None:
@@ -123,33 +129,110 @@ class CapacityAnswer:
         if not self.curve:
             return "nothing measured"
         gp = f" (goodput {fmt_figure(self.goodput)} tok/s)" if self.goodput is not None else ""
+        if self.non_monotonic:
+            return self._non_monotonic_sentence(gp)
         if self.answer is None:
             first = self.curve[0]
-            return f"does not hold even at {self.fmt_x(first.x)}: {first.check.reason}"
+            scaled = f" ({self.slo.scale_note()})" if self.slo.scale_note() else ""
+            return f"does not hold even at {self.fmt_x(first.x)}: {first.check.reason}{scaled}"
         if self.failing is None:
             axis = "rate" if self.rate else "C"
-            return f"holds at every {axis} tried, up to {self.fmt_x(self.answer)}, at {self.slo.describe()}{gp}"
+            scaled = f" ({self.slo.scale_note()})" if self.slo.scale_note() else ""
+            return f"holds at every {axis} tried, up to {self.fmt_x(self.answer)}, at {self.slo.describe()}{scaled}{gp}"
         pm = self.plus_minus or 0.0
-        return f"holds up to {self.fmt_x(self.answer)} ±{fmt_figure(pm)} at {self.slo.describe()}{gp}"
+        scaled = f" ({self.slo.scale_note()})" if self.slo.scale_note() else ""
+        return f"holds up to {self.fmt_x(self.answer)} ±{fmt_figure(pm)} at {self.slo.describe()}{scaled}{gp}"
+
+    def _non_monotonic_sentence(self, gp: str) -> str:
+        scaled = f" ({self.slo.scale_note()})" if self.slo.scale_note() else ""
+        held = (f"holds up to {self.fmt_x(self.answer)}" if self.answer is not None
+                else f"does not hold at {self.fmt_x(self.curve[0].x)}")
+        low = self.fmt_x(self.answer) if self.answer is not None else "nothing"
+        high = f"below {self.fmt_x(self.failing)}" if self.failing is not None else "at or above the highest point tried"
+        return (f"{held} at {self.slo.describe()}{scaled}{gp if self.answer is not None else ''}, but the curve is "
+                f"not monotonic: {self.monotonic_words()}; the capacity lies between {low} and {high}, no closer")
+
+    def monotonic_words(self) -> str:
+        """``fails at C=288 but holds at C=320 (measured again)``."""
+        suspects = set(suspect_points(self.curve))
+        points = [p for p in self.curve if p.x in suspects]
+        fails = [self.fmt_x(p.x) for p in points]
+        holds = [self.fmt_x(p.x) for p in self.curve if p.holds and p.x > min(suspects, default=0)]
+        twice = all(p.measurements >= 2 for p in points)
+        but = f" but holds at {', '.join(holds)}" if holds else " though higher loads measured clearly better"
+        return f"fails at {', '.join(fails)}{but}" + (" (measured again)" if twice else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"slo": self.slo.text, "slo_described": self.slo.describe(), "axis": "rate" if self.rate else "concurrency",
+        return {"slo": self.slo.text, "slo_described": self.slo.describe(), "time_scale": self.slo.time_scale,
+                "slo_scaled": self.slo.scale_note() or None, "axis": "rate" if self.rate else "concurrency",
                 "answer": self._x(self.answer), "bracket": [self._x(self.answer), self._x(self.failing)],
                 "plus_minus": self.plus_minus, "goodput": _round(self.goodput), "sentence": self.sentence(),
                 "holds_at_start": self.answer is not None, "holds_at_max": self.answer is not None and self.failing is None,
-                "measured": self.measured, "probes": [p.to_json(self.rate) for p in self.curve]}
+                "measured": self.measured, "non_monotonic": [self._x(x) for x in self.non_monotonic],
+                "client_drive": self.drive, "probes": [p.to_json(self.rate) for p in self.curve]}
 
     def _x(self, x: float | None) -> float | int | None:
         return None if x is None else (x if self.rate else int(x))
 
 
+INVERSION_TOLERANCE = 0.2
+"""How much better (relative) a higher load must measure, on a term a lower load failed, for the two to be
+called non-monotonic: more load never makes a user's figures better, so such a pair is a glitch."""
+
+
 def answer_from_points(slo: Slo, points: Sequence[CurvePoint], *, rate: bool, measured: int,
                        maximum: float | None = None) -> CapacityAnswer:
     """The highest holding x, bracketed by the next x measured above it (the same rule for a search
-    and for an ordinary sweep's levels)."""
+    and for an ordinary sweep's levels).  A curve that is not monotonic (:func:`non_monotonic_points`)
+    claims no more than its points show: the answer is the highest x that holds below the first failure,
+    and the bracket runs to the top of the inversion (or the first failure above it)."""
     curve = sorted(points, key=lambda p: p.x)
+    inverted = non_monotonic_points(curve)
     holding = [p.x for p in curve if p.holds]
-    answer = max(holding) if holding else None
-    above = [p.x for p in curve if answer is not None and p.x > answer]
-    failing = min(above) if above else None
-    return CapacityAnswer(slo, answer, failing, curve, rate=rate, measured=measured, maximum=maximum)
+    if inverted:
+        first_fail = min(p.x for p in curve if not p.holds)
+        below = [x for x in holding if x < first_fail]
+        answer = max(below) if below else None
+        suspects = set(suspect_points(curve))
+        above = [p.x for p in curve if not p.holds and p.x not in suspects and p.x > max([*holding, *suspects])]
+        failing: float | None = min(above) if above else maximum
+    else:
+        answer = max(holding) if holding else None
+        above = [p.x for p in curve if answer is not None and p.x > answer]
+        failing = min(above) if above else None
+    return CapacityAnswer(slo, answer, failing, curve, rate=rate, measured=measured, maximum=maximum,
+                          non_monotonic=inverted)
+
+
+def non_monotonic_points(curve: Sequence[CurvePoint]) -> tuple[float, ...]:
+    """Pairs that break "more load, worse figures": a failing point below a holding one, or below a point
+    that measured clearly better (:data:`INVERSION_TOLERANCE`) on a term the lower one failed.  Sorted x."""
+    pts = sorted(curve, key=lambda p: p.x)
+    out: set[float] = set()
+    for i, low in enumerate(pts):
+        if low.holds:
+            continue
+        for high in pts[i + 1:]:
+            if high.holds or _clearly_better(low, high):
+                out |= {low.x, high.x}
+    return tuple(sorted(out))
+
+
+def suspect_points(curve: Sequence[CurvePoint]) -> tuple[float, ...]:
+    """The failing points of an inversion (a holding or clearly better point above them), sorted."""
+    pts = sorted(curve, key=lambda p: p.x)
+    return tuple(low.x for i, low in enumerate(pts) if not low.holds
+                 and any(high.holds or _clearly_better(low, high) for high in pts[i + 1:]))
+
+
+def _clearly_better(low: CurvePoint, high: CurvePoint) -> bool:
+    """Whether ``high`` (more load) measured clearly better than ``low`` on a term ``low`` failed."""
+    for a, b in zip(low.check.terms, high.check.terms, strict=False):
+        if a.holds or a.value is None or b.value is None:
+            continue
+        if a.term.op in (">=", ">"):
+            if b.value > a.value * (1 + INVERSION_TOLERANCE):
+                return True
+        elif b.value * (1 + INVERSION_TOLERANCE) < a.value:
+            return True
+    return False

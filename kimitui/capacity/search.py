@@ -5,7 +5,9 @@ start at ``start``, double until the SLO fails (or ``maximum`` is reached), then
 the last holding and the first failing point until the bracket is within the resolution.  A
 point whose bootstrap confidence is in the grey zone is measured again (up to ``repeats``
 measurements in all) and judged on the pooled requests, so one lucky or unlucky level does not
-decide the answer alone.
+decide the answer alone.  A curve that is not monotonic (a failing point below a holding one) has
+each point of the inversion measured once more (pooled); if it stays inverted the answer says so and
+its bracket is widened (:func:`kimitui.capacity.answer.answer_from_points`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from kimitui.capacity.answer import CapacityAnswer, CurvePoint, Probe, answer_from_points, point_of
+from kimitui.capacity.answer import (CapacityAnswer, CurvePoint, Probe, answer_from_points, point_of,
+                                     suspect_points)
 from kimitui.capacity.slo import Slo
 from kimitui.events import LevelResult, RequestResult
 
@@ -69,6 +72,16 @@ class _Search:
     n_measured: int = 0
     on_point: Callable[[CurvePoint], None] | None = None
 
+    async def again(self, x: float) -> None:
+        """One more measurement of x, judged on every measurement of it pooled."""
+        probe = await self.measure(x)
+        self.n_measured += probe.source is None
+        taken = self.probes.setdefault(x, [])
+        taken.append(probe)
+        self.points[x] = point = point_of(self.slo, x, taken)
+        if self.on_point is not None:
+            self.on_point(point)
+
     async def judge(self, x: float) -> bool:
         """Measure x (again while it is in the grey zone and repeats remain); whether the SLO holds there."""
         grey_lo, grey_hi = self.params.grey
@@ -111,6 +124,10 @@ async def find_capacity(slo: Slo, measure: Measure, params: SearchParams | None 
             lo = mid
         else:
             hi = mid
+    curve = sorted(s.points.values(), key=lambda p: p.x)
+    suspects = suspect_points(curve)
+    for x in [*suspects, *(p.x for p in curve if p.holds and suspects and p.x > min(suspects))]:
+        await s.again(x)  # once: a glitch at one level should not decide; what stays inverted is said
     return answer_from_points(slo, list(s.points.values()), rate=p.rate, measured=s.n_measured,
                               maximum=float(p.maximum))
 

@@ -19,7 +19,7 @@ import random
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kimitui.analysis.level_stats import effective_status, quantile
 from kimitui.events import LevelResult, RequestResult
@@ -161,10 +161,29 @@ class Slo:
     text: str = ""
     resamples: int = BOOTSTRAP_RESAMPLES
     seed: int = 0
+    time_scale: float = 1.0
+    """The clock the bounds are on: N for an SLO brought to a simulator running N x faster (:meth:`scaled`)."""
 
     def describe(self) -> str:
         """``ttft p99 ≤ 2 s, decode p50 ≥ 20 tok/s/user``."""
         return ", ".join(t.describe() for t in self.terms)
+
+    def scaled(self, time_scale: float) -> Slo:
+        """The SLO on a simulator's clock running ``time_scale`` x faster than a real host: every time bound
+        divided by it, every rate bound multiplied by it (an error rate stays), so a simulated server is
+        held to what the real one would be.  ``text`` stays the operator's (the bootstrap's seed with it)."""
+        if time_scale <= 0:
+            raise ValueError(f"time scale {time_scale:g} must be > 0")
+        terms = tuple(replace(t, value=t.value / time_scale if t.metric in LATENCY
+                              else t.value * time_scale if t.metric == "decode" else t.value) for t in self.terms)
+        return replace(self, terms=terms, time_scale=self.time_scale * time_scale)
+
+    def scale_note(self) -> str:
+        """``the SLO as written (ttft p99 ≤ 2 s, ...) scaled to the simulator's time scale 20``; "" unscaled."""
+        if self.time_scale == 1.0:
+            return ""
+        written = self.scaled(1.0 / self.time_scale).describe()
+        return f"the SLO as written ({written}) scaled to the simulator's time scale {self.time_scale:g}"
 
     def request_meets(self, r: RequestResult) -> bool:
         """One request within every bound (goodput's test)."""

@@ -4,12 +4,15 @@ The search (:func:`kimitui.capacity.search.find_capacity`) measures one-level sw
 load process, as ``kimitui sweep`` does: start at ``--start``, double until the SLO fails, then
 bisect to the resolution; a point too close to call is measured again and judged on the pooled
 requests.  Each probe is shown as it finishes (stderr), then the table of probes and the answer
-in one sentence (stdout), or one JSON object with ``--json``.  ``--out`` records every event,
+in one sentence (stdout), or one JSON object with ``--json``.  With neither ``--url`` nor ``--host``
+the server is the one kimitui runs on the configured host (``sim`` by default), as in the cockpit.
+A simulator's SLO is scaled to its time scale (and said); a plan that asks more chunks per second than
+this client can drive (:mod:`kimitui.loadgen.drive_budget`) is refused unless ``--allow-client-limit``.  ``--out`` records every event,
 with a ``Marker`` per probe; ``--reuse RECORDING`` takes points already measured with the same
 workload from a recording instead of measuring them again.
 
 Exit codes: 0 answered (also "holds at every C tried"), 1 the SLO fails already at the start,
-2 bad arguments or unreachable server, 130 interrupted.
+2 bad arguments, an unreachable server or a plan beyond the client, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import json
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from kimitui.capacity.answer import Probe
     from kimitui.events import Event, SweepSpec
     from kimitui.host.base import Host
+    from kimitui.loadgen.drive_budget import DriveCheck
 
 EXIT_FAILS_AT_START = 1
 EXIT_BAD_ARGS = 2
@@ -46,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               help="the highest concurrency (or request rate) at which an SLO holds")
     add_workload_args(p)
     p.add_argument("--host", metavar="NAME",
-                   help="measure the server kimitui runs on this configured host ('sim': the simulated host)")
+                   help="measure the server kimitui runs on this configured host ('sim': the simulated host); "
+                        "with neither --url nor --host: the configured default host, else 'sim', as the cockpit")
     p.add_argument("--slo", required=True, metavar="TERMS",
                    help="e.g. 'ttft_p99<=2s,decode_p50>=20' (ttft/tpot/itl/e2e in s or ms, decode tok/s per user, "
                         "error_rate<=1%%; stats p50, p90, p99, mean)")
@@ -59,6 +65,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="stop when the bracket is this narrow (default 12.5 %% of the answer, at least 1; rates 10 %%)")
     p.add_argument("--repeats", type=positive(int), default=2, metavar="N",
                    help="measurements of a point too close to call, in all (default 2)")
+    p.add_argument("--allow-client-limit", action="store_true",
+                   help="measure even when the plan asks more chunks/s than this client can drive (the answer "
+                        "then measures the client too; default: refuse, saying the highest --max and time scale "
+                        "it can drive)")
     p.add_argument("--reuse", action="append", default=[], metavar="RECORDING",
                    help="take points from this recording where its workload matches (repeatable)")
     p.add_argument("--profile", help="label the sweeps with the profile they ran against")
@@ -103,10 +113,10 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--url and --host: give one (--host finds the URL of the server it runs)")
         if rate:
             args.mode = None  # the probes set the rate mode themselves
-        spec = build_spec(args, require_url=not args.host)
+        spec = build_spec(args, require_url=False)
     except (SloError, ValueError, RecordingError, ValidationError) as exc:
         return _fail(str(exc))
-    if not args.host:
+    if spec.url and not args.host:  # --url (or --like a recording that names one)
         return asyncio.run(_measure(spec, slo, params, args))
 
     from kimitui.commands.common import on_host
@@ -122,7 +132,8 @@ async def _on_host(host: Host, spec: SweepSpec, slo: Slo, params: SearchParams, 
 
     found = await find_running(host)
     if found is None:
-        return _fail(f"no server kimitui started runs on host {host.name!r} (start one with kimitui swap, or pass --url)")
+        return _fail(f"no server kimitui started runs on host {host.name!r} (start one with `kimitui swap PROFILE"
+                     f"{'' if host.name == 'sim' else ' --host ' + host.name}` or the cockpit, or pass --url)")
     _, record = found
     url = await reach_server(host, record.extra.get("bind_host"), record.port)
     if args.profile is None:
@@ -131,8 +142,10 @@ async def _on_host(host: Host, spec: SweepSpec, slo: Slo, params: SearchParams, 
 
 
 async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace) -> int:
-    """Resolve the model, take what recordings have, run the search; print and return the exit code."""
+    """Resolve the model, scale the SLO to a simulator's clock, check what the client can drive, take what
+    recordings have, run the search; print and return the exit code."""
     from kimitui.capacity.probe import recorded_probes
+    from kimitui.loadgen.drive_calibrate import server_time_scale
     from kimitui.loadgen.sweep import resolve_model
     from kimitui.recording import RecordingError
 
@@ -141,11 +154,53 @@ async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argpar
             spec = spec.model_copy(update={"model": await resolve_model(spec.url)})
         except Exception as exc:  # ModelLookupError says what happened; anything else at least its type
             return _fail(f"cannot ask {spec.url} for the model: {str(exc) or type(exc).__name__}; pass --model")
+    time_scale = await server_time_scale(spec.url)
+    if time_scale is not None and time_scale != 1.0:
+        slo = slo.scaled(time_scale)
+        print(f"{PROG}: {slo.scale_note()}: {slo.describe()}", file=sys.stderr)
+    drive = await drive_check(spec, params, time_scale)
+    line = drive.line()
+    if line and not args.allow_client_limit:
+        return _fail(refusal(line, drive, params))
+    if line:
+        print(f"{PROG}: {line}; measuring anyway (--allow-client-limit)", file=sys.stderr)
+    args.drive = drive.to_json()
     try:
         recorded = recorded_probes(args.reuse, spec, slo, rate=params.rate)
     except (RecordingError, OSError, ValueError) as exc:
         return _fail(f"--reuse: {exc}")
     return await _search(spec, slo, params, args, recorded)
+
+
+def search_levels(params: SearchParams) -> list[int]:
+    """The concurrencies a search may visit, as far as the plan says: doubling from the start to the max."""
+    levels, x = [], int(params.start)
+    while x < params.maximum:
+        levels.append(x)
+        x *= 2
+    return [*levels, int(params.maximum)]
+
+
+async def drive_check(spec: SweepSpec, params: SearchParams, time_scale: float | None) -> DriveCheck:
+    """What this client can drive against the search's plan (its highest point decides)."""
+    from kimitui.capacity.probe import RATE_CAP
+    from kimitui.loadgen.drive_calibrate import preflight
+
+    if params.rate:
+        rated = spec.model_copy(update={"mode": "rate", "rate_rps": params.maximum})
+        return await preflight(rated, levels=[RATE_CAP], time_scale=time_scale or 0.0)
+    return await preflight(spec, levels=search_levels(params), time_scale=time_scale or 0.0)
+
+
+def refusal(line: str, drive: DriveCheck, params: SearchParams) -> str:
+    """The drive line with what to do: a lower --max, a lower time scale, or --allow-client-limit."""
+    fix = []
+    if not params.rate and 1 <= drive.max_concurrency < params.maximum:
+        fix.append(f"--max {drive.max_concurrency}")
+    if drive.max_time_scale is not None:
+        fix.append("a simulator started at a lower --time-scale")
+    fix.append("--allow-client-limit to measure anyway")
+    return f"refusing the plan: {line}. Pass {', or '.join(fix)}"
 
 
 async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace,
@@ -182,6 +237,7 @@ async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argpars
     view.start()
     try:
         answer = await find_capacity(slo, ReusingProbe(live, recorded), params, on_point=view.point)
+        answer = replace(answer, drive=getattr(args, "drive", None))
     except ProbeAborted:
         answer = None
     finally:
@@ -233,7 +289,8 @@ def probe_table(answer: CapacityAnswer) -> list[str]:
 
 
 def print_answer(answer: CapacityAnswer, recording: str | None) -> None:
-    print(f"SLO: {answer.slo.describe()}")
+    note = answer.slo.scale_note()
+    print(f"SLO: {answer.slo.describe()}" + (f" ({note})" if note else ""))
     for line in probe_table(answer):
         print(line)
     reused = sum(1 for p in answer.curve if p.source)

@@ -207,6 +207,16 @@ async def publish_server_info(session: Session, url: str, host: str) -> None:
             session.publish(ErrorEvent(host=host, source="sweep", message=f"{url}/server_info unavailable: {exc}"))
 
 
+async def say_drive_limit(session: Session, spec: SweepSpec, host: str) -> None:
+    """One line before the sweep when its plan exceeds what this client can drive
+    (:mod:`kimitui.loadgen.drive_budget`); the sweep goes on (``kimitui capacity`` refuses instead)."""
+    from kimitui.loadgen.drive_calibrate import preflight  # lazily, as in run
+
+    line = (await preflight(spec)).line()
+    if line:
+        session.publish(ErrorEvent(host=host, source="sweep", severity="warning", message=line))
+
+
 async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
     from kimitui.loadgen.runner import SweepRunner  # lazily, as in run
 
@@ -230,6 +240,7 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
     from kimitui.live.sweeps import with_server_caps  # the cockpit's rule: ask only what /server_info allows
 
     spec = await with_server_caps(spec)
+    await say_drive_limit(session, spec, host)
     runner = SweepRunner(session, spec, profile=args.profile)
     loop = asyncio.get_running_loop()
     await runner.start()

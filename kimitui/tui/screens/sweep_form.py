@@ -20,6 +20,8 @@ from kimitui.analysis.server_caps import sweep_caps
 from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_seconds
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec
+from kimitui.loadgen.drive_budget import ChunkCost, check_drive, cost_from_levels
+from kimitui.loadgen.drive_calibrate import cached_calibration
 from kimitui.tui.cockpit_state import CockpitModel
 
 MODES = ("sustained", "burst", "rate")
@@ -77,6 +79,26 @@ def estimate_text(spec: SweepSpec, rates: RateModel) -> str:
             f"{count} (from {rates.basis})")
 
 
+def form_cost(model: CockpitModel | None, given: ChunkCost | None = None) -> ChunkCost | None:
+    """The client's CPU per chunk for the warning: given by the caller (a calibration), else what the
+    last sweep's levels measured, else a calibration this process already ran (none is run here: no
+    work in a screen); None: nothing known yet (no warning, no guess)."""
+    if given is not None:
+        return given
+    measured = cost_from_levels(model.sweep.levels) if model is not None and model.sweep is not None else None
+    return measured or cached_calibration()
+
+
+def drive_warning(spec: SweepSpec, cost: ChunkCost | None, time_scale: float | None) -> str:
+    """The one line ``kimitui sweep`` says when the plan exceeds what this client drives; "" otherwise."""
+    if cost is None:
+        return ""
+    rate = spec.rate_rps if spec.mode == "rate" else None
+    line = check_drive(spec.levels, cost, time_scale=time_scale, rate_rps=rate,
+                       tokens_per_request=float(spec.max_tokens)).line()
+    return f"⚠ {line}" if line else ""
+
+
 class SweepForm(ModalScreen[SweepSpec | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
@@ -92,15 +114,20 @@ class SweepForm(ModalScreen[SweepSpec | None]):
     SweepForm #sweep-estimate { margin-top: 1; color: $text-muted; height: auto; }
     SweepForm #sweep-error { color: $error; text-style: bold; height: auto; }
     SweepForm #sweep-caps { color: $text-muted; height: auto; }
+    SweepForm #sweep-drive { color: $warning; height: auto; }
     SweepForm #sweep-buttons { height: auto; margin-top: 1; }
     SweepForm #sweep-buttons Button { margin-right: 1; }
     """
 
-    def __init__(self, defaults: SweepSpec, model: CockpitModel | None = None) -> None:
-        """``model``: the cockpit's state, for the estimate (the last measured curve, the time scale)."""
+    def __init__(self, defaults: SweepSpec, model: CockpitModel | None = None, drive: ChunkCost | None = None) -> None:
+        """``model``: the cockpit's state, for the estimate (the last measured curve, the time scale);
+        ``drive``: the client's measured CPU per chunk (:func:`kimitui.loadgen.drive_calibrate.calibrate`), for
+        the warning when the plan exceeds it (else the last sweep's levels say it)."""
         super().__init__()
         self.defaults = defaults
         self.rates = form_rates(model)
+        self.cost = form_cost(model, drive)
+        self.time_scale = model.sim_time_scale if model is not None else None
         self.caps = sweep_caps(model.server_args if model is not None else None)
         """What the server's /server_info says the sweep may ask of it (labels, speculative figures)."""
 
@@ -130,6 +157,11 @@ class SweepForm(ModalScreen[SweepSpec | None]):
             with Horizontal(id="sweep-buttons"):
                 yield Button("Start", id="sweep-start", variant="primary", compact=True)
                 yield Button("Cancel", id="sweep-cancel", compact=True)
+            # below the buttons: a long warning never pushes Start or the field error off a small screen
+            warning = drive_warning(d, self.cost, self.time_scale)
+            drive = Static(warning, id="sweep-drive")
+            drive.display = bool(warning)  # no empty line on a screen that has none to spare
+            yield drive
 
     def on_mount(self) -> None:
         self.query_one("#sweep-levels", Input).focus()
@@ -151,10 +183,13 @@ class SweepForm(ModalScreen[SweepSpec | None]):
         try:
             spec = build_spec(self.defaults, *self._values())
         except ValueError:
-            text = "estimated: - (fix the fields first)"
+            text, drive = "estimated: - (fix the fields first)", ""
         else:
-            text = estimate_text(spec, self.rates)
+            text, drive = estimate_text(spec, self.rates), drive_warning(spec, self.cost, self.time_scale)
         self.query_one("#sweep-estimate", Static).update(text)
+        shown = self.query_one("#sweep-drive", Static)
+        shown.update(drive)
+        shown.display = bool(drive)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._update_estimate()
