@@ -275,6 +275,15 @@ class Config(BaseModel):
     def host_names(self) -> list[str]:
         return list(self.hosts)
 
+    def sim_port(self, host: str, flag: int | None = None) -> int | None:
+        """Where the simulated host ``host`` serves its profiles: ``--sim-port``, else its
+        ``[hosts.H] sim_port``, else ``[sim] port`` (None: each profile's own port).
+
+        The one rule, shared by the cockpit and ``kimitui swap``, so both start a host's server
+        on the same port."""
+        entry = self.hosts.get(host)
+        return flag or (entry.sim_port if entry else None) or self.sim.port
+
 
 class _LocatedError(ValueError):
     """A cross-field error that knows which key it is about."""

@@ -115,11 +115,11 @@ async def _swap(console: "Console", host: "Host", target: "Profile", args: argpa
 
 
 def _on_sim_port(args: argparse.Namespace, host: "Host", target: "Profile") -> "Profile":
-    """On the simulated host, ``kimitui --sim-port N`` (else ``[sim] port``) is where every profile serves."""
+    """On a simulated host every profile serves where the cockpit would start it (``Config.sim_port``)."""
     from kimitui.config import load_config  # lazily, as in _run
     from kimitui.launcher.select import is_simulated_host
 
-    port = getattr(args, "sim_port", None) or load_config(getattr(args, "config", None)).sim.port
+    port = load_config(getattr(args, "config", None)).sim_port(host.name, getattr(args, "sim_port", None))
     if port and is_simulated_host(host) and target.port != port:
         return target.model_copy(update={"port": port})
     return target

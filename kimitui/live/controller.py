@@ -74,8 +74,7 @@ class LiveController:
         ``/v1/models``: :meth:`watch` it (``None``: nothing to offer)."""
         self._host_choice = host or ("local" if watch_url and not self.config.hosts else None)
         self.host_name = self._resolve_host_name(self._host_choice)
-        entry = self.config.hosts.get(self.host_name)
-        self.sim_port: int | None = sim_port or (entry.sim_port if entry else None) or self.config.sim.port
+        self.sim_port: int | None = self.config.sim_port(self.host_name, sim_port)
         self.session = session if session is not None else Session(host=self.host_name)
         self.profiles = ProfileBook(self.profile_dirs, self.sim_port)
         self.recorder = RecorderHandle(self.session, wanted=record, path=record_path, on_error=self._error)
