@@ -133,7 +133,7 @@ async def _start_one(nodes: Nodes, spec: ProcessSpec, profile: Profile, deployme
     record = await launcher.start_argv(
         profile.name, list(spec.argv), env=dict(spec.env), port=spec.port,
         source=str(profile.source_path) if profile.source_path else None, bind_host=spec.bind_host,
-        run_key=spec.run_key, tags=tags)
+        run_key=spec.run_key, tags=tags, workdir=profile.launcher.workdir)
     return Member(spec.role, spec.node, launcher, record, entry=spec.entry, waits_ready=spec.waits_ready)
 
 

@@ -156,6 +156,7 @@ class ProcessLauncher(Launcher):
             port=profile_port(profile),
             source=profile_source(profile),
             bind_host=profile.host,
+            workdir=profile.launcher.workdir,
         )
 
     async def relaunch(self, record: RunRecord, deployment: str | None = None,
@@ -175,6 +176,7 @@ class ProcessLauncher(Launcher):
             bind_host=record.extra.get("bind_host"),
             run_key=record.extra.get("run_key"),
             tags=tags,
+            workdir=record.extra.get("workdir"),
         )
 
     async def start_argv(
@@ -188,12 +190,14 @@ class ProcessLauncher(Launcher):
         bind_host: str | None = None,
         run_key: str | None = None,
         tags: dict[str, Any] | None = None,
+        workdir: str | None = None,
     ) -> RunRecord:
         """Start ``argv`` detached, with ``env`` added, as the server called ``name``.
 
         ``run_key``: its folder in the state dir (default: the port).  ``tags``: a deployment's
         process says which (``deployment``, ``role``, ``node``, ``entry``, ``waits_ready``, and the
-        entry's ``members``)."""
+        entry's ``members``).  ``workdir``: the folder it runs in (``launcher.workdir``, as the
+        rendered ``cd DIR && ...`` and the unit's ``WorkingDirectory=`` say); else the shell's own."""
         env = env or {}
         bad = [k for k in env if not _ENV_NAME.match(k)]
         if bad:
@@ -207,7 +211,8 @@ class ProcessLauncher(Launcher):
         pid_path = posixpath.join(run_dir, "server.pid")
         full = ["env", f"{procscript.MARKER_VAR}={run_id}", *(f"{k}={v}" for k, v in env.items()), *argv]
         try:
-            res = await self.host.run(_sh(procscript.START, run_dir, log_path, pid_path, *full), timeout=30)
+            res = await self.host.run(_sh(procscript.START, run_dir, log_path, pid_path, workdir or "", *full),
+                                      timeout=30)
         except HostError as exc:
             raise LaunchError(f"{self.host.name}: starting {name} failed: {exc}") from exc
         parts = res.stdout.split()
@@ -228,7 +233,7 @@ class ProcessLauncher(Launcher):
             log_path=log_path,
             record_path=record_path,
             simulated=self.simulated,
-            extra={"argv": argv, "env": env, "bind_host": bind_host},
+            extra={"argv": argv, "env": env, "bind_host": bind_host, "workdir": workdir},
         )
         if tags:
             record = _tagged(record, tags, run_key)

@@ -30,13 +30,18 @@ starttime() {
 members() { ps -eo pid=,pgid=,stat= | awk -v g="$1" '$2 == g && $3 !~ /^Z/ { print $1 }'; }
 """
 
+# args: rundir log pidfile workdir argv...  (workdir "": stay where the shell starts)
+# exit 4: the workdir cannot be entered.
 START = r"""
 set -u
-rundir=$1 log=$2 pidf=$3; shift 3
+rundir=$1 log=$2 pidf=$3 wd=$4; shift 4
 umask 077
 mkdir -p "$rundir" || exit 2
 : > "$log" || exit 2
 rm -f "$pidf" "$pidf.tmp"
+if [ -n "$wd" ]; then
+  cd -- "$wd" 2>/dev/null || { echo "launcher.workdir $wd: no such folder on this host (or not enterable)" >&2; exit 4; }
+fi
 setsid sh -c 'echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null &
 i=0
 while [ ! -s "$pidf" ]; do
