@@ -41,7 +41,7 @@ def test_the_seeds_c1_straggler_is_one_eplb_rebalance() -> None:
     a, loss = _run([*eplb_lines(GAP_AT, GAP_S), *_gpus(_eplb_gpus)])
     assert (a.cause, a.confidence) == ("eplb", "high")
     assert headline(a) == ("EPLB rebalance, 20.0 s, covers 99 % of the 20.0 s gap "
-                           "(all 8 GPUs at 9 % utilisation, PCIe 21 GB/s)")
+                           "(all 8 GPUs fell from 92 % to 9 % utilisation, PCIe 21 GB/s)")
     assert "rebalance end time=20.0s" in evidence_lines(a)[0]
     assert loss.main_cause == "eplb" and loss.share("eplb") > 0.95
     assert loss.sentence().endswith("% of the loss is one EPLB rebalance")

@@ -6,6 +6,11 @@ through the cockpit's model (as the live cockpit and a replay fold them), the co
 the report from the recordings in md, text and json, and ``kimitui sweep``'s closing line; every view must
 print the same loss shares and causes, straggler coverage, rebalance counts, peak and GPU ranges.  Counts
 read "16 of 24", never "16/24".  The md report of the pair fits on one screen of a chat.
+
+GPU ranges: a straggler's cause headline said "all 8 GPUs at 8–72 % utilisation" (lowest to highest reading,
+edge samples included) over its detail saying "fell to 8 % (from 49–54 %)" (per-GPU means, samples timed
+by arrival).  B's GPU samples arrive late (``LINK_LAG_S``), so a view timing them by arrival reads a busy
+sample into the gap; every view must say ``GPU_WORDS`` (each GPU's mean on the host's clock).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from pathlib import Path
 from rich.console import Console
 
 from kimitui.analysis.causes.words import headline
+from kimitui.analysis.gap_evidence import gather, in_gap_gpus
+from kimitui.analysis.gap_evidence import headline as gap_headline
 from kimitui.commands.sweep import peak_text
 from kimitui.recording import write_recording
 from kimitui.report import compare, summarize
@@ -30,7 +37,12 @@ from kimitui.tui.level_eplb import rebalances_by_level
 from kimitui.tui.screens.compare import level_table, with_causes
 from kimitui.tui.widgets.level_table import LevelExtras
 from kimitui.tui.widgets.straggler_list import cause_cell
-from tests.support.storypair import LEVELS, STRAGGLERS, story_pair
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.widgets.straggler_list import StragglerList
+from tests.support.fakecontrol import FakeController
+from tests.support.storypair import BUSY, GPU_WORDS, IDLE, LEVELS, STRAGGLERS, story_pair
+from tests.support.tuiscreen import screen_text, settle, tick
 
 MAX_MD_LINES = 80
 
@@ -83,13 +95,15 @@ def test_one_sweep_pair_says_the_same_numbers_in_every_view(tmp_path: Path) -> N
     for rid, live_a in sw.attributions.items():
         rec_a = run.attributions[rid]
         said = headline(live_a)
-        assert said == headline(rec_a) and "all 8 GPUs at 8 % utilisation" in said, said
+        assert said == headline(rec_a) and f"({GPU_WORDS})" in said, said
         assert cause_cell(live_a).plain == f"EPLB {said.split('covers ')[1].split(' of')[0].replace(' ', '')}"
         strag = next(s for lv in data["levels"] for s in lv["stragglers"] if s["request_id"] == rid)
         assert strag["headline"] == said and strag["coverage"] == round(live_a.coverage, 4)
         assert f"straggler C={live_a.concurrency} {rid}: {said} (high confidence)" in text
+        _same_gpus_in_the_detail(model, rid, live_a)
     worst = max(run.attributions.values(), key=lambda a: (a.lost_s, a.request_id))
     assert f"worst C={worst.concurrency} {worst.request_id}: {headline(sw.attributions[worst.request_id])}" in md
+    assert GPU_WORDS in md and GPU_WORDS in strag["headline"]
 
     # rebalance counts: the cockpit's EPLB column, the report's, the one line that counts them; no other count
     live_reb = rebalances_by_level(model)
@@ -109,6 +123,35 @@ def test_one_sweep_pair_says_the_same_numbers_in_every_view(tmp_path: Path) -> N
 
     # counts are "16 of 24", never "16/24"
     assert f"| {STRAGGLERS} of 24 |" in md and not re.search(r"\b\d+/\d+\b", md.split("```")[0])
+
+
+def _same_gpus_in_the_detail(model: CockpitModel, rid: str, cause) -> None:
+    """The straggler detail's facts line and GPU table say the cause's GPU range, with the cause or without."""
+    sw = model.sweep
+    assert sw is not None
+    s = next(x for x in sw.stragglers if x.request_id == rid)
+    ev = gather(s, sw.straggler_result(rid), model.history)
+    for body in (gap_headline(ev, cause=cause), gap_headline(ev)):  # quoted, and computed from the window alone
+        assert f"during which {GPU_WORDS};" in body, body
+    table = in_gap_gpus(ev)
+    assert [round(g.util_mean or -1) for g in table] == [round(IDLE)] * 8
+    assert [g.util_before for g in table] == BUSY
+
+
+async def test_the_cockpits_straggler_detail_says_the_range_once(tmp_path: Path) -> None:
+    """On screen: the cause line and the facts line under it name the same GPU range."""
+    a_events, b_events = story_pair()
+    app = KimituiApp(FakeController(initial=[*a_events, *b_events]), tick=None)
+    async with app.run_test(size=(260, 60)) as pilot:
+        await settle(app, pilot)
+        app.query_one(StragglerList).focus()
+        await pilot.press("enter")
+        await tick(pilot)
+        await tick(pilot)
+        assert isinstance(app.screen, StragglerDetail) and app.screen.cause is not None
+        shown = screen_text(app)
+    assert shown.count(GPU_WORDS) == 2, shown
+    assert f"covers 95 % of the 4.0 s gap ({GPU_WORDS})" in shown and f"during which {GPU_WORDS};" in shown
 
 
 def test_two_8_level_sweeps_md_report_fits_one_screen(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_the_gap_window_holds_the_issues_119_lines_and_shows_only_the_merged_few
 def test_headline_states_rate_gap_gpus_and_the_explaining_line():
     text = headline(evidence())
     assert text.startswith("s2-c1-r4 at C=1 ran at 11.7 tok/s (level median 63): one 35.6 s gap at 10:21:07")
-    assert "all 8 GPUs fell to 7–10 % utilisation (from 90–93 %)" in text
+    assert "all 8 GPUs fell from 90–93 % to 7–10 % utilisation" in text
     assert text.endswith("the log says: rebalance end time=35.6 s.")
 
 

@@ -5,7 +5,10 @@ eight times, and the line that explained the gap needed scrolling.  So the evide
 when the operator opens a straggler, into what a person reads first:
 
 * a headline sentence built from what the window holds (no cause attribution, just the facts): the
-  rate against the level's median, the gap, what the GPUs did during it, the log line that says why;
+  rate against the level's median, the gap, what the GPUs did during it, the log line that says why.
+  What the GPUs did is :mod:`kimitui.analysis.causes.gpu_figures`' one computation (each GPU's mean on
+  the host's clock against the span before), and where the cause was attributed over this same gap its
+  words are quoted as they are (issue 29: one number per fact);
 * the request's tokens against seconds since it was sent, with the gap's span, over the GPUs' mean
   utilisation on the same time axis;
 * the gap's log lines with kimitui's own polling hidden and each rank's copy merged
@@ -21,13 +24,14 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 
+from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.event_clock import sample_time
+from kimitui.analysis.causes.gpu_figures import (COVER_S, DROP_PCT, GpuFigures, before_span, gpu_figures, gpu_words,
+                                                 in_span, moment_of)
 from kimitui.analysis.level_stats import chunk_times
 from kimitui.analysis.log_lines import MergedLine, is_own_polling, merge_ranks, rank_set, split_rank
 from kimitui.analysis.window import GpuWindowSummary, Windowed, WindowView, summarize_gpus
 from kimitui.events import GpuSample, RequestResult, Straggler
-
-DROP_PCT = 10.0
-"""A GPU whose utilisation in the gap is this many points under the span before it "fell"."""
 BIG_GAP_S = 0.5
 BIG_GAP_FRACTION = 0.25
 """Gaps counted in the headline: at least 0.5 s and a quarter of the longest (the rest is ordinary ITL)."""
@@ -36,6 +40,11 @@ CONTEXT_S = 5.0
 
 LIFE_PAD_S = 3.0
 """GPU samples looked up this long before the request was sent: the reading in force when it went out."""
+LAG_S = 10.0
+"""GPU samples are looked up by arrival this much wider than the gap, then placed on the host's clock (a slow
+link delivers them late)."""
+SAME_SPAN_S = 0.02
+"""An attribution's worst stretch within this much (or 5 % of the gap) of both gap ends is the gap itself."""
 
 _COMPONENT = re.compile(r"^\[[A-Za-z][\w .-]*\] ")
 _BRACKET_TIME = re.compile(r"^\[\d{4}-\d{2}-\d{2} [\d:.]+\] ?")
@@ -62,6 +71,10 @@ class GapEvidence:
     axis_end: float
     life: list[GpuSample] = field(default_factory=list)
     """GPU samples across the whole time axis (the utilisation under the token curve)."""
+    around: list[GpuSample] = field(default_factory=list)
+    """GPU samples from before the gap's contrast span to after it, in host-clock order (:func:`sample_time`)."""
+    gpu: GpuFigures | None = None
+    """What the GPUs did in the gap: each one's mean inside against the span before (the one computation)."""
 
     @property
     def gap_span(self) -> tuple[float, float] | None:
@@ -88,7 +101,7 @@ class GapEvidence:
         for sample in self.life:
             utils = [r.util_pct for r in sample.gpus if r.util_pct is not None]
             if utils:
-                out.append((sample.t - self.axis_start, sum(utils) / len(utils)))
+                out.append((sample_time(sample) - self.axis_start, sum(utils) / len(utils)))
         return out
 
 
@@ -109,7 +122,19 @@ def gather(s: Straggler, result: RequestResult | None, history: Windowed) -> Gap
     if s.gap_start is not None:
         start, end = min(start, s.gap_start), max(end, s.gap_end or s.gap_start)
     life = history.window(start - LIFE_PAD_S, end, pad_s=0.0).gpu_samples
-    return GapEvidence(s, result, gap, start, end, life)
+    nearby: list[GpuSample] = []
+    figures = None
+    if s.gap_start is not None:
+        a, b = _gap_bounds(s)
+        b0, _ = before_span(a, b)
+        nearby = sorted(history.window(b0 - LAG_S, b + COVER_S + LAG_S, pad_s=0.0).gpu_samples, key=sample_time)
+        figures = gpu_figures([moment_of(x.gpus, sample_time(x)) for x in nearby], a, b)
+    return GapEvidence(s, result, gap, start, end, life, nearby, figures)
+
+
+def _gap_bounds(s: Straggler) -> tuple[float, float]:
+    g0 = s.gap_start if s.gap_start is not None else 0.0
+    return g0, s.gap_end if s.gap_end is not None else g0 + (s.max_gap_s or 0.0)
 
 
 # --------------------------------------------------------------------------- the gap's log lines
@@ -197,11 +222,6 @@ def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-def _span(values: list[float]) -> str:
-    lo, hi = round(min(values)), round(max(values))
-    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
-
-
 def _rate_clause(s: Straggler) -> str:
     out = f"{s.request_id} at C={s.concurrency}"
     if s.decode_tok_s is not None:
@@ -227,24 +247,21 @@ def _gap_clause(ev: GapEvidence) -> str:
 
 
 def in_gap_samples(ev: GapEvidence) -> list[GpuSample]:
-    """The GPU samples taken during the gap itself, without the window's second of padding either side."""
-    if ev.gap is None:
+    """The GPU samples the gap's figures read: those taken in it on the host's clock (or the one just after
+    that covers it), without the window's padding."""
+    if ev.gap is None or ev.straggler.gap_start is None:
         return []
-    s = ev.straggler
-    g0 = s.gap_start if s.gap_start is not None else ev.gap.start
-    g1 = s.gap_end if s.gap_end is not None else g0
-    return [x for x in ev.gap.gpu_samples if g0 <= x.t <= g1]
+    g0, g1 = _gap_bounds(ev.straggler)
+    return in_span(ev.around, g0, g1, sample_time)
 
 
 def in_gap_gpus(ev: GapEvidence) -> list[GpuWindowSummary]:
-    """Each GPU inside the gap itself (not its padding), against the span before it; the padded window's
-    summary when no sample falls inside.  The headline and the GPU table both read this, so they agree."""
-    if ev.gap is None:
-        return []
+    """Each GPU in the gap against the span before it, from the samples and the figures the headline says:
+    the table's mean and "before" columns are the headline's numbers."""
     inside = in_gap_samples(ev)
     if not inside:
-        return ev.gap.gpus
-    before = {g.index: g.util_before for g in ev.gap.gpus}
+        return []
+    before = ev.gpu.before if ev.gpu is not None else {}
     return [replace(g, util_before=before.get(g.index)) for g in summarize_gpus(inside)]
 
 
@@ -253,36 +270,36 @@ def fell_in_gap(g: GpuWindowSummary) -> bool:
     return g.util_before is not None and g.util_mean is not None and g.util_mean < g.util_before - DROP_PCT
 
 
-def _gpu_clause(ev: GapEvidence) -> str:
-    if ev.gap is None or not ev.gap.gpus:
+def cause_gpu_note(ev: GapEvidence, cause: Attribution | None) -> str:
+    """The attribution's GPU words when its worst stretch is this gap (the same fact, said once); else ""."""
+    s = ev.straggler
+    if cause is None or not cause.gpu_note or not cause.stretches or s.gap_start is None:
+        return ""
+    g0, g1 = _gap_bounds(s)
+    worst = cause.stretches[0]
+    tol = max(SAME_SPAN_S, 0.05 * (g1 - g0))
+    return cause.gpu_note if abs(worst.start - g0) <= tol and abs(worst.end - g1) <= tol else ""
+
+
+def _gpu_clause(ev: GapEvidence, cause: Attribution | None) -> str:
+    said = cause_gpu_note(ev, cause)
+    if said:
+        return said
+    if ev.gpu is None:
         return "no GPU samples kept for the gap"
-    now = [g for g in in_gap_gpus(ev) if g.util_mean is not None]
-    if not now:
-        return "the GPUs reported no utilisation"
-    before = {g.index: g.util_before for g in now}
-    fell = [g for g in now if fell_in_gap(g)]
-    utils = [g.util_mean for g in now if g.util_mean is not None]
-    was = [b for b in (before.get(g.index) for g in fell) if b is not None]
-    if fell and len(fell) == len(now):
-        return f"all {len(now)} GPUs fell to {_span(utils)} utilisation (from {_span(was)})"
-    if fell:
-        names = ",".join(str(g.index) for g in fell)
-        fell_to = [g.util_mean for g in fell if g.util_mean is not None]
-        return f"GPU {names} fell to {_span(fell_to)} utilisation (from {_span(was)}), the others did not"
-    if all(before.get(g.index) is None for g in now):
-        return f"the {len(now)} GPUs ran at {_span(utils)} utilisation"
-    return f"the {len(now)} GPUs stayed at {_span(utils)} utilisation"
+    return gpu_words(ev.gpu) or "the GPUs reported no utilisation"
 
 
-def headline(ev: GapEvidence, lines: list[ShownLine] | None = None) -> str:
+def headline(ev: GapEvidence, lines: list[ShownLine] | None = None, cause: Attribution | None = None) -> str:
     """One sentence of facts: "s2-c1-r4 at C=1 ran at 7.7 tok/s (level median 63): one 35.6 s gap at 10:21:07,
-    during which all 8 GPUs fell to 8–11 % utilisation (from 88–93 %); the log says: rebalance end time=35.6 s"."""
+    during which all 8 GPUs fell from 88–93 % to 8–11 % utilisation; the log says: rebalance end time=35.6 s".
+    ``cause``: the straggler's attribution, whose GPU words are quoted where its worst stretch is this gap."""
     s = ev.straggler
     out = _rate_clause(s)
     gap = _gap_clause(ev)
     if not gap:
         return out + (f": {s.reason}" if s.reason else "") + "."
-    out += f": {gap}, during which {_gpu_clause(ev)}"
+    out += f": {gap}, during which {_gpu_clause(ev, cause)}"
     if ev.gap is not None:
         shown = lines if lines is not None else gap_lines(ev.gap)
         best = explaining_line(shown)

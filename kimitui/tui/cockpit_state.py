@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypeVar, cast, get_args
 
 from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.causes.event_clock import sample_time
 from kimitui.capacity.answer import CapacityAnswer, Probe, answer_from_points, point_of
 from kimitui.capacity.answer import CurvePoint as CapacityPoint
 from kimitui.capacity.slo import Slo, parse_slo
@@ -271,8 +272,9 @@ class CompactHistory:
                     v = getattr(r, name)
                     vals.append(_NAN if v is None else v)
                 thr.append(tuple(r.throttle_reasons) if r.throttle_reasons else None)
-            self._gpu.append((event.t, sys.intern(event.host), event.seq, vals, tuple(thr) if any(thr) else None))
-            self._age_out(self._gpu, event.t)
+            at = sample_time(event)  # the host's clock: the gap's GPU figures are read on it (issue 29)
+            self._gpu.append((at, sys.intern(event.host), event.seq, vals, tuple(thr) if any(thr) else None))
+            self._age_out(self._gpu, at)
         elif isinstance(event, LogLine):
             self._logs.append((event.t, sys.intern(event.host), event.severity, sys.intern(event.line_kind), event.raw))
             self._age_out(self._logs, event.t)

@@ -5,7 +5,9 @@ A (``ep8-tuned``) and B (``ep8-eplb``) sweep the seeds' eight levels.  In each l
 rebalance start`` / ``rebalance end time=``, every rank's copy, parsed by kimitui's own parser) that stops
 the ``STRAGGLERS`` requests sent just before it, while the GPUs fall from ~50 % to ~8 % utilisation; A's
 level has two requests that stop for 1 s with nothing to explain them.  Events come in the order a session records
-them (log lines and GPU samples interleaved with the results by arrival time).
+them (log lines and GPU samples interleaved with the results by arrival time); the GPU samples arrive
+``LINK_LAG_S`` after the agent read them (``host_t``), as over an SSH link, so a view that timed them by arrival
+would read busy samples into the gap.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ STRAGGLERS = 16
 """Stalled requests per level of B (so 128 in the sweep: the report that listed each was 2,592 lines)."""
 STALL_S = 4.0
 HOST = "sim"
+PAUSE_S = 3.0
+"""Between levels: longer than a gap, so the span a gap is held against holds no rebalance of the level before."""
+LINK_LAG_S = 0.6
+"""How late a GPU sample arrives after the agent read it."""
+BUSY = [49.0 + (i % 6) for i in range(8)]
+"""Each GPU's utilisation outside a rebalance: 49–54 %."""
+IDLE = 8.0
+GPU_WORDS = "all 8 GPUs fell from 49–54 % to 8 % utilisation"
+"""What every view says the GPUs did in a B straggler's gap (each GPU's mean inside against the span before)."""
 
 
 def _stamp(t: float) -> str:
@@ -65,9 +76,9 @@ def _samples(start: float, end: float, low: tuple[float, float] | None) -> list[
     t, seq = start, 0
     while t <= end:
         still = low is not None and low[0] <= t <= low[1]
-        gpus = [GpuReading(index=i, util_pct=8.0 if still else 49.0 + (i % 6), sm_clock_mhz=1980.0, temp_c=60.0,
+        gpus = [GpuReading(index=i, util_pct=IDLE if still else BUSY[i], sm_clock_mhz=1980.0, temp_c=60.0,
                            power_w=400.0) for i in range(8)]
-        out.append(GpuSample(host=HOST, t=t + 0.05, host_t=t, seq=seq, gpus=gpus))
+        out.append(GpuSample(host=HOST, t=t + LINK_LAG_S, host_t=t, seq=seq, gpus=gpus))
         t += 0.5
         seq += 1
     return out
@@ -102,7 +113,7 @@ def sweep(sweep_id: str, profile: str, t0: float, *, eplb: bool) -> list[Event]:
             decode_tok_s=Percentiles(p50=RATE, p90=rates[int(0.9 * n)], p99=rates[-1]),
             ttft=Percentiles(p50=0.05, p99=0.05), tpot=Percentiles(p50=1 / RATE),
             stragglers=[_straggler(r) for r in results[n - slow:]]))
-        t = end + 2.0
+        t = end + PAUSE_S
     timed.sort(key=lambda e: e.t)
     return head + timed + [SweepResult(t=t, host=HOST, sweep_id=sweep_id, levels=LEVELS, outcome="completed")]
 

@@ -63,7 +63,9 @@ class Attribution:
     shares: tuple[CauseShare, ...] = ()
     """Every cause with a part, biggest first; ``unknown`` holds what nothing covered."""
     gpu_note: str = ""
-    """What the GPUs did in the worst stretch: ``all 8 GPUs at 8–11 % utilisation, PCIe 21 GB/s``."""
+    """What the GPUs did in the worst stretch (:func:`~.gpu_figures.gpu_words`, each GPU's mean against the span
+    before it): ``all 8 GPUs fell from 88–93 % to 8–11 % utilisation, PCIe 21 GB/s``.  The straggler's detail
+    quotes it for the same gap (:func:`kimitui.analysis.gap_evidence.headline`): one number per fact."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def share_of(self, cause: str) -> CauseShare | None:

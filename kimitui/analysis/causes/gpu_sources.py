@@ -18,12 +18,11 @@ that runs a little hotter) must not read as a cause.
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections import deque
-from dataclasses import dataclass
 
 from kimitui.analysis.causes.episodes import Episode, EpisodeRun
+from kimitui.analysis.causes.gpu_figures import GpuFigures, GpuMoment, gpu_figures, gpu_words, moment_of
 from kimitui.events import GpuReading
 
 SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
@@ -55,17 +54,6 @@ def gpu_set(indices: list[int], total: int) -> str:
     return f"GPU {','.join(str(i) for i in sorted(indices))}"
 
 
-@dataclass(frozen=True)
-class GpuMoment:
-    """A sample boiled down for the headline: utilisation range and the busiest PCIe direction."""
-
-    t: float
-    util_min: float | None
-    util_max: float | None
-    pcie_max_kbps: float | None
-    gpus: int
-
-
 class GpuSources:
     """Folds placed GPU samples into throttle, slow-GPU and PCIe episodes, and keeps their moments."""
 
@@ -84,10 +72,7 @@ class GpuSources:
         start = self._last if self._last is not None and 0 < at - self._last <= MAX_SPAN_S else at - 1.0
         self._last = at
         utils = [r.util_pct for r in gpus if r.util_pct is not None]
-        pcie = [max(r.pcie_tx_kbps or 0.0, r.pcie_rx_kbps or 0.0) for r in gpus
-                if r.pcie_tx_kbps is not None or r.pcie_rx_kbps is not None]
-        self.moments.append(GpuMoment(at, min(utils) if utils else None, max(utils) if utils else None,
-                                      max(pcie) if pcie else None, len(gpus)))
+        self.moments.append(moment_of(gpus, at))
         self._flag(self._throttle, self._throttled(gpus), start, at)
         self._flag(self._slow, self._slow_one(gpus), start, at)
         self._flag(self._pcie, self._saturated(gpus), start, at)
@@ -177,21 +162,10 @@ class GpuSources:
         return (f"{gpu_set(hit, len(gpus))} PCIe at {peak / 1e6:.0f} GB/s of {cap / 1e6:.0f} GB/s",
                 {"gpus": ",".join(map(str, hit))})
 
+    def figures(self, a: float, b: float) -> GpuFigures | None:
+        """Each GPU's mean utilisation over ``[a, b]`` (host clock) and before it (:mod:`.gpu_figures`)."""
+        return gpu_figures(self.moments, a, b)
+
     def note(self, a: float, b: float) -> str:
-        """What the GPUs did over ``[a, b]``: ``all 8 GPUs at 8–11 % utilisation, PCIe 21 GB/s``."""
-        moments = self.moments
-        lo_i = bisect.bisect_left(moments, a, key=lambda m: m.t)
-        hi_i = bisect.bisect_right(moments, b, key=lambda m: m.t)
-        inside = [moments[i] for i in range(lo_i, hi_i)]
-        lows = [m.util_min for m in inside if m.util_min is not None]
-        highs = [m.util_max for m in inside if m.util_max is not None]
-        if not lows or not highs:
-            return ""
-        lo, hi = round(min(lows)), round(max(highs))
-        n = max(m.gpus for m in inside)
-        span = f"{lo} %" if lo == hi else f"{lo}–{hi} %"
-        out = f"all {n} GPUs at {span} utilisation" if n > 1 else f"the GPU at {span} utilisation"
-        pcie = [m.pcie_max_kbps for m in inside if m.pcie_max_kbps]
-        if pcie and max(pcie) >= 1e6:
-            out += f", PCIe {max(pcie) / 1e6:.0f} GB/s"
-        return out
+        """What the GPUs did over ``[a, b]``: ``all 8 GPUs fell from 88–93 % to 8–11 % utilisation, PCIe 21 GB/s``."""
+        return gpu_words(self.figures(a, b))

@@ -24,7 +24,8 @@ def _what(a: Attribution) -> str:
 
 
 def headline(a: Attribution) -> str:
-    """``EPLB rebalance, 35.6 s, covers 99 % of the 35.6 s gap (all 8 GPUs at 8–11 % utilisation, PCIe 21 GB/s)``."""
+    """``EPLB rebalance, 35.6 s, covers 99 % of the 35.6 s gap (all 8 GPUs fell from 88–93 % to 8–11 % utilisation,
+    PCIe 21 GB/s)``."""
     what = _what(a)
     main = a.share_of(a.cause) if a.known else None
     if main is None:

@@ -10,6 +10,10 @@ Issue 15: the old view listed the gap's 119 raw log lines, nearly all kimitui's 
 SGLang line eight times, and the line that explained the gap needed scrolling.  Now the headline says
 the facts (rate, gap, what the GPUs did, the log line that says why), the log hides polling and merges
 ranks with the explaining lines marked, and ``a`` shows every line as it came for the curious.
+
+Issue 29: the cause line and the facts line say what the GPUs did in the gap with one set of figures
+(:mod:`kimitui.analysis.causes.gpu_figures`: each GPU's mean on the host's clock against the span before),
+the facts line quoting the cause's words, and the GPU table's "before" and "mean" columns are those figures.
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ class StragglerDetail(ModalScreen[None]):
         with VerticalScroll():
             yield Static(self._cause_text(), id="straggler-cause")
             yield Static(self._evidence_text(), id="straggler-evidence")
-            yield Static(Text(headline(ev)), id="straggler-headline")
+            yield Static(Text(headline(ev, cause=self.cause)), id="straggler-headline")
             yield Static(Text(self._facts(), "dim"), id="straggler-facts")
             if v is None:
                 yield Static("This straggler has no gap window (no gap_start/gap_end recorded).")
@@ -145,6 +149,7 @@ class StragglerDetail(ModalScreen[None]):
             return
         self.cause = cause
         self.query_one("#straggler-cause", Static).update(self._cause_text())
+        self.query_one("#straggler-headline", Static).update(Text(headline(self.evidence, cause=cause)))
         evidence = self.query_one("#straggler-evidence", Static)
         evidence.update(self._evidence_text())
         evidence.display = True
