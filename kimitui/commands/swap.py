@@ -118,10 +118,11 @@ def _on_sim_port(args: argparse.Namespace, host: "Host", target: "Profile") -> "
     """On a simulated host every profile serves where the cockpit would start it (``Config.sim_port``)."""
     from kimitui.config import load_config  # lazily, as in _run
     from kimitui.launcher.select import is_simulated_host
+    from kimitui.profiles.deploy import on_port
 
     port = load_config(getattr(args, "config", None)).sim_port(host.name, getattr(args, "sim_port", None))
-    if port and is_simulated_host(host) and target.port != port:
-        return target.model_copy(update={"port": port})
+    if port and is_simulated_host(host):
+        return on_port(target, port)  # a PD deployment moves whole
     return target
 
 

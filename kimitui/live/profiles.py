@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kimitui.launcher.profiles import load
 from kimitui.profiles import Profile, scan_profiles
+from kimitui.profiles.deploy import on_port
 
 
 class ProfileBook:
@@ -26,13 +27,11 @@ class ProfileBook:
     def target(self, name: str, *, simulated: bool) -> Profile:
         """The profile as it will run here: on the simulated host, on ``sim_port`` when one is set."""
         profile = self.load(name)
-        if simulated and self.sim_port is not None and profile.port != self.sim_port:
-            profile = profile.model_copy(update={"port": self.sim_port})
+        if simulated and self.sim_port is not None:
+            profile = on_port(profile, self.sim_port)  # a PD deployment moves whole
         return profile
 
     def at_port(self, name: str, port: int | None) -> Profile:
         """The profile as it really serves: ``port`` is its run record's (a sim port, say)."""
         profile = self.load(name)
-        if port and port != profile.port:
-            profile = profile.model_copy(update={"port": port})
-        return profile
+        return on_port(profile, port) if port else profile

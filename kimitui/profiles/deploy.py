@@ -162,10 +162,39 @@ def process_command(profile: Profile, spec: ProcessSpec, *, pretty: bool = False
     return shell_line(spec.argv, spec.env, profile.launcher.workdir, pretty=pretty)
 
 
+_LOWEST, _HIGHEST = 1024, 65535
+"""Where a moved port stays: above the privileged ports, so a simulated host's user can bind it."""
+
+
+def _moved(port: int, offset: int) -> int:
+    """``port + offset``, wrapped into ``_LOWEST.._HIGHEST`` (one-to-one, so a deployment's ports stay apart)."""
+    span = _HIGHEST - _LOWEST + 1
+    return (port + offset - _LOWEST) % span + _LOWEST
+
+
+def on_port(profile: Profile, port: int) -> Profile:
+    """The profile serving on ``port`` instead of its own (the simulated host's ``--sim-port`` / ``sim_port``).
+
+    A PD deployment moves whole: every prefill and decode server's port and every bootstrap port
+    shift by the same amount as the router's, so its layout holds and the deployments of two
+    simulated hosts on one machine (``sim_port = 30011``, ``30012``) never share a port."""
+    if port == profile.port:
+        return profile
+    offset = port - profile.port
+    update: dict[str, object] = {"port": port}
+    if profile.pd is not None:
+        prefill = [s.model_copy(update={"port": _moved(s.port, offset),
+                                        "bootstrap_port": _moved(s.bootstrap_port or PD_BOOTSTRAP_PORT, offset)})
+                   for s in profile.pd.prefill]
+        decode = [s.model_copy(update={"port": _moved(s.port, offset)}) for s in profile.pd.decode]
+        update["pd"] = profile.pd.model_copy(update={"prefill": prefill, "decode": decode})
+    return profile.model_copy(update=update)
+
+
 def entry_of(specs: Sequence[ProcessSpec]) -> ProcessSpec:
     """The process readiness is judged on."""
     return next(s for s in specs if s.entry)
 
 
-__all__ = ["ProcessSpec", "deployment", "entry_of", "knob_args", "pd_server_profile", "process_command", "router_argv",
-           "server_url"]
+__all__ = ["ProcessSpec", "deployment", "entry_of", "knob_args", "on_port", "pd_server_profile", "process_command",
+           "router_argv", "server_url"]

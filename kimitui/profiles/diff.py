@@ -15,15 +15,15 @@ from kimitui.profiles.schema import Profile
 
 
 OBSERVABILITY_KNOBS: frozenset[str] = frozenset({
-    "host", "port",
+    "host", "port", "pd.ports",
     "enable_metrics", "enable_metrics_for_all_schedulers", "expert_balancedness_report_mode",
     "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels", "enable_mfu_metrics",
     "decode_log_interval", "log_level", "env.SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL",
     "env.SGLANG_LOG_EXPERT_LOCATION_METADATA",
 })
 """Knobs that only change what the server reports (metrics, log lines, labels) or where it listens
-(``host``, ``port``: ``kimitui --sim-port`` moves every profile), never what a sweep measures: a diff
-shows them, but they never make a change confounded."""
+(``host``, ``port``, a PD deployment's ``pd.ports``: ``kimitui --sim-port`` moves every profile), never
+what a sweep measures: a diff shows them, but they never make a change confounded."""
 
 SPECULATIVE_FAMILY = "speculative decoding"
 
@@ -134,6 +134,22 @@ def _flat_knobs(profile: Profile) -> dict[str, Any]:
     return knobs
 
 
+def _pd_ports(pd: Any) -> list[int | None]:
+    """Where a PD deployment's servers listen: each prefill's port and bootstrap port, each decode's port."""
+    return [*(p for s in pd.prefill for p in (s.port, s.bootstrap_port)), *(s.port for s in pd.decode)]
+
+
+def _pd_unplaced(pd: Any) -> Any:
+    """The PD settings without where they listen (what a moved deployment keeps)."""
+    def bare(servers: list[Any]) -> list[Any]:
+        return [s.model_copy(update={"port": 0, "bootstrap_port": None}) for s in servers]
+    return pd.model_copy(update={"prefill": bare(pd.prefill), "decode": bare(pd.decode)})
+
+
+def _only_ports_moved(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and a != b and _pd_unplaced(a) == _pd_unplaced(b)
+
+
 def diff_profiles(a: Profile, b: Profile) -> ProfileDiff:
     """The launch knobs (``Profile.knobs``) whose values differ from ``a`` to ``b``.
 
@@ -141,6 +157,9 @@ def diff_profiles(a: Profile, b: Profile) -> ProfileDiff:
     (``env.HF_TOKEN``, an ``--api-key`` in ``extra_args``) is ``***`` in the diff: it says that it changed, never to what.
     """
     ka, kb = _flat_knobs(a), _flat_knobs(b)
+    if _only_ports_moved(ka.get("pd"), kb.get("pd")):  # a deployment moved whole (--sim-port): where it listens
+        ka["pd"], kb["pd"] = None, None
+        ka["pd.ports"], kb["pd.ports"] = _pd_ports(a.pd), _pd_ports(b.pd)
     keys = list(ka) + [k for k in kb if k not in ka]
     changes = {k: (redact(k, ka.get(k)), redact(k, kb.get(k))) for k in keys if ka.get(k) != kb.get(k)}
     return ProfileDiff(a=a.name, b=b.name, changes=changes)
