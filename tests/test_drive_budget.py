@@ -120,3 +120,12 @@ async def test_the_cockpit_sweep_form_shows_the_warning_only_when_the_plan_excee
         form.query_one("#sweep-levels", Input).value = "1, 8"  # within reach: the warning goes
         await pilot.pause()
         assert not shown.display
+
+
+def test_the_form_reads_the_cost_off_the_last_sweep_and_never_measures() -> None:
+    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.screens.sweep_form import form_cost
+
+    calibrate()  # a calibration elsewhere in this process is not the form's to use
+    assert form_cost(CockpitModel(host="sim")) is None
+    assert form_cost(CockpitModel(host="sim"), COST) is COST

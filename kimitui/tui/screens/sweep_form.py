@@ -21,7 +21,6 @@ from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec
 from kimitui.loadgen.drive_budget import ChunkCost, check_drive, cost_from_levels
-from kimitui.loadgen.drive_calibrate import cached_calibration
 from kimitui.tui.cockpit_state import CockpitModel
 
 MODES = ("sustained", "burst", "rate")
@@ -80,13 +79,12 @@ def estimate_text(spec: SweepSpec, rates: RateModel) -> str:
 
 
 def form_cost(model: CockpitModel | None, given: ChunkCost | None = None) -> ChunkCost | None:
-    """The client's CPU per chunk for the warning: given by the caller (a calibration), else what the
-    last sweep's levels measured, else a calibration this process already ran (none is run here: no
-    work in a screen); None: nothing known yet (no warning, no guess)."""
+    """The client's CPU per chunk for the warning: given by the caller (a calibration run off the UI, e.g.
+    :func:`kimitui.loadgen.drive_calibrate.calibrate`), else what the last sweep's levels measured (no
+    measuring in a screen); None: nothing known yet (no warning, no guess)."""
     if given is not None:
         return given
-    measured = cost_from_levels(model.sweep.levels) if model is not None and model.sweep is not None else None
-    return measured or cached_calibration()
+    return cost_from_levels(model.sweep.levels) if model is not None and model.sweep is not None else None
 
 
 def drive_warning(spec: SweepSpec, cost: ChunkCost | None, time_scale: float | None) -> str:
