@@ -154,3 +154,27 @@ def test_the_autopilot_never_keeps_a_change_on_distorted_figures_it_reverts_it_n
     cand_specs = [s for p, s in host.specs if p != "ep8-tuned"]
     assert len(cand_specs) == 3  # swept again while unsure, up to the repeat limit
     assert "not judged" in Path(st.report_path).read_text()  # type: ignore[arg-type]
+
+
+def test_the_walks_tune_at_a_time_scale_the_client_cannot_drive_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kimitui tune --time-scale 20` from ep8-tuned asks C=256 for ~30k chunks/s of one load process: refused
+    with what it can drive and the time scale that would do (nothing swapped, no tune folder)."""
+    from kimitui.cli import main
+
+    for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--time-scale", "20", "--change", "enable_eplb=true", "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "kimitui tune: refused: this client can drive about" in err and "at time scale 20" in err
+    assert "or lower drives the whole plan" in err and "--allow-client-limit" in err
+    from kimitui.tune.state import tunes_dir
+
+    assert str(tunes_dir("sim")).startswith(str(tmp_path)) and not tunes_dir("sim").exists()
+    # what it can drive is not refused; and told otherwise, the plan is said and not refused
+    assert main(["tune", "--time-scale", "1", "--levels", "1,16", "--change", "enable_eplb=true", "--dry-run"]) == 0
+    assert "refused" not in capsys.readouterr().err
+    assert main(["tune", "--time-scale", "20", "--change", "enable_eplb=true", "--dry-run",
+                 "--allow-client-limit"]) == 0
+    assert "this client can drive about" in capsys.readouterr().err

@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--time-budget", type=positive(float), metavar="S", help="start no step that would end past S seconds")
     p.add_argument("--time-scale", type=positive(float), metavar="S", help="on the simulated host: run its clock S x faster")
     p.add_argument("--dry-run", action="store_true", help="print the plan, what it skips and why, and its estimated time")
+    p.add_argument("--allow-client-limit", action="store_true",
+                   help="tune even when the plan asks more chunks/s than this client can drive (those levels' figures "
+                        "are then unsure and decide nothing)")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="carry on the newest unfinished tune (or tune ID)")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.set_defaults(func=run)
@@ -86,9 +89,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_ARGS
     from kimitui.tune.plan import plan_lines
 
-    simulated = host == "sim"
+    simulated = host == "sim" or (host in config.hosts and config.hosts[host].sim)
     for line in plan_lines(plan, host, simulated):
         print(line)
+    drive = drive_line(plan, simulated)
+    if drive and (args.dry_run or args.allow_client_limit):
+        print(f"kimitui tune: {drive}" + ("" if args.dry_run else "; tuning anyway (--allow-client-limit): those "
+                                         "levels' figures are unsure and decide nothing"), file=sys.stderr)
+    elif drive:
+        print(f"kimitui tune: refused: {drive}; a tune on figures the client distorted would decide on the client, "
+              "not the server (--allow-client-limit tunes anyway)", file=sys.stderr)
+        return EXIT_BAD_ARGS
     if args.dry_run:
         return 0
     from kimitui.tune.tuner import new_state
@@ -149,6 +160,28 @@ def build_plan(args: argparse.Namespace, host: str) -> "TunePlan":
     return TunePlan(start=start.name, candidates=found, skipped=skipped, workload=_workload(args),
                     objective=args.objective, slo=args.slo, repeat_limit=args.repeat_limit,
                     max_steps=args.max_steps, time_budget_s=args.time_budget, sim_time_scale=args.time_scale)
+
+
+def drive_line(plan: "TunePlan", simulated: bool) -> str | None:
+    """What this client can drive against the tune's workload at the host's clock (a simulator's time scale:
+    ``--time-scale``, else the start profile's): the one line said when the plan exceeds it, else None."""
+    from kimitui.loadgen.drive_calibrate import calibrate, spec_drive
+
+    scale: float | None = None
+    if simulated:
+        scale = plan.sim_time_scale
+        if scale is None:
+            from kimitui.sim.settings import SimConfigError, load_settings
+
+            try:
+                scale = load_settings(plan.start).time_scale
+            except SimConfigError:
+                scale = 1.0
+    try:
+        cost = calibrate()
+    except RuntimeError:  # no loopback socket pair here: nothing measured, nothing claimed
+        return None
+    return spec_drive(plan.workload, cost, scale).line()
 
 
 def _running(args: argparse.Namespace) -> str | None:

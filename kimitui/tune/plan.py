@@ -68,7 +68,7 @@ def plan_lines(plan: TunePlan, host: str, simulated: bool) -> list[str]:
         lines.append("  nothing to try")
     for s in plan.skipped:
         lines.append(f"  skipped: {s}")
-    limits = [f"at most {plan.max_steps} steps"] if plan.max_steps is not None else []
+    limits = [f"at most {plan.max_steps} step{'' if plan.max_steps == 1 else 's'}"] if plan.max_steps is not None else []
     if plan.time_budget_s is not None:
         limits.append(f"time budget {duration(plan.time_budget_s)}")
     scale = f" at time-scale {plan.sim_time_scale:g}" if simulated and plan.sim_time_scale else ""
