@@ -149,8 +149,11 @@ def _chain(path: Path, extra_dirs: Sequence[Path | str] | None) -> list[_Source]
             raise chain[-1].error(f"extends cycle: {cycle}", "extends")
         seen[resolved] = src.data["name"]
         chain.append(src)
-        if len(chain) > _MAX_DEPTH:
-            raise src.error(f"extends chain deeper than {_MAX_DEPTH}", "extends")
+        if len(chain) > _MAX_DEPTH:  # the profile asked for is to blame, not whichever file is 33rd
+            names = [s.data["name"] for s in chain]
+            shown = " -> ".join([*names[:3], "...", *names[-2:]])
+            raise chain[0].error(f"extends chain deeper than {_MAX_DEPTH} files ({shown}); extend a profile "
+                                 "nearer the shipped ones", "extends")
         parent = data.get("extends")
         if parent is None:
             current = None
@@ -181,7 +184,19 @@ def _resolve_parent(src: _Source, parent: str, extra_dirs: Sequence[Path | str] 
             return find_profile_file(parent, extra_dirs, after=src.path.parent)
         return find_profile_file(parent, extra_dirs)
     except ProfileError as exc:
+        if parent == src.data["name"]:
+            raise src.error(_no_parent_of_own_name(parent, src.path, extra_dirs), "extends") from None
         raise src.error(exc.message, "extends") from None
+
+
+def _no_parent_of_own_name(name: str, path: Path, extra_dirs: Sequence[Path | str] | None) -> str:
+    """Why a profile that extends its own name found nothing: the whole search path, its own folder marked."""
+    own = path.parent.resolve()
+    dirs = profile_dirs(extra_dirs)
+    shown = ", ".join(f"{d} (this file's)" if d.resolve() == own else str(d) for d in dirs)
+    where = f"in a folder after {path.parent}" if own in {d.resolve() for d in dirs} else f"other than {path}"
+    return (f"no profile named {name!r} {where} (a profile that extends its own name refines the one a later "
+            f"folder holds; search path, first wins: {shown})")
 
 
 def _merge(chain: list[_Source]) -> tuple[dict[str, Any], dict[str, _Source]]:

@@ -42,9 +42,11 @@ _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 _USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 
 FaultName = Literal["crash_load", "oom_start", "hang", "http_500", "drop", "stall", "graph_off", "gpu_throttle",
-                    "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy", "mixed"]
+                    "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy", "mixed",
+                    "slow_transfer", "transfer_fail"]
 FAULTS: tuple[str, ...] = get_args(FaultName)
-"""The simulator's faults: one-shot, per request, then episodes (kimitui/sim/episodes.py)."""
+"""The simulator's faults: one-shot, per request, then episodes (kimitui/sim/episodes.py), then the PD
+KV-transfer faults (kimitui/sim/pd.py).  ``kimitui sim serve --fault`` accepts exactly these."""
 
 
 def _env_name(value: str) -> str:

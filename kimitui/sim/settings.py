@@ -12,12 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimitui.profiles import Profile, ProfileError, SimSettings, load_profile
+from kimitui.profiles import FAULTS, Profile, ProfileError, SimSettings, load_profile
 
-FAULT_KINDS: tuple[str, ...] = ("crash_load", "oom_start", "hang", "http_500", "drop", "stall", "graph_off",
-                                 "gpu_throttle", "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy",
-                                 "mixed", "slow_transfer", "transfer_fail")
-"""One-shot faults, per-request faults, then episodes (kimitui/sim/episodes.py; ``mixed``: all of them in turn),
+FAULT_KINDS: tuple[str, ...] = FAULTS
+"""The profile schema's list, so a profile's ``[sim] fault`` and ``--fault`` accept the same names:
+one-shot faults, per-request faults, then episodes (kimitui/sim/episodes.py; ``mixed``: all of them in turn),
 then the PD KV-transfer faults (kimitui/sim/pd.py; per request, ``fault_rate`` or 0.25 when unset)."""
 
 DISAGG_MODES: tuple[str, ...] = ("null", "prefill", "decode")
