@@ -318,3 +318,19 @@ async def test_agent_authentication(ssh_server: SSHTestServer, tmp_path) -> None
     finally:
         agent.terminate()
         await agent.wait()
+
+
+def test_importing_the_ssh_host_prints_no_cryptography_warning_and_silences_no_other() -> None:
+    """Issue 30: every SSH command began with six CryptographyDeprecationWarning lines from asyncssh's import."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import warnings; before = list(warnings.filters); import kimitui.host.ssh; "
+            "assert warnings.filters == before, 'a filter was left behind'; "
+            "warnings.warn('any other warning is still shown', UserWarning)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    assert "CryptographyDeprecationWarning" not in out.stderr and "DSA" not in out.stderr, out.stderr
+    assert "any other warning is still shown" in out.stderr

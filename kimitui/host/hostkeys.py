@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import asyncssh
 import platformdirs
+
+from kimitui.host.quiet_asyncssh import asyncssh
 
 DEFAULT_PORT = 22
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts"

@@ -14,10 +14,9 @@ import shlex
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
-import asyncssh
-
 from kimitui.host.base import HostError, HostUnavailable, Stream
 from kimitui.host.lines import LineSplitter, StderrTail
+from kimitui.host.quiet_asyncssh import asyncssh
 
 if TYPE_CHECKING:
     from kimitui.host.ssh import SSHHost
