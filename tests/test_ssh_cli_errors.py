@@ -70,3 +70,47 @@ async def test_an_unreachable_host_is_one_message_and_exit_2(ssh_server, tmp_pat
         assert code == 2, (args, code, out)
         assert "Traceback" not in out, (args, out)
         assert "cannot reach" in out and "error" in out, (args, out)
+
+
+def _sim_over_ssh_config(home: Path, server) -> Path:
+    cfg = home / "config.toml"
+    cfg.write_text(f'[hosts.gpu]\naddress = "127.0.0.1"\nport = {server.port}\nuser = "{server.user}"\n'
+                   f'key = "{server.client_key_path}"\nknown_hosts = "{server.known_hosts_path}"\n'
+                   f'agent = false\nkeepalive_s = 2\nconnect_timeout_s = 5\nsim = true\npython = "{sys.executable}"\n')
+    return cfg
+
+
+@pytest.mark.timeout(240)
+async def test_status_over_ssh_through_the_forward_prints_its_lines_and_nothing_else(sim_home: Path, ssh_server) -> None:
+    """Issue 30: every `status` ended with a CancelledError traceback from the forward, and every SSH
+    command began with six CryptographyDeprecationWarning lines from asyncssh's import."""
+    cfg = _sim_over_ssh_config(sim_home, ssh_server)
+    home = sim_home / "home"
+    code, out = await _kimitui("swap", "ep8-tuned", "--host", "gpu", "--yes", config=cfg, home=home)
+    try:
+        assert code == 0, out
+        assert "Warning" not in out and "Traceback" not in out, out
+        for _ in range(2):
+            code, out = await _kimitui("status", "--host", "gpu", config=cfg, home=home)
+            assert code == 0, out
+            assert "gpu: ep8-tuned via process" in out and "healthy" in out, out
+            assert "http://127.0.0.1:" in out, out  # reached through the SSH forward
+            for noise in ("Traceback", "CancelledError", "Exception in callback", "Warning", "DSA"):
+                assert noise not in out, (noise, out)
+    finally:
+        code, out = await _kimitui("stop", "--host", "gpu", "--yes", config=cfg, home=home)
+        assert code == 0, out
+
+
+@pytest.mark.parametrize("address", ["bad..host", "a" * 64 + ".example", ".leading-dot"])
+async def test_an_address_that_is_no_host_name_is_one_line_and_exit_2(tmp_path: Path, address: str) -> None:
+    """Issue 30: an empty or over-long DNS label crashed `status` and `swap` with the idna codec's UnicodeError."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[hosts.gpu]\naddress = "{address}"\nagent = false\nconnect_timeout_s = 3\n')
+    for args in COMMANDS:
+        code, out = await _kimitui(*args, config=cfg, home=tmp_path / "home")
+        assert code == 2, (args, code, out)
+        assert "Traceback" not in out and "UnicodeError" not in out, (args, out)
+        said = " ".join(out.split())  # the console wraps a long message: still one message
+        assert said.startswith("error: gpu: cannot reach") and said.count("error") == 1, (args, out)
+        assert "not a valid host name" in said and said.endswith("check `address` in the kimitui config or ~/.ssh/config"), (args, out)

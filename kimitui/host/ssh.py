@@ -19,6 +19,9 @@ What it adds to the plain library, and why:
 
 A stream whose link drops simply ends: ``exit_code`` is ``None`` and
 ``lost`` is True, so a caller restarts it after ``await host.wait_connected()``.
+A connection through :meth:`SSHHost.forward` whose link drops is cut at once, both ways, and marked
+(:mod:`kimitui.host.link_marks`) so the load client calls its request ``link_lost``; a new
+connection waits up to ``connect_timeout_s`` for the link to come back.
 """
 
 from __future__ import annotations
@@ -33,8 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-import asyncssh
-
+from kimitui.host import link_marks
 from kimitui.host.base import (
     CommandResult,
     CommandTimeout,
@@ -46,6 +48,7 @@ from kimitui.host.base import (
 )
 from kimitui.host.hostkeys import DEFAULT_PORT, GLOBAL_KNOWN_HOSTS, USER_KNOWN_HOSTS, HostKeyPolicy, default_tofu_known_hosts
 from kimitui.host.lines import decode
+from kimitui.host.quiet_asyncssh import asyncssh
 from kimitui.host.ssh_stream import LINK_ERRORS, SSHStream, exit_code_of, read_pid, remote_command
 
 __all__ = ["SSHHost", "SSHStream", "remote_command", "default_tofu_known_hosts"]
@@ -79,6 +82,14 @@ class _ByteWriter(Protocol):
     def can_write_eof(self) -> bool: ...
     def write_eof(self) -> None: ...
     def close(self) -> None: ...
+
+
+def _local_ends(writer: asyncio.StreamWriter) -> tuple[int, int] | None:
+    """(our listening port, the client's port) of a forwarded connection: what the client can look up."""
+    ours, theirs = writer.get_extra_info("sockname"), writer.get_extra_info("peername")
+    if not ours or not theirs:
+        return None
+    return int(ours[1]), int(theirs[1])
 
 
 class _Client(asyncssh.SSHClient):
@@ -157,6 +168,9 @@ class SSHHost(Host):
         self._closed = False
         self._streams: weakref.WeakSet[SSHStream] = weakref.WeakSet()
         self._forwards: dict[tuple[str, int], asyncio.base_events.Server] = {}
+        self._pipes: set[asyncio.Task[Any]] = set()
+        """Forwarded connections open now (close() ends them)."""
+        self._lost_reason = "link lost"
 
     # ------------------------------------------------------------------ describing
 
@@ -231,6 +245,12 @@ class SSHHost(Host):
         except (asyncio.TimeoutError, *LINK_ERRORS) as exc:
             reason = str(exc) or type(exc).__name__
             raise HostUnavailable(f"{self.name}: cannot reach {self.target}: {reason}") from None
+        except UnicodeError:  # the resolver's idna codec: an empty or over-63-character label
+            where = "`address` and `jump`" if self.jump else "`address`"
+            raise HostError(
+                f"{self.name}: cannot reach {self.target}: not a valid host name (a part between dots is empty "
+                f"or over 63 characters); check {where} in the kimitui config or ~/.ssh/config"
+            ) from None
         self._conn, self._client = conn, client
         self._fatal = None
         self._connected.set()
@@ -255,7 +275,8 @@ class SSHHost(Host):
             return
         self._conn, self._client = None, None
         self._connected.clear()
-        self.connection_event("lost", str(exc) if exc else "closed by the server")
+        self._lost_reason = str(exc) if exc else "closed by the server"
+        self.connection_event("lost", self._lost_reason)
         self._start_reconnect(immediate=False)
 
     def _start_reconnect(self, *, immediate: bool) -> None:
@@ -342,31 +363,76 @@ class SSHHost(Host):
     async def _pipe_forward(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote_host: str, remote_port: int
     ) -> None:
+        """One forwarded connection: the handler task of our listener, so it never ends in an exception
+        (asyncio would print it): a link lost under it cuts it, marked ``link_lost`` for the client."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._pipes.add(task)
         try:
-            conn = await self._ensure_conn()
-            remote_reader, remote_writer = await conn.open_connection(remote_host, remote_port)
-        except (HostError, asyncssh.Error, *LINK_ERRORS):
+            await self._pipe(reader, writer, remote_host, remote_port)
+        except asyncio.CancelledError:  # close() (or the loop's end) stopped it: its sockets are closed below
+            pass
+        finally:
             writer.close()
-            return
+            if task is not None:
+                self._pipes.discard(task)
 
-        async def pump(src: _ByteReader, dst: _ByteWriter) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote_host: str, remote_port: int
+    ) -> None:
+        ends = _local_ends(writer)
+        conn: asyncssh.SSHClientConnection | None = None
+        try:
+            await self.wait_connected(self.connect_timeout_s)  # a link coming back within seconds is waited for
+            conn = self._conn
+            if conn is None:
+                raise HostUnavailable(f"{self.name}: link to {self.target} lost")
+            remote_reader, remote_writer = await conn.open_connection(remote_host, remote_port)
+        except (HostError, *LINK_ERRORS) as exc:
+            if self._closed:
+                return
+            if conn is None or self._link_gone(conn) or not isinstance(exc, asyncssh.ChannelOpenError):
+                self._mark_cut(ends, str(exc) or type(exc).__name__)
+            # else: nothing listens at remote_host:remote_port on the host: the client sees a refusal
+            return
+        link = conn
+
+        async def pump(src: _ByteReader, dst: _ByteWriter) -> bool:
+            """Copy until EOF and pass the EOF on: True; False when the link (or a socket) broke."""
             try:
                 while data := await src.read(65536):
                     dst.write(data)
                     await dst.drain()
-                if dst.can_write_eof():
-                    dst.write_eof()
-            except (asyncssh.Error, *LINK_ERRORS):
-                pass
-            finally:
-                if not dst.can_write_eof():
-                    dst.close()
+            except LINK_ERRORS:
+                return False
+            if self._link_gone(link):  # asyncssh ends a channel's reads with EOF when the server hangs up
+                return False
+            if dst.can_write_eof():
+                dst.write_eof()
+            return True
 
+        pumps = {asyncio.ensure_future(pump(reader, remote_writer)), asyncio.ensure_future(pump(remote_reader, writer))}
         try:
-            await asyncio.gather(pump(reader, remote_writer), pump(remote_reader, writer))
+            while pumps:
+                done, pumps = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+                if not all(t.result() for t in done):
+                    break  # one side broke: the other can only wait forever, so both are ended here
+            if self._link_gone(link) and not self._closed:
+                self._mark_cut(ends, self._lost_reason)
         finally:
-            writer.close()
+            for t in pumps:
+                t.cancel()
             remote_writer.close()
+
+    def _link_gone(self, conn: asyncssh.SSHClientConnection) -> bool:
+        return conn.is_closed() or self._conn is not conn
+
+    def _mark_cut(self, ends: tuple[int, int] | None, reason: str) -> None:
+        """Before the socket closes: tell its client (another process) it was the link, not the server."""
+        if ends is not None:
+            if not reason.startswith(f"{self.name}: "):
+                reason = f"{self.name}: SSH link to {self.target} lost ({reason})"
+            link_marks.mark(ends[0], ends[1], reason)
 
     async def close(self) -> None:
         """Stop every stream and forward, close the link, stop reconnecting."""
@@ -375,6 +441,10 @@ class SSHHost(Host):
         for server in self._forwards.values():
             server.close()
         self._forwards.clear()
+        for pipe in list(self._pipes):  # forwarded connections still open: ended now, not at the loop's end
+            pipe.cancel()
+        if self._pipes:
+            await asyncio.wait(list(self._pipes), timeout=2.0)
         await asyncio.gather(*(s.stop(grace_s=1.0) for s in list(self._streams)), return_exceptions=True)
         self._closed = True
         if self._reconnect_task is not None:

@@ -16,7 +16,9 @@ Error classes match :func:`kimitui.loadgen.client.run_request`: ``connect``
 (refused, connect timeout, closed before any response byte), ``http_status``,
 ``stall`` (no byte for ``stall_s``, only when one is set), ``timeout`` (total deadline, via task
 cancellation; it says how long the stream had been silent), ``reset`` (closed mid-response or before ``[DONE]``),
-``malformed`` and ``stream_error``.
+``malformed`` and ``stream_error``; and one only this client tells: ``link_lost``, a connection to an
+SSH forward on 127.0.0.1 that the forward cut because the link under it was lost (it says so in
+:mod:`kimitui.host.link_marks` before closing; to a socket the two look the same as ``connect``/``reset``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import cast
 
 import yarl
 
+from kimitui.host import link_marks
 from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter, TotalDeadline
 
 _perf_ns = time.perf_counter_ns
@@ -127,11 +130,17 @@ class Conn(asyncio.Protocol):
         self._state, self._buf, self._framing, self._left, self._err_body = "idle", b"", "", 0, b""
         self._keep = True
         self._sse = SseSplitter(RequestTrace("", 0, False, 0))
+        self._ends: tuple[int, int] | None = None
+        """(server port, our port) of a connection to 127.0.0.1: an SSH forward may have cut it."""
+        self._opened = 0.0
 
     # -- asyncio.Protocol --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # create_connection's: a stream transport
         self.open = True
+        peer, ours = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        if peer and ours and peer[0] == "127.0.0.1":
+            self._ends, self._opened = (int(peer[1]), int(ours[1])), time.time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
@@ -146,7 +155,10 @@ class Conn(asyncio.Protocol):
             self._finish(reuse=False)
             return
         why = f": {exc}" if exc else ""
-        if trace.headers_ns is None and not self._buf:
+        cut = link_marks.lookup(*self._ends, since=self._opened) if self._ends is not None else None
+        if cut is not None:
+            trace.fail("link_lost", f"{cut}; the request was in flight through it")
+        elif trace.headers_ns is None and not self._buf:
             trace.fail("connect", f"server closed the connection before responding{why}")
         else:
             trace.fail("reset", f"connection closed mid-response{why}")
