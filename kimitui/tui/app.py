@@ -131,6 +131,9 @@ class KimituiApp(App[int]):
         self._fleet_changed = False
         self._last_fleet_draw = 0.0
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
+        self._rebuilding = False
+        """True while :meth:`focus_host` recomposes the screen: its widgets are being removed and replaced, so
+        the pump (a timer, not queued behind the key) and the start worker leave them alone until it is done."""
 
     @property
     def model(self) -> CockpitModel:
@@ -190,6 +193,8 @@ class KimituiApp(App[int]):
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)
 
     def _set_up_profile_bar(self) -> None:
+        if self._rebuilding:  # focus_host sets the new bar up once it is mounted
+            return
         bar = self.query_one(ProfileBar)
         bar.by_key = dict(self._profile_keys[0]) if self._profile_keys else {}
         bar.display = self.controller.live  # a replay swaps nothing: its header says what ran
@@ -214,7 +219,10 @@ class KimituiApp(App[int]):
 
         Charts redraw at most every ``chart_period`` s (or now with ``force_charts``), inside the
         same tick, so they add no frames of their own: every frame costs a terminal write.
+        While the screen is rebuilt around another host nothing is drawn: what changed stays dirty.
         """
+        if self._rebuilding:
+            return set()
         try:
             return self._pump(force_charts)
         except NoMatches:
@@ -601,8 +609,12 @@ class KimituiApp(App[int]):
         if callable(focus) and await self._call("focus", focus, host) is _FAILED:
             return
         self.fleet.focus(host)
-        await self.recompose()
-        self._views = self._map_views()
+        self._rebuilding = True
+        try:
+            await self.recompose()
+            self._views = self._map_views()
+        finally:
+            self._rebuilding = False
         self.layout_shown = None
         self._dirty |= set(PANELS)
         self._key_state = (None, "unknown", False, False)
