@@ -71,16 +71,21 @@ def _stamp(t: float) -> str:
 
 
 def info_lines(index: RecordingIndex) -> list[str]:
-    """A plain-text summary of a recording: span, hosts, event counts, skipped lines."""
+    """A plain-text summary of a recording: span, hosts, event counts, skipped lines.
+
+    Every line is parsed first (``RecordingIndex.verify``), so the counts and the skipped lines are
+    the ones ``report`` reads, not what the lines' prefixes promise."""
     h = index.header
+    good = index.verify()
     lines = [
         f"recording  {index.path}",
         f"format     {h.format} v{h.version} (kimitui {h.kimitui})",
         f"hosts      {', '.join(h.hosts) or '-'}",
         f"span       {_stamp(index.start)} .. {_stamp(index.end)} ({index.end - index.start:.1f} s)",
-        f"events     {len(index)}",
+        f"events     {good}",
     ]
-    for kind, n in sorted(Counter(index.kinds).items(), key=lambda kv: -kv[1]):
+    kinds = Counter(k for i, k in enumerate(index.kinds) if index.good(i))
+    for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {kind:<16} {n}")
     for s in index.skipped:
         lines.append(f"skipped    line {s.line_no}: {s.reason}")

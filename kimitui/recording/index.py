@@ -256,6 +256,28 @@ class RecordingIndex:
             self._cached_bytes -= self._ends[j] - self._starts[j]
         return ev
 
+    def verify(self) -> int:
+        """Parse every line once, as a full read does (``report``): a malformed line whose prefix looked
+        whole joins ``skipped`` under its line number.  Returns how many events parse.  Nothing is kept
+        but what ``event`` caches (bounded), so a large file costs time, not memory."""
+        if self._events is None:
+            for i in range(len(self)):
+                if i in self._bad or i in self._cache:
+                    continue
+                raw = self.raw(i)
+                assert raw is not None
+                try:
+                    parse_line(raw)
+                except ValidationError as exc:
+                    self._bad.add(i)
+                    self.skipped.append(SkippedLine(self.line_nos[i], _event_error(exc)))
+            self.skipped.sort(key=lambda s: s.line_no)
+        return len(self) - len(self._bad)
+
+    def good(self, i: int) -> bool:
+        """Event ``i``'s line is not known to be malformed (``verify`` makes this exact)."""
+        return i not in self._bad
+
     def position(self, t: float) -> int:
         """Index of the first event at or after ``t``."""
         return bisect_left(self.times, t)
