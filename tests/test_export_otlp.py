@@ -20,8 +20,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from kimitui.config import ConfigError, parse_config
 from kimitui.events import LevelResult, LevelStarted, Percentiles, Straggler, SweepResult, SweepSpec, SweepStarted
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
 from kimitui.export.otlp import start_otlp, traces_url
 from kimitui.session import Session
+from tests.support.net import free_port
 from tests.support.simserver import start_sim
 
 T0 = 1_796_000_000.0
@@ -30,7 +33,7 @@ T0 = 1_796_000_000.0
 class Collector:
     """An OTLP/HTTP traces endpoint: every request decoded into its spans."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
         self.paths: list[str] = []
         owner = self
@@ -52,7 +55,7 @@ class Collector:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -152,3 +155,49 @@ def test_kimitui_sweep_sends_its_trace(collector: Collector, tmp_path: Path) -> 
     assert json.loads(out.stdout)["outcome"] == "completed"
     names = sorted(span.name for span in collector.spans())
     assert names == ["level C=1", "level C=2", "sweep"]
+
+
+def test_a_collector_that_is_down_is_one_line_of_kimitui_said_once_until_it_is_back(capfd) -> None:
+    """Issue 30: the SDK printed its own lines (``Transient error ... retrying`` per retry, then ``Failed to
+    export``); kimitui says one line, once while sends fail, and again only after one succeeded."""
+    port = free_port()  # closed: nothing listens there yet
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    said: list[str] = []
+    session = Session(host="gpu-a")
+    export = start_otlp(session, f"http://127.0.0.1:{port}", say=said.append,
+                        exporter=OTLPSpanExporter(endpoint=url, timeout=2))  # kimitui's own, with a short deadline
+    try:
+        for _ in range(2):
+            session.publish_many(_sweep_events())
+            export.flush()
+        assert len(said) == 1, said
+        assert said[0].startswith(f"kimitui: otlp: the collector at {url} did not take 1 sweep trace (Connection refused)")
+        collector = Collector(port)  # back
+        try:
+            session.publish_many(_sweep_events())
+            assert export.flush()
+            assert [span.name for span in collector.spans()].count("sweep ep8-eplb") == 1
+        finally:
+            collector.close()
+        session.publish_many(_sweep_events())  # down again: said again
+        export.flush()
+        assert len(said) == 2 and "(Connection refused)" in said[1], said
+    finally:
+        export.close()
+    err = capfd.readouterr().err
+    assert "Transient error" not in err and "Failed to export" not in err, err
+
+
+def test_kimitui_sweep_with_its_collector_down_says_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    with start_sim("ep8-tuned", time_scale=50) as sim:
+        out = subprocess.run(
+            [sys.executable, "-m", "kimitui", "sweep", "--url", sim.url, "--levels", "1", "--max-tokens", "16",
+             "--mode", "burst", "--json", "--no-progress", "--otlp-endpoint", f"http://127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["outcome"] == "completed"
+    otlp = [line for line in out.stderr.splitlines() if "otlp" in line.lower() or "export" in line.lower()]
+    assert len(otlp) == 1, out.stderr
+    assert otlp[0].startswith(f"kimitui: otlp: the collector at http://127.0.0.1:{port}/v1/traces did not take"), otlp
+    assert "Transient error" not in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -9,21 +9,24 @@ backend), a sweep lands on the same timeline as the deploys and incidents around
 A session sink like the recorder: it keeps the started sweeps' spec and level starts (bounded), and
 builds the spans only when a sweep's result comes; the SDK's batch processor exports them on its own
 thread, so the event loop never waits on the collector.  A collector that is down loses those traces
-(the SDK logs it) and nothing else: the recording still holds every sweep.
+and nothing else: the recording still holds every sweep.  kimitui says so in one line (once, until
+a send succeeds again), in place of the SDK's own lines (``Transient error ... retrying`` per retry).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.util.types import AttributeValue
 
 from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, SweepResult, SweepStarted
@@ -159,11 +162,102 @@ def traces_url(endpoint: str) -> str:
     return endpoint if endpoint.endswith("/v1/traces") else f"{endpoint}/v1/traces"
 
 
+SDK_LOGGER = "opentelemetry.exporter.otlp"
+"""Where the OTLP exporter logs its retries and failures (its HTTP client's and its own module's loggers)."""
+
+
+class _Heard(logging.Handler):
+    """The OTLP exporter's complaints, kept (per exporting thread) for kimitui's line instead of printed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: dict[int, list[logging.LogRecord]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kept = self.records.setdefault(threading.get_ident(), [])
+        if len(kept) < 16:  # one export's retries: a handful
+            kept.append(record)
+
+    def forget(self) -> None:
+        self.records.pop(threading.get_ident(), None)
+
+    def reason(self) -> str:
+        """Why the export just done on this thread failed, briefly (``Connection refused``, ``HTTP 404 Not Found``)."""
+        records = self.records.pop(threading.get_ident(), [])
+        for record in reversed(records):
+            args = record.args if isinstance(record.args, tuple) else ()
+            if "code: %s" in str(record.msg) and len(args) == 3 and args[1] is not None:
+                return f"HTTP {args[1]} {args[2] or ''}".strip()
+            errors = [a for a in args if isinstance(a, BaseException)]
+            if errors:
+                text = str(errors[0])
+                errno = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)  # requests' long chain ends in the socket's words
+                return errno.group(1).strip() if errno else f"{type(errors[0]).__name__}: {text}"[:200]
+        return records[-1].getMessage()[:200] if records else "no answer"
+
+
+_heard: _Heard | None = None
+
+
+def _hear_the_sdk() -> _Heard:
+    """Route the exporter's log records to one kept handler, not to stderr (only that logger, only once)."""
+    global _heard
+    if _heard is None:
+        _heard = _Heard()
+        sdk = logging.getLogger(SDK_LOGGER)
+        sdk.addHandler(_heard)
+        sdk.propagate = False
+    return _heard
+
+
+class OneLineExporter(SpanExporter):
+    """The SDK's exporter, whose failures kimitui says in one line: once, until a send succeeds again."""
+
+    def __init__(self, inner: SpanExporter, url: str, say: Callable[[str], None]) -> None:
+        self.inner = inner
+        self.url = url
+        self.say = say
+        self.failing = False
+        self.lost = 0
+        """Sweeps whose trace the collector never got."""
+        self._heard = _hear_the_sdk()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self._heard.forget()
+        try:
+            result = self.inner.export(spans)
+            why = "" if result is SpanExportResult.SUCCESS else self._heard.reason()
+        except Exception as exc:  # noqa: BLE001 - an exporter bug is one more reason, never a traceback
+            result, why = SpanExportResult.FAILURE, f"{type(exc).__name__}: {exc}"
+        if result is SpanExportResult.SUCCESS:
+            self.failing = False
+            return result
+        sweeps = sum(1 for span in spans if span.parent is None)
+        self.lost += sweeps
+        if not self.failing:
+            self.failing = True
+            self.say(f"kimitui: otlp: the collector at {self.url} did not take {sweeps} sweep trace"
+                     f"{'' if sweeps == 1 else 's'} ({why}); recordings keep every sweep (said once until a send "
+                     f"succeeds)")
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 def start_otlp(session: Session, endpoint: str, *, headers: dict[str, str] | None = None,
-               exporter: SpanExporter | None = None) -> OtlpExport:
-    """Export ``session``'s finished sweeps to the collector at ``endpoint`` (OTLP/HTTP, protobuf)."""
+               exporter: SpanExporter | None = None, say: Callable[[str], None] | None = None) -> OtlpExport:
+    """Export ``session``'s finished sweeps to the collector at ``endpoint`` (OTLP/HTTP, protobuf).
+
+    ``say`` gets kimitui's one line when sends fail (default: a warning on this module's logger,
+    which a command without logging set up prints on stderr as the bare line)."""
     provider = TracerProvider(resource=Resource.create({"service.name": "kimitui", "service.namespace": "sglang"}))
-    span_exporter = exporter or OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers or None, timeout=10)
+    url = traces_url(endpoint)
+    span_exporter = OneLineExporter(
+        exporter or OTLPSpanExporter(endpoint=url, headers=headers or None, timeout=10), url, say or log.warning)
     provider.add_span_processor(BatchSpanProcessor(span_exporter, schedule_delay_millis=1000))
     traces = SweepTraces(provider)
     return OtlpExport(traces, traces_url(endpoint), session.add_sink(traces))
