@@ -117,7 +117,7 @@ async def _last_swap(host: Host, out: dict[str, Any], state_dir: str | None) -> 
         return
     if last is not None:
         out["last_swap"] = last
-        out["last_swap_text"] = describe(last)
+        out["last_swap_text"] = describe(last, running=out["running"])
 
 
 async def _report(console: Console, host: Host, args: argparse.Namespace) -> int:

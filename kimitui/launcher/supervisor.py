@@ -158,8 +158,11 @@ async def await_outcome(host: Host, sup: Supervisor, timeout: float, interval: f
     return None
 
 
-def describe(last: dict[str, Any]) -> str:
-    """One line for ``kimitui status``: the last swap, whether its controller detached, how it ended."""
+def describe(last: dict[str, Any], *, running: bool | None = None) -> str:
+    """One line for ``kimitui status``: the last swap, whether its controller detached, how it ended.
+
+    ``running=False``: nothing kimitui started runs now (the cockpit quit and stopped it, say), so
+    a server the swap left serving is told as history and said to be gone, never as serving."""
     target, prev = last.get("target") or "?", last.get("previous")
     when = last.get("ended_at") or last.get("updated_at") or last.get("started_at") or time.time()
     ago = max(0, int(time.time() - float(when)))
@@ -178,8 +181,15 @@ def describe(last: dict[str, Any]) -> str:
         "interrupted": "interrupted" + (f", {last.get('serving')} still serving" if last.get("serving") else ""),
         "unknown": "ended in an unknown state",
     }
-    outcome = words.get(str(last.get("outcome")), str(last.get("outcome")))
-    line = f"{head}: {outcome} ({ago}s ago)"
+    gone = {
+        "ok": f"{target} was serving",
+        "rolled_back": f"rolled back, {last.get('serving') or prev} was serving again",
+        "interrupted": f"interrupted, {last.get('serving')} was still serving",
+    }
+    key = str(last.get("outcome"))
+    stopped = running is False and key in gone and (key != "interrupted" or bool(last.get("serving")))
+    outcome = gone[key] if stopped else words.get(key, key)
+    line = f"{head}: {outcome} ({ago}s ago)" + ("; it no longer runs" if stopped else "")
     if lost:
         line += f"; its controller went away during '{last.get('lost_at')}' and the supervisor on the host finished it"
     if last.get("reason"):
