@@ -131,5 +131,6 @@ async def test_a_drafter_then_expert_balance_the_whole_step(sim_home: Path) -> N
     summary = summarize(rec)
     runs = summary.sweeps
     md = render_md([summary], compare(runs[0], runs[1]))
-    assert "accept len" in md and "▼ collapsed" in md and "speculative decoding (B):" in md
+    assert "accept len B" in md and " ▼ |" in md and "acceptance collapsed from C=8" in md
+    assert "speculative decoding (B):" in md
     assert any(run.rebalances for run in runs)
