@@ -393,6 +393,16 @@ def client_line(lv: LevelResult) -> str | None:
     return "client: " + ", ".join(parts)
 
 
+def peak_text(levels: list[LevelResult]) -> str:
+    """``peak 1,566 tok/s at C=256 (seed-comparable aggregate; steady 1,570)``: the peak every view names (the
+    cockpit's curve, the report) is the aggregate; the steady rate is said beside it, labelled (issue 29)."""
+    peak = peak_level(levels, seed_comparable)
+    if peak is None or peak.agg_tok_s is None:
+        return "no valid level, no peak"
+    steady = f"; steady {peak.steady_tok_s:,.0f}" if peak.steady_tok_s is not None else ""
+    return f"peak {peak.agg_tok_s:,.0f} tok/s at C={peak.concurrency} (seed-comparable aggregate{steady})"
+
+
 def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None) -> None:
     from rich.console import Console  # where it draws, as in _Progress
     from rich.markup import escape
@@ -404,16 +414,6 @@ def print_tables(levels: list[LevelResult], result: SweepResult, recording: str 
         if status != "ok":
             console.print(f"  [bold]{status}:[/bold] {escape(reason)}; not a peak")
         if lv.failures:
-def peak_text(levels: list[LevelResult]) -> str:
-    """``peak 1,566 tok/s at C=256 (seed-comparable aggregate; steady 1,570)``: the peak every view names (the
-    cockpit's curve, the report) is the aggregate; the steady rate is said beside it, labelled (issue 29)."""
-    peak = peak_level(levels, seed_comparable)
-    if peak is None or peak.agg_tok_s is None:
-        return "no valid level, no peak"
-    steady = f"; steady {peak.steady_tok_s:,.0f}" if peak.steady_tok_s is not None else ""
-    return f"peak {peak.agg_tok_s:,.0f} tok/s at C={peak.concurrency} (seed-comparable aggregate{steady})"
-
-
             console.print("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(lv.failures.items())))
         for cls, msg in sorted(lv.errors.items()):
             console.print(f"  first {cls}: {escape(msg)}", highlight=False)
