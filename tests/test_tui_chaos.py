@@ -9,9 +9,14 @@ its seed; ``KIMITUI_CHAOS_SEED=<seed>`` reruns that storm, ``KIMITUI_CHAOS_KEYS=
 from __future__ import annotations
 
 import pytest
+from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
 
+from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.widgets.header_bar import HeaderBar
-from tests.support.keystorm import ChaosApp, alive
+from tests.support.fakecontrol import StoryController
+from tests.support.keystorm import ChaosApp, alive, close_every_screen, storm_press
 from tests.support.tuiscreen import tick
 from tests.test_tui_fleet import FakeFleet
 
@@ -39,3 +44,68 @@ async def test_a_tick_during_the_rebuild_for_another_host_draws_nothing_and_the_
         assert ticks == [set()], "a tick inside the rebuild must draw nothing (the widgets are being replaced)"
         assert app.fleet.focused == "gpu-b"
         assert "pd-1p1d" in str(app.query_one(HeaderBar).render())  # the rebuild drew the new host at once
+
+
+async def _palette_listing(app: ChaosApp, pilot: Pilot[int], typed: str) -> None:
+    """ctrl+p, type ``typed``, wait until the palette lists what matches and highlight the first entry."""
+    await pilot.press("ctrl+p", *typed)
+    for _ in range(100):
+        await tick(pilot)
+        if isinstance(app.screen, CommandPalette) and app.screen.query_one(CommandList).option_count:
+            break
+    await pilot.press("down")
+    assert isinstance(app.screen, CommandPalette) and app.screen.query_one(CommandList).highlighted is not None
+
+
+async def test_two_quick_enters_in_the_palette_run_the_command_and_close_the_palette_once() -> None:
+    """The first Enter runs the command and closes the palette; the second reached the closing palette and
+    closed it again, popping the main screen (``ScreenStackError``, replay storm seed 2)."""
+    app = ChaosApp(StoryController(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        await _palette_listing(app, pilot, "Show the keys")
+        storm_press(app, "enter", "enter")  # back to back, as a terminal delivers a double press
+        for _ in range(20):
+            await tick(pilot)
+        alive(app, "two Enters in the palette")
+        assert isinstance(app.screen, HelpScreen)
+        await close_every_screen(app, "two Enters in the palette")
+
+
+async def test_a_dialog_closed_twice_closes_once_and_answers_once() -> None:
+    """Enter on a dialog's button and Escape in quick succession both close it: the second close must not pop
+    the screen below (the main screen: the session ended) nor answer a second time."""
+    app = ChaosApp(StoryController(), tick=None)
+    answers: list[bool | None] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        app.push_screen(HelpScreen([], {}, ""))
+        await tick(pilot)
+        confirm = Confirm("Stop the sweep?")
+        app.push_screen(confirm, answers.append)
+        await tick(pilot)
+        confirm.dismiss(True)
+        confirm.dismiss(False)  # the second closing key, a moment later
+        await tick(pilot)
+        alive(app, "a dialog closed twice")
+        assert answers == [True] and isinstance(app.screen, HelpScreen)
+
+
+async def test_ctrl_p_while_the_palette_is_still_closing_opens_it_once_the_old_one_is_gone() -> None:
+    """A closed palette leaves the screen stack at once but the app's children only later; ctrl+p in between
+    pushed a second palette under the same id (``DuplicateIds``: the session ended, live storm seed 1)."""
+    app = ChaosApp(StoryController(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        await pilot.press("ctrl+p")
+        first = app.screen
+        assert isinstance(first, CommandPalette)
+        first.dismiss()
+        app.action_command_palette()  # ctrl+p before the closed palette is removed
+        for _ in range(20):
+            await tick(pilot)
+            if app.screen is not app.screen_stack[0]:
+                break
+        alive(app, "ctrl+p while the palette closes")
+        assert isinstance(app.screen, CommandPalette) and app.screen is not first
+        await close_every_screen(app, "ctrl+p while the palette closes")

@@ -24,6 +24,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.screen import Screen
+from textual.theme import ThemeProvider
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -43,6 +44,7 @@ from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.dialog import PALETTE_ID, Palette, palette_closing
 from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
 from kimitui.tui.screens.fleet_gpus import FleetGpus
 from kimitui.tui.screens.gpu_processes import GpuProcesses
@@ -132,6 +134,8 @@ class KimituiApp(App[int]):
         self._last_fleet_draw = 0.0
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
         self._rebuilding = False
+        self._palette: Palette | None = None
+        """The last command palette opened: ctrl+p waits while it is closing (:func:`palette_closing`)."""
         """True while :meth:`focus_host` recomposes the screen: its widgets are being removed and replaced, so
         the pump (a timer, not queued behind the key) and the start worker leave them alone until it is done."""
 
@@ -690,6 +694,20 @@ class KimituiApp(App[int]):
         self.notify(f"{what} at {clock(t)}" if t is not None else f"no {'next' if forward else 'earlier'} {what}")
 
     # ------------------------------------------------------------------ command palette
+    def action_command_palette(self) -> None:
+        """Textual's palette, closing once (:class:`Palette`); ctrl+p while the last one is still closing waits."""
+        if not self.use_command_palette or Palette.is_open(self):
+            return
+        if palette_closing(self._palette):  # its id is still taken: a second one now would end the session
+            self.set_timer(0.05, self.action_command_palette)
+            return
+        self._palette = Palette(id=PALETTE_ID)
+        self.push_screen(self._palette)
+
+    def search_themes(self) -> None:
+        """The palette's theme picker, closing once like the palette."""
+        self.push_screen(Palette(providers=[ThemeProvider], placeholder="Search for themes…"))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from without_textual_duplicates(super().get_system_commands(screen))
         yield from cockpit_commands(self)

@@ -91,9 +91,7 @@ class Storm:
 
     async def _type(self, app: KimituiApp, rng: random.Random, keys: Sequence[str]) -> None:
         for key in keys:
-            event = key_event(key)
-            event.set_sender(app)
-            app.post_message(event)
+            storm_press(app, key)
             self.sent.append(key)
             await asyncio.sleep(rng.uniform(self.min_gap_s, self.max_gap_s))
 
@@ -102,6 +100,14 @@ def _typed(words: str, rng: random.Random) -> list[str]:
     """A prefix of ``words`` as key names (at least four characters: enough to rank it first)."""
     text = words[:rng.randint(min(4, len(words)), len(words))]
     return [{" ": "space", ":": "colon", "/": "slash"}.get(ch, ch) for ch in text]
+
+
+def storm_press(app: KimituiApp, *keys: str) -> None:
+    """Post ``keys`` at once, as a terminal delivers a burst: none waits for the app to handle the one before."""
+    for key in keys:
+        event = key_event(key)
+        event.set_sender(app)
+        app.post_message(event)
 
 
 def alive(app: KimituiApp, context: str) -> None:
@@ -119,9 +125,7 @@ async def close_every_screen(app: KimituiApp, context: str, presses: int = 30) -
     for _ in range(presses):
         if len(app.screen_stack) == 1 and app.screen.maximized is None:
             return
-        event = key_event("escape")
-        event.set_sender(app)
-        app.post_message(event)
+        storm_press(app, "escape")
         await asyncio.sleep(0.15)
         alive(app, context)
     stack = [type(s).__name__ for s in app.screen_stack]

@@ -18,7 +18,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.plot_widget import LegendLocation
@@ -31,6 +30,7 @@ from kimitui.report.verdict import VERDICT_WORDS
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
+from kimitui.tui.screens.dialog import Dialog
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "same": "bold", "unsure": "bold yellow",
                  "not_comparable": "bold yellow"}
@@ -104,7 +104,7 @@ def level_table(cmp: Comparison) -> Table:
     return table
 
 
-class CompareScreen(ModalScreen[None]):
+class CompareScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,c", "dismiss(None)", "Close"),
                 Binding("left_square_bracket", "other_a(-1)", "earlier A"),
                 Binding("right_square_bracket", "other_a(1)", "later A")]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+from kimitui.tui.screens.dialog import Dialog
 
 
-class Confirm(ModalScreen[bool]):
+class Confirm(Dialog[bool]):
     BINDINGS = [Binding("escape,n", "dismiss(False)", "No"), Binding("y", "dismiss(True)", "Yes")]
 
     DEFAULT_CSS = """

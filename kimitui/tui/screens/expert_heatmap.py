@@ -16,13 +16,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from kimitui.analysis.eplb import next_rebalance_in
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade, why_no_heatmap
 from kimitui.tui.render import clock, spark
+from kimitui.tui.screens.dialog import Dialog
 
 REFRESH_S = 0.5
 HIST_FLOOR = 0.5
@@ -63,7 +63,7 @@ def legend() -> Text:
     return out
 
 
-class ExpertHeatmap(ModalScreen[None]):
+class ExpertHeatmap(Dialog[None]):
     BINDINGS = [Binding("escape,q,h", "dismiss(None)", "Close")]
 
     DEFAULT_CSS = """

@@ -9,17 +9,17 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from kimitui.tui.fleet_render import fleet_gpus
 from kimitui.tui.fleet_state import FleetModels
+from kimitui.tui.screens.dialog import Dialog
 
 REFRESH_S = 1.0
 """GPU samples come a few times a second per host: once a second is enough for a comparison."""
 
 
-class FleetGpus(ModalScreen[None]):
+class FleetGpus(Dialog[None]):
     BINDINGS = [Binding("escape,q,G", "dismiss(None)", "Close")]
 
     DEFAULT_CSS = """

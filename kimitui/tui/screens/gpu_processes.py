@@ -14,11 +14,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from kimitui.events import GpuProcess
 from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.screens.dialog import Dialog
 
 REFRESH_S = 1.0
 """The agent sends a list every couple of seconds: once a second keeps up without redrawing for nothing."""
@@ -48,7 +48,7 @@ def process_table(procs: list[GpuProcess] | None) -> Table | Text:
     return table
 
 
-class GpuProcesses(ModalScreen[None]):
+class GpuProcesses(Dialog[None]):
     BINDINGS = [Binding("escape,q,g", "dismiss(None)", "Close")]
 
     DEFAULT_CSS = """

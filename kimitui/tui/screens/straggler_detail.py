@@ -26,7 +26,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from kimitui.analysis.causes.attribute import Attribution
@@ -37,6 +36,7 @@ from kimitui.analysis.gap_evidence import (GapEvidence, ShownLine, display, fell
 from kimitui.analysis.window import GpuWindowSummary
 from kimitui.tui.render import clock, num, rate
 from kimitui.tui.widgets.request_timeline import RequestTimeline, timeline_rows
+from kimitui.tui.screens.dialog import Dialog
 
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "debug": "dim"}
 QUIET_LINES = 8
@@ -91,7 +91,7 @@ def log_text(lines: list[ShownLine], everything: bool, around: float | None = No
     return out
 
 
-class StragglerDetail(ModalScreen[None]):
+class StragglerDetail(Dialog[None]):
     BINDINGS = [Binding("escape,q,enter", "dismiss(None)", "Close"),
                 Binding("a", "toggle_everything", "every line")]
 

@@ -7,10 +7,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from kimitui.launcher.plan import SwapPlan
+from kimitui.tui.screens.dialog import Dialog
 
 
 def plan_text(plan: SwapPlan) -> Table:
@@ -26,7 +26,7 @@ def plan_text(plan: SwapPlan) -> Table:
     return table
 
 
-class SwapConfirm(ModalScreen[str | None]):
+class SwapConfirm(Dialog[str | None]):
     """Returns the profile to swap to (the target or an offered variant), or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("y", "confirm", "Swap", show=False)]

@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from kimitui.analysis.server_caps import sweep_caps
@@ -22,6 +21,7 @@ from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec
 from kimitui.loadgen.drive_budget import ChunkCost, check_drive, cost_from_levels
 from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.screens.dialog import Dialog
 
 MODES = ("sustained", "burst", "rate")
 
@@ -97,7 +97,7 @@ def drive_warning(spec: SweepSpec, cost: ChunkCost | None, time_scale: float | N
     return f"⚠ {line}" if line else ""
 
 
-class SweepForm(ModalScreen[SweepSpec | None]):
+class SweepForm(Dialog[SweepSpec | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     DEFAULT_CSS = """

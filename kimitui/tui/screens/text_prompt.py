@@ -5,11 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Static
+from kimitui.tui.screens.dialog import Dialog
 
 
-class TextPrompt(ModalScreen[str | None]):
+class TextPrompt(Dialog[str | None]):
     """Enter returns the text; Escape returns None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]

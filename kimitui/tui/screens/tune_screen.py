@@ -6,17 +6,17 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.tune_view import STATUS_STYLE, step_rows, summary, tune_active
 from kimitui.tui.widgets.sweep_curve import SweepCurve
+from kimitui.tui.screens.dialog import Dialog
 
 COLUMNS = ("#", "change", "profile", "outcome", "objective", "why")
 
 
-class TuneScreen(ModalScreen[str | None]):
+class TuneScreen(Dialog[str | None]):
     """``plan`` given: a confirmation that returns ``start``; else the running tune, returning ``pause``,
     ``resume``, ``skip`` or ``stop`` (None: just closed)."""
 

@@ -1,0 +1,50 @@
+"""Dialogs that close once, and a command palette that opens once.
+
+Textual's ``Screen.dismiss`` pops whatever screen is on top.  Two closing keys in quick succession (Enter on a
+button and Escape, two Enters in the palette) reach a dialog that is already closing: the second pop took the
+screen below it, or the main screen (``ScreenStackError``: the session ended).  A dialog here closes only while
+it is the one on top; a later close is a no-op.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from textual.await_complete import AwaitComplete
+from textual.command import CommandPalette
+from textual.screen import ModalScreen, Screen
+
+R = TypeVar("R")
+
+
+def closing_twice(screen: Screen[object]) -> bool:
+    """``screen`` already closed (or never opened): it is not on top, so dismissing it would pop another."""
+    return not screen.is_attached or screen.app.screen is not screen
+
+
+class Dialog(ModalScreen[R]):
+    """A modal screen whose ``dismiss`` acts once: a second closing key is ignored, not a second pop."""
+
+    def dismiss(self, result: R | None = None) -> AwaitComplete:
+        if closing_twice(self):
+            return AwaitComplete.nothing()
+        return super().dismiss(result)
+
+
+class Palette(CommandPalette):
+    """Textual's command palette, closing once (two Enters ran its close twice and popped the main screen)."""
+
+    def dismiss(self, result: object = None) -> AwaitComplete:
+        if closing_twice(self):
+            return AwaitComplete.nothing()
+        return super().dismiss(result)
+
+
+def palette_closing(last: Screen[object] | None) -> bool:
+    """The ``last`` palette was closed but is not removed yet: it still holds its id, and a palette opened now
+    under that id would clash with it (``DuplicateIds``)."""
+    return last is not None and last.is_attached and last not in last.app.screen_stack
+
+
+PALETTE_ID = "--command-palette"
+"""The id Textual gives its palette (``App.action_command_palette``)."""
