@@ -35,3 +35,22 @@ def test_a_failed_level_is_not_judged_and_an_slo_that_fails_everywhere_says_so()
     assert m.sweep is not None and m.sweep.capacity is not None
     assert m.sweep.capacity.answer is None and "does not hold even at C=1" in sweep_status(m)
     assert all(isinstance(lv, LevelResult) for lv in m.sweep.levels)
+
+
+def test_on_a_simulator_the_slo_is_held_to_the_real_hosts_clock_and_the_answer_says_so() -> None:
+    """At time scale 20 a request's TTFT is 20x shorter: the written `ttft_p99<=2s` is judged as 0.1 s (as
+    `kimitui capacity` does), else a ×20 server would pass an SLO the real one fails."""
+    def model(scale: float | None) -> CockpitModel:
+        m = CockpitModel(host="sim")
+        m.slo = parse_slo("ttft_p99<=0.25s")  # synthetic TTFTs are ~0.2 s: holds as written
+        knobs = {"ep_size": 8} if scale is None else {"ep_size": 8, "sim": True, "sim_time_scale": scale}
+        m.apply(synthetic_sweep(levels=[1, 16, 64], requests_per_level=24, knobs=knobs))  # its /server_info says
+        return m
+
+    real = model(None)
+    assert real.sweep is not None and real.sweep.capacity is not None and real.sweep.capacity.answer == 64
+    fast = model(20.0)
+    assert fast.sweep is not None and fast.sweep.capacity is not None
+    assert fast.sweep.capacity.answer is None  # 0.2 s at x20 is 4 s of a real host's TTFT
+    assert "scaled to the simulator's time scale 20" in fast.sweep.capacity.sentence()
+    assert fast.slo is not None and fast.slo.describe() == parse_slo("ttft_p99<=0.25s").describe()  # kept as written

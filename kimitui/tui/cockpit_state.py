@@ -796,9 +796,18 @@ class CockpitModel:
             return
         requests = [r for r in sw.results if r.concurrency == ev.concurrency and not r.warmup]
         x = float(ev.concurrency)
-        sw.capacity_points[ev.concurrency] = point_of(self.slo, x, [Probe(x, (ev,), requests,
-                                                                          self.slo.check(requests, [ev]))])
-        sw.capacity = answer_from_points(self.slo, list(sw.capacity_points.values()), rate=False, measured=0)
+        slo = self.judged_slo
+        sw.capacity_points[ev.concurrency] = point_of(slo, x, [Probe(x, (ev,), requests, slo.check(requests, [ev]))])
+        sw.capacity = answer_from_points(slo, list(sw.capacity_points.values()), rate=False, measured=0)
+
+    @property
+    def judged_slo(self) -> Slo:
+        """The configured SLO on this host's clock: a simulator running N x faster is held to what the real
+        host would be (time bounds / N, rates x N), as ``kimitui capacity`` does; the answer says so."""
+        assert self.slo is not None
+        if self.sim_time_scale and self.sim_time_scale != 1.0 and self.slo.time_scale == 1.0:
+            return self.slo.scaled(self.sim_time_scale)
+        return self.slo
 
     @staticmethod
     def _level_results(sw: SweepView, ev: LevelResult) -> list[RequestResult]:
