@@ -23,6 +23,7 @@ from textual_plot import HiResMode, PlotWidget
 from textual_plot.plot_widget import LegendLocation
 
 from kimitui.analysis.spec import format_speedup
+from kimitui.report.cause_summary import count_of
 from kimitui.report.compare import Comparison, compare
 from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run_speedups
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
@@ -100,7 +101,8 @@ def level_table(cmp: Comparison) -> Table:
                       Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
                       Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
                       f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict, *extra,
-                      f"{lv.stragglers[0]} → {lv.stragglers[1]}", f"{lv.failed[0]} → {lv.failed[1]}", note)
+                      f"{count_of(lv.stragglers[0], lv.requests[0])} → {count_of(lv.stragglers[1], lv.requests[1])}",
+                      f"{lv.failed[0]} → {lv.failed[1]}", note)
     return table
 
 
