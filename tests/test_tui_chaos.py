@@ -109,3 +109,18 @@ async def test_ctrl_p_while_the_palette_is_still_closing_opens_it_once_the_old_o
         alive(app, "ctrl+p while the palette closes")
         assert isinstance(app.screen, CommandPalette) and app.screen is not first
         await close_every_screen(app, "ctrl+p while the palette closes")
+
+
+async def test_a_key_that_reaches_the_palette_after_it_closed_searches_nothing() -> None:
+    """Escape, ctrl+p and a letter at once: the palette opens, the Escape (bubbling up from the main screen)
+    closes it, and the letter still reaches its input: the search it started found the palette's list gone
+    (``NoMatches`` in a worker: the session ended, replay storm seed 5 and live storm seed 4)."""
+    app = ChaosApp(StoryController(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        for letter in "TSLC":
+            storm_press(app, "escape", "ctrl+p", letter)
+            for _ in range(30):
+                await tick(pilot)
+            alive(app, f"Escape, ctrl+p, {letter} at once")
+            await close_every_screen(app, f"Escape, ctrl+p, {letter} at once")

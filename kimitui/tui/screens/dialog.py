@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from textual import on
 from textual.await_complete import AwaitComplete
 from textual.command import CommandPalette
 from textual.screen import ModalScreen, Screen
+from textual.widgets import Input
 
 R = TypeVar("R")
 
@@ -32,12 +34,23 @@ class Dialog(ModalScreen[R]):
 
 
 class Palette(CommandPalette):
-    """Textual's command palette, closing once (two Enters ran its close twice and popped the main screen)."""
+    """Textual's command palette, closing once (two Enters ran its close twice and popped the main screen),
+    deaf once closed: a key already on its way to the input (Escape, ctrl+p and a letter at once) started a
+    search whose results found the palette's list removed (``NoMatches`` in a worker ended the session)."""
 
     def dismiss(self, result: object = None) -> AwaitComplete:
         if closing_twice(self):
             return AwaitComplete.nothing()
+        self.workers.cancel_node(self)  # a search under way must not draw into the widgets being removed
         return super().dismiss(result)
+
+    @on(Input.Changed)
+    @on(Input.Submitted)
+    def _closed(self, event: Input.Changed | Input.Submitted) -> None:
+        """Runs before the palette's own handlers: once closed, typing searches nothing and Enter runs nothing."""
+        if closing_twice(self):
+            event.stop()
+            event.prevent_default()
 
 
 def palette_closing(last: Screen[object] | None) -> bool:
