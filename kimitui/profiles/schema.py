@@ -77,6 +77,8 @@ class LauncherSettings(_Strict):
     """Python executable; relative to ``venv/bin`` when ``venv`` is set and it has no '/'."""
     venv: SafeStr | None = None
     workdir: SafeStr | None = None
+    """The folder the server runs in, for every launcher: ``cd DIR &&`` in the rendered command,
+    ``WorkingDirectory=`` in a unit, the process launcher's start (a missing folder fails the start)."""
     user: SafeStr | None = None
     stop_timeout_s: int = Field(default=60, ge=1, le=3600)
     """TimeoutStopSec for the unit / grace period before SIGKILL for a process."""
