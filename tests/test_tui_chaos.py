@@ -8,17 +8,32 @@ its seed; ``KIMITUI_CHAOS_SEED=<seed>`` reruns that storm, ``KIMITUI_CHAOS_KEYS=
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 
+from kimitui.live import FleetController, LiveController
+from kimitui.recording import write_recording
+from kimitui.replay import ReplayController
+from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.confirm import Confirm
+from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
+from kimitui.tui.screens.fleet_gpus import FleetGpus
+from kimitui.tui.screens.gpu_processes import GpuProcesses
+from kimitui.tui.screens.sweep_form import SweepForm
+from kimitui.tui.screens.text_prompt import TextPrompt
+from kimitui.tui.screens.tune_screen import TuneScreen
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.widgets.header_bar import HeaderBar
-from tests.support.fakecontrol import StoryController
-from tests.support.keystorm import ChaosApp, alive, close_every_screen, storm_press
+from tests.support.fakecontrol import StoryController, spec, story_events
+from tests.support.keystorm import ChaosApp, Storm, alive, close_every_screen, storm_press
+from tests.support.net import free_port
 from tests.support.tuiscreen import tick
-from tests.test_tui_fleet import FakeFleet
+from tests.test_tui_fleet import FakeFleet, fleet_events
 
 
 async def test_a_tick_during_the_rebuild_for_another_host_draws_nothing_and_the_rebuild_draws_it(
@@ -124,3 +139,110 @@ async def test_a_key_that_reaches_the_palette_after_it_closed_searches_nothing()
                 await tick(pilot)
             alive(app, f"Escape, ctrl+p, {letter} at once")
             await close_every_screen(app, f"Escape, ctrl+p, {letter} at once")
+
+
+# ---------------------------------------------------------------------------------------------- the storms
+SEED = int(os.environ.get("KIMITUI_CHAOS_SEED", "0"))
+"""0: each storm its own fixed seed (below); otherwise every storm runs this one (the seed a failure named)."""
+KEYS = int(os.environ.get("KIMITUI_CHAOS_KEYS", "0"))
+"""0: each storm its CI length (below, also bounded in seconds); otherwise this many keys, unbounded in time."""
+
+
+def storm(seed: int, keys: int, seconds: float) -> Storm:
+    return Storm(SEED or seed, KEYS or keys, seconds=seconds if not KEYS else 3600.0)
+
+
+async def weather(app: ChaosApp, storm_: Storm, label: str) -> None:
+    """Run ``storm_`` on the started ``app``, then close every screen it left open; say how it went."""
+    await storm_.run(app, label)
+    context = storm_.say(label)
+    await close_every_screen(app, context)
+    alive(app, context)
+    print(f"{label}: {len(storm_.sent)} keys in {storm_.wall_s:.1f} s, seed {storm_.seed}, "
+          f"{app.quits_asked} quit(s) reached and ignored")
+
+
+@pytest.fixture
+def short_sweeps(sim_home: Path) -> Path:
+    """A sweep the storm starts (s, Enter) is a short one: four requests a level, no oversaturation stop."""
+    state = sim_home / "state" / "kimitui"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "sweep-defaults.json").write_text(json.dumps(
+        {"levels": [1, 2], "requests_per_level": 4, "max_tokens": 32, "stop_on_oversaturation": False}))
+    return sim_home
+
+
+@pytest.mark.timeout(120)
+async def test_a_key_storm_over_a_live_simulated_host(short_sweeps: Path) -> None:
+    """The real controller on the embedded simulated host: swaps, sweeps, the autopilot, recording, all
+    reachable from the storm; the server's own start is part of it."""
+    ctl = LiveController(record_path=str(short_sweeps / "live.jsonl"))
+    app = ChaosApp(ctl)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot)
+        await weather(app, storm(3001, 600, 18.0), "live host")
+
+
+@pytest.mark.timeout(150)
+async def test_a_key_storm_over_a_fleet_of_two_simulated_hosts(short_sweeps: Path) -> None:
+    """Two simulated hosts (a server each): ``o``/``O`` rebuild the cockpit around the other host mid-storm."""
+    cfg = short_sweeps / "fleet.toml"
+    cfg.write_text("".join(f"[hosts.{name}]\nsim = true\nsim_port = {free_port()}\n\n" for name in ("sim-a", "sim-b")))
+    ctl = FleetController(["sim-a", "sim-b"], config_path=str(cfg), record_path=str(short_sweeps / "fleet.jsonl"))
+    app = ChaosApp(ctl)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot)
+        await weather(app, storm(3002, 600, 18.0), "fleet of two")
+
+
+async def test_a_key_storm_over_a_fleet_replay_at_maximum_speed(tmp_path: Path) -> None:
+    """A fleet recording (the story on one host, three more) replayed as fast as it reads: seeks, jumps,
+    play/pause and speed keys restart it under the storm; a fast pump widens every race."""
+    events = sorted([*story_events(), *fleet_events()], key=lambda e: e.t)
+    path = write_recording(tmp_path / "fleet-story.jsonl", events, hosts=["sim", "gpu-a", "gpu-b", "gpu-c"])
+    app = ChaosApp(ReplayController(path, speed=None), tick=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot)
+        await weather(app, storm(3003, 600, 14.0), "fleet replay at max speed")
+
+
+async def test_a_key_storm_over_the_fake_fleet(tmp_path: Path) -> None:
+    """The longer storm the live ones cannot afford in CI: the fake fleet (tests/test_tui_fleet.py), a fast pump."""
+    app = ChaosApp(FakeFleet(), tick=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tick(pilot)
+        await weather(app, storm(3004, 1500, 20.0), "fake fleet")
+
+
+async def test_a_dialog_closed_before_it_mounted_touches_nothing() -> None:
+    """A closing key right behind the opening one: the compare view was closed before its mount ran, and the
+    mount found its plot already removed (``NoMatches`` on CompareScreen: the session ended, a replay burst)."""
+    app = ChaosApp(FakeFleet(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        app.pump(force_charts=True)
+        opened = [lambda: CompareScreen(app.model), lambda: FleetGpus(app.fleet), lambda: GpuProcesses(app.model),
+                  lambda: ExpertHeatmap(app.model), lambda: TuneScreen(app.model),
+                  lambda: Confirm("Stop the sweep?"), lambda: TextPrompt("Note", "what?"),
+                  lambda: SweepForm(spec(), app.model), lambda: HelpScreen([], {}, "")]
+        for make in opened:
+            screen = make()
+            app.push_screen(screen)
+            screen.dismiss()
+            for _ in range(6):
+                await tick(pilot)
+            alive(app, f"{type(screen).__name__} closed before it mounted")
+        assert len(app.screen_stack) == 1
+
+
+async def test_keys_still_on_their_way_as_the_cockpit_shuts_down_are_dropped() -> None:
+    """Keys pressed as the app exits reach it after its screens are gone: the binding lookup asked for a screen
+    that no longer exists (``ScreenStackError`` at exit, a traceback after the session); a pump tick then too."""
+    for _ in range(4):
+        app = ChaosApp(FakeFleet(), tick=0.02)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await tick(pilot)
+            storm_press(app, "c", "escape", "ctrl+p", "escape", "G", "escape", "f", "escape", "escape", "ctrl+p")
+            app.exit(0)  # as the quit key does
+            await tick(pilot)
+        assert app._exception is None, app._exception  # run_test raises it too; said here for the reader

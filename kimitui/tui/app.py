@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import ClassVar, Final, TypeVar, overload
 
+from rich.console import RenderableType
+from textual import events
 from textual.actions import ActionParseResult
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -225,7 +227,7 @@ class KimituiApp(App[int]):
         same tick, so they add no frames of their own: every frame costs a terminal write.
         While the screen is rebuilt around another host nothing is drawn: what changed stays dirty.
         """
-        if self._rebuilding:
+        if self._rebuilding or not self.is_running:  # shutting down: the screens may be gone (ScreenStackError)
             return set()
         try:
             return self._pump(force_charts)
@@ -696,7 +698,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ command palette
     def action_command_palette(self) -> None:
         """Textual's palette, closing once (:class:`Palette`); ctrl+p while the last one is still closing waits."""
-        if not self.use_command_palette or Palette.is_open(self):
+        if not self.use_command_palette or not self.is_running or Palette.is_open(self):
             return
         if palette_closing(self._palette):  # its id is still taken: a second one now would end the session
             self.set_timer(0.05, self.action_command_palette)
@@ -711,6 +713,17 @@ class KimituiApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from without_textual_duplicates(super().get_system_commands(screen))
         yield from cockpit_commands(self)
+
+    def exit(self, result: int | None = None, return_code: int = 0, message: RenderableType | None = None) -> None:
+        """Quit; a palette search still running would draw into the palette as its widgets are removed."""
+        if self._palette is not None:
+            self.workers.cancel_node(self._palette)
+        super().exit(result, return_code, message)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not self.screen_stack:
+            return  # a key still on its way as the app shuts down: no screen to act on (ScreenStackError)
+        await super().on_event(event)
 
     # ------------------------------------------------------------------ quitting
     def _quit_rule(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -68,10 +69,13 @@ class Storm:
 
     seed: int
     keys: int
+    seconds: float = 60.0
+    """A bound on the storm's wall time as well (a busy machine draws each key slower): it ends at either."""
     palette: float = 0.06
     min_gap_s: float = 0.010
     max_gap_s: float = 0.050
     sent: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
 
     def say(self, label: str) -> str:
         tail = " ".join(self.sent[-25:])
@@ -82,12 +86,14 @@ class Storm:
         """Send the storm; stop at the first unhandled exception or a stopped app (the failure names the seed)."""
         rng = random.Random(self.seed)
         keys = storm_keys(app)
-        while len(self.sent) < self.keys:
+        start = time.monotonic()
+        while len(self.sent) < self.keys and time.monotonic() - start < self.seconds:
             if rng.random() < self.palette:
                 await self._type(app, rng, ["ctrl+p", *_typed(rng.choice(PALETTE_WORDS), rng), "enter"])
             else:
                 await self._type(app, rng, [rng.choice(keys)])
             alive(app, self.say(label))
+        self.wall_s = time.monotonic() - start
 
     async def _type(self, app: KimituiApp, rng: random.Random, keys: Sequence[str]) -> None:
         for key in keys:

@@ -136,6 +136,8 @@ class CompareScreen(Dialog[None]):
             yield plot
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         plot = self.query_one(PlotWidget)
         plot.set_x_formatter(ConcurrencyAxis())
         plot.set_xlabel("concurrency C (log scale)")
@@ -200,9 +202,13 @@ class CompareScreen(Dialog[None]):
         self.app.call_from_thread(self._show_result, result)
 
     def _show_failure(self, message: str) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self.query_one("#compare-head", Static).update(Text(f"compare failed: {message}", "bold red"))
 
     def _show_result(self, cmp: Comparison) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         head = Text(cmp.headline(), VERDICT_STYLE.get(cmp.verdict, "bold"))
         head.append(f"\nA {cmp.a.label}  vs  B {cmp.b.label}   ([ ] picks another A, esc closes)", "dim")
         self.query_one("#compare-head", Static).update(head)

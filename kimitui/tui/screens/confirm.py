@@ -33,6 +33,8 @@ class Confirm(Dialog[bool]):
                 yield Button(self.no, id="confirm-no", variant="default" if self.default else "primary")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self.query_one("#confirm-yes" if self.default else "#confirm-no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -87,6 +87,8 @@ class ExpertHeatmap(Dialog[None]):
             yield Static("esc / h close · cells: a GPU's tokens over its layer band's mean", classes="hint")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._refresh()
         self.set_interval(REFRESH_S, self._refresh)
 
@@ -94,6 +96,8 @@ class ExpertHeatmap(Dialog[None]):
         return max(4, min(30, self.app.size.height - 16))  # the facts under the map stay on a 24-row screen
 
     def _refresh(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         m = self.model
         key = (m.expert_load.t if m.expert_load else None, len(m.timeline.rebalances.records), m.balance,
                self.app.size.height, m.generation, int(m.last_t or 0), m.server_args is None)

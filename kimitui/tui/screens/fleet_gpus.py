@@ -41,8 +41,12 @@ class FleetGpus(Dialog[None]):
             yield Static("esc / G close · o in the cockpit focuses the next host", classes="hint")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._refresh()
         self.set_interval(REFRESH_S, self._refresh)
 
     def _refresh(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self.query_one("#fleet-gpus", Static).update(fleet_gpus(self.fleet))

@@ -71,10 +71,14 @@ class GpuProcesses(Dialog[None]):
             yield Static("esc / g close · the agent lists processes every 2 s", classes="hint")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._refresh()
         self.set_interval(REFRESH_S, self._refresh)
 
     def _refresh(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         procs = self.model.gpu_procs
         if procs is self._shown:
             return

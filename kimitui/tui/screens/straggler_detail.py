@@ -144,6 +144,8 @@ class StragglerDetail(Dialog[None]):
 
     def _follow_cause(self) -> None:
         """Show the cockpit's newest answer when it changed (a late line the link delivered)."""
+        if self.closed:  # closed already: its widgets are being removed
+            return
         cause = self._cause_of() if self._cause_of is not None else None
         if cause is None or cause == self.cause:
             return
@@ -196,6 +198,8 @@ class StragglerDetail(Dialog[None]):
         return f"Gap log: {shown} lines ({hid}ranks merged), ▶ may explain it"
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         body = self.query_one(VerticalScroll)
         body.border_title = f"Straggler {self.evidence.straggler.request_id}"
         body.border_subtitle = "a every line · esc close" if self.evidence.gap is not None else "esc close"
@@ -205,6 +209,8 @@ class StragglerDetail(Dialog[None]):
             self.set_interval(self.FOLLOW_S, self._follow_cause, name="straggler-cause")
 
     def on_resize(self, event: events.Resize) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:

@@ -68,6 +68,8 @@ class SwapConfirm(Dialog[str | None]):
                 yield Button("Cancel", id="swap-cancel")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         buttons = list(self.query(Button))
         preferred = next((b for b in buttons if b.id and b.id.startswith("swap-variant")), None)
         target = preferred or next((b for b in buttons if not b.disabled), buttons[-1])

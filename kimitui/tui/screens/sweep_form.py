@@ -162,6 +162,8 @@ class SweepForm(Dialog[SweepSpec | None]):
             yield drive
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self.query_one("#sweep-levels", Input).focus()
 
     def _values(self) -> tuple[str, str, str, str]:
@@ -190,9 +192,13 @@ class SweepForm(Dialog[SweepSpec | None]):
         shown.display = bool(drive)
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._update_estimate()
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._update_estimate()
 
     def _submit(self) -> None:
@@ -205,9 +211,13 @@ class SweepForm(Dialog[SweepSpec | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self._submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         button = event.button.id or ""
         if button.startswith("preset-"):
             self.apply_preset(button.removeprefix("preset-"))

@@ -30,6 +30,8 @@ class TextPrompt(Dialog[str | None]):
             yield Input(value=self.value, placeholder=self.placeholder, id="prompt-input")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -58,6 +58,8 @@ class TuneScreen(Dialog[str | None]):
                 yield Button("Close", id="tune-close", variant="primary")
 
     def on_mount(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         if self.plan is not None:
             self.query_one("#tune-start", Button).focus()
             return
@@ -66,6 +68,8 @@ class TuneScreen(Dialog[str | None]):
         self.set_interval(1.0, self._refresh)
 
     def _refresh(self) -> None:
+        if self.closed:  # closed already: its widgets are being removed
+            return
         tp = self.model.tune
         if tp is None:
             return
