@@ -180,7 +180,7 @@ async def test_a_key_storm_over_a_live_simulated_host(short_sweeps: Path) -> Non
     app = ChaosApp(ctl)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot)
-        await weather(app, storm(3001, 600, 18.0), "live host")
+        await weather(app, storm(3001, 600, 13.0), "live host")
 
 
 @pytest.mark.timeout(150)
@@ -192,7 +192,7 @@ async def test_a_key_storm_over_a_fleet_of_two_simulated_hosts(short_sweeps: Pat
     app = ChaosApp(ctl)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot)
-        await weather(app, storm(3002, 600, 18.0), "fleet of two")
+        await weather(app, storm(3002, 600, 13.0), "fleet of two")
 
 
 async def test_a_key_storm_over_a_fleet_replay_at_maximum_speed(tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ async def test_a_key_storm_over_a_fleet_replay_at_maximum_speed(tmp_path: Path) 
     app = ChaosApp(ReplayController(path, speed=None), tick=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot)
-        await weather(app, storm(3003, 600, 14.0), "fleet replay at max speed")
+        await weather(app, storm(3003, 600, 11.0), "fleet replay at max speed")
 
 
 async def test_a_key_storm_over_the_fake_fleet(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ async def test_a_key_storm_over_the_fake_fleet(tmp_path: Path) -> None:
     app = ChaosApp(FakeFleet(), tick=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
         await tick(pilot)
-        await weather(app, storm(3004, 1500, 20.0), "fake fleet")
+        await weather(app, storm(3004, 1500, 15.0), "fake fleet")
 
 
 async def test_a_dialog_closed_before_it_mounted_touches_nothing() -> None:
@@ -238,7 +238,7 @@ async def test_a_dialog_closed_before_it_mounted_touches_nothing() -> None:
 async def test_keys_still_on_their_way_as_the_cockpit_shuts_down_are_dropped() -> None:
     """Keys pressed as the app exits reach it after its screens are gone: the binding lookup asked for a screen
     that no longer exists (``ScreenStackError`` at exit, a traceback after the session); a pump tick then too."""
-    for _ in range(4):
+    for _ in range(3):
         app = ChaosApp(FakeFleet(), tick=0.02)
         async with app.run_test(size=(120, 40)) as pilot:
             await tick(pilot)
