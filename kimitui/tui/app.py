@@ -22,6 +22,7 @@ from textual import events
 from textual.actions import ActionParseResult
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
@@ -698,7 +699,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ command palette
     def action_command_palette(self) -> None:
         """Textual's palette, closing once (:class:`Palette`); ctrl+p while the last one is still closing waits."""
-        if not self.use_command_palette or not self.is_running or Palette.is_open(self):
+        if not self.use_command_palette or not self.is_running or isinstance(self.screen, CommandPalette):
             return
         if palette_closing(self._palette):  # its id is still taken: a second one now would end the session
             self.set_timer(0.05, self.action_command_palette)

@@ -8,7 +8,7 @@ it is the one on top; a later close is a no-op.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from textual import on
 from textual.app import App
@@ -21,12 +21,12 @@ from textual.widgets import Input
 R = TypeVar("R")
 
 
-def closing_twice(screen: Screen[object]) -> bool:
+def closing_twice(screen: Screen[Any]) -> bool:
     """``screen`` already closed (or never opened): it is not on top, so dismissing it would pop another."""
     return not screen.is_attached or screen not in screen.app.screen_stack or screen.app.screen is not screen
 
 
-def shutting_down(app: App[object]) -> bool:
+def shutting_down(app: App[Any]) -> bool:
     """The app exits: its screens' widgets are being removed (or about to be)."""
     return not app.is_running or app.return_code is not None
 
@@ -54,7 +54,7 @@ class Palette(CommandPalette):
     deaf once closed: a key already on its way to the input (Escape, ctrl+p and a letter at once) started a
     search whose results found the palette's list removed (``NoMatches`` in a worker ended the session)."""
 
-    def dismiss(self, result: object = None) -> AwaitComplete:
+    def dismiss(self, result: None = None) -> AwaitComplete:
         if closing_twice(self):
             return AwaitComplete.nothing()
         self.workers.cancel_node(self)  # a search under way must not draw into the widgets being removed
@@ -74,14 +74,14 @@ class Palette(CommandPalette):
 
     @on(Input.Changed)
     @on(Input.Submitted)
-    def _closed(self, event: Input.Changed | Input.Submitted) -> None:
+    def _deaf_once_closed(self, event: Input.Changed | Input.Submitted) -> None:
         """Runs before the palette's own handlers: once closed, typing searches nothing and Enter runs nothing."""
         if closing_twice(self) or shutting_down(self.app):
             event.stop()
             event.prevent_default()
 
 
-def palette_closing(last: Screen[object] | None) -> bool:
+def palette_closing(last: Screen[Any] | None) -> bool:
     """The ``last`` palette was closed but is not removed yet: it still holds its id, and a palette opened now
     under that id would clash with it (``DuplicateIds``)."""
     return last is not None and last.is_attached and last not in last.app.screen_stack
