@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import statistics
 import time
 
 import aiohttp
@@ -48,10 +49,17 @@ async def test_multi_token_chunks_are_counted_as_tokens(minimal_server) -> None:
     r = await one(minimal_server.url, ttft_ms=20, tick_ms=20, tokens_per_chunk=3, max_tokens=30)
     assert r.ok and r.chunks == 10 and r.completion_tokens == 30
     assert r.chunk_tokens == [3] * 10
-    # 27 tokens after the first chunk in 9 gaps of 20 ms = 150 tok/s (not 50 "chunks/s").
-    assert 135 <= r.decode_tok_s <= 160
-    # token-normalised ITL: each 20 ms gap carried 3 tokens.
-    assert 0.006 <= r.itl_p50_s <= 0.0075
+    # Judged against the arrivals this run measured, not the server's 20 ms pacing: a busy box
+    # delays one chunk and bunches the next (gaps of 16 ms and 24 ms are both seen), so only
+    # the counting is the client's to get right.  Offsets are floored to the microsecond.
+    off = r.chunk_offsets_ms
+    assert off is not None and len(off) == 10
+    span_s = (off[-1] - off[0]) / 1000
+    # 27 tokens after the first chunk over the measured span: tokens/s, not 9 "chunks"/s (3x fewer).
+    assert r.decode_tok_s == pytest.approx(27 / span_s, rel=1e-4)
+    # token-normalised ITL: each measured gap carried 3 tokens.
+    gaps = [(b - a) / 1000 for a, b in zip(off, off[1:])]
+    assert r.itl_p50_s == pytest.approx(statistics.median(gaps) / 3, abs=1e-6)
 
 
 async def test_without_usage_tokens_are_counted_and_flagged(minimal_server) -> None:
