@@ -133,3 +133,46 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+_VALUE = r"""(?P<value>(?!--)(?:'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$)|[^\s,;&)'"]+))"""
+"""A quoted value (to its closing quote, or the line's end: a truncated line keeps no secret's head) or a word."""
+_ASSIGNED = re.compile(
+    r"(?:key|Key|KEY|token|Token|TOKEN|(?:secret|Secret|SECRET|passw|Passw|PASSW)[\w.-]*)\s*=\s*" + _VALUE)
+"""``name='value'`` / ``name=value`` (a ``ServerArgs(...)`` dump, ``key=value`` pairs, ``--flag=value``) whose
+name ends in key or token or says secret or password: the match starts at that word (a literal, so the
+engine skips to it) and the callback reads the name's start back from there."""
+_FLAGGED = re.compile(
+    r"--(?P<flag>(?=[\w.-]*?(?:key|token|secret|passw))[A-Za-z0-9][\w.-]*)(?P<sep>=|\s+|['\"],\s*['\"])" + _VALUE)
+"""``--flag value`` / ``--flag=value`` / ``'--flag', 'value'`` (a logged command line or argv)."""
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_UNSET = frozenset({"None", "''", '""'})
+
+
+def _hidden(value: str) -> str:
+    quote = value[0] if value[0] in "'\"" and len(value) > 1 and value[-1] == value[0] else ""
+    return f"{quote}{REDACTED}{quote}"
+
+
+def redact_line(text: str) -> str:
+    """A log line with the value of every secret-named setting ``***``: ``api_key='sk-1'`` -> ``api_key='***'``,
+    ``--api-key sk-1`` -> ``--api-key ***``; an unset one (``api_key=None``) stays as it is.  Linear: each
+    match is one name and one value.  Callers gate it on cheap substring checks (a line naming no key,
+    token, secret or password never needs it)."""
+    def assigned(m: re.Match[str]) -> str:
+        start = m.start()
+        while start > 0 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        value = m.group("value")
+        if value in _UNSET or not is_secret(text[start : m.end()].partition("=")[0].strip()):
+            return m.group(0)
+        return m.group(0)[: m.start("value") - m.start()] + _hidden(value)
+
+    def flagged(m: re.Match[str]) -> str:
+        value = m.group("value")
+        if value in _UNSET or not is_secret(m.group("flag")):
+            return m.group(0)
+        return m.group(0)[: m.start("value") - m.start()] + _hidden(value)
+
+    out = _ASSIGNED.sub(assigned, text)
+    return _FLAGGED.sub(flagged, out) if "--" in out else out

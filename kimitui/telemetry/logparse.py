@@ -34,6 +34,14 @@ Every kind may also carry ``ts`` (the line's own timestamp text), ``rank``
 (``"DP3_TP3_EP3"``, the same spelling as the scheduler's process title) and
 ``ranks`` ({"dp": 3, "tp": 3, "ep": 3}).
 
+Secrets never leave the parser (issue 29): SGLang logs ``server_args=ServerArgs(... api_key='…',
+admin_api_key='…', ssl_keyfile_password='…')`` at start, and a logged command line may carry ``--api-key
+VALUE``.  :func:`redact_secrets` writes each secret-named setting's value as ``***`` (the names by
+:func:`kimitui.knobs.is_secret`) and the line is parsed again, before it becomes the event's fields and ``raw``, so
+recordings, the cockpit's log and reports only ever see ``***``.  It stays off the hot path: decode,
+prefill and EPLB lines skip it, an access line is checked for ``=`` only, and a line with no ``=`` or
+``--``, or naming no key, token, secret or password, is passed by substring checks alone, never a regex.
+
 Bad input costs bounded time and never a line (issue 13): a line longer than
 :data:`MAX_LINE_CHARS` is parsed (and kept in its :class:`LogLine`) as its first
 ``MAX_LINE_CHARS`` characters (a tqdm line: its last redraw) with
@@ -53,6 +61,7 @@ import time
 from typing import Any, Literal, NamedTuple
 
 from kimitui.events import LogLine, LogSeverity, ServerStats
+from kimitui.knobs import REDACTED, redact_line
 
 Fields = dict[str, Any]
 Value = bool | int | float | str
@@ -742,11 +751,41 @@ def parse_line(raw: str) -> Parsed:
     return _parse_bounded(raw)[0]
 
 
+_NO_SECRETS = frozenset({"decode", "prefill", "eplb"})
+"""Line kinds whose format carries only figures: not scanned for secrets (they are most of a busy log)."""
+_FLAG_KINDS = frozenset({"plain", "error", "warning"})
+"""Where a command line's ``--api-key VALUE`` is logged (a wrapper's echo, argparse's complaint): the kinds
+scanned for ``--`` as well as ``=``.  SGLang's own startup and access lines carry settings as ``name=value``."""
+_SECRET_HINTS = ("key", "token", "secret", "passw", "KEY", "TOKEN", "SECRET", "PASSW")
+UNREDACTABLE = f"{REDACTED} (a line naming a secret that kimitui could not redact)"
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every secret-named setting's value ``***`` (:func:`kimitui.knobs.redact_line`); the same
+    object when it cannot hold one (no ``=`` nor ``--``, or no key/token/secret/password in it: substring
+    checks only).  Total: a redaction that fails drops the line's text rather than keep a secret."""
+    if "=" not in text and "--" not in text:
+        return text
+    for hint in _SECRET_HINTS:
+        if hint in text:
+            try:
+                return redact_line(text)
+            except Exception:  # noqa: BLE001 - never keep a secret because the redaction broke
+                return UNREDACTABLE
+    return text
+
+
 def _parse_bounded(raw: str) -> tuple[Parsed, str]:
     text, length = _bounded(raw)
     try:
         parsed = _parse(text)
+        kind = parsed.line_kind  # the gate inline: most lines stop at a kind or one character's scan
+        if kind not in _NO_SECRETS and ("=" in text or (kind in _FLAG_KINDS and "--" in text)):
+            shown = redact_secrets(text)
+            if shown != text:  # rare: parse what is kept, so the fields hold *** too
+                text, parsed = shown, _parse(shown)
     except Exception as exc:  # a parser bug must never cost the line
+        text = redact_secrets(text)
         parsed = Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {str(exc)[:200]}"})
     if length is not None:
         parsed.fields["truncated"] = True

@@ -41,7 +41,7 @@ from kimitui.events import ErrorEvent, LogLine
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
 from kimitui.supervised import RestartingTask
-from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, split_glued, to_event, to_stats
+from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, redact_secrets, split_glued, to_event, to_stats
 
 MARK = "\x1e"
 # stdin is the lifeline: a dropped SSH link closes it (sshd does not kill a command that has no PTY).
@@ -212,7 +212,7 @@ class LogFollower(RestartingTask):
                 if self.bad_lines == 1:
                     self._error("a log line could not be converted; it is kept as plain text",
                                 f"{type(exc).__name__}: {exc}"[:300])
-                event = LogLine(t=time.time() if t is None else t, host=self.home, raw=piece[:MAX_LINE_CHARS],
+                event = LogLine(t=time.time() if t is None else t, host=self.home, raw=redact_secrets(piece[:MAX_LINE_CHARS]),
                                 fields={"parse_error": type(exc).__name__}, source=self.source, cursor=cursor,
                                 node=self.node)
                 stats = None
