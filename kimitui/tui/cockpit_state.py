@@ -81,6 +81,10 @@ COMPARE_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "le
 DETAIL_SWEEPS = 3
 """Sweeps whose per-request figures the compare view keeps; older sweeps keep their level rows only."""
 
+COMPARE_SWEEPS = 64
+"""Sweeps whose level rows the compare view keeps, besides each profile's last (at most twice this in all).
+Back-to-back 12 s sweeps are 300 an hour: a whole session's rows grew the cockpit without end (issue 30)."""
+
 HISTORY_HORIZON_S = 1200.0
 """GPU samples and log lines kept for straggler windows: 20 minutes, or since the running sweep began."""
 
@@ -432,10 +436,16 @@ class CockpitModel:
         """Every event's evidence of a cause; it attributes each finished level into its SweepView."""
         self.timeline = Timeline()
         """Level spans and marks on the sweep's time axis (the strip under the curve)."""
-        self._compare_events: deque[Event] = deque(maxlen=20_000)
+        self._compare: dict[str, list[Event]] = {}
+        """Sweep id -> what the compare view needs of it but request results: the host's last server_info and
+        profile switch before it, its start, level rows and result; the last ``COMPARE_SWEEPS`` sweeps and
+        each profile's last."""
+        self._context: dict[str, list[Event]] = {}
+        """Host -> its last ServerInfo and last ProfileSwitch, in arrival order (what a sweep starting now reads);
+        a server_info every 10 s is one entry, not one per poll (issue 30)."""
         self._client_said: set[tuple[str, bool]] = set()
-        """(sweep, throughput held back?) already worded in the log: said once per sweep, not once per level."""
-        """Bounded: what the compare view needs of the sweeps this session saw, but request results."""
+        """(sweep, throughput held back?) already worded in the log: said once per sweep, not once per level
+        (the kept sweeps' only: see ``_keep_for_compare``)."""
         self._requests: dict[str, list[PackedFigures]] = {}
         """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
         self.notices: list[Notice] = []
@@ -653,27 +663,61 @@ class CockpitModel:
         return HEADER
 
     def _keep_for_compare(self, ev: Event) -> None:
-        """Keep what the compare view needs, bounded: old sweeps lose their request results, not their levels."""
+        """Keep what the compare view needs, bounded: old sweeps lose their request results, then their levels."""
         if isinstance(ev, RequestResult):
             kept = self._requests.get(ev.sweep_id)
             if kept is not None:
                 kept.append(pack_figures(ev))
             return
-        if isinstance(ev, SweepStarted) and ev.sweep_id not in self._requests:
-            self._requests[ev.sweep_id] = []
-            while len(self._requests) > DETAIL_SWEEPS:
-                del self._requests[next(iter(self._requests))]
-        self._compare_events.append(ev)
+        if isinstance(ev, (ServerInfo, ProfileSwitch)):
+            ctx = [e for e in self._context.get(ev.host, []) if type(e) is not type(ev)]
+            self._context[ev.host] = [*ctx, ev]
+            return
+        if isinstance(ev, SweepStarted):
+            if ev.sweep_id not in self._requests:
+                self._requests[ev.sweep_id] = []
+                while len(self._requests) > DETAIL_SWEEPS:
+                    del self._requests[next(iter(self._requests))]
+            self._compare.pop(ev.sweep_id, None)
+            self._compare[ev.sweep_id] = [*self._context.get(ev.host, []), ev]
+            self._forget_old_sweeps()
+            return
+        events = self._compare.get(getattr(ev, "sweep_id", ""))
+        if events is not None:  # a level row or result of a sweep no longer kept is not needed
+            events.append(ev)
+
+    def _forget_old_sweeps(self) -> None:
+        """Past ``COMPARE_SWEEPS``, drop the oldest sweep that is not its profile's last (any past twice that)."""
+        while len(self._compare) > COMPARE_SWEEPS:
+            last: dict[str | None, str] = {}
+            for sid, events in self._compare.items():
+                start = next(e for e in events if isinstance(e, SweepStarted))
+                last[start.profile] = sid
+            keep = set(last.values())
+            old = next((sid for sid in self._compare if sid not in keep), None)
+            if old is None:
+                if len(self._compare) <= 2 * COMPARE_SWEEPS:
+                    return
+                old = next(iter(self._compare))
+            del self._compare[old]
+            self._client_said = {k for k in self._client_said if k[0] != old}
+
+    @property
+    def compare_sweeps(self) -> int:
+        """Sweeps whose level rows the compare view has (bounded: ``COMPARE_SWEEPS``)."""
+        return len(self._compare)
 
     @property
     def sweep_events(self) -> list[Event]:
-        """The sweeps this session saw, for the compare view: every level row, and the request
-        results (figures only, no chunk lists) of the last ``DETAIL_SWEEPS`` sweeps."""
+        """The sweeps this session saw, for the compare view: every kept sweep's level rows (with the
+        server_info and switch before it), and the request results (figures only, no chunk lists) of
+        the last ``DETAIL_SWEEPS`` sweeps."""
         out: list[Event] = []
-        for ev in self._compare_events:
-            out.append(ev)
-            if isinstance(ev, SweepStarted):
-                out.extend(unpack_figures(v) for v in self._requests.get(ev.sweep_id, ()))
+        for sid, events in self._compare.items():
+            for ev in events:
+                out.append(ev)
+                if isinstance(ev, SweepStarted):
+                    out.extend(unpack_figures(v) for v in self._requests.get(sid, ()))
         return out
 
     def _on_stats(self, ev: ServerStats) -> Parts:
