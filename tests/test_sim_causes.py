@@ -14,6 +14,7 @@ chunks with the rest on ``#pending-token`` (``managers/schedule_policy.py`` ``Pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -86,40 +87,64 @@ def _all_seen(records: list[dict]) -> bool:
     return len({r["cause"] for r in records}) >= 6 and time.time() > max(r["end"] for r in records) + 0.3
 
 
+NVML_KINDS = {"gpu_throttle", "slow_gpu", "pcie_saturation"}
+"""The episodes NVML shows: each needs a GPU state sampled inside its window while a pass ran."""
+
+
+def _busy_inside(r: dict, states: dict[float, SimGpuState]) -> list[SimGpuState]:
+    """The GPU states written inside the record's window while a pass ran (an idle GPU shows idle)."""
+    return [s for t, s in sorted(states.items()) if r["start"] + 0.05 <= t <= r["end"] - 0.05
+            and s.gpus[0].util_pct > 20]
+
+
+def _probe_health(url: str, stop: threading.Event, health: list[tuple[float, float, int]]) -> None:
+    """GET /health every 0.25 s (its own thread: a held /health must not hold the GPU sampling)."""
+    while not stop.is_set():
+        t0 = time.time()
+        with contextlib.suppress(httpx.HTTPError):
+            code = httpx.get(f"{url}/health", timeout=30).status_code
+            health.append((t0, time.time(), code))
+        stop.wait(0.25)
+
+
 def test_every_episode_shows_as_sglang_and_nvml_would_and_is_recorded(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
     prof = _profile(tmp_path, "mixed", 'extends = "ep8-tuned"\n[sim]\nfault = "mixed"\n[sim.tuning]\n'
                     "episode_every_s = 14.0\nepisode_s = 8.0\nepisode_after_s = 2.0\nepisode_slowdown = 4.0")
-    samples: list[tuple[float, SimGpuState]] = []
+    states: dict[float, SimGpuState] = {}
+    health: list[tuple[float, float, int]] = []
     with start_sim(prof, time_scale=8.0, env={"KIMITUI_SIM_TRUTH": str(truth)}) as sim:
         stop = threading.Event()
         loader = threading.Thread(target=_load, args=(sim.url, sim.model, stop, 4, 64, "r"), daemon=True)
+        prober = threading.Thread(target=_probe_health, args=(sim.url, stop, health), daemon=True)
         loader.start()
-        health: list[tuple[float, float, int]] = []
-        end = time.time() + 20.0
-        while time.time() < end and not _all_seen(_truth(truth)):
-            samples.append((time.time(), read_state(sim.state_path)))
-            if int(time.time() * 4) % 4 == 0:
-                t0 = time.time()
-                code = httpx.get(f"{sim.url}/health", timeout=30).status_code
-                health.append((t0, time.time(), code))
+        prober.start()
+        # Each window lasts 1 s.  On an idle box one round of the six (~11 s) samples each busy; a busy box
+        # can starve the loader (the GPUs idle through a window) or this sampler (no state read in it), so
+        # the test waits for what it must judge -- a busy state inside a window of each NVML kind, a
+        # graph-off Decode line -- while `mixed` runs the six again in a new order.
+        end, judged_at = time.time() + 60.0, 0.0
+        while time.time() < end:
+            state = read_state(sim.state_path)
+            states[state.written_at] = state
+            if time.time() - judged_at > 0.5:
+                judged_at, records = time.time(), _truth(truth)
+                shown = {r["cause"] for r in records if r["end"] + 0.3 < time.time() and _busy_inside(r, states)}
+                if (records and _all_seen(records) and NVML_KINDS <= shown
+                        and "cuda graph: False, gen throughput" in sim.output()):
+                    break
             time.sleep(0.05)
         stop.set()
         loader.join(timeout=30)
+        prober.join(timeout=30)
         log = sim.output()
     records = _truth(truth)
     kinds = {r["cause"] for r in records}
     assert kinds >= {"graph_off", "gpu_throttle", "slow_gpu", "pcie_saturation", "prefill_surge", "server_unhealthy"}
 
-    def busy_inside(r: dict) -> list:
-        """The GPU states written inside the record's window while a pass ran (an idle GPU shows idle)."""
-        states = {s.written_at: s for _, s in samples}
-        return [s for t, s in sorted(states.items()) if r["start"] + 0.05 <= t <= r["end"] - 0.05
-                and s.gpus[0].util_pct > 20]
-
     seen: set[str] = set()
     for r in records:
-        during = busy_inside(r)
+        during = _busy_inside(r, states)
         if during:
             seen.add(r["cause"])
         if r["cause"] == "gpu_throttle":
@@ -139,7 +164,7 @@ def test_every_episode_shows_as_sglang_and_nvml_would_and_is_recorded(tmp_path: 
             assert not held or max(held) > 0.25  # /health waits for the stuck scheduler
         elif r["cause"] == "prefill_surge":
             assert r["detail"]["prompts"] >= 1 and r["detail"]["tokens"] >= 32768 and r["end"] > r["start"]
-    assert seen >= {"gpu_throttle", "slow_gpu", "pcie_saturation"}, seen
+    assert seen >= NVML_KINDS, seen
     assert "cuda graph: False, gen throughput" in log
     prefills = _prefill_fields(log)
     assert max(p["new-token"] for p in prefills) == 8192, "no pass prefills more than chunked_prefill_size"
@@ -174,3 +199,21 @@ def test_kv_retraction_injected_stall_and_eplb_are_recorded_with_the_clients_ids
         (rid,) = r["request_ids"]
         assert not [t for t in arrivals[rid] if r["start"] + 0.05 < t < r["end"] - 0.05], r
     assert all(r["request_ids"] is None and r["end"] > r["start"] for r in by["eplb"])
+
+
+def test_the_first_episode_waits_for_serving_not_the_warm_up(tmp_path: Path) -> None:
+    """``episode_after_s`` counts from serving (kimitui/sim/episodes.py): the clock runs from the process
+    start, and an episode that began on SGLang's warm-up request ran where the GPUs never showed it."""
+    truth = tmp_path / "truth.jsonl"
+    prof = _profile(tmp_path, "throttle", 'extends = "ep8-tuned"\n[sim]\nfault = "gpu_throttle"\n[sim.tuning]\n'
+                    "episode_every_s = 600.0\nepisode_s = 8.0\nepisode_after_s = 4.0")
+    with start_sim(prof, time_scale=8.0, env={"KIMITUI_SIM_TRUTH": str(truth)}) as sim:
+        ready = time.time()  # /health answered: serving began no later than this
+        time.sleep(1.0)  # 8 simulated seconds: past episode_after_s
+        _stream(sim.url, sim.model, "after-ready", 16, [])  # a pass: the scheduler looks at the schedule
+        deadline = time.time() + 10.0
+        while not _truth(truth) and time.time() < deadline:
+            time.sleep(0.1)
+    records = _truth(truth)
+    assert [r["cause"] for r in records] == ["gpu_throttle"]
+    assert records[0]["start"] >= ready, "the first episode began before the server was ready"

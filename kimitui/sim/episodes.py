@@ -42,7 +42,7 @@ class Episodes:
         self.slowdown = float(t.get("episode_slowdown", 3.0))
         self._rng = random.Random(settings.seed * 3571 + 11)
         self._gpus = max(1, settings.tp_size)
-        self._next_start = self.after
+        self._next_start: float | None = None  # set when serving begins (serving_from)
         self._current: Episode | None = None
         self._order: list[str] = []
 
@@ -58,9 +58,15 @@ class Episodes:
             self._rng.shuffle(self._order)
         return self._order.pop()
 
+    def serving_from(self, now: float) -> None:
+        """Serving began at simulated ``now``: the first episode is due ``episode_after_s`` later.  The
+        clock runs from the process start, so without this the first one fell on SGLang's warm-up
+        request, in a window the GPUs (which show an episode only while serving) never showed."""
+        self._next_start = now + self.after
+
     def at(self, now: float) -> tuple[Episode | None, bool]:
-        """(the episode running at ``now``, whether it began since the last call)."""
-        if self.kind is None:
+        """(the episode running at ``now``, whether it began since the last call); none before serving."""
+        if self.kind is None or self._next_start is None:
             return None, False
         cur = self._current
         if cur is not None and now < cur.end:

@@ -192,6 +192,7 @@ class SimServer(InfoRoutes, GenerationRoutes):
         await self.clock.sleep(self.model.startup_plan()["warmup"])
         await self._warmup()
         self.boot.enter("serving")
+        self.sched.episodes.serving_from(self.clock.now())
         self.ready = True
         self.log.line("The server is fired up and ready to roll!")
         if self.s.fault == "hang":
