@@ -10,7 +10,9 @@ sweep short enough for a test.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,38 @@ def story_home(sim_home: Path) -> None:
     eplb.write_text(eplb.read_text().replace("[sim]", "eplb_rebalance_num_iterations = 300\n[sim]"))
 
 
+STARVED_LAG_S = 1.0
+"""A 0.1 s timer on the cockpit's loop this late: the box, not kimitui, held the controller."""
+STARVATION_ERRORS = ("gpu: heartbeat missed", "gpu: GPU telemetry interrupted", "metrics: polling ")
+"""What a starved controller says: the GPU agent heard no ping for its 5 s heartbeat (pinged every 1 s)
+and ended, is restarted; a poll of /metrics or /server_info timed out while the loop stood still."""
+
+
+class LoopLag:
+    """The worst lateness of a 0.1 s timer on this loop, as the run measured it."""
+
+    def __init__(self) -> None:
+        self.worst_s = 0.0
+
+    async def run(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.1)
+            self.worst_s = max(self.worst_s, time.monotonic() - t - 0.1)
+
+
+def _no_fault_but_a_starved_box(app: KimituiApp, lag_s: float) -> None:
+    """No error at all; on a box that starved this process (the loop measured late by a second or more, or
+    the agent said it missed its heartbeat, seen at load 9-11 on two cores) only the errors starvation
+    makes, never one of a swap's."""
+    errors = [e.text for e in app.model.logs if e.kind == "error" and e.severity == "error"]
+    starved = lag_s >= STARVED_LAG_S or any(t.startswith("gpu: heartbeat missed") for t in errors)
+    if not starved:
+        assert app.model.errors == 0, errors
+    else:
+        assert all(t.startswith(STARVATION_ERRORS) for t in errors), (f"loop late by {lag_s:.1f} s", errors)
+
+
 async def _sweep(app: KimituiApp, pilot, levels: str) -> None:
     before = app.model.sweep.sweep_id if app.model.sweep is not None else None
     await pilot.press("s")
@@ -76,6 +110,8 @@ async def _swap(app: KimituiApp, pilot, target: str) -> SwapConfirm:
 async def test_a_drafter_then_expert_balance_the_whole_step(sim_home: Path) -> None:
     rec = sim_home / "story.jsonl"
     app = KimituiApp(LiveController(record_path=str(rec), default_profile="ep8-tuned"), tick=None)
+    lag = LoopLag()
+    watch = asyncio.get_running_loop().create_task(lag.run())
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(app, lambda: app.model.profile_state == "serving" and app.model.server, 120, "ep8-tuned")
         await pilot.press("b")  # the known-good one is the baseline
@@ -109,7 +145,7 @@ async def test_a_drafter_then_expert_balance_the_whole_step(sim_home: Path) -> N
         app.pump(force_charts=True)
         await tick(pilot)
         assert "expert balance" in screen_text(app)
-        assert app.model.errors == 0, [e.text for e in app.model.logs if e.severity == "error"]  # swaps are no faults
+        _no_fault_but_a_starved_box(app, lag.worst_s)  # swaps are no faults
         await pilot.press("h")
         await tick(pilot)
         assert isinstance(app.screen, ExpertHeatmap)
@@ -119,6 +155,7 @@ async def test_a_drafter_then_expert_balance_the_whole_step(sim_home: Path) -> N
         await pilot.press("escape")
         await pilot.press("q")
         await tick(pilot)
+    watch.cancel()
 
     events = read_recording(rec).events
     assert any(isinstance(e, ExpertLoad) for e in events)
