@@ -61,3 +61,90 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (cwd / "profiles" / f"{name}.toml").write_text(
             f'extends = "{name}"\nport = {port}\n{declared}[sim]\ntime_scale = 40.0\n')
     return tmp_path
+
+
+# --------------------------------------------------------------------------- what outlives the session
+# A busy non-daemon thread is joined at interpreter exit: pytest prints its summary and then never ends
+# (issue 30: over 4 minutes until killed).  A test's child process that is still running outlives the run.
+# Both are named at the end of the session, with where the thread stands; a thread that will hold the
+# exit also fails the session, so the run ends red instead of hanging silently.
+
+def _idle_executor_worker(frame: object) -> bool:
+    """A concurrent.futures worker waiting for work: it ends on its own at exit."""
+    import linecache
+
+    while frame is not None:
+        code = frame.f_code  # type: ignore[attr-defined]
+        if code.co_name == "_worker" and code.co_filename.endswith(("concurrent/futures/thread.py",)):
+            return "work_queue.get" in linecache.getline(code.co_filename, frame.f_lineno)  # type: ignore[attr-defined]
+        frame = frame.f_back  # type: ignore[attr-defined]
+    return False
+
+
+def exit_holding_threads() -> list[str]:
+    """Non-daemon threads, other than idle executor workers, alive now: each holds the interpreter's exit."""
+    import threading
+    import traceback
+
+    frames = sys._current_frames()
+    out = []
+    for t in threading.enumerate():
+        if t is threading.main_thread() or t.daemon or not t.is_alive():
+            continue
+        frame = frames.get(t.ident or -1)
+        if frame is not None and _idle_executor_worker(frame):
+            continue
+        where = traceback.format_stack(frame)[-3:] if frame is not None else ["(no frame)"]
+        out.append(f"thread {t.name!r} (non-daemon):\n" + "".join(where).rstrip())
+    return out
+
+
+def leftover_processes(pid: int, basetemp: Path | None) -> list[tuple[int, str]]:
+    """Processes this session left running: its children, and any process whose command line names
+    this session's tmp folder (a test's server, detached into its own session)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == pid:
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        state, ppid = fields[0], int(fields[1])
+        ours = ppid == pid or (basetemp is not None and str(basetemp) in cmd)
+        if ours and state != "Z":
+            out.append((int(entry.name), cmd[:200]))
+        elif ppid == pid and state == "Z":
+            out.append((int(entry.name), f"(not reaped) {cmd[:180]}"))
+    return out
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import os
+
+    if not Path("/proc").is_dir():  # the process scan is Linux's
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    threads = exit_holding_threads()
+    procs = leftover_processes(os.getpid(), basetemp)
+    session.config.stash[_LEFTOVERS] = (threads, procs)
+    if threads and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_LEFTOVERS = pytest.StashKey[tuple[list[str], list[tuple[int, str]]]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    threads, procs = config.stash.get(_LEFTOVERS, ([], []))
+    if not threads and not procs:
+        return
+    terminalreporter.section("left running at the end of the session", sep="=", red=bool(threads), yellow=True)
+    for text in threads:
+        terminalreporter.line(f"{text}\n  -> holds the interpreter's exit (a non-daemon thread is joined)")
+    for pid, cmd in procs:
+        terminalreporter.line(f"process {pid}: {cmd}")
