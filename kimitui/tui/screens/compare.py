@@ -84,7 +84,8 @@ def level_table(cmp: Comparison) -> Table:
             note = Text("")
         elif lv.judged:
             verdict = Text(VERDICT_WORDS[agg.verdict], VERDICT_STYLE.get(agg.verdict, ""))
-            note = Text(agg.unsure_text, "yellow") if agg.verdict == "unsure" else Text("")
+            # the reason is said once below, grouped (Comparison.unsure_lines); the row says what settles it
+            note = Text(agg.settle or agg.why, "yellow") if agg.verdict == "unsure" else Text("")
         else:
             verdict = Text("not judged", "bold yellow")
             note = Text(lv.not_judged, "yellow")
