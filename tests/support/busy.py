@@ -30,8 +30,17 @@ def run_busy(n: int, argv: list[str]) -> int:
     spinners = [ctx.Process(target=_spin, name=f"busy-{i}", daemon=True) for i in range(n)]
     for p in spinners:
         p.start()
+    child: subprocess.Popen[bytes] | None = None
+
+    def on_term(signum: int, _frame: object) -> None:  # an outer `timeout` or kill: nothing stays busy
+        if child is not None and child.poll() is None:
+            child.terminate()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
-        return subprocess.call(argv)
+        child = subprocess.Popen(argv)
+        return child.wait()
     except KeyboardInterrupt:
         return 130
     finally:
