@@ -83,3 +83,39 @@ def test_a_failed_switch_after_the_last_server_info_still_hides_it_from_the_next
     m.apply([ServerInfo(t=4.0, args=dict(ARGS)), SweepStarted(t=5.0, sweep_id="y", spec=SPEC, profile="a")])
     runs = {r.sweep_id: r for r in sweeps_of(m.sweep_events)}
     assert runs["y"].knobs.get("arg_001") == 1 and not runs["x"].knobs
+
+
+async def test_the_footer_holds_only_the_keys_it_shows_after_many_sweeps_start_and_end():
+    """Each sweep's start and end re-checks which keys can fire; Textual's Footer then rebuilds its keys and
+    kept every old one through a watcher on itself (~40 a rebuild: the issue's ~7 MB a minute)."""
+    import gc
+
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    from kimitui.tui.app import KimituiApp
+    from tests.support.fakecontrol import FakeController
+    from tests.support.tuiscreen import tick
+
+    ctrl = FakeController()
+    app = KimituiApp(ctrl, tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        footer = app.query_one(Footer)
+        rebuilds = 0
+        for k in range(60):  # 30 sweeps' starts and ends, as the pump sees the controller busy or not
+            ctrl._busy = "sweep" if k % 2 == 0 else None
+            app.pump()
+            await tick(pilot)
+            rebuilds += 1
+        for _ in range(100):  # the last rebuild may still be in flight on a busy machine: let it finish
+            shown = len(footer.query(FooterKey))
+            watchers = getattr(footer, "__watchers", {}).get("compact", [])
+            if len(watchers) <= shown:
+                break
+            await tick(pilot)
+        assert shown > 5
+        assert len(watchers) <= shown, f"{len(watchers)} watchers for {shown} keys after {rebuilds} rebuilds"
+        gc.collect()
+        alive = sum(isinstance(o, FooterKey) for o in gc.get_objects())
+        assert alive <= 2 * shown, f"{alive} FooterKeys alive, {shown} on screen"

@@ -29,7 +29,6 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.theme import ThemeProvider
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
@@ -59,6 +58,7 @@ from kimitui.tui.screens.text_prompt import TextPrompt
 from kimitui.tui.screens.tune_screen import TuneScreen
 from kimitui.tui.tune_view import tune_active
 from kimitui.tui.widgets.fleet_strip import FleetStrip
+from kimitui.tui.widgets.footer import CockpitFooter
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
@@ -168,7 +168,7 @@ class KimituiApp(App[int]):
                         id="panel-sweep")
             yield LogBox(LogPanel(m, id="logpanel"), title="Server log", id="panel-log")
         yield ProfileBar(m, id="profile-bar")
-        yield Footer()
+        yield CockpitFooter()  # Textual's Footer kept every key it ever showed (issue 30)
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"

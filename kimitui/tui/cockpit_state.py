@@ -421,7 +421,8 @@ class CockpitModel:
         self.log_pending: deque[LogEntry] = self.log_ring.pending
         self.sweep: SweepView | None = None
         self.curves: dict[str, dict[int, CurvePoint]] = {}
-        """profile -> concurrency -> its last measured point (other profiles' runs stay overlaid)."""
+        """profile -> concurrency -> its last measured point (other profiles' runs stay overlaid; bounded by the
+        profiles and levels swept, not by the sweeps)."""
         self.notes = 0
         self.markers = 0
         self.errors = 0
@@ -449,8 +450,10 @@ class CockpitModel:
         self._requests: dict[str, list[PackedFigures]] = {}
         """Sweep id -> its request results as bare tuples (``pack_figures``), the last ``DETAIL_SWEEPS`` sweeps."""
         self.notices: list[Notice] = []
+        """Toasts not shown yet: the app takes them every pump (``take_notices``)."""
         self.profile_levels: dict[str, dict[int, LevelResult]] = {}
-        """profile -> C -> its last valid level result (the speed-up against the baseline at the same C)."""
+        """profile -> C -> its last valid level result (the speed-up against the baseline at the same C); a result
+        replaces the last at its C, so the profiles and levels swept bound it."""
         self.balance: float | None = None
         """Expert balance now (1.0 = even), from the log, /metrics or the heatmap; None: not reported."""
         self.balance_source = ""
