@@ -15,10 +15,15 @@ from contextlib import asynccontextmanager
 
 from kimitui.host.base import Host, HostError
 
-# args: lockfile -> prints "locked" once held, then holds it until stdin closes
+RELEASE_WAIT_S = 5
+"""How long a swap waits for the lock before calling the host busy: a swap that just ended lets go of it when
+its holder on the host sees stdin close, which a loaded host (or a link that just came back) can take a few
+seconds to do; a swap really under way holds it for minutes, so waiting this long refuses it all the same."""
+
+# args: lockfile, seconds -> prints "locked" once held, then holds it until stdin closes
 _HOLD = r"""
 mkdir -p "$(dirname "$1")" || exit 2
-exec flock -n "$1" sh -c 'echo locked; exec cat >/dev/null'
+exec flock -w "$2" "$1" sh -c 'echo locked; exec cat >/dev/null'
 """
 
 
@@ -33,7 +38,7 @@ async def swap_lock(host: Host, state_dir: str) -> AsyncIterator[bool]:
     Raises HostBusy when another swap holds it.
     """
     path = posixpath.join(state_dir, "swap.lock")
-    stream = await host.stream(["sh", "-c", _HOLD, "sh", path])
+    stream = await host.stream(["sh", "-c", _HOLD, "sh", path, str(RELEASE_WAIT_S)])
     try:
         first = None
         async for line in stream:

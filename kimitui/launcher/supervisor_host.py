@@ -461,20 +461,36 @@ def _healthy(url):
         return False
 
 
+LOCK_WAIT_S = 5.0
+"""A swap that just ended lets go of the lock once its supervisor exits, which a loaded host can take a few
+seconds to do; one really under way holds it for minutes, so waiting this long refuses it all the same."""
+
+
+def take_lock(lock):
+    """The swap lock, waiting up to LOCK_WAIT_S for a holder that is letting go; False if it is still held."""
+    end = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.1)
+
+
 def main():
     state_dir = sys.argv[1]
     for sig in (signal.SIGHUP, signal.SIGPIPE, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
     os.makedirs(state_dir, exist_ok=True)
     lock = open(os.path.join(state_dir, "swap.lock"), "a")
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            sys.stdout.write("busy\n")
-            sys.stdout.flush()
-            sys.exit(1)
-        raise
+    if not take_lock(lock):
+        sys.stdout.write("busy\n")
+        sys.stdout.flush()
+        sys.exit(1)
     sys.stdout.write("locked\n")
     sys.stdout.flush()
     # from here on nothing is written to the controller's pipes: it may be gone
