@@ -427,9 +427,9 @@ def _figure(fig: Figure, ra: LevelRow, rb: LevelRow, *, seed: int, min_effect: f
     if distorted:
         out.note = "distorted by the client"
     if verdict == "unsure":
-        side_a = Side(ra.requests, ra.n_requests, frozenset(s.request_id for s in ra.stragglers), len(ra.repeats),
+        side_a = Side(ra.requests, ra.n_requests, frozenset(s.request_id for s in ra.stragglers),
                       se_a, floor_a, ra.client_distorted)
-        side_b = Side(rb.requests, rb.n_requests, frozenset(s.request_id for s in rb.stragglers), len(rb.repeats),
+        side_b = Side(rb.requests, rb.n_requests, frozenset(s.request_id for s in rb.stragglers),
                       se_b, floor_b, rb.client_distorted)
         why = explain(ratio, side_a, side_b, min_effect=min_effect, figure_floor=fig.noise_floor,
                       level_distorted=distorted)

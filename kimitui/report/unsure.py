@@ -35,7 +35,6 @@ class Side:
     requests: list[RequestResult]
     n_requests: int
     straggler_ids: frozenset[str]
-    repeats: int
     se_sample: float | None
     """Standard error from the level's own samples (bootstrap or repeats), before the floor."""
     floor: float
@@ -53,9 +52,6 @@ class Unsure:
     """Requests per level that would settle it, when more requests can."""
     repeats: int | None = None
     """Repeats of both sweeps that would settle it, when only repeats can."""
-
-    def text(self) -> str:
-        return f"{self.why}; {self.settle}" if self.settle else self.why
 
 
 def dominant_share(requests: list[RequestResult]) -> float:
