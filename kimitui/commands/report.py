@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         if comparison.verdict == "unsure":  # why the data cannot tell, and what would settle it
             peak = comparison.peak
             why = ([peak.describe()] if peak is not None and peak.verdict == "unsure" else []) + comparison.unsure_lines()
-            for line in ([comparison.client_line()] if comparison.client_line() else []) + why[:1]:
+            client = comparison.client_line()
+            for line in ([client] if client else []) + why[:1]:
                 print(f"kimitui report: {line}", file=sys.stderr)
         if args.fail_on_regression:
             if comparison.verdict == "regressed":
