@@ -183,6 +183,19 @@ class ServerStats(Event):
     cuda_graph: bool | None = None
     num_tokens: float | None = None
     cache_hit_rate: float | None = None
+    retracted_reqs: float | None = None
+    """Requests sent back to the queue (KV pool full) since the scheduler's previous stats
+    (``sglang:num_retracted_reqs``; the log's ``KV cache pool is full. Retract requests`` lines): a
+    retraction is a straggler's cause, the request prefills all over again."""
+    queue_time_s: float | None = None
+    """Mean seconds a request waited in the queue, over those that left it since the previous scrape
+    (``sglang:queue_time_seconds``); None when none left it."""
+    fwd_occupancy: float | None = None
+    """How busy the forward passes kept the GPU, percent (``sglang:fwd_occupancy``; NaN there = None)."""
+    utilization: float | None = None
+    """The scheduler's own utilization, 0-1 (``sglang:utilization``, ``/v1/loads``)."""
+    kv_used_tokens: float | None = None
+    """KV-pool token slots actively used (``sglang:kv_used_tokens``; evictable radix-cached ones excluded)."""
     extra: dict[str, float] = Field(default_factory=dict)
 
 

@@ -117,6 +117,18 @@ def test_analysis_and_the_session_depend_only_on_events() -> None:
     assert not bad, "\n".join(bad)
 
 
+SGLANG_MAY_IMPORT = ("kimitui.sglang", "kimitui.events", "kimitui.knobs")
+"""``kimitui.knobs`` is the pure rule of which setting names are knobs and secrets (it imports nothing of kimitui)."""
+
+
+def test_the_sglang_package_imports_only_events_and_the_knob_rules() -> None:
+    bad = [_where(i) for i in _all_imports()
+           if _within(i.module, "kimitui.sglang") and _within(i.target, "kimitui")
+           and not any(_within(i.target, m) for m in SGLANG_MAY_IMPORT)]
+    assert not bad, ("kimitui.sglang holds SGLang's formats, below every layer: it imports only "
+                     f"{', '.join(SGLANG_MAY_IMPORT)}:\n" + "\n".join(bad))
+
+
 def test_the_nvml_agent_imports_only_the_standard_library_and_pynvml() -> None:
     agent = PACKAGE / "telemetry" / "agent.py"
     bad = []

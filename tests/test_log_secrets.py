@@ -19,8 +19,8 @@ from kimitui.events import LogLine
 from kimitui.host.local import LocalHost
 from kimitui.recording import write_recording
 from kimitui.session import Session
-from kimitui.telemetry import logparse
-from kimitui.telemetry.logparse import parse_line, to_event
+from kimitui.sglang import logparse
+from kimitui.sglang.logparse import parse_line, to_event
 from kimitui.telemetry.logs import LogFollower
 from tests.support.logsamples import realistic_mix
 from tests.support.telemetry import Collector

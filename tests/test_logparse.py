@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats, dump_event, parse_event
-from kimitui.telemetry import logparse
-from kimitui.telemetry.logparse import parse_line, split_glued, to_event, to_stats
+from kimitui.sglang import logparse
+from kimitui.sglang.logparse import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL, DECODE, PREFILL, Golden
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kimitui.analysis.server_caps import sweep_caps
+from kimitui.sglang.server_caps import sweep_caps
 from kimitui.events import Event, LevelResult, RequestResult, SweepSpec
 from kimitui.live.sweep_defaults import SweepDefaults
 from kimitui.live.sweeps import with_server_caps

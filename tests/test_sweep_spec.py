@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.analysis.level_stats import spec_figures
-from kimitui.analysis.server_caps import apply_caps, sweep_caps
+from kimitui.sglang.server_caps import apply_caps, sweep_caps
 from kimitui.events import RequestResult, SpecTokens, SweepSpec
 from kimitui.loadgen.client import build_body, spec_tokens
 from tests.support.simserver import start_sim

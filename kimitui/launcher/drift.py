@@ -1,8 +1,8 @@
 """Drift: where the running server's effective args differ from the profile meant to run.
 
-``/server_info`` returns SGLang's ``ServerArgs`` flattened; a knob the profile
-leaves to SGLang (``None``) is not drift, nor is a knob the server does not
-report (renamed or removed in that SGLang version).
+Which knobs a profile asks for is SGLang knowledge (:mod:`kimitui.sglang.expected_args`); here the
+server's ``/server_info`` is fetched and the two compared.  A knob the server does not report
+(renamed or removed in that SGLang version) is not drift.
 """
 
 from __future__ import annotations
@@ -11,14 +11,8 @@ from typing import Any
 
 from kimitui.launcher.http_ready import client
 from kimitui.profiles import Profile
+from kimitui.sglang.expected_args import expected_args
 from kimitui.telemetry.metrics_poll import server_drift
-
-_SKIP = frozenset({"extra_args", "env"})
-
-
-def expected_args(profile: Profile) -> dict[str, Any]:
-    """The knobs a profile sets explicitly (``None`` = left to SGLang, so never drift)."""
-    return {k: v for k, v in profile.knobs().items() if v is not None and k not in _SKIP}
 
 
 def drift(profile: Profile, server_args: dict[str, Any]) -> dict[str, list[Any]]:
@@ -27,7 +21,7 @@ def drift(profile: Profile, server_args: dict[str, Any]) -> dict[str, list[Any]]
     The comparison itself is the metrics poller's (:func:`kimitui.telemetry.metrics_poll.server_drift`),
     so ``status`` and the cockpit judge drift the same way.
     """
-    return server_drift(server_args, expected_args(profile))
+    return server_drift(server_args, expected_args(profile.knobs()))
 
 
 async def fetch_server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 SGLang prints its start-up in order (reference/sglang.md §1.4): weights, KV
 cache, CUDA graph capture (bs i of N), uvicorn, "The server is fired up and
-ready to roll!".  The shared parser (:mod:`kimitui.telemetry.logparse`) turns
+ready to roll!".  The shared parser (:mod:`kimitui.sglang.logparse`) turns
 each line into a step; this module turns steps into monotonic progress and
 decides which error lines end a start (OOM, scheduler exception, watchdog...).
 """
@@ -13,7 +13,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, parse_line, split_glued
+from kimitui.sglang.logparse import MAX_LINE_CHARS, Parsed, parse_line, split_glued
 
 PHASES: tuple[str, ...] = (
     "stop",

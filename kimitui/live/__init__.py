@@ -9,10 +9,10 @@
 * :mod:`~kimitui.live.recorder`: the session's recording, events before it opens held;
 * :mod:`~kimitui.live.sweeps` and :mod:`~kimitui.live.sweep_defaults`: sweeps and their remembered form;
 * :mod:`~kimitui.live.profiles`: the one way profiles are loaded;
-* :mod:`~kimitui.live.tasks`: background tasks whose failures are shown.
+* :mod:`~kimitui.live.tasks`: background tasks whose failures are shown;
+* :mod:`~kimitui.live.server_follower`: the followed server's log and metrics, retargeted on every swap.
 
-The server follower (log and metrics, retargeted on every swap) is a source:
-:mod:`kimitui.telemetry.server_follower`.  Only ``kimitui.commands`` imports this package.
+Only ``kimitui.commands`` imports this package.
 """
 
 from kimitui.live.controller import DEFAULT_LEVELS, DEFAULT_PROFILE, LiveController

@@ -19,7 +19,7 @@ from kimitui.live.tasks import Background, ErrorSink
 from kimitui.profiles import Profile
 from kimitui.session import Session
 from kimitui.telemetry.gpu import GpuStream
-from kimitui.telemetry.server_follower import ServerFollower
+from kimitui.live.server_follower import ServerFollower
 
 log = logging.getLogger(__name__)
 

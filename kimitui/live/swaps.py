@@ -21,7 +21,7 @@ from kimitui.live.profiles import ProfileBook
 from kimitui.live.tasks import Background, ErrorSink
 from kimitui.profiles import Profile, ProfileError
 from kimitui.session import Session
-from kimitui.telemetry.server_follower import ServerFollower
+from kimitui.live.server_follower import ServerFollower
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from kimitui.control import NotAvailable
-from kimitui.analysis.server_caps import apply_caps, sweep_caps
+from kimitui.sglang.server_caps import apply_caps, sweep_caps
 from kimitui.events import ErrorEvent, SweepSpec
 from kimitui.launcher.drift import fetch_server_info
 from kimitui.launcher.guard import sweep_notice

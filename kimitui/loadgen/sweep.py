@@ -53,7 +53,7 @@ from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, t
 from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
 from kimitui.analysis.level_stats import error_rate_exceeded, level_result, oversaturation, peak_level, seed_comparable
-from kimitui.analysis.server_caps import is_header_name
+from kimitui.sglang.server_caps import is_header_name
 from kimitui.events import (
     SweepOutcome,
     ErrorEvent,

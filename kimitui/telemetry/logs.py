@@ -41,7 +41,7 @@ from kimitui.events import ErrorEvent, LogLine
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
 from kimitui.supervised import RestartingTask
-from kimitui.telemetry.logparse import MAX_LINE_CHARS, Parsed, redact_secrets, split_glued, to_event, to_stats
+from kimitui.sglang.logparse import MAX_LINE_CHARS, Parsed, redact_secrets, split_glued, to_event, to_stats
 
 MARK = "\x1e"
 # stdin is the lifeline: a dropped SSH link closes it (sshd does not kill a command that has no PTY).

@@ -34,7 +34,7 @@ from kimitui.knobs import redact, redact_map
 from kimitui.session import Session
 from kimitui.supervised import SupervisedTask
 from kimitui.telemetry.expert_load import WATCHED, ExpertWindows
-from kimitui.telemetry.launch_command import asked_for, parse_launch_command
+from kimitui.sglang.launch_command import asked_for, parse_launch_command
 
 # sglang gauge -> (ServerStats field, how ranks combine)
 _GAUGES: dict[str, tuple[str, str]] = {

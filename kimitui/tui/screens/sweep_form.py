@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from kimitui.analysis.server_caps import sweep_caps
+from kimitui.sglang.server_caps import sweep_caps
 from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_seconds
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SweepSpec

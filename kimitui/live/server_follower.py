@@ -17,7 +17,7 @@ from typing import Any
 from kimitui.events import Event, ProfileState
 from kimitui.host.base import Host
 from kimitui.launcher.base import Launcher, RunRecord, process_tag
-from kimitui.launcher.drift import expected_args
+from kimitui.sglang.expected_args import expected_args
 from kimitui.launcher.select import find_running
 from kimitui.launcher.reach import reach_server, server_url
 from kimitui.profiles import Profile
@@ -139,7 +139,7 @@ class ServerFollower:
         bind_host = None
         try:
             profile = self._load_profile(record.profile_path or record.profile)
-            expected = expected_args(profile)
+            expected = expected_args(profile.knobs())
             bind_host = profile.host
         except Exception as exc:
             self._on_error("profile", f"cannot load profile {record.profile}: {exc}")
