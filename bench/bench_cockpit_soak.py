@@ -63,7 +63,7 @@ from kimitui.events import (  # noqa: E402
 )
 from kimitui.loadgen.sweep import compact_in_flight  # noqa: E402
 from kimitui.sim.logfmt import decode_line  # noqa: E402
-from kimitui.sglang.logparse import Parsed, to_event, to_stats  # noqa: E402
+from kimitui.sglang.log import Parsed, to_event, to_stats  # noqa: E402
 from kimitui.tui.app import KimituiApp  # noqa: E402
 from tests.support.fakecontrol import FakeController, caps  # noqa: E402
 from benchutil import rss_mb  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above)

@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from kimitui.sglang.logparse import parse_line, to_event  # noqa: E402
+from kimitui.sglang.log import parse_line, to_event  # noqa: E402
 from tests.support.logsamples import realistic_mix  # noqa: E402
 
 

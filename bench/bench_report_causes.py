@@ -33,7 +33,7 @@ from kimitui.analysis.causes.catalogue import Confidence  # noqa: E402
 from kimitui.analysis.causes.sweep_causes import CAUSE_KINDS  # noqa: E402
 import time as clock  # noqa: E402
 from kimitui.events import Event, LogLine, RequestResult  # noqa: E402
-from kimitui.sglang.logparse import to_event  # noqa: E402
+from kimitui.sglang.log import to_event  # noqa: E402
 from kimitui.recording import RecordingIndex, write_recording  # noqa: E402
 from kimitui.report.cause_evidence import CAUSE_LINE, cause_events, sweep_spans  # noqa: E402
 from kimitui.report.sweep_summary import REPORT_KINDS, SweepRun, sweeps_of  # noqa: E402

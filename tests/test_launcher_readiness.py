@@ -42,7 +42,7 @@ def test_a_crash_during_weight_load_quotes_the_exception_line_not_the_traceback_
 def test_what_readiness_keeps_for_messages_is_bounded() -> None:
     """A crash loop of huge fatal lines must not grow the readiness state (issue 13: bounded input)."""
     from kimitui.launcher.readiness import MAX_FATAL_LINES, Readiness
-    from kimitui.sglang.logparse import MAX_LINE_CHARS
+    from kimitui.sglang.log import MAX_LINE_CHARS
 
     r = Readiness()
     for i in range(500):

@@ -19,8 +19,8 @@ from kimitui.events import LogLine
 from kimitui.host.local import LocalHost
 from kimitui.recording import write_recording
 from kimitui.session import Session
-from kimitui.sglang import logparse
-from kimitui.sglang.logparse import parse_line, to_event
+from kimitui.sglang.log import secrets
+from kimitui.sglang.log import parse_line, to_event
 from kimitui.telemetry.logs import LogFollower
 from tests.support.logsamples import realistic_mix
 from tests.support.telemetry import Collector
@@ -78,13 +78,13 @@ def test_a_logged_command_line_or_assignment_keeps_only_stars(line: str, shown: 
 def test_lines_naming_no_secret_never_reach_the_regex(monkeypatch: pytest.MonkeyPatch) -> None:
     """The log path stays cheap: only a line with ``=``/``--`` and key/token/secret/passw in it is redacted."""
     calls: list[str] = []
-    real = logparse.redact_line
+    real = secrets.redact_line
 
     def counted(text: str) -> str:
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(logparse, "redact_line", counted)
+    monkeypatch.setattr(secrets, "redact_line", counted)
     hinted = ("key", "token", "secret", "passw", "KEY", "TOKEN", "SECRET", "PASSW")
     plain = [line for line in realistic_mix() if not any(h in line for h in hinted)]
     busy = [line for line in realistic_mix() if parse_line(line).line_kind in ("decode", "prefill", "eplb")]

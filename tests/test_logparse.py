@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats, dump_event, parse_event
-from kimitui.sglang import logparse
-from kimitui.sglang.logparse import parse_line, split_glued, to_event, to_stats
+from kimitui.sglang.log import batch
+from kimitui.sglang.log import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL, DECODE, PREFILL, Golden
 
 
@@ -162,10 +162,10 @@ def test_logs_follow_command_prints_a_files_lines_and_stops_on_sigint(tmp_path) 
 def test_the_fast_paths_agree_with_the_generic_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = [g[0] for g in DECODE + PREFILL]
     fast = {line: parse_line(line).fields for line in lines}
-    assert sum(logparse._DECODE_FAST.search(x) is not None or logparse._PREFILL_FAST.search(x) is not None
+    assert sum(batch._DECODE_FAST.search(x) is not None or batch._PREFILL_FAST.search(x) is not None
                for x in lines) >= 10  # most golden lines take a fast path
-    monkeypatch.setattr(logparse, "_DECODE_FAST", re.compile(r"(?!)"))  # never matches: generic loop only
-    monkeypatch.setattr(logparse, "_PREFILL_FAST", re.compile(r"(?!)"))
+    monkeypatch.setattr(batch, "_DECODE_FAST", re.compile(r"(?!)"))  # never matches: generic loop only
+    monkeypatch.setattr(batch, "_PREFILL_FAST", re.compile(r"(?!)"))
     assert {line: parse_line(line).fields for line in lines} == fast
 
 

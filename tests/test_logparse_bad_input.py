@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats, dump_event
 from kimitui.launcher.readiness import Readiness
-from kimitui.sglang.logparse import MAX_LINE_CHARS, parse_line, to_event, to_stats
+from kimitui.sglang.log import MAX_LINE_CHARS, parse_line, to_event, to_stats
 from tests.support.fuzzcases import log_case, logparse_runner
 
 WATCHDOG_20K = "[2025-12-09 11:20:00 TP5] Watchdog timeout (self.watchdog_" + "9" * 20000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kimitui.analysis.causes.catalogue import STALL, label
 from kimitui.analysis.causes.timeline import CauseTimeline
 from kimitui.events import LogLine, ServerStats
-from kimitui.sglang.logparse import parse_line
+from kimitui.sglang.log import parse_line
 from kimitui.telemetry.metrics_poll import PD_EXTRA_KEYS, CounterRates, stats_from_metrics
 from kimitui.tui.server_figures import PD_FIGURES, pd_figure_text, pd_figures
 

@@ -7,7 +7,7 @@ request carries the figures SGLang 0.5.23 puts in ``sglext.spec_tokens_details``
 token included; accept rate = correct drafts / (verify passes x (draft tokens - 1))) and each level the figures
 the real ``kimitui.analysis.level_stats.spec_figures`` makes of them.  EPLB lines are 0.5.23's own
 (eplb/eplb_manager.py ``EPLBManager.rebalance`` and ``_check_rebalance_needed``), printed by every rank, parsed by
-the real ``kimitui.sglang.logparse.to_event``.  The last test runs real short sweeps on the simulated host.
+the real ``kimitui.sglang.log.to_event``.  The last test runs real short sweeps on the simulated host.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from kimitui.recording import RecordingWriter, write_recording
 from kimitui.report import compare, summarize
 from kimitui.report.render import LEVEL_COLUMNS, render_csv, render_json, render_md, render_text
 from kimitui.session import Session
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 from kimitui.telemetry.logs import LogFollower
 from tests.support.recordings import synthetic_sweep
 from tests.support.simserver import SimServerProcess, start_sim

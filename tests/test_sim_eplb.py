@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.sim.expert_routing import ExpertRouting
 from kimitui.telemetry.expert_load import ExpertWindows
-from kimitui.sglang.logparse import parse_line
+from kimitui.sglang.log import parse_line
 from tests.support.simserver import start_sim
 
 

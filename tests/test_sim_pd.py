@@ -131,7 +131,7 @@ def test_log_lines_carry_the_pd_fields_in_0523_order(pd: Deployment) -> None:
     prefill_line = pd.prefill.wait_for_line("#bootstrap-req:", timeout=10)
     assert re.search(r"#pending-token: \d+, #bootstrap-req: \d+, #inflight-req: \d+, #optimistic-req: 0, "
                      r"cuda graph: (True|False), input throughput", prefill_line)
-    from kimitui.sglang.logparse import parse_line
+    from kimitui.sglang.log import parse_line
 
     fields = parse_line(decode_line).fields
     assert "transfer_reqs" in fields and "prealloc_reqs" in fields

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kimitui.sim.logfmt import decode_line
 from kimitui.sim.settings import load_settings, settings_from_profile
 from kimitui.sim.spec_model import SpecModel, is_code
-from kimitui.sglang.logparse import parse_line
+from kimitui.sglang.log import parse_line
 from tests.support.simserver import start_sim
 
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kimitui.session import Session
 from kimitui.telemetry.expert_load import ExpertWindows, balancedness
 from kimitui.sglang.launch_command import parse_launch_command
-from kimitui.sglang.logparse import parse_line, to_stats
+from kimitui.sglang.log import parse_line, to_stats
 from kimitui.telemetry.metrics_poll import MetricsPoller, server_drift, stats_from_metrics
 from tests.support.simserver import start_sim
 

@@ -5,7 +5,7 @@ causes existed; a link that delivers the rebalance's lines late still gets it; a
 
 The rebalance lines follow SGLang 0.5.23's eplb/eplb_manager.py ``EPLBManager.rebalance`` (``[EPLBManager]
 rebalance start``, then ``[EPLBManager] rebalance end time={:.3f}s``), each rank printing its copy, read
-through kimitui's own parser (``kimitui.sglang.logparse.to_event``) as the log follower reads them.
+through kimitui's own parser (``kimitui.sglang.log.to_event``) as the log follower reads them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kimitui.analysis.gap_evidence import gather
 from kimitui.events import Event, LevelResult, LevelStarted, LogLine, SweepProgress
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.cause_book import REFRESH_S, SETTLE_S
 from kimitui.tui.cockpit_state import CockpitModel

@@ -2,7 +2,7 @@
 collapse notice live and at the level's end), EPLB rebalances per level and on the curve, the expert
 heatmap on ``h``, the GPU panel's expert-balance gauge, the sweep form's capability line; all rebuilt
 from recorded events after a replay seek.  Synthetic events drive the real model and widgets; the
-log lines go through the real parser (``kimitui.sglang.logparse``)."""
+log lines go through the real parser (``kimitui.sglang.log``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kimitui.events import (
     Baseline, Event, ExpertLoad, LevelResult, LevelStarted, LogLine, Percentiles, ReplayState, ServerInfo,
     ServerStats, SweepResult, SweepStarted,
 )
-from kimitui.sglang.logparse import parse_line, to_event, to_stats
+from kimitui.sglang.log import parse_line, to_event, to_stats
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import EPLB_MARK, curve_figure, fit_legend, legend_items

@@ -10,7 +10,7 @@ from kimitui.events import (
     ErrorEvent, LevelStarted, LogLine, Marker, Note, ProfileSwitch, ReplayState, Straggler, SwapProgress,
     SweepResult, SweepStarted,
 )
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.timeline_marks import GLYPHS, MAX_MARKS, Timeline, column, kinds_shown, level_row, mark_row
 from kimitui.tui.widgets.timeline_strip import TimelineStrip

@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from kimitui.events import ErrorEvent, Event, LogLine, dump_event
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 
 if TYPE_CHECKING:
     from kimitui.host.base import Host

@@ -2,7 +2,7 @@
 
 SGLang prints its start-up in order (reference/sglang.md §1.4): weights, KV
 cache, CUDA graph capture (bs i of N), uvicorn, "The server is fired up and
-ready to roll!".  The shared parser (:mod:`kimitui.sglang.logparse`) turns
+ready to roll!".  The shared parser (:mod:`kimitui.sglang.log`) turns
 each line into a step; this module turns steps into monotonic progress and
 decides which error lines end a start (OOM, scheduler exception, watchdog...).
 """
@@ -13,7 +13,8 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from kimitui.sglang.logparse import MAX_LINE_CHARS, Parsed, parse_line, split_glued
+from kimitui.sglang.log import MAX_LINE_CHARS, Parsed, StartupFields, fields_if, parse_line, split_glued
+from kimitui.sglang.log.kinds import ProblemName, StartupStep
 
 PHASES: tuple[str, ...] = (
     "stop",
@@ -29,9 +30,9 @@ PHASES: tuple[str, ...] = (
 )
 """A swap's phases, in order; progress never moves backwards through them."""
 
-_LOG_PHASES = ("weights", "kv_cache", "cuda_graph", "uvicorn", "ready")
+_LOG_PHASES: tuple[StartupStep, ...] = ("weights", "kv_cache", "cuda_graph", "uvicorn", "ready")
 
-FATAL_ERRORS: frozenset[str] = frozenset(
+FATAL_ERRORS: frozenset[ProblemName] = frozenset(
     {
         "oom",
         "watchdog",
@@ -46,7 +47,7 @@ FATAL_ERRORS: frozenset[str] = frozenset(
 )
 """Error kinds that end a start: the server will not become ready after one of them."""
 
-_SPECIFICITY = ("oom", "cuda_graph_capture", "watchdog", "nccl", "p2p", "subprocess_crash",
+_SPECIFICITY: tuple[ProblemName, ...] = ("oom", "cuda_graph_capture", "watchdog", "nccl", "p2p", "subprocess_crash",
                 "scheduler_exception", "sigquit", "traceback")
 """Most telling first: an OOM inside a scheduler exception is reported as the OOM."""
 
@@ -117,9 +118,8 @@ class Readiness:
                 self.fatal_kinds.append(str(parsed.fields.get("error")))
                 self.fatal_lines.append(raw)
             return None
-        if parsed.line_kind != "startup":
-            return None
-        return self._advance(parsed)
+        startup = fields_if(parsed, "startup")
+        return None if startup is None else self._advance(startup)
 
     @property
     def fatal(self) -> str | None:
@@ -151,16 +151,16 @@ class Readiness:
 
     @staticmethod
     def _is_fatal(parsed: Parsed) -> bool:
+        problem = fields_if(parsed, "error")
         return (
-            parsed.line_kind == "error"
+            problem is not None
             and parsed.severity in ("error", "critical")
-            and parsed.fields.get("error") in FATAL_ERRORS
+            and problem.get("error") in FATAL_ERRORS
         )
 
-    def _advance(self, parsed: Parsed) -> Step | None:
-        fields = parsed.fields
+    def _advance(self, fields: StartupFields) -> Step | None:
         step = fields.get("step")
-        if step not in _LOG_PHASES:
+        if step is None or step not in _LOG_PHASES:
             return None
         index = PHASES.index(step)
         fraction = _fraction(step, fields)
@@ -190,7 +190,7 @@ def exception_line(after: list[str]) -> str:
     return found
 
 
-def _fraction(step: str, fields: dict) -> float | None:
+def _fraction(step: StartupStep, fields: StartupFields) -> float | None:
     if step == "ready":
         return 1.0
     progress = fields.get("progress")
@@ -203,7 +203,7 @@ def _fraction(step: str, fields: dict) -> float | None:
     return None
 
 
-def _message(step: str, fields: dict) -> str:
+def _message(step: StartupStep, fields: StartupFields) -> str:
     label = PHASE_LABELS[step]
     if fields.get("i") is not None and fields.get("n"):
         return f"{label}: {fields['i']} of {fields['n']}"

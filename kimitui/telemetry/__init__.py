@@ -3,6 +3,6 @@
 - :mod:`.agent` runs *on* the GPU host (stdlib + pynvml, shipped over the Host).
 - :mod:`.gpu` ``GpuStream`` starts it and turns its frames into GPU events.
 - :mod:`.logs` ``LogFollower`` follows the server's journal or log file, resumably.
-- :mod:`.logparse` turns SGLang log lines into typed fields (shared with the launcher).
+- SGLang log lines become typed fields in :mod:`kimitui.sglang.log` (shared with the launcher).
 - :mod:`.metrics_poll` ``MetricsPoller`` polls /metrics, /server_info, /v1/loads, /health.
 """

@@ -20,7 +20,7 @@ Both run under a small ``sh`` that reads stdin: when the link drops, sshd
 closes it, the shell kills its reader and exits (``tail --pid`` follows it),
 so no ``tail``/``journalctl`` is left on the host.
 
-Every line becomes a :class:`~kimitui.events.LogLine` (via :mod:`logparse`),
+Every line becomes a :class:`~kimitui.events.LogLine` (via :mod:`kimitui.sglang.log`),
 Decode lines also a :class:`~kimitui.events.ServerStats` (``source="log"``).
 Failures are published as :class:`~kimitui.events.ErrorEvent`, never raised.
 
@@ -41,7 +41,7 @@ from kimitui.events import ErrorEvent, LogLine
 from kimitui.host.base import Host, HostError, Stream
 from kimitui.session import Session
 from kimitui.supervised import RestartingTask
-from kimitui.sglang.logparse import MAX_LINE_CHARS, Parsed, redact_secrets, split_glued, to_event, to_stats
+from kimitui.sglang.log import MAX_LINE_CHARS, is_kind, redact_secrets, split_glued, to_event, to_stats
 
 MARK = "\x1e"
 # stdin is the lifeline: a dropped SSH link closes it (sshd does not kill a command that has no PTY).
@@ -204,9 +204,8 @@ class LogFollower(RestartingTask):
                 if self.node is not None:
                     event = event.model_copy(update={"node": self.node})
                 stats = None
-                if event.line_kind in ("decode", "eplb"):  # the event's fields are the parse: no second parse
-                    stats = to_stats(Parsed(event.line_kind, event.severity, event.fields), host=self.home,
-                                     t=event.t)
+                if is_kind(event, "decode", "eplb"):  # the event's fields are the parse: no second parse
+                    stats = to_stats(event, host=self.home, t=event.t)
             except Exception as exc:  # noqa: BLE001 - a converter bug costs the fields, never the line
                 self.bad_lines += 1
                 if self.bad_lines == 1:

@@ -115,7 +115,7 @@ _PD_LOG_KEYS = {
     "num_decode_prealloc_queue_reqs": "prealloc_reqs",
     "num_decode_transfer_queue_reqs": "transfer_reqs",
 }
-"""The PD figures' names in a log line's fields (kimitui/sglang/logparse.py)."""
+"""The PD figures' names in a log line's fields (kimitui/sglang/log/)."""
 PD_KEYS = frozenset({fig.key for fig in PD_FIGURES} | set(_PD_LOG_KEYS.values()))
 """Every ``ServerStats.extra`` name a PD figure is read from (the cockpit keeps their newest values)."""
 

@@ -1,6 +1,6 @@
 """Events for one request's slow stretch, cause by cause, as a host would send them.
 
-Log lines are SGLang 0.5.23's text parsed by kimitui's own parser (``sglang.logparse.to_event``),
+Log lines are SGLang 0.5.23's text parsed by kimitui's own parser (``sglang.log.to_event``),
 stamped with the host's clock in the text and with arrival time ``t = printed + lag`` (the SSH link's
 delay); GPU samples carry the agent's ``host_t`` and arrive ``lag`` later too.  The request decodes at
 ``RATE`` tok/s and stops for ``GAP_S`` (or runs ``SLOW`` times slower) from ``GAP_AT``.
@@ -12,7 +12,7 @@ import time
 
 from kimitui.events import (Event, GpuReading, GpuSample, LevelResult, LevelStarted, Percentiles, RequestResult,
                             Straggler, SweepStarted, SweepSpec)
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 
 T0 = 1_764_498_000.0
 SENT = T0 + 10.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from kimitui.events import dump_event
 from kimitui.launcher.readiness import Readiness
-from kimitui.sglang.logparse import parse_line, split_glued, to_event, to_stats
+from kimitui.sglang.log import parse_line, split_glued, to_event, to_stats
 from tests.support.logsamples import ALL
 
 LOG_LINES = [g[0] for g in ALL]

@@ -40,7 +40,7 @@ from kimitui.events import (
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.tui.app import KimituiApp
-from kimitui.sglang.logparse import parse_line, to_event, to_stats
+from kimitui.sglang.log import parse_line, to_event, to_stats
 from tests.support.fakecontrol import T0, TUNED, FakeController, StoryController, caps, gpu_sample, level, spec, story_events
 from tests.support.gapcase import gap_case_events
 

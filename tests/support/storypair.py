@@ -16,7 +16,7 @@ import time
 
 from kimitui.events import (Event, GpuReading, GpuSample, LevelResult, LevelStarted, Percentiles, RequestResult,
                             ServerInfo, Straggler, SweepResult, SweepSpec, SweepStarted)
-from kimitui.sglang.logparse import to_event
+from kimitui.sglang.log import to_event
 
 T0 = 1_764_498_000.0
 LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]

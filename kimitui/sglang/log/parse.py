@@ -1,0 +1,179 @@
+"""One log line -> its kind, severity and fields: the dispatch over the line families.
+
+:func:`parse_line` understands every line kind of SGLang's log across versions (reference/sglang.md
+§1) and never raises: a line it does not understand is ``plain`` and keeps its text.  Speed matters
+(a busy server logs thousands of lines per second and a replay parses hours of them), so dispatch
+is on cheap substring checks and only then on precompiled regexes.
+
+Bad input costs bounded time and never a line (issue 13): a line longer than
+:data:`MAX_LINE_CHARS` is parsed (and kept in its :class:`LogLine`) as its first
+``MAX_LINE_CHARS`` characters (a tqdm line: its last redraw) with ``truncated: true`` and
+``raw_chars`` (the original length) in its fields; every pattern is linear-time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import NamedTuple
+
+from kimitui.events import LogLine, LogSeverity
+from kimitui.sglang.log.batch import BATCH, decode_fields, prefill_fields
+from kimitui.sglang.log.eplb import eplb
+from kimitui.sglang.log.kinds import LineKind
+from kimitui.sglang.log.prefix import CUSTOM, JOURNAL, LEVEL_SEVERITY, PREFIX, UVICORN_LEVEL, clean, ranks
+from kimitui.sglang.log.problems import problem
+from kimitui.sglang.log.secrets import FLAG_KINDS, NO_SECRETS, redact_secrets
+from kimitui.sglang.log.startup import startup
+from kimitui.sglang.log.values import MAX_LINE_CHARS, Fields, as_int
+
+
+class Parsed(NamedTuple):
+    line_kind: LineKind
+    severity: LogSeverity
+    fields: Fields
+
+
+_ACCESS = re.compile(r'^(\S+) - "([A-Z]+) (\S+)(?: (HTTP/[\d.]+))?" (\d{3})')
+
+
+def _bounded(raw: str) -> tuple[str, int | None]:
+    """The line to parse and keep, and its original length when that was over :data:`MAX_LINE_CHARS`.
+
+    Work per line is bounded by the cap, not by what a host sends: a tqdm line (many ``\\r``
+    redraws) is first reduced to its last non-empty redraw, as :func:`~kimitui.sglang.log.prefix.clean` would.
+    """
+    if len(raw) <= MAX_LINE_CHARS:
+        return raw, None
+    text = raw.rstrip("\r\n")
+    if "\r" in text:
+        end = len(text)
+        while end > 0:
+            start = text.rfind("\r", 0, end) + 1
+            if text[start:end].strip():
+                break
+            end = start - 1
+        text = text[start:end] if end > 0 else ""
+    if len(text) <= MAX_LINE_CHARS:
+        return text, len(raw)
+    return text[:MAX_LINE_CHARS], len(raw)
+
+
+def parse_line(raw: str) -> Parsed:
+    """Classify one log line and extract its fields; never raises, bounded time (see :data:`MAX_LINE_CHARS`)."""
+    return _parse_bounded(raw)[0]
+
+
+def _parse_bounded(raw: str) -> tuple[Parsed, str]:
+    text, length = _bounded(raw)
+    try:
+        parsed = _parse(text)
+        kind = parsed.line_kind  # the gate inline: most lines stop at a kind or one character's scan
+        if kind not in NO_SECRETS and ("=" in text or (kind in FLAG_KINDS and "--" in text)):
+            shown = redact_secrets(text)
+            if shown != text:  # rare: parse what is kept, so the fields hold *** too
+                text, parsed = shown, _parse(shown)
+    except Exception as exc:  # a parser bug must never cost the line
+        text = redact_secrets(text)
+        parsed = Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    if length is not None:
+        parsed.fields["truncated"] = True
+        parsed.fields["raw_chars"] = length
+    return parsed, text
+
+
+def _parse(raw: str) -> Parsed:
+    line = clean(raw)
+    fields: Fields = {}
+    severity: LogSeverity = "info"
+    level: str | None = None
+    if line[:1].isdigit():  # journalctl short-iso: strip its prefix once (no recursion: no depth to exhaust)
+        m = JOURNAL.match(line)
+        if m:
+            line = line[m.end() :]
+    msg = line
+    if line[:1] == "[":
+        m = PREFIX.match(line)
+        if m:
+            ts, tags = m.groups()
+            fields["ts"] = ts
+            if tags:
+                ranks(tags, fields)
+            msg = line[m.end() :]
+    elif line[:1].isdigit():
+        m = CUSTOM.match(line)
+        if m:
+            fields["ts"] = m.group(1)
+            level = m.group(2)
+            if m.group(3):
+                ranks(m.group(3), fields)
+            msg = line[m.end() :]
+    # uvicorn's "INFO:     ..." level prefix
+    if msg[:1] in "TDIWEC" and ":" in msg[:10]:
+        m = UVICORN_LEVEL.match(msg)
+        if m:
+            level = m.group(1)
+            msg = msg[m.end() :]
+            if ' HTTP/' in msg or '" ' in msg:
+                a = _ACCESS.match(msg)
+                if a:
+                    client, method, path, http_version, status_text = a.groups()
+                    status = int(status_text)
+                    fields["client"], fields["method"], fields["path"] = client, method, path
+                    fields["http_version"], fields["status"] = http_version, status
+                    return Parsed("access", "error" if status >= 500 else "info", fields)
+    if level is not None:
+        severity = LEVEL_SEVERITY.get(level, "info")
+    # the message, by family (inline: one call less on every line): batch, EPLB, problems, startup, its level
+    if " batch" in msg:
+        m = BATCH.match(msg) or BATCH.search(msg)
+        if m:
+            which, iteration = m.groups()
+            body = msg[m.end() :]
+            if iteration:
+                fields["iter"] = as_int(iteration)
+            if which == "Decode":
+                decode_fields(body, fields)
+                return Parsed("decode", severity, fields)
+            prefill_fields(body, fields)
+            return Parsed("prefill", severity, fields)
+    if "EPLBManager" in msg or "Expert Balancedness" in msg:
+        if eplb(msg, fields):
+            return Parsed("eplb", severity, fields)
+    found = problem(msg, fields)
+    if found is not None:
+        return Parsed(found[0], found[1], fields)
+    if startup(msg, fields):
+        return Parsed("startup", severity, fields)
+    if severity in ("error", "critical"):
+        fields["error"] = "logged"
+        return Parsed("error", severity, fields)
+    if severity == "warning":
+        fields["error"] = "logged"
+        return Parsed("warning", severity, fields)
+    return Parsed("plain", severity, fields)
+
+
+def to_event(
+    raw: str,
+    *,
+    host: str,
+    source: str,
+    cursor: str | None = None,
+    t: float | None = None,
+) -> LogLine:
+    """One raw line as a :class:`LogLine` event (``t`` defaults to now); never raises.
+
+    Over :data:`MAX_LINE_CHARS` the event keeps the text that was parsed, flagged ``truncated``.
+    """
+    parsed, text = _parse_bounded(raw.rstrip("\r\n"))
+    return LogLine(
+        t=time.time() if t is None else t,
+        host=host,
+        raw=text,
+        line_kind=parsed.line_kind,
+        severity=parsed.severity,
+        fields=parsed.fields,
+        source=source,
+        cursor=cursor,
+    )

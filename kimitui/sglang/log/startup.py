@@ -1,0 +1,194 @@
+"""Bringing the server up: ``server_args=``, distributed init, weights, KV cache, CUDA graphs, the
+token budget, ``Engine startup timings``, uvicorn, and readiness (``The server is fired up and ready
+to roll!``): each a ``step`` of :class:`~kimitui.sglang.log.kinds.StartupFields`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kimitui.sglang.log.values import Fields, as_float, as_int, elapsed, gb_fields, kv_pairs, ratio, value
+
+READY_TEXT = "fired up and ready to roll"
+"""Readiness: ``The server is fired up and ready to roll!`` (every version kimitui has seen, 0.5.18 included)."""
+
+_CAPTURING = re.compile(
+    r"Capturing (batches|num tokens) \((?:bs|num_tokens)=(\d+) avail_mem=(\d+(?:\.\d+)?) GB\):\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)"
+)
+# "(?:Loading|loading) [^:]*shards:" rescanned from every "loading "; now: find "shards:", look back.
+_SHARDS = re.compile(r"shards:\s*(\d+)% Completed \|\s*(\d+)/(\d+)")
+_LOADING = re.compile(r"[Ll]oading ")
+_KV_ALLOC = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+)")
+_CAPTURE_BEGIN_END = re.compile(r"Capture (.+?) (begin|end)\.")
+_GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)\]")
+_UVICORN_URL = re.compile(r"Uvicorn running on (\S+)")
+_PID = re.compile(r"\[(\d+)\]")
+_WEIGHT_TYPE = re.compile(r"type=([\w.]+)")
+_QUANT = re.compile(r"quant=(\w+)")
+# a name starts at a word's start (the lookbehind): restarting inside a long word would be quadratic
+_TIMING = re.compile(r"(?<!\w)(\w+)=(\d+(?:\.\d+)?)(?=[,}\s]|$)")
+_TIMING_GROUP = re.compile(r"(?<!\w)(\w+)=\{([^{}]*)\}")
+
+
+def startup(msg: str, fields: Fields) -> bool:
+    """Startup steps; True when ``msg`` was one."""
+    if "Capturing " in msg and _capturing(msg, fields):
+        return True
+    if "Load weight " in msg:
+        return _weights(msg, fields)
+    if "shards:" in msg:
+        m = _shards(msg)
+        if m:
+            i, n = as_int(m.group(2)), as_int(m.group(3))
+            fields.update(step="weights", phase="progress", i=i, n=n, progress=ratio(i, n))
+            return True
+    if "KV Cache is allocated" in msg:
+        fields.update(step="kv_cache", phase="end")
+        m = _KV_ALLOC.search(msg)
+        if m:
+            fields["dtype"] = m.group(1)
+            fields["kv_tokens"] = as_int(m.group(2))
+        gb_fields(msg, fields)
+        return True
+    if msg.startswith("Capture ") and (" begin." in msg or " end." in msg) and _capture_begin_end(msg, fields):
+        return True
+    if msg.startswith("Capture cuda graph bs"):
+        m = _GRAPH_BS.search(msg)
+        sizes = [as_int(x) for x in m.group(1).replace(",", " ").split()] if m else []
+        fields.update(step="cuda_graph", phase="plan", batch_sizes=sizes, n=len(sizes))
+        return True
+    if "max_total_num_tokens=" in msg:
+        fields.update(step="max_tokens")
+        kv_pairs(msg, fields)
+        for key in ("available_gpu_mem", "available_cpu_mem"):
+            if isinstance(fields.get(key), str):
+                fields[key] = value(fields[key])
+        return True
+    if READY_TEXT in msg:
+        fields.update(step="ready", progress=1.0)
+        return True
+    if msg.startswith("server_args=") or "server_args=ServerArgs(" in msg:
+        fields.update(step="args", args=_server_args(msg))
+        return True
+    return _later_steps(msg, fields)
+
+
+def _later_steps(msg: str, fields: Fields) -> bool:
+    """Distributed init, the memory pool, the startup timings and uvicorn's lines."""
+    if "Init torch distributed" in msg:
+        fields.update(step="dist_init", phase="begin" if "begin" in msg else "end")
+        elapsed(msg, fields)
+        gb_fields(msg, fields)
+        return True
+    if msg.startswith("Memory pool end") or "Max concurrent requests" in msg:
+        fields.update(step="kv_cache", phase="pool")
+        gb_fields(msg, fields)
+        if "max_num_reqs=" in msg:
+            kv_pairs(msg.partition("capacity:")[2], fields)
+        return True
+    if msg.startswith("Engine startup timings"):
+        fields.update(step="timings", timings=_timings(msg.partition(":")[2]))
+        return True
+    if "Uvicorn running on" in msg:
+        m = _UVICORN_URL.search(msg)
+        fields.update(step="uvicorn", phase="listening", url=m.group(1) if m else None)
+        return True
+    if msg.startswith("Started server process"):
+        m = _PID.search(msg)
+        fields.update(step="uvicorn", phase="process", pid=as_int(m.group(1)) if m else None)
+        return True
+    if msg.startswith("Waiting for application startup") or msg.startswith("Application startup complete"):
+        fields.update(step="uvicorn", phase="startup")
+        return True
+    return False
+
+
+def _weights(msg: str, fields: Fields) -> bool:
+    """``Load weight begin.`` / ``Load weight end. elapsed=..., type=..., avail mem=...``."""
+    if "Load weight begin" in msg:
+        fields.update(step="weights", phase="begin", progress=0.0)
+    elif "Load weight end" in msg:
+        fields.update(step="weights", phase="end", progress=1.0)
+        m = _WEIGHT_TYPE.search(msg)
+        if m:
+            fields["type"] = m.group(1)
+        m = _QUANT.search(msg)
+        if m:
+            fields["quant"] = m.group(1)
+    else:
+        return False
+    elapsed(msg, fields)
+    gb_fields(msg, fields)
+    return True
+
+
+def _timings(text: str) -> dict[str, float]:
+    """``load_weight=0.18, ..., cuda_graph={prefill=0.00, decode=0.00}, tokenizer_e2e=74.87`` (0.5.18) ->
+    phase -> seconds, a group's phases as ``cuda_graph_prefill``."""
+    out: dict[str, float] = {}
+    for group, inner in _TIMING_GROUP.findall(text):
+        for name, secs in _TIMING.findall(inner):
+            if isinstance(f := as_float(secs), float):
+                out[f"{group}_{name}"] = f
+    for name, secs in _TIMING.findall(_TIMING_GROUP.sub("", text)):
+        if isinstance(f := as_float(secs), float):
+            out[name] = f
+    return out
+
+
+def _capturing(msg: str, fields: Fields) -> bool:
+    """A CUDA-graph capture's progress bar line; True when it was one."""
+    m = _CAPTURING.search(msg)
+    if not m:
+        return False
+    i, n = as_int(m.group(5)), as_int(m.group(6))
+    fields.update(step="cuda_graph", phase="progress", i=i, n=n, progress=ratio(i, n))
+    fields["bs" if m.group(1) == "batches" else "num_tokens"] = as_int(m.group(2))
+    fields["avail_mem_gb"] = as_float(m.group(3))
+    if m.group(1) != "batches":
+        fields["graph"] = "piecewise"
+    return True
+
+
+def _capture_begin_end(msg: str, fields: Fields) -> bool:
+    """``Capture <which> cuda graph begin./end.``; True when it was one."""
+    m = _CAPTURE_BEGIN_END.match(msg)  # match, not search: each "Capture " re-scanned the rest
+    if not m:
+        return False
+    what = m.group(1).lower()  # "cuda graph", "piecewise cuda graph", "draft extend cuda graph"...
+    fields.update(step="cuda_graph", phase=m.group(2))
+    fields["progress"] = 0.0 if m.group(2) == "begin" else 1.0
+    fields["graph"] = "piecewise" if "piecewise" in what else "draft" if "draft" in what else "main"
+    fields["graph_backend"] = what.split("graph")[0].split()[-1] if "graph" in what else what
+    elapsed(msg, fields)
+    gb_fields(msg, fields)
+    return True
+
+
+def _shards(msg: str) -> re.Match[str] | None:
+    """The first ``shards: N% Completed | i/n`` preceded by ``Loading``/``loading `` with no ``:`` between.
+
+    Linear: each candidate looks back only to the previous ``:``, which is at most the previous ``shards:``.
+    """
+    for m in _SHARDS.finditer(msg):
+        head = msg[msg.rfind(":", 0, m.start()) + 1 : m.start()]
+        if _LOADING.search(head):
+            return m
+    return None
+
+
+_ARG = re.compile(r"[(,] ?(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=[,)])")
+
+
+def _server_args(msg: str) -> dict[str, Any]:
+    """The simple (str/number/bool/None) values of a ``server_args=ServerArgs(...)`` dump."""
+    out: dict[str, Any] = {}
+    for key, val in _ARG.findall(msg):
+        if val[0] in "'\"":
+            out[key] = val[1:-1]
+        elif val == "None":
+            out[key] = None
+        else:
+            out[key] = value(val)
+    return out
