@@ -254,13 +254,14 @@ class GenerationRoutes(SimServerState):
             return None
         return {k: str(v) for k, v in labels.items() if k in allowed}
 
-    def _record(self, req: Req, gaps: list[tuple[float, int]], labels: dict[str, str] | None = None) -> None:
+    def _record(self, req: Req, gaps: list[tuple[float, int]], labels: dict[str, str] | None = None,
+                streaming: bool = False) -> None:
         if self.metrics is None:
             return
         now = time.monotonic()
         ttft = req.t_first - req.t_arrival if req.t_first is not None else None
         self.metrics.request_done(req.prompt_tokens, req.generated, ttft, now - req.t_arrival, gaps,
-                                  req.aborted or req.dropped, labels, req.spec.verify_ct)
+                                  req.aborted or req.dropped, labels, req.spec.verify_ct, streaming=streaming)
 
     async def _openai_stream(self, p: api.GenParams, req: Req) -> AsyncIterator[bytes]:
         model = self.s.served_model_name
@@ -312,7 +313,7 @@ class GenerationRoutes(SimServerState):
         finally:
             if not req.finished:
                 req.abort()
-            self._record(req, gaps, p.labels)
+            self._record(req, gaps, p.labels, streaming=True)
 
     async def generate(self, request: Request) -> Response:
         admitted = await self._admit(request, api.parse_generate)
@@ -364,4 +365,4 @@ class GenerationRoutes(SimServerState):
         finally:
             if not req.finished:
                 req.abort()
-            self._record(req, gaps)
+            self._record(req, gaps, streaming=True)

@@ -14,12 +14,43 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from kimitui.sim.prometheus import CONTENT_TYPE
+from kimitui.sglang.launch_command import parse_launch_command
+from kimitui.sim.perf_model import GPU_TOTAL_GB, capture_batch_sizes
+from kimitui.sim.prometheus import CONTENT_TYPE, GRAPH_PHASES
+from kimitui.sim.real_server_args import INTERNAL_ONLY, SERVER_ARGS
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.server_state import SimServerState
 
 SGLANG_VERSION = "0.5.10"
 HEALTH_TIMEOUT_S = 20.0
+GPU_SERVER_ARGS: dict[str, Any] = {"device": "cuda", "attention_backend": None}
+"""The real defaults came from a CPU server (``device: cpu``, ``attention_backend: intel_amx``); the simulated
+one is a GPU server whose attention backend SGLang picks per GPU (not modelled: left unresolved)."""
+TOP_LEVEL_ONLY = ("custom_sigquit_handler", "kv_events")
+"""Args the real answer has at the top level but not in ``internal_states`` (the scheduler's copy)."""
+SIM_ONLY_KEYS = {
+    "cuda_graph_max_bs": "kimitui's profiles set --cuda-graph-max-bs; 0.5.18 reports it inside cuda_graph_config "
+                         "(decode.max_bs), which the simulator fills too",
+    "launch_command": "0.5.23 reports the flags really passed (utils/common.py build_server_info); 0.5.18 does not",
+    "sim": "the simulator says it is one", "sim_profile": "the simulator's profile",
+    "sim_time_scale": "the simulator's clock", "sim_seed": "the simulator's seed", "sim_fault": "the simulator's fault",
+    "sim_fault_rate": "the simulator's fault rate",
+}
+"""Top-level ``/server_info`` keys only the simulator has, and why (the comparison test allows them)."""
+
+
+def launched_args(command: str, like: dict[str, Any]) -> dict[str, Any]:
+    """The profile's own flags (its launch command) as ``/server_info`` values, typed like the defaults."""
+    out: dict[str, Any] = {}
+    for key, value in parse_launch_command(command).items() if command else ():
+        default = like.get(key)
+        if isinstance(value, str) and isinstance(default, (bool, int, float)):
+            try:
+                value = type(default)(float(value)) if not isinstance(default, bool) else value.lower() == "true"
+            except ValueError:
+                pass
+        out[key] = value
+    return out
 
 
 def _still(stats: SchedStats) -> bool:
@@ -71,18 +102,40 @@ class InfoRoutes(SimServerState):
             return JSONResponse({"error": {"message": msg, "type": "invalid_request_error", "param": "model", "code": "model_not_found"}}, status_code=404)
         return JSONResponse(self._card())
 
+    def server_args_dict(self) -> dict[str, Any]:
+        """Every ``ServerArgs`` field, as the real server reports them: its defaults (the real 0.5.18
+        answer's), the profile's own flags over them, then what the simulator resolved itself."""
+        args = dict(SERVER_ARGS) | GPU_SERVER_ARGS
+        args.update(launched_args(self.s.launch_command, args))
+        args |= self.s.server_args() | {"port": self.port}
+        # 0.5.18 reports the decode graphs' batch sizes in cuda_graph_config (no cuda_graph_max_bs field)
+        decode = dict(args["cuda_graph_config"]["decode"])
+        decode.update(max_bs=self.s.cuda_graph_max_bs, bs=capture_batch_sizes(self.s.cuda_graph_max_bs),
+                      backend="disabled" if self.s.disable_cuda_graph else "full")
+        args["cuda_graph_config"] = {**args["cuda_graph_config"], "decode": decode}
+        return args
+
     def server_info_dict(self) -> dict[str, Any]:
-        args = self.s.server_args() | {"port": self.port}
+        args = self.server_args_dict()
         st = self.sched.stats if self.sched else None
-        internal = dict(args)
+        internal = {k: v for k, v in args.items() if k not in TOP_LEVEL_ONLY} | INTERNAL_ONLY
+        plan = self.model.startup_plan()
+        scheduler_s = sum(v for k, v in plan.items() if k != "warmup")
+        startup = {"load_weight": plan["weights"], "kv_cache_allocation": plan["kv"], "scheduler_e2e": scheduler_s,
+                   "cuda_graph": {phase: (plan["graph"] if phase == "decode" else 0.0) for phase in GRAPH_PHASES}}
+        graphs = {phase: 0.0 for phase in GRAPH_PHASES}
+        graphs["decode"] = round(self.model.graph_gb, 3)
         internal.update(
             last_gen_throughput=round(st.last_gen_throughput, 2) if st else 0.0,
-            memory_usage={
-                "weight": round(self.model.weights_gb, 2),
-                "kvcache": round(self.model.kv_gb, 2),
+            memory_usage={  # 0.5.18's shape: the graphs' memory per capture phase
+                "weight": round(self.model.weights_gb, 3),
+                "kvcache": round(self.model.kv_gb, 3),
+                "startup_available": GPU_TOTAL_GB,
                 "token_capacity": self.model.max_total_num_tokens,
-                "graph": round(self.model.graph_gb, 2),
+                "token_capacity_swa": None,
+                "graph": graphs,
             },
+            startup_time=startup,
             effective_max_running_requests_per_dp=self.model.max_running_requests,
         )
         if self.s.speculative:
@@ -90,7 +143,8 @@ class InfoRoutes(SimServerState):
         return args | {
             "status": "ready" if self.ready else "starting",
             "max_total_num_tokens": self.model.max_total_num_tokens,
-            "max_req_input_len": self.s.context_length - 5,
+            "max_req_input_len": self.s.context_length - 6,
+            "startup_time": startup | {"tokenizer_e2e": scheduler_s + plan["warmup"]},
             "internal_states": [internal],
             "version": SGLANG_VERSION,
             # 0.5.23 utils/common.py build_server_info: what was actually asked for (server_args.launch_command)

@@ -100,6 +100,8 @@ class Req:
     """Does the prompt ask for code (higher draft acceptance)? Decided when submitted."""
     t_arrival: float = field(default_factory=time.monotonic)
     t_first: float | None = None
+    t_queued: float | None = None
+    """monotonic() it was last sent back to the queue (a retraction); its arrival otherwise."""
     _waiter: asyncio.Future[None] | None = None
 
     @property
@@ -153,6 +155,16 @@ class SchedStats:
     spec_verify_total: int = 0
     """Verify passes since start (all requests): the denominator of the lifetime accept length."""
     spec_accepted_total: int = 0
+    retracted_reqs: int = 0
+    """Requests retracted (KV pool full) in the last stats-log interval: 0.5.18 ``metrics_reporter`` sets
+    ``sglang:num_retracted_reqs`` to this at each Decode line and starts counting again."""
+    prefill_passes: int = 0
+    decode_passes: int = 0
+    decode_graph_passes: int = 0
+    """Decode passes that ran a CUDA graph (``sglang:cuda_graph_passes_total{mode="decode_cuda_graph"}``)."""
+    busy_real_s: float = 0.0
+    """Real seconds spent in forward passes since start (``sglang:fwd_occupancy`` is its share of a window)."""
+    new_token_ratio: float = 0.0
     balancedness: float | None = None
     """Expert balance now (expected, 1.0 = even), where the server tracks it."""
     hung: bool = False
@@ -208,6 +220,9 @@ class Scheduler:
         """A PD prefill server's queues for its Prefill lines (set by kimitui/sim/pd.py)."""
         self.pd_decode_counts: Callable[[], PdDecodeCounts] | None = None
         """A PD decode server's queues for its Decode lines (set by kimitui/sim/pd.py)."""
+        self.on_queue_wait: Callable[[float], None] | None = None
+        """Told each request's wait in the queue (seconds) as it leaves it (``sglang:queue_time_seconds``)."""
+        self._retracted_since_log = 0
 
     # ------------------------------------------------------------------ requests
     def submit(self, req: Req) -> None:
@@ -261,6 +276,7 @@ class Scheduler:
             if work:
                 formed = self._prefill_stats(work)
                 deadline = await self._pass(deadline, self.model.prefill_s(sum(n for _, n in work)))
+                self.stats.prefill_passes += 1
                 self._finish_prefill(work)
                 self._log_prefill(formed)  # after the pass, as SGLang's process_batch_result_prefill
             else:
@@ -274,6 +290,8 @@ class Scheduler:
                 duration = self._decode_s(len(batch), kv)
                 self.stats.batch = len(batch)
                 deadline = await self._pass(deadline, duration)
+                self.stats.decode_passes += 1
+                self.stats.decode_graph_passes += int(self.stats.cuda_graph)
                 self._finish_decode(batch)
                 self._report_balance(len(batch))
             self.stats.forward_passes += 1
@@ -284,6 +302,7 @@ class Scheduler:
         """Let one forward pass's time go by; returns the next deadline (no drift, bounded debt)."""
         now = time.monotonic()
         deadline = max(deadline, now - 0.2) + self.clock.real(sim_s)
+        self.stats.busy_real_s += self.clock.real(sim_s)
         self.stats.busy_until = deadline
         delay = deadline - now
         await asyncio.sleep(delay if delay > 0 else 0)
@@ -328,6 +347,8 @@ class Scheduler:
             if reserved + self._reservation(req) > self.max_total and (self.running or batch):
                 break  # would not fit in the KV pool: wait for others to finish
             self.waiting.popleft()
+            if self.on_queue_wait is not None:
+                self.on_queue_wait(time.monotonic() - (req.t_queued or req.t_arrival))
             n = min(budget, req.kv_tokens)
             batch.append((req, n))
             budget -= n
@@ -352,8 +373,10 @@ class Scheduler:
             kv -= req.kv_tokens
             retracted.append(req)
         now = time.time()
+        self._retracted_since_log += len(retracted)
         for req in retracted:
             req.retracted_at, req.prefilled = now, 0  # its KV is freed: it prefills all over again
+            req.t_queued = time.monotonic()
         self.waiting.extendleft(retracted)  # reversed back: the oldest retracted goes first
         old = self.new_token_ratio
         # 0.5.23 scheduler_components/new_token_ratio_tracker.py estimate_new_token_ratio_after_retract
@@ -516,6 +539,7 @@ class Scheduler:
             rank=0,
         )
         self._log_t, self._log_tokens, self._log_spec = now, 0, SpecTally()
+        self.stats.retracted_reqs, self._retracted_since_log = self._retracted_since_log, 0
 
     def _update_stats(self, batch: int) -> None:
         st = self.stats
@@ -524,6 +548,7 @@ class Scheduler:
         st.kv_tokens = sum(r.kv_tokens for r in self.running)
         st.token_usage = st.kv_tokens / self.max_total
         st.batch = batch
+        st.new_token_ratio = self.new_token_ratio
 
     # ------------------------------------------------------------------ episodes (kimitui/sim/episodes.py)
     def _decode_s(self, batch: int, kv: int) -> float:

@@ -99,7 +99,9 @@ class SimServer(InfoRoutes, GenerationRoutes):
         self.sched: Scheduler | None = None
         self.metrics = (
             SimMetrics(settings.served_model_name, self.model.max_total_num_tokens, settings.context_length,
-                       settings.tokenizer_metrics_allowed_custom_labels, engine_type=_ENGINE_TYPE[settings.disaggregation_mode])
+                       settings.tokenizer_metrics_allowed_custom_labels, engine_type=_ENGINE_TYPE[settings.disaggregation_mode],
+                       weights_gb=self.model.weights_gb, kv_gb=self.model.kv_gb, graph_gb=self.model.graph_gb,
+                       startup_plan=self.model.startup_plan(), max_running_requests=self.model.max_running_requests)
             if settings.enable_metrics
             else None
         )
@@ -152,10 +154,13 @@ class SimServer(InfoRoutes, GenerationRoutes):
                 status["code"] = message["status"]
             await send(message)
 
+        endpoint, method = scope.get("path", ""), scope.get("method", "")
+        self.metrics.http_active(endpoint, method, +1)
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            self.metrics.http(scope.get("path", ""), scope.get("method", ""), status["code"])
+            self.metrics.http_active(endpoint, method, -1)
+            self.metrics.http(endpoint, method, status["code"])
 
     # ------------------------------------------------------------------ life cycle
     async def _fatal(self, code: int) -> None:
@@ -178,6 +183,8 @@ class SimServer(InfoRoutes, GenerationRoutes):
     async def _boot(self) -> None:
         await run_startup(self.s, self.model, self.log, self.clock, self.boot, self.rdv.wait_all if self.rdv else None)
         self.sched = Scheduler(self.s, self.model, self.log, self.clock, on_fatal=self._fatal)
+        if self.metrics is not None:
+            self.sched.on_queue_wait = self.metrics.queue_wait
         if self.pd is not None:
             if self.pd.mode == "prefill":
                 self.sched.pd_prefill_counts = self.pd.prefill_counts
