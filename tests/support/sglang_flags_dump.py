@@ -91,7 +91,7 @@ def describe(parser: argparse.ArgumentParser, unordered: tuple[str, ...] = ()) -
 
 def server_parser() -> argparse.ArgumentParser:
     """The parser ``prepare_server_args`` builds (``sglang serve`` / ``python -m sglang.launch_server``)."""
-    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
 
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
@@ -100,7 +100,7 @@ def server_parser() -> argparse.ArgumentParser:
 
 def router_parser() -> argparse.ArgumentParser:
     """The parser ``sglang_router.launch_router.parse_router_args`` builds."""
-    from sglang_router.router_args import RouterArgs
+    from sglang_router.router_args import RouterArgs  # type: ignore[import-not-found]
 
     parser = argparse.ArgumentParser(prog="sglang_router.launch_router")
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
