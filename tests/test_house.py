@@ -111,9 +111,11 @@ def test_sources_never_import_consumers() -> None:
 
 def test_analysis_and_the_session_depend_only_on_events() -> None:
     base = ("kimitui.events", "kimitui.session", "kimitui.analysis")
+    formats = "kimitui.sglang"  # pure, below every layer: how a log line's kinds and fields read
     bad = [_where(i) for i in _all_imports()
            if any(_within(i.module, m) for m in base) and _within(i.target, "kimitui")
-           and not any(_within(i.target, m) for m in base)]
+           and not any(_within(i.target, m) for m in base)
+           and not (_within(i.module, "kimitui.analysis") and _within(i.target, formats))]
     assert not bad, "\n".join(bad)
 
 
@@ -127,6 +129,14 @@ def test_the_sglang_package_imports_only_events_and_the_knob_rules() -> None:
            and not any(_within(i.target, m) for m in SGLANG_MAY_IMPORT)]
     assert not bad, ("kimitui.sglang holds SGLang's formats, below every layer: it imports only "
                      f"{', '.join(SGLANG_MAY_IMPORT)}:\n" + "\n".join(bad))
+
+
+def test_the_launcher_and_telemetry_do_not_import_each_other() -> None:
+    pair = ("kimitui.launcher", "kimitui.telemetry")
+    bad = [_where(i) for i in _all_imports()
+           for a, b in (pair, pair[::-1]) if _within(i.module, a) and _within(i.target, b)]
+    assert not bad, ("what both need of SGLang lives in kimitui.sglang; what composes them lives in "
+                     "kimitui.live:\n" + "\n".join(bad))
 
 
 def test_the_nvml_agent_imports_only_the_standard_library_and_pynvml() -> None:

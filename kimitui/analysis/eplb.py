@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kimitui.events import LogLine
+from kimitui.sglang.log import EplbFields, fields_if
 
 RANK_ECHO_S = 5.0
 """A copy of an end (or a skip) within this of the last one is another rank's copy of the same line."""
@@ -48,8 +49,8 @@ class Rebalance:
         return f"EPLB rebalance {self.duration_s:.1f} s" if self.duration_s >= 1 else f"EPLB rebalance {self.duration_s:.2f} s"
 
 
-def _phase(line: LogLine) -> str | None:
-    phase = line.fields.get("phase")
+def _phase(line: LogLine, fields: EplbFields) -> str | None:
+    phase = fields.get("phase")
     if phase is None:  # a line the parser did not see (a hand-made event): its text says it
         raw = line.raw
         phase = ("start" if "rebalance start" in raw else "end" if "rebalance end" in raw
@@ -68,9 +69,10 @@ class RebalanceTracker:
 
     def feed(self, line: LogLine) -> Rebalance | None:
         """One log line; returns the record it opened or closed (None: not EPLB's, or a rank's copy)."""
-        if line.line_kind != "eplb":
+        fields = fields_if(line, "eplb")
+        if fields is None:
             return None
-        phase = _phase(line)
+        phase = _phase(line, fields)
         if phase == "start":
             if self._open is not None:
                 return None
@@ -80,15 +82,15 @@ class RebalanceTracker:
         if self._open is None:
             if self._last_close is not None and line.t - self._last_close <= RANK_ECHO_S:
                 return None  # another rank's copy of the end (or skip) already counted
-            took = self._took(line) if phase == "end" else None
+            took = self._took(line, fields) if phase == "end" else None
             self._open = self._add(Rebalance(line.t - took if took is not None else line.t))
         rec = self._open
         rec.end = line.t
         if phase == "end":
-            rec.duration_s = self._took(line)
+            rec.duration_s = self._took(line, fields)
         else:
             rec.skipped = True
-            u, th = line.fields.get("utilization"), line.fields.get("threshold")
+            u, th = fields.get("utilization"), fields.get("threshold")
             rec.utilization = float(u) if isinstance(u, (int, float)) else None
             rec.threshold = float(th) if isinstance(th, (int, float)) else None
         self._open, self._last_close = None, line.t
@@ -102,8 +104,8 @@ class RebalanceTracker:
         return rec
 
     @staticmethod
-    def _took(line: LogLine) -> float | None:
-        took = line.fields.get("duration_s")
+    def _took(line: LogLine, fields: EplbFields) -> float | None:
+        took = fields.get("duration_s")
         if took is None and (m := _END_TIME.search(line.raw)) and m.group(1):
             took = float(m.group(1))
         return float(took) if isinstance(took, (int, float)) and math.isfinite(took) else None

@@ -32,6 +32,7 @@ from kimitui.analysis.level_stats import chunk_times
 from kimitui.analysis.log_lines import MergedLine, is_own_polling, merge_ranks, rank_set, split_rank
 from kimitui.analysis.window import GpuWindowSummary, Windowed, WindowView, summarize_gpus
 from kimitui.events import GpuSample, RequestResult, Straggler
+from kimitui.sglang.log import kind_is
 BIG_GAP_S = 0.5
 BIG_GAP_FRACTION = 0.25
 """Gaps counted in the headline: at least 0.5 s and a quarter of the longest (the rest is ordinary ITL)."""
@@ -142,7 +143,7 @@ def _gap_bounds(s: Straggler) -> tuple[float, float]:
 def explains(line: MergedLine) -> bool:
     """EPLB lines, KV-cache pool full / retractions, errors and warnings: what may say why a stream stalled."""
     text = line.text
-    return (line.kind in ("eplb", "error", "warning") or line.severity in ("warning", "error", "critical")
+    return (kind_is(line.kind, "eplb", "error", "warning") or line.severity in ("warning", "error", "critical")
             or "KV cache pool is full" in text or "retract" in text.lower())
 
 
@@ -175,13 +176,13 @@ def hidden_polling(view: WindowView) -> int:
 def _rank(line: MergedLine) -> int:
     """Which explaining line the headline quotes: the rebalance's end (it carries the time), errors, KV, EPLB."""
     text = line.text
-    if line.kind == "eplb" and "rebalance end" in text:
+    if kind_is(line.kind, "eplb") and "rebalance end" in text:
         return 0
     if line.severity in ("error", "critical"):
         return 1
     if "KV cache pool is full" in text or "retract" in text.lower():
         return 2
-    if line.kind == "eplb":
+    if kind_is(line.kind, "eplb"):
         return 3
     return 4
 

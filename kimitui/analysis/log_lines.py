@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kimitui.sglang.log import kind_is
+
 OWN_POLL_PATHS = frozenset({
     "/metrics", "/v1/loads", "/health", "/health_generate", "/server_info", "/get_server_info",
     "/get_model_info", "/model_info", "/v1/models", "/get_load",
@@ -38,7 +40,7 @@ MERGE_LOOKBACK = 64
 
 def is_own_polling(kind: str, text: str) -> bool:
     """True for an access line of a GET/HEAD that kimitui itself sends to watch the server."""
-    if kind != "access":
+    if not kind_is(kind, "access"):
         return False
     m = _ACCESS_REQUEST.search(text)
     return m is not None and m.group(2).rstrip("/") in OWN_POLL_PATHS

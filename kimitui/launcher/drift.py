@@ -12,13 +12,13 @@ from typing import Any
 from kimitui.launcher.http_ready import client
 from kimitui.profiles import Profile
 from kimitui.sglang.expected_args import expected_args
-from kimitui.telemetry.metrics_poll import server_drift
+from kimitui.sglang.server_info import server_drift
 
 
 def drift(profile: Profile, server_args: dict[str, Any]) -> dict[str, list[Any]]:
     """knob -> [meant, running] for every knob the profile sets that the server reports differently.
 
-    The comparison itself is the metrics poller's (:func:`kimitui.telemetry.metrics_poll.server_drift`),
+    The comparison itself is SGLang knowledge (:func:`kimitui.sglang.server_info.server_drift`),
     so ``status`` and the cockpit judge drift the same way.
     """
     return server_drift(server_args, expected_args(profile.knobs()))

@@ -21,7 +21,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable
 
-from kimitui.analysis.causes.log_sources import KV_WAIT_CAP_S
+from kimitui.analysis.causes.log_sources import KV_WAIT_CAP_S, LOG_KINDS
 from kimitui.analysis.causes.sweep_causes import CAUSE_KINDS
 from kimitui.events import Event, LevelResult, LevelStarted, RequestResult, SweepResult, SweepStarted
 from kimitui.recording import RecordingIndex
@@ -31,7 +31,7 @@ GPU_MARGIN_S = 60.0
 stretch with, and samples the link delivered late."""
 LOG_MARGIN_S = KV_WAIT_CAP_S
 """Log lines this long around a sweep: a retraction logged before the sweep can still hold requests back."""
-CAUSE_LINE = re.compile(rb'"line_kind"\s*:\s*"(?:eplb|prefill|decode|warning|error)"')
+CAUSE_LINE = re.compile(rb'"line_kind"\s*:\s*"(?:' + "|".join(LOG_KINDS).encode() + rb')"')
 """The log lines a cause timeline reads (:meth:`CauseTimeline.add`), by their ``line_kind`` in the raw JSON
 (spaces allowed: a hand-written recording reads the same)."""
 

@@ -27,6 +27,7 @@ from kimitui.config import DEFAULT_SLO
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
+from kimitui.sglang.log import fields_if
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
 from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, PrefillRate
 from kimitui.tui.cause_book import CauseBook
@@ -537,8 +538,8 @@ class CockpitModel:
 
     def _on_log_line(self, ev: LogLine) -> Parts:
         self.log_ring.add(ev.t, ev.severity, ev.line_kind, ev.raw, ev.node)  # node: which process of a deployment
-        if ev.line_kind == "prefill":
-            self.prefill.on_log(ev)
+        if (prefill := fields_if(ev, "prefill")) is not None:
+            self.prefill.on_log(prefill)
         return LOG
 
     def _on_progress(self, ev: SweepProgress) -> Parts:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kimitui.events import LogLine, ServerStats
+from kimitui.events import ServerStats
+from kimitui.sglang.log import PrefillFields
 
 
 class PrefillRate:
@@ -30,9 +31,9 @@ class PrefillRate:
         self._counter: tuple[float, float] | None = None
         """(t, sglang:prompt_tokens_total) of the previous /metrics scrape."""
 
-    def on_log(self, ev: LogLine) -> None:
+    def on_log(self, fields: PrefillFields) -> None:
         """A Prefill batch line: count its new tokens."""
-        new = ev.fields.get("new_token")
+        new = fields.get("new_token")
         if type(new) is int and new >= 0:
             self._log_tokens += new
             self._seen_prefill = True

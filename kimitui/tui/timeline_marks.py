@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kimitui.analysis.eplb import RebalanceTracker
+from kimitui.sglang.log import is_kind
 from kimitui.events import (
     ErrorEvent, Event, LevelResult, LevelStarted, LogLine, Marker, Note, ProfileSwitch, SwapProgress,
     SweepProgress, SweepResult, SweepStarted,
@@ -80,7 +81,7 @@ class Timeline:
 
     def _fold(self, ev: Event) -> bool:
         if isinstance(ev, LogLine):
-            return ev.line_kind == "eplb" and self._eplb_line(ev)
+            return is_kind(ev, "eplb") and self._eplb_line(ev)
         if isinstance(ev, (SweepStarted, LevelStarted, LevelResult, SweepResult, SweepProgress)):
             return self._sweep_event(ev)
         if isinstance(ev, (SwapProgress, ProfileSwitch)):

@@ -19,6 +19,11 @@ from __future__ import annotations
 from kimitui.analysis.causes.episodes import Episode, EpisodeRun
 from kimitui.analysis.eplb import RebalanceTracker
 from kimitui.events import LogLine
+from kimitui.sglang.log import DecodeFields, LineKind, PrefillFields, ProblemFields, fields_if, problem_fields
+from kimitui.sglang.log.kinds import ProblemName
+
+LOG_KINDS: tuple[LineKind, ...] = ("eplb", "prefill", "decode", "warning", "error")
+"""The log lines that may say why a stream stalled: what a cause timeline reads."""
 
 DEFAULT_PREFILL_TOK_S = 8000.0
 """Prefill speed assumed until a line shows a faster one."""
@@ -32,12 +37,12 @@ KV_WAIT_CAP_S = 300.0
 """A retraction's wait ends at the next prefill that admits requests, or this long after at most."""
 DECODE_GAP_S = 30.0
 """Two decode lines further apart than this do not bound one span of steps."""
-SERVER_ERRORS = frozenset({"watchdog", "nccl", "scheduler_exception", "sigquit", "subprocess_crash", "health_check", "oom"})
+SERVER_ERRORS: frozenset[ProblemName] = frozenset({"watchdog", "nccl", "scheduler_exception", "sigquit", "subprocess_crash", "health_check", "oom"})
 ERROR_SPAN_S = 0.5
 
 
-def _num(fields: dict[str, object], key: str) -> float | None:
-    v = fields.get(key)
+def _num(v: object) -> float | None:
+    """A figure from a line's fields (a recording may hold anything): a number, not a flag."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -62,15 +67,14 @@ class LogSources:
         """When a rebalance was skipped: evidence that a stretch was *not* EPLB's."""
 
     def add(self, line: LogLine, at: float) -> None:
-        kind = line.line_kind
-        if kind == "eplb":
+        if (prefill := fields_if(line, "prefill")) is not None:
+            self._prefill_line(prefill, at)
+        elif (decode := fields_if(line, "decode")) is not None:
+            self._decode_line(decode, at)
+        elif (problem := problem_fields(line)) is not None:
+            self._problem(line, problem, at)
+        elif fields_if(line, "eplb") is not None:
             self._eplb(line, at)
-        elif kind == "prefill":
-            self._prefill_line(line.fields, at)
-        elif kind == "decode":
-            self._decode_line(line.fields, at)
-        elif kind in ("warning", "error"):
-            self._problem(line, at)
 
     # -- EPLB -------------------------------------------------------------------------------
     def _eplb(self, line: LogLine, at: float) -> None:
@@ -102,11 +106,10 @@ class LogSources:
         self._eplb_open = None
 
     # -- KV retraction ------------------------------------------------------------------------
-    def _problem(self, line: LogLine, at: float) -> None:
-        fields = line.fields
+    def _problem(self, line: LogLine, fields: ProblemFields, at: float) -> None:
         error = fields.get("error")
         if error == "kv_retract":
-            n = _num(fields, "retracted_reqs")
+            n = _num(fields.get("retracted_reqs"))
             said = (f"KV cache pool is full: {int(n)} request{'s' if n != 1 else ''} retracted" if n is not None
                     else "KV cache pool is full: requests retracted")
             ep = Episode("kv_retract", at, at, said, key=f"kv_retract@{at:.3f}", open=True,
@@ -125,12 +128,12 @@ class LogSources:
         self._kv_open = []
 
     # -- prefill and decode --------------------------------------------------------------------
-    def _prefill_line(self, fields: dict[str, object], at: float) -> None:
+    def _prefill_line(self, fields: PrefillFields, at: float) -> None:
         """The line ends a pass.  Its rate is tokens over the time since the previous Prefill line, which
         holds the pass and whatever ran between (decode steps, idle): the pass took at most that, and at
         most the tokens at the fastest speed seen, which back-to-back chunks show."""
-        tokens = _num(fields, "new_token") or 0.0
-        rate = _num(fields, "input_throughput")
+        tokens = _num(fields.get("new_token")) or 0.0
+        rate = _num(fields.get("input_throughput"))
         since = tokens / rate if rate and rate > 100 else None
         chained = self._last_prefill_at + since if since is not None and self._last_prefill_at is not None else None
         if chained is not None and abs(chained - at) <= PLACE_TOLERANCE_S:
@@ -147,17 +150,17 @@ class LogSources:
             self._kv_refill_end = at
             return
         self._kv_refill = []
-        if self._kv_open and (_num(fields, "new_seq") or 0) >= 1:
+        if self._kv_open and (_num(fields.get("new_seq")) or 0) >= 1:
             self._kv_refill, self._kv_refill_end = list(self._kv_open), at
             self._close_kv(at)  # their re-prefill: the retraction's, not a surge of new prompts
             return
-        ep = self._prefill.observe(at - took, at, "", queue_max=_num(fields, "queued_reqs") or 0.0,
-                                   pending_max=_num(fields, "pending_token") or 0.0)
+        ep = self._prefill.observe(at - took, at, "", queue_max=_num(fields.get("queued_reqs")) or 0.0,
+                                   pending_max=_num(fields.get("pending_token")) or 0.0)
         ep.figures["batches"] = float(ep.figures.get("batches", 0.0)) + 1
         ep.figures["tokens"] = float(ep.figures.get("tokens", 0.0)) + tokens
         ep.evidence = _prefill_evidence(ep)
 
-    def _decode_line(self, fields: dict[str, object], at: float) -> None:
+    def _decode_line(self, fields: DecodeFields, at: float) -> None:
         prev, self._last_decode = self._last_decode, at
         self._kv_refill = []  # decode ran again: the re-prefill is over
         graph = fields.get("cuda_graph")
@@ -167,11 +170,12 @@ class LogSources:
         start = prev if prev is not None and at - prev <= DECODE_GAP_S else at - 1.0
         ep = self._graph.observe(start, at, "")
         ep.figures["lines"] = float(ep.figures.get("lines", 0.0)) + 1
-        running = _num(fields, "running_reqs")
+        running = _num(fields.get("running_reqs"))
         if running is not None:
             ep.figures["batch"] = running
         n = int(ep.figures["lines"])
-        ep.evidence = f"decode ran eager: cuda graph: False on {n} decode line{'s' if n != 1 else ''}" + (
+        backend = fields.get("graph_backend") or "cuda"  # a CPU server's lines say "cpu graph: False"
+        ep.evidence = f"decode ran eager: {backend} graph: False on {n} decode line{'s' if n != 1 else ''}" + (
             f" (batch {int(running)})" if running is not None else "")
 
     def finish(self, now: float) -> None:

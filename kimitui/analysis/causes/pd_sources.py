@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 from kimitui.analysis.causes.episodes import Episode, EpisodeRun
+from kimitui.sglang.log import DecodeFields
 
 JUMP_FACTOR = 4.0
 JUMP_MIN_MS = 50.0
@@ -52,7 +53,7 @@ class PdSources:
         ep.evidence = (f"KV transfer latency {float(ep.figures['latency_ms_max']):.0f} ms "
                        f"(usually {float(ep.figures['usual_ms']):.0f} ms): sglang:kv_transfer_latency_ms")
 
-    def add_decode(self, host: str, fields: dict[str, object], at: float) -> None:
+    def add_decode(self, host: str, fields: DecodeFields, at: float) -> None:
         prev, self._last_decode[host] = self._last_decode.get(host), at
         n = fields.get("transfer_reqs")
         if not isinstance(n, (int, float)) or isinstance(n, bool):

@@ -11,10 +11,11 @@ from kimitui.analysis.causes.catalogue import INFO
 from kimitui.analysis.causes.episodes import Episode
 from kimitui.analysis.causes.event_clock import LogClock, sample_time
 from kimitui.analysis.causes.gpu_sources import GpuSources
-from kimitui.analysis.causes.log_sources import LogSources
+from kimitui.analysis.causes.log_sources import LOG_KINDS, LogSources
 from kimitui.analysis.causes.pd_sources import PdSources
 from kimitui.analysis.causes.session_sources import SessionSources
 from kimitui.events import GpuSample, LogLine, ServerStats
+from kimitui.sglang.log import fields_if
 
 KEEP_EPISODES = 2048
 
@@ -40,13 +41,16 @@ class CauseTimeline:
             if clock is None:
                 clock = self._clocks[(event.host, event.source)] = LogClock()
             at = clock.place(event)
-            if event.line_kind in ("decode", "prefill"):
-                running = event.fields.get("running_reqs")
+            decode, prefill = fields_if(event, "decode"), fields_if(event, "prefill")
+            batch = decode or prefill
+            if batch is not None:
+                running = batch.get("running_reqs")
                 if isinstance(running, (int, float)) and not isinstance(running, bool):
-                    self.gpus.running = (at, float(running) + float(event.fields.get("new_seq", 0) or 0))
-            if event.line_kind == "decode":
-                self.pd.add_decode(event.host, event.fields, at)
-            if event.line_kind in ("eplb", "prefill", "decode", "warning", "error"):
+                    new_seq = prefill.get("new_seq", 0) if prefill is not None else 0
+                    self.gpus.running = (at, float(running) + float(new_seq or 0))
+            if decode is not None:
+                self.pd.add_decode(event.host, decode, at)
+            if event.line_kind in LOG_KINDS:
                 logs = self._logs.get(event.host)
                 if logs is None:
                     logs = self._logs[event.host] = LogSources(self.lists)

@@ -29,6 +29,7 @@ from kimitui.sglang.log.kinds import (
     StartupFields,
     fields_if,
     is_kind,
+    kind_is,
     problem_fields,
 )
 from kimitui.sglang.log.parse import MAX_LINE_CHARS, Parsed, parse_line, to_event
@@ -38,6 +39,6 @@ from kimitui.sglang.log.stats import to_stats
 
 __all__ = [
     "MAX_LINE_CHARS", "UNREDACTABLE", "AccessFields", "DecodeFields", "EplbFields", "LineFields", "LineKind",
-    "LogLineLike", "Parsed", "PrefillFields", "ProblemFields", "StartupFields", "fields_if", "is_kind",
+    "LogLineLike", "Parsed", "PrefillFields", "ProblemFields", "StartupFields", "fields_if", "is_kind", "kind_is",
     "parse_line", "problem_fields", "redact_secrets", "split_glued", "to_event", "to_stats",
 ]

@@ -168,6 +168,11 @@ def is_kind(line: LogLineLike, *kinds: LineKind) -> bool:
     return line.line_kind in kinds
 
 
+def kind_is(kind: str, *kinds: LineKind) -> bool:
+    """Whether a kind kept as text (a shown line's, a recording's) is one of ``kinds``."""
+    return kind in kinds
+
+
 @overload
 def fields_if(line: LogLineLike, kind: Literal["decode"]) -> DecodeFields | None: ...
 @overload
