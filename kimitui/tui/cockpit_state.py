@@ -29,7 +29,7 @@ from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.sglang.log import fields_if
 from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
-from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, PrefillRate
+from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, SCHED_KEYS, PrefillRate, Retraction
 from kimitui.tui.cause_book import CauseBook
 from kimitui.tui.heatmap_data import HeatWindows
 from kimitui.tui.spec_watch import SpecWatch
@@ -412,6 +412,8 @@ class CockpitModel:
         self.pd_log: dict[str, float] = {}
         """A PD server's log fields (``#transfer-req``...), newest of each: they stand in without /metrics."""
         self.server_hist: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k in HISTORY_KEYS}
+        self.last_retraction: Retraction | None = None
+        """The newest retraction /metrics reported (its gauge counts one stats interval only)."""
         self.prefill = PrefillRate()
         self.sim_time_scale: float | None = None
         """The simulated host's clock speed-up (``/server_info``'s ``sim_time_scale``); None on a real host."""
@@ -726,12 +728,14 @@ class CockpitModel:
 
     def _on_stats(self, ev: ServerStats) -> Parts:
         for name in ("running_reqs", "queued_reqs", "token_usage", "gen_throughput", "cuda_graph",
-                     "num_tokens", "cache_hit_rate"):
+                     "num_tokens", "cache_hit_rate", *SCHED_KEYS):
             value = getattr(ev, name)
             if value is not None:
                 self.server[name] = value
                 if name in self.server_hist and not isinstance(value, bool):
                     self.server_hist[name].append(float(value))
+        if ev.retracted_reqs:
+            self.last_retraction = Retraction(ev.t, ev.retracted_reqs)
         parts = self._spec_and_balance(ev)
         pd = {k: v for k, v in ev.extra.items() if k in PD_KEYS}
         if pd:

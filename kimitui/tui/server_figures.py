@@ -145,3 +145,60 @@ def pd_figure_text(fig: Figure, value: float) -> str:
     if fig.unit == "req":
         return f"{value:.0f}"
     return f"{figure_text(fig.key, value)} {fig.unit}"
+
+
+SCHED_FIGURES = (
+    Figure("queue_time_s", "queue wait", "wait", "ms"),
+    Figure("retracted_reqs", "retracted", "retr", "req"),
+    Figure("fwd_occupancy", "fwd busy", "fwd", "%"),
+)
+"""The scheduler's own account of why requests wait (SGLang's ``/metrics``, read by
+:mod:`kimitui.telemetry.metrics_poll`): the mean queue wait of the requests that left the queue since the
+previous scrape (``queue_time_seconds``), the requests retracted for want of KV cache (``num_retracted_reqs``:
+each prefills again, a straggler's cause), and how busy the forward passes kept the GPU (``fwd_occupancy``).
+A queue wait with the GPU not busy points at admission (max running requests, the KV budget); with it busy,
+at capacity.  Shown once the server reports any of them (SGLang 0.5.18 and later, with ``--enable-metrics``)."""
+SCHED_KEYS = tuple(fig.key for fig in SCHED_FIGURES)
+RETRACTION_RECENT_S = 60.0
+"""A retraction this recent is shown (in red) though the gauge has since gone back to 0: the gauge counts one
+stats-log interval only, so the panel keeps the last one seen with its age."""
+QUEUE_WAIT_SLOW_S = 1.0
+"""A mean queue wait above this is shown in yellow: requests wait longer for a slot than a decode takes."""
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """The newest non-zero ``num_retracted_reqs`` the cockpit saw, and when."""
+
+    t: float
+    count: float
+
+
+def sched_figures(server: Mapping[str, float | bool | None]) -> list[tuple[Figure, float | None]]:
+    """The scheduler row's figures with their newest values; empty for a server that reports none of them."""
+    rows = [(fig, server.get(fig.key)) for fig in SCHED_FIGURES]
+    values = [(fig, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None) for fig, v in rows]
+    return values if any(v is not None for _, v in values) else []
+
+
+def sched_figure_text(fig: Figure, value: float | None, retraction: Retraction | None = None, now: float = 0.0) -> str:
+    """``41 ms``, ``3 req 12s ago``, ``87 %``, ``-``: one scheduler figure with its unit."""
+    if fig.key == "retracted_reqs" and retraction is not None and now - retraction.t <= RETRACTION_RECENT_S:
+        return f"{retraction.count:.0f} req {max(0.0, now - retraction.t):.0f}s ago"
+    if value is None:
+        return "-"
+    if fig.key == "queue_time_s":
+        ms = value * 1000
+        return f"{ms:.0f} ms" if ms < 10_000 else f"{value:.0f} s"
+    if fig.key == "retracted_reqs":
+        return f"{value:.0f}"
+    return f"{value:.0f} %"
+
+
+def sched_figure_alarm(fig: Figure, value: float | None, retraction: Retraction | None = None, now: float = 0.0) -> str:
+    """The figure's style: red for a recent retraction, yellow for a slow queue wait, plain otherwise."""
+    if fig.key == "retracted_reqs" and retraction is not None and now - retraction.t <= RETRACTION_RECENT_S:
+        return "bold red"
+    if fig.key == "queue_time_s" and value is not None and value > QUEUE_WAIT_SLOW_S:
+        return "yellow"
+    return ""

@@ -16,7 +16,16 @@ from textual.widget import Widget
 
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.render import spark
-from kimitui.tui.server_figures import FIGURES, Figure, figure_text, pd_figure_text, pd_figures
+from kimitui.tui.server_figures import (
+    FIGURES,
+    Figure,
+    figure_text,
+    pd_figure_text,
+    pd_figures,
+    sched_figure_alarm,
+    sched_figure_text,
+    sched_figures,
+)
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 LABEL_W = 11
@@ -43,9 +52,11 @@ class ServerPanel(Widget, ModelView):
         super().__init__(**kwargs)
         self.model = model
         self._pd_shown = False
+        self._sched_shown = False
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return (FULL_ROWS + (1 if self._pd_rows() else 0)) if width >= COMPACT_WIDTH else 4
+        extra = (1 if self._pd_rows() else 0) + (1 if sched_figures(self.model.server) else 0)
+        return FULL_ROWS + extra if width >= COMPACT_WIDTH else 4
 
     def _pd_rows(self) -> list[tuple[Figure, float]]:
         return pd_figures(self.model.pd_metrics, self.model.pd_log)
@@ -64,10 +75,26 @@ class ServerPanel(Widget, ModelView):
         out.rstrip()
         return out
 
+    def _sched_line(self) -> Text:
+        """Why requests wait, on one line: ``wait 41 ms  retr 3 req 12s ago  fwd 87 %``."""
+        m = self.model
+        now = m.last_t or 0.0
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f"{'scheduler':<{LABEL_W}}", "bold")
+        for fig, value in sched_figures(m.server):
+            out.append(f"{fig.short} ", "dim")
+            text = sched_figure_text(fig, value, m.last_retraction, now)
+            out.append(text, sched_figure_alarm(fig, value, m.last_retraction, now) or ("dim" if text == "-" else ""))
+            out.append("  ")
+        out.rstrip()
+        return out
+
     def redraw(self) -> None:
         pd = bool(self._pd_rows())
-        self.refresh(layout=pd != self._pd_shown)  # a PD row appearing (or going) changes the panel's height
-        self._pd_shown = pd
+        sched = bool(sched_figures(self.model.server))
+        # a PD or scheduler row appearing (or going) changes the panel's height
+        self.refresh(layout=pd != self._pd_shown or sched != self._sched_shown)
+        self._pd_shown, self._sched_shown = pd, sched
 
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
@@ -86,6 +113,8 @@ class ServerPanel(Widget, ModelView):
         pd_rows = self._pd_rows()
         if pd_rows:
             lines.append(self._pd_line(pd_rows))
+        if sched_figures(self.model.server):
+            lines.append(self._sched_line())
         graph = self._graph_text()
         if merged:
             head = Text.assemble(("graph ", "bold"), graph, ("  ", ""))
