@@ -56,6 +56,7 @@ def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, 
         with httpx.Client(timeout=30) as client:
             text = client.get(sim.url + "/metrics").text
             info = client.get(sim.url + "/server_info").json()
+            loads = client.get(sim.url + "/v1/loads").json()
     simulated = _families(text)
     # the same families, and nothing the real one lacks but what is allowed with a reason
     assert set(real) - set(simulated) == set(), "real families the simulator lacks"
@@ -79,6 +80,12 @@ def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, 
     assert set(info["startup_time"]) == set(real_info["startup_time"])
     assert set(info["internal_states"][0]["memory_usage"]) == set(real_info["internal_states"][0]["memory_usage"])
     assert info["cuda_graph_config"]["decode"]["max_bs"] == info["cuda_graph_max_bs"]
+    # /v1/loads: the real top-level keys and per-rank keys (0.5.23's aggregate besides)
+    real_loads = json.loads(read_http(REAL / "tiny-qwen3moe" / "v1_loads.txt")[2])
+    assert set(real_loads) <= set(loads)
+    rank, real_rank = loads["loads"][0], real_loads["loads"][0]
+    assert set(real_rank) - set(rank) == {"total_prefill_busy_us", "decode_moments"}  # not timed by the simulator
+    assert set(rank["memory"]) == set(real_rank["memory"]) and set(rank["queues"]) == set(real_rank["queues"])
 
 
 def test_the_simulator_reports_queueing_and_retractions_as_sglang_does(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -212,6 +212,15 @@ class InfoRoutes(SimServerState):
             "utilization": round(min(1.0, running / max(1, self.model.max_running_requests)), 4),
             "max_running_requests": self.model.max_running_requests,
             "num_total_reqs": running + waiting,
+            # what the real 0.5.18 reports besides (tiny-qwen3moe/v1_loads.txt): the sim's pool, memory, queues
+            "timestamp": time.time(),
+            "num_waiting_uncached_tokens": sum(r.kv_tokens for r in self.sched.waiting) if self.sched else 0,
+            "num_active_tokens": used,
+            "total_prefill_uncached_tokens": st.prefill_tokens_total if st else 0,
+            "memory": {"weight_gb": round(self.model.weights_gb, 3), "kv_cache_gb": round(self.model.kv_gb, 3),
+                       "graph_gb": round(self.model.graph_gb, 3), "token_capacity": total},
+            "disaggregation": {"mode": self.s.disaggregation_mode},
+            "queues": {"waiting": waiting, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0},
         }
         if self.s.speculative and st is not None and (include is None or include & {"all", "spec"}):
             load["speculative"] = {"accept_length": round(st.spec_accept_length, 4),
@@ -220,6 +229,8 @@ class InfoRoutes(SimServerState):
             {
                 "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
                 "version": SGLANG_VERSION,
+                "accelerator": None,
+                "num_accelerators": self.s.tp_size,
                 "dp_rank_count": 1,
                 "loads": [load],
                 "aggregate": {
