@@ -201,3 +201,20 @@ async def test_the_real_stream_is_counted_from_its_usage(model: str, send: Calla
     assert result.completion_tokens == completion and result.tokens_from_usage
     assert result.prompt_tokens == prompt and result.finish_reason == finish == "length"
     assert result.ttft_s is not None and result.ttft_s <= result.e2e_s
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_sweep_finds_the_model_and_flushes_the_cache_on_the_real_answers(model: str) -> None:
+    """``/v1/models`` names the model a sweep sends to; ``POST /flush_cache`` (200, its two-line text) is a
+    flush, not an error."""
+    from kimitui.events import Event, SweepSpec
+    from kimitui.loadgen.sweep import SweepEngine, resolve_model
+
+    routes = {"/v1/models": REAL / model / "v1_models.txt", "/flush_cache": REAL / model / "flush_cache_post.txt"}
+    emitted: list[Event] = []
+    async with replay(routes) as url:
+        assert await resolve_model(url) == f"models/{model}"
+        spec = SweepSpec.model_validate({"url": url, "model": f"models/{model}", "levels": [1], "max_tokens": 8})
+        engine = SweepEngine(spec, emitted.append, host="real")
+        await engine._flush_cache()
+    assert emitted == [] and not engine._no_flush_cache
