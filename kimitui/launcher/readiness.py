@@ -90,6 +90,10 @@ class Readiness:
     around_fatal: list[str] = field(default_factory=list)
     """The log in order around the first fatal line: 3 lines before it, it, and up to 25 after."""
     _after_left: int = 0
+    tracebacks: dict[str, str] = field(default_factory=dict)
+    """A fatal ``... Traceback (most recent call last):`` line -> the exception line that ended its traceback
+    (a real one runs ~100 lines through torch's frames: far past what ``around_fatal`` keeps)."""
+    _open_traceback: str | None = None
 
     def feed(self, raw: str) -> Step | None:
         """One physical line; returns a progress step when it moves progress forward.
@@ -109,6 +113,9 @@ class Readiness:
         if fatal and not self.fatal_kinds:
             self.around_fatal = [line for line in list(self.recent)[-3:] if line.strip()]
             self._after_left = 26
+        self._follow_traceback(raw)
+        if fatal and "Traceback (most recent call last)" in raw and len(self.fatal_lines) < MAX_FATAL_LINES:
+            self._open_traceback = raw
         self.recent.append(raw)
         if self._after_left > 0 and raw.strip() and raw not in self.around_fatal:
             self.around_fatal.append(raw)
@@ -142,12 +149,24 @@ class Readiness:
         line = self.fatal_line()
         if "Traceback (most recent call last)" not in line:
             return line.strip()
+        if line in self.tracebacks:
+            return self.tracebacks[line]
         for lines in (self.around_fatal, list(self.recent)):
             if line in lines:
                 found = exception_line(lines[lines.index(line) + 1:])
                 if found:
                     return found
         return line.strip()
+
+    def _follow_traceback(self, raw: str) -> None:
+        """Inside a fatal line's traceback: its exception line, until the next log record ends it."""
+        if self._open_traceback is None:
+            return
+        text = raw.rsplit("\r", 1)[-1].strip()
+        if _TIMESTAMPED.match(text):
+            self._open_traceback = None
+        elif _EXCEPTION.match(text):
+            self.tracebacks[self._open_traceback] = text
 
     @staticmethod
     def _is_fatal(parsed: Parsed) -> bool:
@@ -174,7 +193,8 @@ class Readiness:
         return Step(step, fraction, _message(step, fields))
 
 
-_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+# "ValueError: ...", "torch.OutOfMemoryError: ...", "KeyboardInterrupt", and a bare "Exception: ..." (0.5.18)
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|Exception)\b(?::.*)?$")
 _TIMESTAMPED = re.compile(r"^\[\d{4}-\d\d-\d\d")
 
 

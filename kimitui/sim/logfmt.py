@@ -136,6 +136,19 @@ class PdPrefillCounts:
     optimistic: int = 0
 
 
+def startup_timings_line(load_weight: float, kv_cache: float, scheduler_e2e: float, graph_decode: float,
+                         draft_decode: float, tokenizer_e2e: float) -> str:
+    """The real 0.5.18 server's summary of its start (seconds; no rank prefix, after the token budget):
+    ``Engine startup timings (s): load_weight=0.18, kv_cache_allocation=0.05, scheduler_e2e=4.21,
+    cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00,
+    draft_extend=0.00}, tokenizer_e2e=74.87`` (../shared/data/sglang-0.5.18-cpu/logs)."""
+    graphs = {"prefill": 0.0, "decode": graph_decode, "target_verify": 0.0, "draft_prefill": 0.0,
+              "draft_decode": draft_decode, "draft_extend": 0.0}
+    graph_text = ", ".join(f"{name}={secs:.2f}" for name, secs in graphs.items())
+    return (f"Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache:.2f}, "
+            f"scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{graph_text}}}, tokenizer_e2e={tokenizer_e2e:.2f}")
+
+
 def tqdm_bar(desc: str, n: int, total: int, elapsed: float, unit_rate_label: str = "it/s") -> str:
     """One tqdm refresh: ``desc: 23%|██▎       | 12/52 [00:03<00:09,  4.10it/s]``."""
     frac = n / total if total else 1.0

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kimitui.sim.faults import crash_load_lines, oom_lines
-from kimitui.sim.logfmt import SimLog, tqdm_bar
+from kimitui.sim.logfmt import SimLog, startup_timings_line, tqdm_bar
 from kimitui.sim.perf_model import GPU_TOTAL_GB, KV_BYTES_PER_TOKEN, PerfModel, capture_batch_sizes
 from kimitui.sim.scheduler import SimClock
 from kimitui.sim.settings import ServerSettings
@@ -56,6 +56,7 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
     ``rendezvous`` (multi-node, :mod:`kimitui.sim.multinode`) runs inside "Init torch distributed", which
     ends only when every node has joined."""
     plan = model.startup_plan()
+    started = time.monotonic()
     log.line(server_args_repr(settings))
     if settings.gpus_per_node > 2:
         log.all_ranks(
@@ -63,16 +64,22 @@ async def run_startup(settings: ServerSettings, model: PerfModel, log: SimLog, c
             "To silence this warning, specify disable_custom_all_reduce=True explicitly."
         )
     await _init_distributed(plan, log, clock, boot, rendezvous)
+    marks = [time.monotonic()]  # each phase's end: weights, KV cache, graphs
     avail = await _load_weights(settings, model, plan, log, clock, boot, GPU_TOTAL_GB - BASE_USAGE_GB)
+    marks.append(time.monotonic())
     avail = await _allocate_kv_cache(model, plan, log, clock, boot, avail)
+    marks.append(time.monotonic())
     if not settings.disable_cuda_graph:
         avail = await _capture_cuda_graphs(settings, model, plan, log, clock, boot, avail)
+    marks.append(time.monotonic())
     log.line(
         f"max_total_num_tokens={model.max_total_num_tokens}, chunked_prefill_size={settings.chunked_prefill_size}, "
         f"max_prefill_tokens={settings.max_prefill_tokens}, max_running_requests={model.max_running_requests}, "
         f"context_len={settings.context_length}, available_gpu_mem={avail:.2f} GB",
         rank=0,
     )
+    total = time.monotonic() - started
+    log.line(startup_timings_line(marks[1] - marks[0], marks[2] - marks[1], total, marks[3] - marks[2], 0.0, total))
     boot.enter("warmup")
 
 
