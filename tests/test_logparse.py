@@ -8,15 +8,16 @@ import re
 import signal
 import subprocess
 import sys
+import typing
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimitui.events import LogLine, ServerStats, dump_event, parse_event
-from kimitui.sglang.log import batch
+from kimitui.sglang.log import batch, kinds
 from kimitui.sglang.log import parse_line, split_glued, to_event, to_stats
-from tests.support.logsamples import ALL, DECODE, PREFILL, Golden
+from tests.support.logsamples import ALL, DECODE, PREFILL, Golden, realistic_mix
 
 
 @pytest.mark.parametrize("golden", ALL, ids=lambda g: f"{g[1]}:{g[0][:50]}")
@@ -192,3 +193,35 @@ def test_prefill_figures_survive_every_format(seqs: int, new: int, cached: int, 
     assert f.get("pending_token") == (pending if form == "head" else None)
     assert f.get("cuda_graph") == (graph if form in ("feb2026", "head") else None)
     assert f.get("input_throughput") == (pytest.approx(round(thr, 2)) if form in ("feb2026", "head") else None)
+
+
+FIELD_SETS: dict[str, type] = {
+    "decode": kinds.DecodeFields, "prefill": kinds.PrefillFields, "startup": kinds.StartupFields,
+    "access": kinds.AccessFields, "eplb": kinds.EplbFields, "error": kinds.ProblemFields,
+    "warning": kinds.ProblemFields, "plain": kinds.LineFields,
+}
+UNDECLARED_OK = {"brand_new_key", "fwd_occupancy"}
+"""A batch line's keys kimitui does not know are kept slugged (a newer SGLang's figure): the samples carry two."""
+
+
+def test_every_field_the_parser_writes_is_declared_for_its_kind() -> None:
+    """The contract consumers are type-checked against (kimitui/sglang/log/kinds.py) covers what the parser writes:
+    every kind it returns is a ``LineKind``, every field of the golden and realistic lines is declared for it."""
+    assert set(FIELD_SETS) == kinds.LINE_KINDS
+    lines = [g[0] for g in ALL] + list(realistic_mix())
+    undeclared: set[tuple[str, str]] = set()
+    for raw in lines:
+        parsed = parse_line(raw)
+        declared = typing.get_type_hints(FIELD_SETS[parsed.line_kind])
+        undeclared |= {(parsed.line_kind, key) for key in parsed.fields
+                       if key not in declared and key not in UNDECLARED_OK
+                       and not re.fullmatch(r"last_\d+_average_balancedness", key)}
+    assert not undeclared
+
+
+def test_fields_if_gives_a_lines_fields_only_for_its_kind() -> None:
+    decode = parse_line(DECODE[0][0])
+    assert kinds.fields_if(decode, "decode") is decode.fields and kinds.fields_if(decode, "prefill") is None
+    assert kinds.is_kind(decode, "prefill", "decode") and not kinds.is_kind(decode, "eplb")
+    event = to_event(DECODE[0][0], host="h", source="s")
+    assert kinds.fields_if(event, "decode") == decode.fields and kinds.problem_fields(event) is None

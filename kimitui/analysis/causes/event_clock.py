@@ -23,6 +23,7 @@ from collections import deque
 from datetime import datetime
 
 from kimitui.events import GpuSample, LogLine
+from kimitui.sglang.log import line_fields
 
 LAG_WINDOW = 256
 LAG_WINDOW_S = 10.0
@@ -69,7 +70,7 @@ class LogClock:
 
     def place(self, line: LogLine) -> float:
         """When ``line`` was printed, on the client's clock."""
-        ts = line.fields.get("ts")
+        ts = line_fields(line).get("ts")
         stamp = stamp_epoch(ts) if isinstance(ts, str) else None
         if stamp is None:
             return line.t - self.lag_s

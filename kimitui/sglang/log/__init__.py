@@ -30,6 +30,7 @@ from kimitui.sglang.log.kinds import (
     fields_if,
     is_kind,
     kind_is,
+    line_fields,
     problem_fields,
 )
 from kimitui.sglang.log.parse import MAX_LINE_CHARS, Parsed, parse_line, to_event
@@ -40,5 +41,5 @@ from kimitui.sglang.log.stats import to_stats
 __all__ = [
     "MAX_LINE_CHARS", "UNREDACTABLE", "AccessFields", "DecodeFields", "EplbFields", "LineFields", "LineKind",
     "LogLineLike", "Parsed", "PrefillFields", "ProblemFields", "StartupFields", "fields_if", "is_kind", "kind_is",
-    "parse_line", "problem_fields", "redact_secrets", "split_glued", "to_event", "to_stats",
+    "line_fields", "parse_line", "problem_fields", "redact_secrets", "split_glued", "to_event", "to_stats",
 ]

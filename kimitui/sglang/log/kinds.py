@@ -72,6 +72,16 @@ class DecodeFields(BatchFields, total=False):
     est_tflops: float
     est_read_gbs: float
     est_write_gbs: float
+    full_tokens: int
+    full_token_usage: float
+    swa_tokens: int
+    swa_token_usage: float
+    mamba_usage: float
+    gpu_tokens: int
+    gpu_token_usage: float
+    cpu_tokens: int
+    optimistic_reqs: int
+    replay_token: int
 
 
 class PrefillFields(BatchFields, total=False):
@@ -99,8 +109,26 @@ class StartupFields(LineFields, total=False):
     args: dict[str, Any]
     """``server_args=ServerArgs(...)``'s simple values (secrets as ``***``)."""
     max_total_num_tokens: int
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    max_running_requests: int
+    context_len: int
+    available_gpu_mem: float
+    available_cpu_mem: float
+    """What the token budget line says is left: ``available_gpu_mem`` on a GPU, ``available_cpu_mem`` on a CPU."""
     kv_tokens: int
     dtype: str
+    avail_mem_gb: float
+    mem_usage_gb: float
+    kv_size_gb: float
+    """An MLA model's (Kimi, DeepSeek) KV cache; an MHA model's is ``k_size_gb`` + ``v_size_gb``."""
+    k_size_gb: float
+    v_size_gb: float
+    type: str
+    """The model class that loaded (``LlamaForCausalLM``)."""
+    quant: str
+    bs: int
+    num_tokens: int
     graph: str
     graph_backend: str
     batch_sizes: list[int]
@@ -121,7 +149,8 @@ class AccessFields(LineFields, total=False):
 
 
 class EplbFields(LineFields, total=False):
-    """An ``[EPLBManager]`` or ``[Expert Balancedness]`` line."""
+    """An ``[EPLBManager]`` or ``[Expert Balancedness]`` line; a balancedness line also carries
+    ``last_<N>_average_balancedness`` for each window SGLang averages over (10, 100, 1000)."""
 
     phase: EplbPhase
     duration_s: float | None
@@ -190,6 +219,11 @@ def fields_if(line: LogLineLike, kind: Literal["plain"]) -> LineFields | None: .
 def fields_if(line: LogLineLike, kind: LineKind) -> LineFields | None:
     """``line``'s fields as ``kind``'s field set when ``line`` is that kind, else None."""
     return cast(LineFields, line.fields) if line.line_kind == kind else None
+
+
+def line_fields(line: LogLineLike) -> LineFields:
+    """What any line carries (its timestamp text, its ranks), whatever its kind."""
+    return cast(LineFields, line.fields)
 
 
 def problem_fields(line: LogLineLike) -> ProblemFields | None:
