@@ -1,4 +1,4 @@
-"""Preflight: flags checked against the host's SGLang, a port held by a stranger, the swap plan."""
+"""Preflight: the host's own SGLang asked about the target, a port held by a stranger, the swap plan."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from kimitui.events import Event, ProfileSwitch
 from kimitui.host.local import LocalHost
 from kimitui.launcher import ports
 from kimitui.launcher.plan import plan_swap
-from kimitui.launcher.swap import SwapOptions, check_flags, swap
+from kimitui.launcher.preflight_host import ask_host_sglang, plan_for
+from kimitui.launcher.swap import SwapOptions, swap
 from tests.support.waiting import wait_for
 from kimitui.profiles import load_profile
 
@@ -22,33 +23,20 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.support.launcher_env"]
 
-# What `python -m sglang.launch_server --help` prints, abridged (argparse format).
-SGLANG_HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
-options:
-  --model-path MODEL_PATH, --model MODEL_PATH
-  --tensor-parallel-size TENSOR_PARALLEL_SIZE, --tp-size TENSOR_PARALLEL_SIZE
-  --expert-parallel-size EXPERT_PARALLEL_SIZE, --ep-size EXPERT_PARALLEL_SIZE, --ep EXPERT_PARALLEL_SIZE
-  --host HOST  --port PORT  --mem-fraction-static MEM_FRACTION_STATIC
-  --context-length CONTEXT_LENGTH  --trust-remote-code  --enable-metrics
-  --max-running-requests MAX_RUNNING_REQUESTS
-  --num-continuous-decode-steps NUM_CONTINUOUS_DECODE_STEPS
-  --expert-balancedness-report-mode {off,server_log,prometheus,both}
-  --tokenizer-metrics-allowed-custom-labels TOKENIZER_METRICS_ALLOWED_CUSTOM_LABELS [...]
-"""
-
-
-async def test_flags_unknown_to_the_installed_sglang_are_reported(tmp_path: Path) -> None:
-    fake_python = tmp_path / "python3"
-    fake_python.write_text(f"#!{sys.executable}\nimport sys\nassert sys.argv[1:] == ['-m', 'sglang.launch_server', '--help']\nprint({SGLANG_HELP!r})\n")
-    fake_python.chmod(0o755)
+async def test_a_real_hosts_own_python_is_asked_and_a_check_that_cannot_run_only_warns(tmp_path: Path) -> None:
+    """The target's interpreter runs the preflight script; without SGLang (this venv) or without a Python at
+    all, the answer says why and refuses nothing."""
     prof = tmp_path / "p.toml"
-    prof.write_text(f'name = "p"\nextends = "ep8-v2"\n[launcher]\npython = "{fake_python}"\n')
-    problems = await check_flags(LocalHost("gpu"), load_profile(str(prof)))
-    assert problems == ["--enable-eplb is not a flag of the installed SGLang"]
+    prof.write_text(f'name = "p"\nextends = "ep8-v2"\n[launcher]\npython = "{sys.executable}"\n')
+    plan = plan_for(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert plan.python == sys.executable and [p.role for p in plan.processes] == ["server"]
+    assert "--enable-eplb" in plan.processes[0].args
+    answer = await ask_host_sglang(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert answer.problem.startswith(f"no SGLang in {sys.executable}") and answer.refusals("p") == []
 
     prof.write_text(f'name = "p"\nextends = "ep8-v2"\n[launcher]\npython = "{tmp_path / "missing"}"\n')
-    (missing,) = await check_flags(LocalHost("gpu"), load_profile(str(prof)))
-    assert missing.startswith("cannot run") and "sglang.launch_server --help" in missing
+    missing = await ask_host_sglang(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert "command not found" in missing.problem and missing.warnings("p")[0].endswith("going on unchecked")
 
 
 async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(sim_env: SimEnv) -> None:

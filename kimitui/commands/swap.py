@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--host", metavar="NAME", help="configured host (default: the first one, else the simulated host 'sim')")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S", help="readiness timeout in seconds")
-    p.add_argument("--check-flags", action="store_true", help="check every flag against the host's launch_server --help")
+    p.add_argument("--no-sglang-check", dest="sglang_check", action="store_false",
+                   help="do not ask the host's own SGLang parser about the target's command before stopping anything")
     p.add_argument("--out", metavar="FILE.jsonl", help="record the swap's events (progress, states, the switch) to FILE")
     p.set_defaults(func=run)
 
@@ -102,7 +103,7 @@ async def _swap(console: "Console", host: "Host", target: "Profile", args: argpa
     try:
         with SwapBar(console) as bar:
             session.add_sink(bar)
-            options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), flag_check=args.check_flags,
+            options = SwapOptions(timeout=args.timeout, extra_dirs=tuple(extra), host_check=args.sglang_check,
                                   hosts=nodes)
             outcome = await swap(host, target, options, session=session)
     finally:
@@ -156,7 +157,14 @@ def _show_plan(console: "Console", host: str, running: "RunRecord | None", targe
 def _show_outcome(console: "Console", host: str, outcome: "SwapOutcome") -> None:
     from rich.markup import escape  # lazily, as in _run
 
+    from kimitui.sglang.preflight import HOST_SGLANG
+
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in outcome.phases.items())
+    for warning in outcome.warnings:
+        if HOST_SGLANG in warning:
+            console.print(f"[yellow]warning[/]: {escape(warning)}")
+    if outcome.sglang_version:
+        console.print(f"[dim]SGLang on {escape(host)}: {escape(outcome.sglang_version)}[/]")
     if outcome.ok:
         console.print(f"[green]{escape(outcome.target)} serving on {escape(host)}[/] ({escape(timings)})")
     elif outcome.outcome == "rolled_back":

@@ -2,8 +2,9 @@
 
 ``swap(host, target, SwapOptions(...), session=...)``:
 
-1. preflight: lint the target (errors stop here, nothing is touched); optionally
-   check every flag against the host's ``launch_server --help``;
+1. preflight: lint the target, then ask the host's own SGLang (its Python, parse only) whether it
+   accepts every process of the target's command (:mod:`kimitui.launcher.preflight_host`); a refusal
+   stops here, nothing is touched; a check that cannot run only warns;
 2. stop what kimitui started on the host, check the port is free;
 3. start the target and follow its log: progress events (weights, KV cache,
    CUDA graph i/N, uvicorn, ready), then ``/health`` 200 and one warm-up request;
@@ -49,12 +50,13 @@ from kimitui.launcher.deploy import (
     stop_members,
 )
 from kimitui.launcher.hostlock import HostBusy, swap_lock
+from kimitui.launcher.preflight_host import PREFLIGHT_TIMEOUT_S, ask_host_sglang
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.profiles import argv_for, env_for, load, sim_python
 from kimitui.launcher.select import find_running, launcher_for
 from kimitui.launcher.supervisor import Detached, await_outcome, supervised
 from kimitui.launcher.systemd import SystemdLauncher, check_unit_text
-from kimitui.profiles import Profile, ProfileError, deployment, diff_profiles, lint_profile, render_argv, render_unit
+from kimitui.profiles import Profile, ProfileError, deployment, diff_profiles, lint_profile, render_unit
 from kimitui.session import Session
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -79,8 +81,9 @@ class SwapOptions:
     rollback: bool = True
     do_warmup: bool = True
     """One request after ``/health`` answers, so a server that cannot generate is caught."""
-    flag_check: bool = False
-    """Check every flag against the host's ``launch_server --help`` (a real host only)."""
+    host_check: bool = True
+    """Ask the host's own SGLang parser about the target's command before stopping anything."""
+    host_check_timeout: float = PREFLIGHT_TIMEOUT_S
     port_wait_s: float = 10.0
     stop_grace_s: float | None = None
     """TERM-to-KILL grace when stopping; ``None``: the profile's ``launcher.stop_timeout_s``."""
@@ -115,6 +118,8 @@ class SwapOutcome:
     """The run record of what serves now."""
     switch: ProfileSwitch | None = None
     warnings: list[str] = field(default_factory=list)
+    sglang_version: str | None = None
+    """The SGLang the host's preflight found (``0.5.23 (simulated)`` on a simulated host); None: not asked."""
 
     @property
     def ok(self) -> bool:
@@ -138,17 +143,6 @@ def preflight(target: Profile, previous: Profile | None = None) -> tuple[list[st
         if warning:
             warnings.insert(0, warning)
     return errors, warnings, diff
-
-
-async def check_flags(host: Host, target: Profile) -> list[str]:
-    """Flags in the target's command that the host's SGLang does not know (``launch_server --help``)."""
-    argv = render_argv(target)
-    res = await host.run([argv[0], "-m", "sglang.launch_server", "--help"], timeout=120)
-    if not res.ok:
-        return [f"cannot run {argv[0]} -m sglang.launch_server --help on {host.name}: {res.stderr.strip()[-300:]}"]
-    known = {w.split("=")[0].rstrip(",") for w in res.stdout.split() if w.startswith("--")}
-    unknown = [a.split("=")[0] for a in argv[3:] if a.startswith("--") and a.split("=")[0] not in known]
-    return [f"{flag} is not a flag of the installed SGLang" for flag in unknown]
 
 
 # --------------------------------------------------------------------------- the swap
@@ -291,6 +285,7 @@ class _Run:
         self.previous: Profile | None = options.previous_profile
         self.diff: dict[str, list[Any]] = {}
         self.warnings: list[str] = []
+        self.sglang_version: str | None = None
         self.prev_members: list[Member] = []
         """Every process of what ran, when it was a deployment (empty: a lone server, or nothing)."""
         self.prev_nodes = Nodes(sw.prev_launcher, options.hosts)
@@ -306,7 +301,7 @@ class _Run:
                               log_excerpt=lines or [])
         self.sw.publish(event)
         return SwapOutcome(outcome, self.name, self.prev_name, serving, reason, lines or [], dict(phases),
-                           record, event, self.warnings)
+                           record, event, self.warnings, self.sglang_version)
 
     def ended_by(self, rollback: Rollback, lines: list[str]) -> SwapOutcome:
         return self.end(rollback.outcome, rollback.serving, rollback.reason, lines=lines, record=rollback.record)
@@ -377,7 +372,7 @@ class _Run:
         return ""
 
     async def _preflight(self) -> str:
-        """Lint (and optionally flag-check) the target; the refusal in words, or "" to go on."""
+        """Lint the target and ask the host's SGLang about it; the refusal in words, or "" to go on."""
         if self.previous is None and self.running is not None:
             try:
                 self.previous = load(self.running.profile_path or self.running.profile, self.options.extra_dirs)
@@ -385,9 +380,19 @@ class _Run:
                 self.previous = None
         await _send_plan(self.sw, self.target, self.running, self.options)
         errors, self.warnings, self.diff = preflight(self.target, self.previous)
-        if self.options.flag_check and not self.sw.launcher.simulated:
-            errors += await check_flags(self.sw.host, self.target)
+        if not errors and self.options.host_check:
+            errors = await self._ask_host_sglang()
         return f"{self.name} refused by preflight: " + "; ".join(errors) if errors else ""
+
+    async def _ask_host_sglang(self) -> list[str]:
+        """The host's own SGLang on every process of the target: its refusals (a broken check only warns)."""
+        self.phases.enter("preflight")
+        answer = await ask_host_sglang(self.sw.host, self.target, simulated=self.sw.launcher.simulated,
+                                       timeout=self.options.host_check_timeout)
+        self.phases.close()
+        self.sglang_version = answer.version
+        self.warnings += answer.warnings(self.name)
+        return answer.refusals(self.name)
 
     async def _stop_running(self, running: RunRecord) -> str:
         """Stop what runs (every process of a deployment); why it could not be stopped, or "" once it is."""

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kimitui.profiles.deploy import ProcessSpec, deployment, pd_server_profile
+from kimitui.profiles.render import knob_args
 from kimitui.profiles.schema import DEPLOY_FIELDS, LAUNCH_KNOBS, PD_BOOTSTRAP_PORT, Profile
+from kimitui.sglang.flag_check import DEFAULT_VERSION, deprecated_flags, known_flags, unknown_flags
 
 Severity = Literal["error", "warning"]
 Report = Callable[[str, str], None]
@@ -25,7 +27,8 @@ REMOVED_FLAGS: dict[str, str] = {
 
 NO_EFFECT_CONTINUOUS = (
     "has had no effect in SGLang since late 2024: parsed but never read since PR #2095 (2024-11-19) "
-    "deleted the scheduler loop that used it"
+    "deleted the scheduler loop that used it; deprecated: upstream has an open change deleting the flag, "
+    "after which SGLang's parser refuses it (a swap's preflight then refuses this profile before anything stops)"
 )
 
 # Flags (and argparse aliases) that a typed knob already renders.
@@ -151,10 +154,49 @@ def lint_profile(p: Profile) -> list[LintIssue]:
                 "graphs ('cuda graph: False'), several times slower per token (sglang issue #33483)",
             )
 
+    _lint_known_flags(p, warn)
     _lint_speculative(p, error, warn)
     _lint_observability(p, error, warn)
     _lint_deployment(p, error, warn, issues)
     return sorted(issues, key=lambda i: i.severity != "error")
+
+
+def knobs_the_version_lacks(p: Profile, version: str = DEFAULT_VERSION) -> list[str]:
+    """Typed knobs ``p`` sets whose flag (as kimitui renders it) the version's parser does not know.
+
+    Today ``cuda_graph_max_bs``: kimitui renders ``--cuda-graph-max-bs``, which 0.5.23 split into
+    ``--cuda-graph-max-bs-decode`` / ``-prefill`` (its parser refuses the old one as ambiguous).
+    A real host's preflight refuses such a profile; the simulated host, which plays 0.5.23, leaves
+    these knobs out of its check (and says so in the lint) rather than refuse kimitui's own knobs.
+    """
+    flags = known_flags(version)
+    if flags is None:
+        return []
+    typed = _typed_flags()
+    return [typed[f] for f in unknown_flags(flags, knob_args(p)) if f in typed and f not in p.extra_args]
+
+
+def _lint_known_flags(p: Profile, warn: Report) -> None:
+    """Flags of the command that SGLang 0.5.23's own parser does not know (its dumped options).
+
+    A warning, not an error: the host may run another version; before a swap its own parser is
+    asked (``kimitui/launcher/preflight_host.py``) and that answer refuses.
+    """
+    flags = known_flags(DEFAULT_VERSION)
+    if flags is None:
+        return
+    lacking = knobs_the_version_lacks(p)
+    for flag in unknown_flags(flags, knob_args(p)):
+        index = next((i for i, a in enumerate(p.extra_args) if _flag_name(a) == flag), None)
+        field = f"extra_args[{index}]" if index is not None else flag[2:].replace("-", "_")
+        said = flags.resolve(flag) or "unrecognized arguments"  # an abbreviation of several options is refused too
+        tail = ("a knob kimitui renders: the simulated host does not refuse it, a real 0.5.23 host does"
+                if field in lacking else "a host running another version is asked before a swap")
+        warn(field, f"{flag} is not a flag of SGLang {DEFAULT_VERSION}: its parser refuses the command ({said!s}); "
+             + tail)
+    for flag, why in deprecated_flags(flags, p.extra_args):  # a typed knob's deprecation has its own rule
+        index = next(i for i, a in enumerate(p.extra_args) if _flag_name(a) == flag)
+        warn(f"extra_args[{index}]", f"{flag} is deprecated in SGLang {DEFAULT_VERSION}: {why}")
 
 
 def _lint_speculative(p: Profile, error: Report, warn: Report) -> None:

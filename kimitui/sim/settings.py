@@ -8,11 +8,14 @@ so the rest of ``kimitui.sim`` never deals with ``None``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kimitui.profiles import FAULTS, Profile, ProfileError, SimSettings, load_profile
+from kimitui.sglang.flag_check import DEFAULT_VERSION, known_flags, refusal
+from kimitui.sglang.preflight import SIM_SGLANG_ENV
 
 FAULT_KINDS: tuple[str, ...] = FAULTS
 """The profile schema's list, so a profile's ``[sim] fault`` and ``--fault`` accept the same names:
@@ -292,8 +295,32 @@ def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSetti
         if value is not None:
             values[key] = value
     settings = ServerSettings(**values)
+    if isinstance(profile, Profile):
+        check_flags(profile)
     validate(settings)
     return settings
+
+
+def check_flags(profile: Profile) -> None:
+    """Refuse the command line the SGLang this host plays would refuse (an unknown flag, a bad choice...).
+
+    The simulator reads its profile, not an argument list; so it parses the flags a real host would be
+    started with (the one renderer) with the parser data of that version, and exits as SGLang's parser
+    would, with its message.  The version: ``$KIMITUI_SIM_SGLANG``, by default 0.5.23; one kimitui
+    has no data for (or ``none``) is not checked.  kimitui's own typed knobs the version lacks
+    (:func:`kimitui.profiles.lint.knobs_the_version_lacks`, which the lint reports) are left out.
+    """
+    from kimitui.profiles.lint import knobs_the_version_lacks
+    from kimitui.profiles.render import knob_args  # as _launch_command: the flags a real host gets
+
+    version = os.environ.get(SIM_SGLANG_ENV) or DEFAULT_VERSION
+    flags = known_flags(version)
+    if flags is None:
+        return
+    played = profile.model_copy(update={k: None for k in knobs_the_version_lacks(profile, version)})
+    message = refusal(flags, knob_args(played))
+    if message:
+        raise SimConfigError(message)
 
 
 def validate(s: ServerSettings) -> None:

@@ -1,0 +1,54 @@
+"""Run the host's own SGLang parser over a target's command lines, before a swap touches anything.
+
+The script and the reading of its answer are pure (:mod:`kimitui.sglang.preflight`); this module
+picks the interpreter (the one the launch command runs; on a simulated host, the one that runs the
+simulator), sends every process of the deployment in one call, and turns what can go wrong on the
+way (no Python, a timeout, a dropped link) into an answer that says so: a broken check warns, it
+never blocks an operator.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kimitui.host.base import CommandTimeout, Host, HostError
+from kimitui.launcher.profiles import sim_python
+from kimitui.profiles import Profile, deployment
+from kimitui.profiles.lint import knobs_the_version_lacks
+from kimitui.sglang.preflight import HostAnswer, PreflightPlan, could_not_check, process_args, read_answer
+
+PREFLIGHT_TIMEOUT_S = 60.0
+"""Importing SGLang's parser takes seconds on a busy host; a minute means something is wrong."""
+
+
+def plan_for(host: Host, target: Profile, *, simulated: bool) -> PreflightPlan:
+    """Every SGLang process of ``target`` as a real host would run it, and the Python that checks them.
+
+    The flags are always the real command's (a simulated host is asked about what a real one would
+    run, less kimitui's own knobs the version it plays lacks, as the simulator itself does); all of a
+    multi-node or PD deployment is asked of the home host's Python.
+    """
+    if simulated:
+        target = target.model_copy(update={k: None for k in knobs_the_version_lacks(target)})
+    specs = deployment(target)
+    processes = tuple(p for spec in specs if (p := process_args(spec.role, spec.argv)) is not None)
+    if simulated:
+        python = sim_python(host) or sys.executable
+    else:
+        python = specs[0].argv[0] if specs else target.launcher.python_path()
+    return PreflightPlan(python=python, processes=processes, simulated=simulated)
+
+
+async def ask_host_sglang(host: Host, target: Profile, *, simulated: bool,
+                          timeout: float = PREFLIGHT_TIMEOUT_S) -> HostAnswer:
+    """What the host's SGLang says of ``target``'s command lines (one remote call for all its processes)."""
+    plan = plan_for(host, target, simulated=simulated)
+    if not plan.processes:
+        return could_not_check("no SGLang process in its command")
+    try:
+        result = await host.run(plan.argv(), input=plan.stdin(), timeout=timeout)
+    except CommandTimeout:
+        return could_not_check(f"{plan.python} on {host.name} did not answer within {timeout:.0f} s")
+    except HostError as exc:
+        return could_not_check(f"cannot run {plan.python} on {host.name}: {exc}")
+    return read_answer(result.stdout, result.stderr, result.exit_code if result.exit_code is not None else -1)
