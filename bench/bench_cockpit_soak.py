@@ -12,7 +12,8 @@ realistic rates and in real time, what a simulated host with ``decode_log_interv
   straggler per level, the sweep's result; the controller says ``busy`` while a sweep runs, as the live one
   does, so the app re-checks its keys (and the footer rebuilds) at every sweep's start and end.
 
-Every ``--sample-s`` (60) it prints RSS (``/proc/self/statm``), the events published and dropped,
+Every ``--sample-s`` (60) it prints RSS (``/proc/self/statm``), the live objects (``sys.getallocatedblocks``:
+a leak grows them, the allocator's high water under load does not), the events published and dropped,
 and with ``--tracemalloc`` the traced heap and the lines whose allocations grew most since the end of
 the warm-up.  At the end: the figures after warm-up (``--warmup-min``, 20 by default: the 20-minute
 straggler window and the 30-minute GPU notes fill at 8 Hz within it; shorter runs warm up for a third),
@@ -260,17 +261,20 @@ async def soak(args: argparse.Namespace) -> list[tuple[float, float, float]]:
     ctrl = SoakController(soak_events(t0, args.gpu_hz, args.log_rate, levels, args.sweep_s), t0, args.speed)
     app = KimituiApp(ctrl)
     samples: list[tuple[float, float, float]] = []  # (minute, RSS MB, traced MB)
+    blocks: list[tuple[float, float]] = []  # (minute, live objects in thousands): growth that is not fragmentation
     warm_snap: tracemalloc.Snapshot | None = None
     async with app.run_test(size=(160, 50)):
         start = time.monotonic()
-        print(f"{'min':>6} {'RSS MB':>8} {'heap MB':>8} {'events':>10} {'dropped':>8} {'sweeps':>6} {'load':>5}",
-              flush=True)
+        print(f"{'min':>6} {'RSS MB':>8} {'heap MB':>8} {'kblocks':>8} {'events':>10} {'dropped':>8} {'sweeps':>6} "
+              f"{'load':>5}", flush=True)
         while True:
             elapsed = (time.monotonic() - start) / 60
             heap = tracemalloc.get_traced_memory()[0] / 1e6 if args.tracemalloc else float("nan")
             samples.append((elapsed, rss_mb(), heap))
+            blocks.append((elapsed, sys.getallocatedblocks() / 1e3))
             sw = app.model.sweep
-            print(f"{elapsed:6.1f} {samples[-1][1]:8.1f} {heap:8.1f} {ctrl.published:10d} {app.model.dropped:8d} "
+            print(f"{elapsed:6.1f} {samples[-1][1]:8.1f} {heap:8.1f} {blocks[-1][1]:8.0f} {ctrl.published:10d} "
+                  f"{app.model.dropped:8d} "
                   f"{int(sw.sweep_id.split('-')[-1]) + 1 if sw else 0:6d} {os.getloadavg()[0]:5.2f}", flush=True)
             if args.tracemalloc and warm_snap is None and elapsed >= args.warmup_min:
                 warm_snap = tracemalloc.take_snapshot()
@@ -282,6 +286,10 @@ async def soak(args: argparse.Namespace) -> list[tuple[float, float, float]]:
                 break
             await asyncio.sleep(max(1.0, args.sample_s - (time.monotonic() - start) % args.sample_s))
         await ctrl.shutdown()
+    after = [(m, b) for m, b in blocks if m >= args.warmup_min - 1e-6]
+    if len(after) >= 2:  # objects alive: a leak grows them; RSS alone also grows with the allocator's high water
+        print(f"\n  live objects after warm-up: {after[0][1]:.0f}k -> {after[-1][1]:.0f}k blocks "
+              f"({100 * (after[-1][1] - after[0][1]) / after[0][1]:+.1f} %), slope {slope_per_min(after):+.2f}k/min")
     return samples
 
 
