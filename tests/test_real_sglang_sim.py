@@ -57,6 +57,8 @@ def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, 
             text = client.get(sim.url + "/metrics").text
             info = client.get(sim.url + "/server_info").json()
             loads = client.get(sim.url + "/v1/loads").json()
+            model_info = client.get(sim.url + "/model_info").json()
+            models = client.get(sim.url + "/v1/models").json()
     simulated = _families(text)
     # the same families, and nothing the real one lacks but what is allowed with a reason
     assert set(real) - set(simulated) == set(), "real families the simulator lacks"
@@ -80,6 +82,11 @@ def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, 
     assert set(info["startup_time"]) == set(real_info["startup_time"])
     assert set(info["internal_states"][0]["memory_usage"]) == set(real_info["internal_states"][0]["memory_usage"])
     assert info["cuda_graph_config"]["decode"]["max_bs"] == info["cuda_graph_max_bs"]
+    # /model_info and /v1/models: the real keys
+    real_model_info = json.loads(read_http(REAL / real_model / "model_info.txt")[2])
+    assert set(model_info) == set(real_model_info) and set(model_info["embedding"]) == set(real_model_info["embedding"])
+    real_models = json.loads(read_http(REAL / real_model / "v1_models.txt")[2])
+    assert set(models) == set(real_models) and set(models["data"][0]) == set(real_models["data"][0])
     # /v1/loads: the real top-level keys and per-rank keys (0.5.23's aggregate besides)
     real_loads = json.loads(read_http(REAL / "tiny-qwen3moe" / "v1_loads.txt")[2])
     assert set(real_loads) <= set(loads)

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from kimitui.sglang.launch_command import parse_launch_command
 from kimitui.sim.perf_model import GPU_TOTAL_GB, capture_batch_sizes
 from kimitui.sim.prometheus import CONTENT_TYPE, GRAPH_PHASES
-from kimitui.sim.real_server_args import INTERNAL_ONLY, SERVER_ARGS
+from kimitui.sim.real_server_args import INTERNAL_ONLY, MODEL_INFO_EMBEDDING, SERVER_ARGS
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.server_state import SimServerState
 
@@ -169,14 +169,19 @@ class InfoRoutes(SimServerState):
         return JSONResponse(
             {
                 "model_path": self.s.model_path,
+                "served_model_name": self.s.served_model_name,
                 "tokenizer_path": self.s.model_path,
                 "is_generation": True,
                 "preferred_sampling_params": None,
                 "weight_version": "default",
+                "load_format": "auto",
+                "reasoning_parser": None,
+                "tool_call_parser": None,
                 "has_image_understanding": False,
                 "has_audio_understanding": False,
                 "model_type": "kimi_k25",
                 "architectures": ["KimiK25ForConditionalGeneration"],
+                "embedding": MODEL_INFO_EMBEDDING,
             }
         )
 
