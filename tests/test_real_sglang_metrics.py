@@ -118,3 +118,21 @@ def test_every_real_scrape_in_the_folder_is_read() -> None:
     assert scrapes == sorted(["metrics_before.txt", "metrics_after.txt"] * 2 + ["metrics_after_expert.txt"])
     status, _, body = read_http(REAL / "tiny-qwen3moe" / "metrics_after_expert.txt")
     assert status == 0 and "Couldn't connect to server" in body  # the expert dump had killed it
+
+
+def test_cuda_graphs_are_read_from_the_pass_counter_not_the_gauge() -> None:
+    """``sglang:is_cuda_graph`` is a gauge some versions never set (0 on a server running graphs); the real
+    0.5.18 counts its passes by mode (``prefill_none``, ``decode_none`` on this CPU): kimitui reads those."""
+    text = _metrics("tiny-llama", "metrics_after.txt")
+    modes = dict(re.findall(r'^sglang:cuda_graph_passes_total\{[^}]*mode="(\w+)"[^}]*\} (\S+)$', text, re.M))
+    assert set(modes) == {"prefill_none", "decode_none"} and float(modes["decode_none"]) > 0
+    assert stats_from_metrics(text, host="real").cuda_graph is False
+    gpu = text.replace('mode="decode_none"', 'mode="decode_cuda_graph"')  # a GPU server: graphs, gauge still 0
+    assert _sample(gpu, "sglang:is_cuda_graph", "tiny-llama")[1] == 0.0
+    assert stats_from_metrics(gpu, host="real").cuda_graph is True
+    rates = CounterRates()
+    stats_from_metrics(gpu, host="real", rates=rates)
+    more = gpu.replace('mode="prefill_none"', 'mode="decode_none"')  # the next window: 9 eager decode passes
+    assert stats_from_metrics(more, host="real", rates=rates).cuda_graph is False  # graphs off in this window
+    idle = stats_from_metrics(more, host="real", rates=rates)
+    assert idle.cuda_graph is True  # no decode pass since: the server's lifetime answer

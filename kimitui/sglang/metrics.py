@@ -42,6 +42,11 @@ GAUGES: dict[str, tuple[str, str]] = {
 ``fwd_occupancy``: a percentage, NaN until measured (NaN is "no figure", never 0).  ``utilization``:
 a 0-1 ratio."""
 CUDA_GRAPH = "sglang:is_cuda_graph"
+"""A gauge some SGLang versions never set (a permanent 0 on a server running graphs): read only where
+:data:`CUDA_GRAPH_PASSES` is absent."""
+CUDA_GRAPH_PASSES = "sglang:cuda_graph_passes"
+"""Counter of forward passes by ``mode`` (``decode_cuda_graph``, ``decode_none``, ``prefill_none``...): the
+decode passes since the previous scrape say whether graphs run (``cuda_graph``); none in between: no figure."""
 QUEUE_TIME = "sglang:queue_time_seconds"
 """Histogram of the time each request waited in the queue, observed as it leaves it: its mean over the
 requests that left between two scrapes is ``ServerStats.queue_time_s``."""
@@ -87,7 +92,7 @@ VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fract
 EPLB_BALANCEDNESS = "sglang:eplb_balancedness"
 EPLB_HEATMAP = "sglang:eplb_gpu_physical_count"
 
-KNOWN_METRICS = frozenset(GAUGES) | {CUDA_GRAPH, QUEUE_TIME} | frozenset(VLLM_GAUGES) | frozenset(VLLM_RATES)
+KNOWN_METRICS = frozenset(GAUGES) | {CUDA_GRAPH, CUDA_GRAPH_PASSES, QUEUE_TIME} | frozenset(VLLM_GAUGES) | frozenset(VLLM_RATES)
 """The /metrics names a :class:`ServerStats` field is read from."""
 
 # --------------------------------------------------------------------------- what the real server exports

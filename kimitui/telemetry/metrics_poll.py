@@ -37,6 +37,7 @@ from kimitui.telemetry.expert_load import WATCHED, ExpertWindows
 from kimitui.sglang.loads import stats_from_get_load, stats_from_loads
 from kimitui.sglang.metrics import (
     CUDA_GRAPH,
+    CUDA_GRAPH_PASSES,
     GAUGES,
     KNOWN_METRICS,
     PD_EXTRA_KEYS,
@@ -97,7 +98,13 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
     """
     values: dict[str, list[float]] = {}
     hist: dict[str, list[float]] = {}
+    passes: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
+        if family.name == CUDA_GRAPH_PASSES:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    mode = sample.labels.get("mode", "")
+                    passes[mode] = passes.get(mode, 0.0) + float(sample.value)
         if family.type == "histogram" and (family.name in PD_HISTOGRAMS or family.name == QUEUE_TIME):
             for sample in family.samples:
                 if sample.name.endswith(("_sum", "_count")):
@@ -117,7 +124,8 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             field, how = mapped
             kw[field] = sum(vals) if how == "sum" else sum(vals) / len(vals)
         elif name == CUDA_GRAPH:
-            kw["cuda_graph"] = bool(vals) and min(vals) > 0
+            if not passes:
+                kw["cuda_graph"] = bool(vals) and min(vals) > 0
         elif name in SPEC_EXTRA:
             if max(vals) > 0:
                 extra[SPEC_EXTRA[name]] = max(vals)
@@ -142,10 +150,28 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             if dh is not None and dq:
                 kw["cache_hit_rate"] = dh / dq
     extra.update(_pd_transfer_means(hist, rates))
+    graphs = _decode_graphs(passes, rates)
+    if graphs is not None:
+        kw["cuda_graph"] = graphs
+    if kw.get("utilization") is not None and kw["utilization"] < 0:
+        del kw["utilization"]  # a PD prefill server's -1: no figure
     queue_time = _window_mean(hist, QUEUE_TIME, rates)
     if queue_time is not None:
         kw["queue_time_s"] = queue_time
     return ServerStats(host=host, source="metrics", extra=extra, **kw)
+
+
+def _decode_graphs(passes: dict[str, float], rates: CounterRates | None) -> bool | None:
+    """Did the decode passes since the previous scrape run CUDA graphs?  With none in between (or without
+    ``rates``), did any since the server started.  None when it never decoded (or does not count passes)."""
+    decode = sum(v for mode, v in passes.items() if mode.startswith("decode_"))
+    graphs = sum(v for mode, v in passes.items() if mode.startswith("decode_") and not mode.endswith("_none"))
+    if rates is not None and passes:
+        d_decode = rates.delta(CUDA_GRAPH_PASSES + ":decode", decode)
+        d_graphs = rates.delta(CUDA_GRAPH_PASSES + ":graphs", graphs)
+        if d_decode and d_graphs is not None:
+            return d_graphs > 0
+    return graphs > 0 if decode > 0 else None
 
 
 def _window_mean(hist: dict[str, list[float]], family: str, rates: CounterRates | None) -> float | None:
