@@ -136,3 +136,17 @@ def test_cuda_graphs_are_read_from_the_pass_counter_not_the_gauge() -> None:
     assert stats_from_metrics(more, host="real", rates=rates).cuda_graph is False  # graphs off in this window
     idle = stats_from_metrics(more, host="real", rates=rates)
     assert idle.cuda_graph is True  # no decode pass since: the server's lifetime answer
+
+
+def test_the_cache_hit_rate_is_the_counters_not_the_zeroed_gauge() -> None:
+    """The real server's gauge said 0.0 after 16 of its 107 prompt tokens came from the cache; between two
+    scrapes kimitui divides the cached-token counter's increase by the prompt-token counter's."""
+    text = _metrics("tiny-llama", "metrics_after.txt")
+    assert _sample(text, "sglang:cache_hit_rate", "tiny-llama")[1] == 0.0
+    assert _sample(text, "sglang:cached_tokens_total", "tiny-llama")[1] == 16.0
+    rates = CounterRates()
+    assert stats_from_metrics(text, host="real", rates=rates).cache_hit_rate == 0.0  # first scrape: the gauge
+    later = re.sub(r"^(sglang:cached_tokens_total\{[^}]*\}) 16.0$", r"\1 46.0", text, flags=re.M)
+    later = re.sub(r'^(sglang:prompt_tokens_total\{[^}]*is_streaming="false"[^}]*\}) 98.0$', r"\1 138.0", later, flags=re.M)
+    assert stats_from_metrics(later, host="real", rates=rates).cache_hit_rate == pytest.approx(30 / 40)
+    assert stats_from_metrics(later, host="real", rates=rates).cache_hit_rate is None  # no prompt since

@@ -52,6 +52,11 @@ QUEUE_TIME = "sglang:queue_time_seconds"
 requests that left between two scrapes is ``ServerStats.queue_time_s``."""
 RETRACTED = "sglang:num_retracted_reqs"
 PROMPT_TOKENS_TOTAL = "sglang:prompt_tokens_total"
+CACHED_TOKENS_TOTAL = "sglang:cached_tokens_total"
+SGLANG_HIT_RATE = (CACHED_TOKENS_TOTAL, PROMPT_TOKENS_TOTAL)
+"""The prefix-cache hit rate between two scrapes: Δcached / Δprompt tokens.  Preferred to the
+``sglang:cache_hit_rate`` gauge, which the scheduler sets on its Prefill reports and zeroes on its Decode
+reports (so it mostly reads 0 under load; the real 0.5.18 said 0.0 after 16 of 107 prompt tokens hit)."""
 
 VLLM_GAUGES: dict[str, tuple[str, str]] = {
     "vllm:num_requests_running": ("running_reqs", "sum"),

@@ -43,6 +43,7 @@ from kimitui.sglang.metrics import (
     PD_EXTRA_KEYS,
     PD_HISTOGRAMS,
     QUEUE_TIME,
+    SGLANG_HIT_RATE,
     SPEC_EXTRA,
     VLLM_GAUGES,
     VLLM_HIT_RATE,
@@ -149,6 +150,12 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             dh, dq = rates.delta(VLLM_HIT_RATE[0], hits), rates.delta(VLLM_HIT_RATE[1], queries)
             if dh is not None and dq:
                 kw["cache_hit_rate"] = dh / dq
+    if rates is not None and all(n in values for n in SGLANG_HIT_RATE):
+        dh, dq = (rates.delta(n, sum(values[n])) for n in SGLANG_HIT_RATE)
+        if dh is not None and dq:
+            kw["cache_hit_rate"] = min(1.0, dh / dq)
+        elif dh is not None:
+            kw.pop("cache_hit_rate", None)  # no prompt in between: no hit rate (the gauge's 0 is not one)
     extra.update(_pd_transfer_means(hist, rates))
     graphs = _decode_graphs(passes, rates)
     if graphs is not None:
