@@ -150,3 +150,15 @@ def test_the_cache_hit_rate_is_the_counters_not_the_zeroed_gauge() -> None:
     later = re.sub(r'^(sglang:prompt_tokens_total\{[^}]*is_streaming="false"[^}]*\}) 98.0$', r"\1 138.0", later, flags=re.M)
     assert stats_from_metrics(later, host="real", rates=rates).cache_hit_rate == pytest.approx(30 / 40)
     assert stats_from_metrics(later, host="real", rates=rates).cache_hit_rate is None  # no prompt since
+
+
+def test_start_up_phases_are_kept_apart() -> None:
+    """``startup_time_seconds``' phases overlap (the tokenizer's end-to-end includes the weights' load): each
+    is its own figure, never their sum."""
+    text = _metrics("tiny-qwen3moe", "metrics_after.txt")
+    phases = dict(re.findall(r'^sglang:startup_time_seconds\{[^}]*phase="(\w+)"[^}]*\} (\S+)$', text, re.M))
+    extra = stats_from_metrics(text, host="real").extra
+    assert "startup_time_seconds" not in extra
+    assert {k: v for k, v in extra.items() if k.startswith("startup_time_seconds.")} == {
+        f"startup_time_seconds.{phase}": float(v) for phase, v in phases.items()}
+    assert extra["startup_time_seconds.tokenizer_e2e"] > extra["startup_time_seconds.load_weight"]

@@ -56,7 +56,11 @@ CACHED_TOKENS_TOTAL = "sglang:cached_tokens_total"
 SGLANG_HIT_RATE = (CACHED_TOKENS_TOTAL, PROMPT_TOKENS_TOTAL)
 """The prefix-cache hit rate between two scrapes: Δcached / Δprompt tokens.  Preferred to the
 ``sglang:cache_hit_rate`` gauge, which the scheduler sets on its Prefill reports and zeroes on its Decode
-reports (so it mostly reads 0 under load; the real 0.5.18 said 0.0 after 16 of 107 prompt tokens hit)."""
+reports, as a public reading of SGLang's ``metrics_reporter.py`` has it (so it mostly reads 0 under load;
+the real 0.5.18 said 0.0 after 16 of its 107 prompt tokens hit)."""
+SPLIT_EXTRA: dict[str, str] = {"sglang:startup_time_seconds": "phase"}
+"""Families whose series do not add up (``tokenizer_e2e`` includes ``load_weight``...): ``extra`` keeps one
+figure per value of this label (``startup_time_seconds.load_weight``) instead of their sum."""
 
 VLLM_GAUGES: dict[str, tuple[str, str]] = {
     "vllm:num_requests_running": ("running_reqs", "sum"),

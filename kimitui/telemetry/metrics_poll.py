@@ -45,6 +45,7 @@ from kimitui.sglang.metrics import (
     QUEUE_TIME,
     SGLANG_HIT_RATE,
     SPEC_EXTRA,
+    SPLIT_EXTRA,
     VLLM_GAUGES,
     VLLM_HIT_RATE,
     VLLM_RATES,
@@ -113,10 +114,12 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
             continue
         if family.type not in ("gauge", "counter", "untyped", "unknown"):
             continue
+        split = SPLIT_EXTRA.get(family.name)
         for sample in family.samples:
             if sample.name.endswith(("_created",)) or math.isnan(sample.value):
                 continue
-            values.setdefault(sample.name, []).append(float(sample.value))
+            name = f"{sample.name}.{sample.labels.get(split, '')}" if split else sample.name
+            values.setdefault(name, []).append(float(sample.value))
     kw: dict[str, Any] = {}
     extra: dict[str, float] = {}
     for name, vals in values.items():
