@@ -116,9 +116,12 @@ def setup(venv: Path | None = None, *, quiet: bool = True) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
     pip = [str(py), "-m", "pip", *q, "--disable-pip-version-check"]
-    subprocess.run([*pip, "install", f"torch=={TORCH_VERSION}", *PARSER_DEPS, *ROUTER_DEPS], check=True)
+    # --no-compile: the parser imports a sliver of torch, triton and SGLang; byte-compiling all of
+    # them at install is most of set-up's CPU (Python compiles what it imports, once, on first use).
+    install = [*pip, "install", "--no-compile"]
+    subprocess.run([*install, f"torch=={TORCH_VERSION}", *PARSER_DEPS, *ROUTER_DEPS], check=True)
     # --no-deps: their own pins (torch 2.14.1, flashinfer, sgl-kernel, ...) are the serving stack, not the parser.
-    subprocess.run([*pip, "install", "--no-deps", f"sglang=={SGLANG_VERSION}", f"{ROUTER_PACKAGE}=={ROUTER_VERSION}"],
+    subprocess.run([*install, "--no-deps", f"sglang=={SGLANG_VERSION}", f"{ROUTER_PACKAGE}=={ROUTER_VERSION}"],
                    check=True)
     check = subprocess.run([str(py), str(Path(__file__).resolve()), "versions"], capture_output=True, text=True)
     if check.returncode != 0:
