@@ -142,3 +142,36 @@ def test_kimitui_s_own_knob_that_0_5_23_lacks_is_named_by_the_lint() -> None:
         "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
     (warning,) = [i for i in lint_profile(p) if "is not a flag of SGLang" in i.message]
     assert warning.field == "cuda_graph_max_bs" and "a real 0.5.23 host does" in warning.message
+
+
+def test_the_simulated_answers_are_the_real_0_5_23_answers() -> None:
+    """The same request to the real SGLang 0.5.23 and sglang_router (tests/support/sglang_parser.py's venv)
+    and to the simulated host: the same verdict and the same message for every process."""
+    from tests.support.sglang_parser import parser_python, required
+
+    python = parser_python()
+    if python is None:
+        if required():
+            pytest.fail("the SGLang parser venv is required here (KIMITUI_REQUIRE_SGLANG_PARSER=1) but not built")
+        pytest.skip("no SGLang parser venv (tests/support/sglang_parser.py setup builds it)")
+    server = process_args("server", deployment(load_profile("ep8-tuned"))[0].argv)
+    assert server is not None
+    router = ("--pd-disaggregation", "--prefill", "http://127.0.0.1:1", "8998", "--decode", "http://127.0.0.1:2",
+              "--host", "127.0.0.1", "--port", "3")
+    processes = [server, ProcessArgs("unknown", "server", (*server.args, "--no-such-flag")),
+                 ProcessArgs("choice", "server", (*server.args, "--schedule-policy", "newest-first")),
+                 ProcessArgs("missing", "server", (*server.args, "--max-running-requests")),
+                 ProcessArgs("ambiguous", "server", (*server.args, "--cuda-graph-max-bs", "8")),
+                 ProcessArgs("router", "router", router),
+                 ProcessArgs("router-bad", "router", (*router, "--policy", "fastest"))]
+    answers = {}
+    for simulated, py in ((False, str(python)), (True, sys.executable)):
+        res = subprocess.run([py, "-c", SCRIPT], input=request(processes, simulated=simulated), capture_output=True,
+                             text=True, timeout=300)
+        answers[simulated] = read_answer(res.stdout, res.stderr, res.returncode)
+    real, played = answers[False], answers[True]
+    assert real.version == "0.5.23" and played.version == "0.5.23 (simulated)", real.problem
+    assert [(c.role, c.verdict) for c in real.checks] == [
+        ("server", "ok"), ("unknown", "refused"), ("choice", "refused"), ("missing", "refused"),
+        ("ambiguous", "refused"), ("router", "ok"), ("router-bad", "refused")]
+    assert real.checks == played.checks

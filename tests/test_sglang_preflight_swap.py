@@ -110,3 +110,22 @@ def _status(capsys: pytest.CaptureFixture[str]) -> str:
 
     main(["status", "--json"])
     return capsys.readouterr().out
+
+
+def test_profiles_lint_asks_the_hosts_own_sglang(sim_env: SimEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The lint knows 0.5.23; ``--host`` adds what the host's own parser (its version) says, in one call."""
+    from kimitui.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("COLUMNS", "400")
+    good, bad = sim_env.profile("good", "ep8-tuned"), sim_env.profile("unknown", "ep8-tuned", body=UNKNOWN)
+    assert main(["profiles", "lint", str(good), str(bad), "--host", "sim"]) == 1
+    out = capsys.readouterr()
+    assert "ok good (SGLang 0.5.23 (simulated) on sim)" in out.out
+    (refusal,) = [ln for ln in out.err.splitlines() if "refuses unknown server" in ln]
+    assert refusal.endswith("sglang serve: error: unrecognized arguments: --no-such-flag")
+
+    monkeypatch.setenv("KIMITUI_SIM_SGLANG", "none")
+    assert main(["profiles", "lint", str(bad), "--host", "sim"]) == 0  # 0.5.23's lint only warns; nobody refused
+    assert "could not check unknown's command (no SGLang in " in capsys.readouterr().out

@@ -10,6 +10,7 @@ import argparse
 import sys
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -34,6 +35,9 @@ from kimitui.profiles.keys import stable_keys
 from kimitui.profiles.lint import NO_EFFECT_CONTINUOUS
 from kimitui.profiles.loader import locate_field
 from kimitui.profiles.schema import Profile
+
+if TYPE_CHECKING:
+    from kimitui.host.base import Host
 
 EXIT_LINT_ERRORS = 1
 EXIT_BAD_PROFILE = 2
@@ -66,6 +70,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = sub.add_parser("lint", help="check profiles against SGLang's rules (exit 1 on errors)")
     p.add_argument("profiles_to_lint", metavar="NAME|PATH", nargs="*", help="default: every visible profile")
+    p.add_argument("--host", metavar="NAME", default=None,
+                   help="also ask that host's own SGLang parser (its version, parse only) about every process")
     p.set_defaults(func=_lint)
 
 
@@ -315,8 +321,42 @@ def _lint(args: argparse.Namespace) -> int:
                 + (f" [dim](profile {escape(p.name)})[/]" if found and found[0] != p.source_path else "")
             )
         errors += has_errors(issues)
+    if getattr(args, "host", None) and profiles:
+        errors += _lint_on_host(args, profiles, out, err)
     if failed:
         return EXIT_BAD_PROFILE
     return EXIT_LINT_ERRORS if errors else 0
+
+
+def _lint_on_host(args: argparse.Namespace, profiles: list[Profile], out: Console, err: Console) -> int:
+    """What the host's own SGLang says of each profile's command (the flags its version does not know...).
+
+    The lint above knows 0.5.23's parser; a host may run another version, and only its parser can say.
+    Returns how many profiles it refuses (a host that cannot be reached counts as one).
+    """
+    import asyncio
+
+    from kimitui.commands.common import on_host
+    from kimitui.launcher.preflight_host import ask_host_sglang_each
+    from kimitui.launcher.select import is_simulated_host
+
+    refused = 0
+
+    async def work(host: "Host") -> int:
+        nonlocal refused
+        answers = await ask_host_sglang_each(host, profiles, simulated=is_simulated_host(host))
+        for p, answer in zip(profiles, answers, strict=True):
+            for line in answer.refusals(p.name):
+                err.print(f"{escape(_display_path(p.source_path))}: [red]error[/]: {escape(line)}")
+            for line in answer.warnings(p.name):
+                out.print(f"{escape(_display_path(p.source_path))}: [yellow]warning[/]: {escape(line)}")
+            if not answer.refused and not answer.problem:
+                out.print(f"[green]ok[/] {escape(p.name)} [dim](SGLang {escape(answer.version or '?')} on "
+                          f"{escape(host.name)})[/]")
+            refused += bool(answer.refused)
+        return 0
+
+    code = asyncio.run(on_host(args, work, lambda exc: err.print(f"[red]error[/]: {escape(str(exc))}")))
+    return refused + (code != 0)
 
 

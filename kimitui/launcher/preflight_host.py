@@ -10,6 +10,8 @@ never blocks an operator.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 
 from kimitui.host.base import CommandTimeout, Host, HostError
 from kimitui.launcher.profiles import sim_python
@@ -42,13 +44,34 @@ def plan_for(host: Host, target: Profile, *, simulated: bool) -> PreflightPlan:
 async def ask_host_sglang(host: Host, target: Profile, *, simulated: bool,
                           timeout: float = PREFLIGHT_TIMEOUT_S) -> HostAnswer:
     """What the host's SGLang says of ``target``'s command lines (one remote call for all its processes)."""
-    plan = plan_for(host, target, simulated=simulated)
-    if not plan.processes:
-        return could_not_check("no SGLang process in its command")
-    try:
-        result = await host.run(plan.argv(), input=plan.stdin(), timeout=timeout)
-    except CommandTimeout:
-        return could_not_check(f"{plan.python} on {host.name} did not answer within {timeout:.0f} s")
-    except HostError as exc:
-        return could_not_check(f"cannot run {plan.python} on {host.name}: {exc}")
-    return read_answer(result.stdout, result.stderr, result.exit_code if result.exit_code is not None else -1)
+    return (await ask_host_sglang_each(host, [target], simulated=simulated, timeout=timeout))[0]
+
+
+async def ask_host_sglang_each(host: Host, targets: Sequence[Profile], *, simulated: bool,
+                               timeout: float = PREFLIGHT_TIMEOUT_S) -> list[HostAnswer]:
+    """What the host's SGLang says of each profile: one remote call per interpreter they name.
+
+    A check that cannot run (no Python, a timeout, a dropped link) is an answer saying why.
+    """
+    plans = [plan_for(host, t, simulated=simulated) for t in targets]
+    answers: list[HostAnswer] = [could_not_check("no SGLang process in its command")] * len(plans)
+    for python in dict.fromkeys(p.python for p in plans if p.processes):
+        mine = [i for i, p in enumerate(plans) if p.python == python and p.processes]
+        joint = PreflightPlan(python, tuple(replace(proc, role=f"{i}{_SEP}{proc.role}")
+                                            for i in mine for proc in plans[i].processes), simulated)
+        try:
+            result = await host.run(joint.argv(), input=joint.stdin(), timeout=timeout)
+            answer = read_answer(result.stdout, result.stderr, result.exit_code if result.exit_code is not None else -1)
+        except CommandTimeout:
+            answer = could_not_check(f"{python} on {host.name} did not answer within {timeout:.0f} s")
+        except HostError as exc:
+            answer = could_not_check(f"cannot run {python} on {host.name}: {exc}")
+        for i in mine:
+            own = tuple(replace(c, role=c.role.partition(_SEP)[2]) for c in answer.checks
+                        if c.role.partition(_SEP)[0] == str(i))
+            answers[i] = HostAnswer(answer.version, own, answer.problem)
+    return answers
+
+
+_SEP = "\t"
+"""Joins a profile's index to its process's role in a joint request (a role never holds a tab)."""

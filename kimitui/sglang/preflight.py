@@ -196,6 +196,7 @@ def check_server(args):
 
 def check_router(args):
     from sglang_router.launch_router import parse_router_args
+    sys.argv[0] = "launch_router.py"  # its parser's prog, as `python -m sglang_router.launch_router` names it
     parse_router_args(list(args))
 
 
