@@ -129,3 +129,39 @@ def test_profiles_lint_asks_the_hosts_own_sglang(sim_env: SimEnv, tmp_path: Path
     monkeypatch.setenv("KIMITUI_SIM_SGLANG", "none")
     assert main(["profiles", "lint", str(bad), "--host", "sim"]) == 0  # 0.5.23's lint only warns; nobody refused
     assert "could not check unknown's command (no SGLang in " in capsys.readouterr().out
+
+
+async def test_the_preflight_reaches_the_host_over_ssh_too(sim_host, tmp_path: Path) -> None:
+    """The script travels as ``python -c`` with its request on stdin, locally and through the SSH server."""
+    from kimitui.launcher.preflight_host import ask_host_sglang
+    from kimitui.profiles import load_profile
+    from tests.support.launcher_env import write_profile
+
+    bad = load_profile(str(write_profile(tmp_path, "unknown", "ep8-tuned", port=1, body=UNKNOWN)))
+    answer = await ask_host_sglang(sim_host, bad, simulated=True)
+    assert answer.version == "0.5.23 (simulated)", answer.problem
+    assert answer.refusals("unknown") == ["SGLang 0.5.23 (simulated) on the host refuses unknown server: "
+                                          "sglang serve: error: unrecognized arguments: --no-such-flag"]
+
+
+async def test_every_process_of_a_pd_deployment_is_asked_in_one_call(tmp_path: Path) -> None:
+    from kimitui.launcher.preflight_host import ask_host_sglang, plan_for
+    from kimitui.profiles import load_profile
+
+    pd = load_profile("pd-1p1d")
+    assert [p.role for p in plan_for(LocalHost("sim"), pd, simulated=True).processes] == [
+        "prefill-0", "decode-0", "router"]
+    ok = await ask_host_sglang(LocalHost("sim"), pd, simulated=True)
+    assert [(c.role, c.verdict) for c in ok.checks] == [("prefill-0", "ok"), ("decode-0", "ok"), ("router", "ok")]
+
+    odd = tmp_path / "pd-odd.toml"
+    odd.write_text('name = "pd-odd"\nextends = "pd-1p1d"\n[pd]\nrouter_args = ["--policy", "fastest"]\n'
+                   '[pd.prefill]\nbase_gpu_id = 0\nport = 30010\n'
+                   '[pd.decode]\nbase_gpu_id = 4\nport = 30020\nextra_args = ["--no-such-flag"]\n')
+    refused = await ask_host_sglang(LocalHost("sim"), load_profile(str(odd)), simulated=True)
+    assert [(c.role, c.verdict) for c in refused.checks] == [
+        ("prefill-0", "ok"), ("decode-0", "refused"), ("router", "refused")]
+    assert refused.refusals("pd-odd")[0].endswith("pd-odd decode-0: sglang serve: error: unrecognized arguments: "
+                                                  "--no-such-flag")
+    assert "pd-odd router: launch_router.py: error: argument --policy: invalid choice: 'fastest'" in \
+        refused.refusals("pd-odd")[1]
