@@ -73,18 +73,29 @@ def _check_end_over_the_link(st: TuneState, serving: str | None) -> None:
     assert st.report_path and Path(st.report_path).read_text().count("### ") == len(st.steps)
 
 
+def _client_could_not_judge(reason: str) -> bool:
+    """The drafter's step left unjudged because the load client itself fell behind (the machine, not the
+    drafter): the autopilot must then revert it as "not judged", never keep it; on a quiet machine it is kept."""
+    return reason.startswith("not judged") and "the client could not keep up" in reason
+
+
 def _check_end(st: TuneState, serving: str | None) -> None:
     assert st.status == "finished", st.note
     by = {s.candidate.family: s for s in st.steps}
     eplb, dflash = by["enable_eplb"], by["speculative decoding"]
-    assert (eplb.status, dflash.status) == ("reverted", "kept"), [s.reason for s in st.steps]
-    assert eplb.verdict == "regressed" and "enable_eplb" in eplb.cause and "worse beyond noise" in eplb.reason
+    assert eplb.status == "reverted", [s.reason for s in st.steps]
+    assert eplb.verdict == "regressed" and "enable_eplb" in eplb.cause, eplb
+    assert "worse beyond noise" in eplb.reason or _client_could_not_judge(eplb.reason), eplb.reason
     assert dflash.profile is not None and dflash.profile.endswith("dflash")  # ep8-dflash, or on top of a kept no-op
-    assert serving == st.best == dflash.profile or (dense_kept_last(st) and serving == st.best)
+    if _client_could_not_judge(dflash.reason):  # a machine too busy to drive C=64: evidence before verdicts
+        assert dflash.status == "reverted" and serving == st.best, dflash.reason
+    else:
+        assert dflash.status == "kept", [s.reason for s in st.steps]
+        assert serving == st.best == dflash.profile or (dense_kept_last(st) and serving == st.best)
     dense = by.get("moe_dense_tp_size")
     if dense is not None:  # not modelled: usually "no change", but on a loaded machine the noise may exceed the floor
         assert dense.status in ("reverted", "kept") and dense.objective_change, dense.reason
-        if dense.index > dflash.index:
+        if dense.index > dflash.index and dflash.status == "kept":
             assert dense.against == "ep8-dflash" and dense.profile == "ep8-tuned-dflash-dense-tp1"
         else:
             assert dense.against == "ep8-tuned" and dense.profile == "ep8-tuned-dense-tp1"
@@ -130,15 +141,18 @@ def _cli(home: Path, *args: str) -> subprocess.Popen[str]:
 def test_killed_at_a_step_and_resumed_it_ends_the_same(tune_home: Path) -> None:
     args = ["--from", "ep8-tuned", "--change", CHANGES[0], "--variant", "ep8-dflash", "--change", CHANGES[2], *WORKLOAD]
     proc = _cli(tune_home, *args)
+    started = [proc]  # every autopilot this test starts is killed before the stop, or one outlives it
     try:
         where = _wait_for_step(proc, 2, 180)
-        second = _cli(tune_home, "--resume")  # one autopilot per tune: the first one still drives it
+        second = _cli(tune_home, "--resume")
+        started.append(second)  # one autopilot per tune: the first one still drives it
         refused, _ = second.communicate(timeout=120)
         assert second.returncode == 3 and f"is already being run by pid {proc.pid} (kimitui tune," in refused, refused
         os.kill(proc.pid, signal.SIGKILL)  # kimitui dies mid-sweep of step 2: no clean-up of any kind
         proc.wait(10)
         assert store.load(where).status == "running"
         resumed = _cli(tune_home, "--resume")
+        started.append(resumed)
         out, _ = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, out
         assert f"took over the lock of pid {proc.pid} (kimitui tune, started " in out  # the dead one's, said once
@@ -149,9 +163,28 @@ def test_killed_at_a_step_and_resumed_it_ends_the_same(tune_home: Path) -> None:
         _check_end(st, serving)
         assert f"best {st.best}" in out and "report:" in out
     finally:
-        proc.kill()
-        subprocess.run([sys.executable, "-m", "kimitui", "stop", "--yes"], capture_output=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+        # a resumed autopilot still running (its communicate timed out on a loaded machine) would start a
+        # server after the stop below: kill each one first, then stop what they left serving
+        for p in started:
+            p.kill()
+            p.wait(30)
+        _stop_what_serves()
+
+
+def _stop_what_serves(tries: int = 3) -> None:
+    """`kimitui stop --yes` until `status` finds nothing: a swap's supervisor, which finishes alone when its
+    autopilot is killed, may start its server just after the first stop looked."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for _ in range(tries):
+        subprocess.run([sys.executable, "-m", "kimitui", "stop", "--yes"], capture_output=True, timeout=60, env=env)
+        status = subprocess.run([sys.executable, "-m", "kimitui", "status", "--json"], capture_output=True,
+                                text=True, timeout=60, env=env)
+        try:
+            if not json.loads(status.stdout).get("running"):
+                return
+        except json.JSONDecodeError:
+            return
+        time.sleep(2)
 
 
 def _wait_for_step(proc: subprocess.Popen[str], index: int, timeout: float) -> Path:

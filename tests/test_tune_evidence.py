@@ -178,3 +178,14 @@ def test_the_walks_tune_at_a_time_scale_the_client_cannot_drive_is_refused_befor
     assert main(["tune", "--time-scale", "20", "--change", "enable_eplb=true", "--dry-run",
                  "--allow-client-limit"]) == 0
     assert "this client can drive about" in capsys.readouterr().err
+
+
+def test_an_unjudged_peak_over_a_judged_regression_still_says_why_it_lost() -> None:
+    """The tune_e2e case on a busy machine: the peak's level (C=64) was not judged, C=1 and 16 were worse.
+    The step is not judged on its objective, but a verdict of "regressed" never stands without its cause."""
+    best = _run(synthetic_sweep(levels=[1, 16, 64], requests_per_level=24, seed=1))
+    cand = _run(starved(synthetic_sweep(levels=[1, 16, 64], requests_per_level=24, seed=2, peak_scale=0.6,
+                                        sweep_id="s2"), levels={64}))
+    j = judge_step(best, cand, "peak")
+    assert j.decision == "unsure" and j.comparison.verdict == "regressed", (j.decision, j.objective_change)
+    assert j.cause, "a regressed step with no cause"

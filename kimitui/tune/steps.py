@@ -107,7 +107,10 @@ def judge_step(best: SweepRun, cand: SweepRun, objective: str, *, slo: str | Non
         return StepJudgement("same", cmp, text, lines, "", where)
     client = cmp.client_line()
     why = fig.unsure_text if not fig.note.startswith("distorted") else (client.removeprefix("⚠ client: ") or fig.unsure_text)
-    return StepJudgement("unsure", cmp, text, lines, "", where, unsure=why, settle_requests=fig.settle_requests)
+    # the objective cannot be judged, yet a judged level may be worse: its cause is said with it (the step's
+    # verdict reads "regressed" and must never stand without why)
+    cause = root_cause(cmp) if cmp.verdict == "regressed" else ""
+    return StepJudgement("unsure", cmp, text, lines, cause, where, unsure=why, settle_requests=fig.settle_requests)
 
 
 def remeasure_spec(workload: SweepSpec, j: StepJudgement, objective: str, *, growth_cap: float = 4.0) -> SweepSpec:
