@@ -225,3 +225,17 @@ def test_fields_if_gives_a_lines_fields_only_for_its_kind() -> None:
     assert kinds.is_kind(decode, "prefill", "decode") and not kinds.is_kind(decode, "eplb")
     event = to_event(DECODE[0][0], host="h", source="s")
     assert kinds.fields_if(event, "decode") == decode.fields and kinds.problem_fields(event) is None
+
+
+@pytest.mark.parametrize("side", ["Prefill", "Decode"])
+def test_a_pd_servers_failed_kv_transfer_is_an_error_naming_its_side_room_and_exception(side: str) -> None:
+    """0.5.23 disaggregation/prefill.py and decode.py log these at ERROR, but SGLang's format prints no level:
+    the text must say it (they were plain)."""
+    rid = "req.rid='5e1f'" if side == "Prefill" else "decode_req.req.rid='5e1f' decode_req."
+    line = (f"[2026-05-28 10:05:13 TP0] {side} transfer failed for request rank=0 {rid}"
+            f"{'req.' if side == 'Prefill' else 'req.'}bootstrap_room=4711 with exception "
+            "KVTransferError(bootstrap_room=4711): transfer timed out")
+    parsed = parse_line(line)
+    assert (parsed.line_kind, parsed.severity) == ("error", "error")
+    assert {k: parsed.fields[k] for k in ("error", "side", "bootstrap_room", "exception")} == {
+        "error": "kv_transfer", "side": side.lower(), "bootstrap_room": 4711, "exception": "KVTransferError"}

@@ -69,7 +69,11 @@ def test_a_real_watchdog_line_still_names_component_and_timeout() -> None:
     "2026-05-28T10:00:00+0000 host a: " * 600,           # nested journal prefixes recursed per prefix
     "x" * 10_000_000,                                    # a 10 MB line: cut first, then parsed
     "\rCapturing batches (bs=1 avail_mem=9.32 GB): 100%|##| 52/52 [00:00<00:00]" * 20000,
-], ids=["kv_eq", "shards", "capture", "batch_newline", "watchdog_words", "journal_nested", "10MB", "tqdm_1.5MB"])
+    "Decode transfer failed for request bootstrap_room=" * 300 + "9" * 1000,  # a search from every phrase
+    "Engine startup timings (s): " + "a" * 16000 + "=1",  # a timing's name restarted inside a long word
+    "x" + "[2026-05-28 10:00:00" * 800,                  # a glued record looked for at every "[20"
+], ids=["kv_eq", "shards", "capture", "batch_newline", "watchdog_words", "journal_nested", "10MB", "tqdm_1.5MB",
+        "transfer_words", "timings_word", "glued_stamps"])
 def test_every_pattern_is_linear_on_its_worst_line(line: str) -> None:
     assert _cpu_s(lambda: _whole_path(line)) < LINE_BUDGET_S
     assert "parse_error" not in parse_line(line).fields

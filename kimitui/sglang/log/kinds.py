@@ -24,7 +24,7 @@ EplbPhase = Literal["start", "end", "init", "skipped", "balancedness", "other"]
 ProblemName = Literal["oom", "watchdog", "nccl", "kv_retract", "scheduler_exception", "sigquit", "subprocess_crash",
                       "health_check", "cuda_graph_capture", "traceback", "custom_allreduce", "memory_unbalanced",
                       "deprecated", "cache_not_flushed", "p2p", "user_warning", "python_warning", "exception",
-                      "logged"]
+                      "kv_transfer", "logged"]
 """What an ``error`` or ``warning`` line says went wrong (``logged``: only its level says so)."""
 
 
@@ -180,6 +180,9 @@ class ProblemFields(LineFields, total=False):
     tried_alloc: float
     tried_alloc_unit: str
     phase: str | None
+    side: str
+    """A failed KV transfer's side of a PD pair: ``prefill`` or ``decode``."""
+    bootstrap_room: int
 
 
 class LogLineLike(Protocol):

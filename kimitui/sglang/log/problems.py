@@ -1,6 +1,6 @@
 """What went wrong: crashes, tracebacks, OOM, watchdogs, NCCL, retractions, deprecations, warnings.
 
-Each becomes an ``error`` or ``warning`` line whose ``error`` names it
+Each becomes an ``error`` or ``warning`` line (a PD server's failed KV transfer too) whose ``error`` names it
 (:data:`~kimitui.sglang.log.kinds.ProblemName`), with the details its kind has.  A traceback's
 last line names its exception: ``RuntimeError: ...`` and also a bare ``Exception: ...`` (the real
 0.5.18 server's expert-recorder crash).
@@ -42,6 +42,7 @@ _PROBLEMS: tuple[tuple[str, ProblemKind, LogSeverity, ProblemName], ...] = (
     ("memory capacity is unbalanced", "warning", "warning", "memory_unbalanced"),
     ("is deprecated", "warning", "warning", "deprecated"),
     ("Cache not flushed", "warning", "warning", "cache_not_flushed"),
+    ("transfer failed for request", "error", "error", "kv_transfer"),
     ("UserWarning", "warning", "warning", "user_warning"),
 )
 
@@ -58,6 +59,10 @@ _WATCHDOG_TAIL = re.compile(r"(?:self\.)?watchdog_timeout=(\d+(?:\.\d+)?)")
 _SUBPROC = re.compile(r"Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
 _OOM_ALLOC = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(MiB|GiB|tokens)?")
 _NCCL_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
+# PD (0.5.23 disaggregation/prefill.py, decode.py): "Prefill transfer failed for request rank=0 req.rid='…'
+# req.bootstrap_room=12 with exception KVTransferError(bootstrap_room=12): …", "Decode transfer failed …"
+_TRANSFER_NEEDLE = " transfer failed for request"
+_TRANSFER_TAIL = re.compile(r"bootstrap_room=(\d+) with exception (\w+)")
 
 
 def problem(msg: str, fields: Fields) -> tuple[ProblemKind, LogSeverity] | None:
@@ -104,6 +109,14 @@ def _problem_details(error: ProblemName, msg: str, fields: Fields) -> None:
             fields["tried_alloc"] = as_float(m.group(1))
             fields["tried_alloc_unit"] = m.group(2) or ""
         fields["phase"] = "prefill" if "Prefill out of" in msg else "decode" if "Decode out of" in msg else None
+    elif error == "kv_transfer":
+        at = msg.find(_TRANSFER_NEEDLE)  # one start, so linear however often a line repeats the phrase
+        side = msg[max(0, at - 8):at].split()[-1:] if at > 0 else []
+        if side and side[0] in ("Prefill", "Decode"):
+            fields["side"] = side[0].lower()
+        m = _TRANSFER_TAIL.search(msg, at + len(_TRANSFER_NEEDLE))
+        if m:
+            fields.update(bootstrap_room=as_int(m.group(1)), exception=m.group(2))
     elif error == "nccl":
         m = _NCCL_TIMEOUT.search(msg)
         if m:
