@@ -64,7 +64,7 @@ from kimitui.events import (  # noqa: E402
 )
 from kimitui.loadgen.sweep import compact_in_flight  # noqa: E402
 from kimitui.sim.logfmt import decode_line  # noqa: E402
-from kimitui.sglang.log import Parsed, to_event, to_stats  # noqa: E402
+from kimitui.sglang.log import to_event, to_stats  # noqa: E402
 from kimitui.tui.app import KimituiApp  # noqa: E402
 from tests.support.fakecontrol import FakeController, caps  # noqa: E402
 from benchutil import rss_mb  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above)
@@ -111,7 +111,7 @@ def telemetry(rng: random.Random, t0: float, gpu_hz: float, log_rate: float) -> 
                                  queue=0))
             line = to_event(raw, host=HOST, source="sglang.log", cursor=f"{k}", t=next_log)
             yield line
-            stats = to_stats(Parsed(line.line_kind, line.severity, line.fields), host=HOST, t=line.t)
+            stats = to_stats(line, host=HOST, t=line.t)
             if stats is not None:
                 yield stats
             next_log += 1.0 / log_rate
