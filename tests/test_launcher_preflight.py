@@ -38,6 +38,17 @@ async def test_a_real_hosts_own_python_is_asked_and_a_check_that_cannot_run_only
     missing = await ask_host_sglang(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
     assert "command not found" in missing.problem and missing.warnings("p")[0].endswith("going on unchecked")
 
+    # from the launch's working directory, with its environment (where a source checkout or PYTHONPATH is)
+    prof.write_text(f'name = "p"\nextends = "ep8-v2"\nenv = {{ PYTHONPATH = "{tmp_path}" }}\n'
+                    f'[launcher]\npython = "{sys.executable}"\nworkdir = "{tmp_path / "nowhere"}"\n')
+    plan = plan_for(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert ("PYTHONPATH", str(tmp_path)) in plan.env and plan.argv()[:2] == ["sh", "-c"]
+    nowhere = await ask_host_sglang(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert "nowhere" in nowhere.problem and nowhere.refusals("p") == []
+    (tmp_path / "nowhere").mkdir()
+    there = await ask_host_sglang(LocalHost("gpu"), load_profile(str(prof)), simulated=False)
+    assert there.problem.startswith(f"no SGLang in {sys.executable}")
+
 
 async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(sim_env: SimEnv) -> None:
     host = LocalHost("sim")

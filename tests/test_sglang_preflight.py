@@ -175,3 +175,15 @@ def test_the_simulated_answers_are_the_real_0_5_23_answers() -> None:
         ("server", "ok"), ("unknown", "refused"), ("choice", "refused"), ("missing", "refused"),
         ("ambiguous", "refused"), ("router", "ok"), ("router-bad", "refused")]
     assert real.checks == played.checks
+
+
+def test_an_sglang_without_num_continuous_decode_steps_refuses_the_seeds_profiles() -> None:
+    """Upstream's open change deletes the no-op flag: the same parser less that one option refuses ep8-tuned,
+    which the preflight would then report before stopping anything."""
+    flags = flags_0523()
+    (cont,) = [s for s in flags.specs if "--num-continuous-decode-steps" in s.names]
+    assert cont.deprecated and "Deletion pending upstream" in cont.deprecated
+    without = KnownFlags("next", tuple(s for s in flags.specs if s is not cont))
+    argv = knob_args(load_profile("ep8-tuned"))
+    assert refusal(flags, argv) == ""
+    assert refusal(without, argv) == "sglang serve: error: unrecognized arguments: --num-continuous-decode-steps 8"

@@ -35,10 +35,10 @@ def plan_for(host: Host, target: Profile, *, simulated: bool) -> PreflightPlan:
     specs = deployment(target)
     processes = tuple(p for spec in specs if (p := process_args(spec.role, spec.argv)) is not None)
     if simulated:
-        python = sim_python(host) or sys.executable
-    else:
-        python = specs[0].argv[0] if specs else target.launcher.python_path()
-    return PreflightPlan(python=python, processes=processes, simulated=simulated)
+        return PreflightPlan(python=sim_python(host) or sys.executable, processes=processes, simulated=True)
+    python = specs[0].argv[0] if specs else target.launcher.python_path()
+    return PreflightPlan(python=python, processes=processes, env=tuple(sorted(target.env.items())),
+                         workdir=target.launcher.workdir)
 
 
 async def ask_host_sglang(host: Host, target: Profile, *, simulated: bool,
@@ -55,12 +55,13 @@ async def ask_host_sglang_each(host: Host, targets: Sequence[Profile], *, simula
     """
     plans = [plan_for(host, t, simulated=simulated) for t in targets]
     answers: list[HostAnswer] = [could_not_check("no SGLang process in its command")] * len(plans)
-    for python in dict.fromkeys(p.python for p in plans if p.processes):
-        mine = [i for i, p in enumerate(plans) if p.python == python and p.processes]
-        joint = PreflightPlan(python, tuple(replace(proc, role=f"{i}{_SEP}{proc.role}")
-                                            for i in mine for proc in plans[i].processes), simulated)
+    for run in dict.fromkeys(p.same_run() for p in plans if p.processes):
+        mine = [i for i, p in enumerate(plans) if p.same_run() == run and p.processes]
+        joint = replace(plans[mine[0]], processes=tuple(replace(proc, role=f"{i}{_SEP}{proc.role}")
+                                                        for i in mine for proc in plans[i].processes))
+        python = joint.python
         try:
-            result = await host.run(joint.argv(), input=joint.stdin(), timeout=timeout)
+            result = await host.run(joint.argv(), input=joint.stdin(), env=dict(joint.env) or None, timeout=timeout)
             answer = read_answer(result.stdout, result.stderr, result.exit_code if result.exit_code is not None else -1)
         except CommandTimeout:
             answer = could_not_check(f"{python} on {host.name} did not answer within {timeout:.0f} s")

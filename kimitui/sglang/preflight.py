@@ -258,9 +258,20 @@ class PreflightPlan:
     python: str
     processes: tuple[ProcessArgs, ...] = field(default_factory=tuple)
     simulated: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    """The launch's environment (a ``PYTHONPATH`` may be where SGLang is found)."""
+    workdir: str | None = None
+    """The launch's working directory (``python -m sglang...`` finds a source checkout there)."""
 
     def argv(self) -> list[str]:
+        """``python -c SCRIPT``, from the launch's working directory when it has one."""
+        if self.workdir:
+            return ["sh", "-c", 'cd -- "$0" && exec "$@"', self.workdir, self.python, "-c", SCRIPT]
         return [self.python, "-c", SCRIPT]
+
+    def same_run(self) -> tuple[str, tuple[tuple[str, str], ...], str | None]:
+        """Plans that can share one call: the same interpreter, environment and directory."""
+        return self.python, self.env, self.workdir
 
     def stdin(self) -> str:
         return request(self.processes, simulated=self.simulated)
