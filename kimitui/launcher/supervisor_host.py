@@ -30,7 +30,10 @@ import urllib.request
 import uuid
 
 MARKER = "KIMITUI_RUN_ID"
-FATAL = re.compile(r"Scheduler hit an exception|Received sigquit|CUDA out of memory|Watchdog timeout|NCCL error")
+FATAL = re.compile(r"Scheduler hit an exception|Received sigquit|SIGQUIT received|CUDA out of memory|Watchdog timeout|"
+                   r"NCCL error")
+"""A line that means the server is dying.  SGLang's main process says ``SIGQUIT received. signum=...`` (0.5.18 and
+later, the real crash log's form) or ``Received sigquit from a child process`` (older) when a child failed."""
 READY = "The server is fired up and ready to roll!"
 
 
@@ -442,14 +445,16 @@ def _read_lines(path):
 
 
 def quote_exception(lines, at):
-    """The exception line of a traceback that starts at ``at``: its last ``Name: message`` line."""
-    exc = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
-    for line in lines[at + 1: at + 60]:
+    """The exception line of a traceback that starts at ``at``: its last ``Name: message`` line before the
+    next log record (the line itself when there is none)."""
+    exc = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b.*")  # a bare "Exception: ..." too
+    record = re.compile(r"^\[\d{4}-\d\d-\d\d ")  # the next log record ends the traceback
+    found = lines[at].strip()
+    for line in lines[at + 1: at + 2000]:  # a real scheduler traceback runs ~100 lines (0.5.18's crash log)
+        if record.match(line):
+            break
         if exc.match(line.strip()):
             found = line.strip()
-            break
-    else:
-        found = lines[at].strip()
     return found
 
 
