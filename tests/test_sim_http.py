@@ -139,6 +139,9 @@ def test_info_endpoints(sim):
     assert info["sim_time_scale"] == 50.0 and info["tp_size"] == 8 and info["ep_size"] == 8
     assert info["max_running_requests"] == 256 and info["num_continuous_decode_steps"] == 8
     assert info["internal_states"][0]["memory_usage"]["token_capacity"] == info["max_total_num_tokens"]
+    # one version for the simulator: the one whose parser it plays (the preflight's "0.5.23 (simulated)")
+    from kimitui.sglang.flag_check import DEFAULT_VERSION
+    assert info["version"] == DEFAULT_VERSION == "0.5.23"
     assert httpx.get(sim.url + "/get_server_info").json()["status"] == "ready"
     assert httpx.get(sim.url + "/model_info").json()["is_generation"] is True
     loads = httpx.get(sim.url + "/v1/loads").json()

@@ -20,7 +20,8 @@ from importlib import resources
 from typing import Any
 
 DEFAULT_VERSION = "0.5.23"
-"""The SGLang version kimitui renders for and the simulator plays."""
+"""The SGLang version kimitui renders for and the simulator plays: its parser, its preflight answer
+(``0.5.23 (simulated)``) and its ``/server_info`` ``version`` all read this one constant."""
 
 PROG = "sglang serve"
 """The program name 0.5.23's ``prepare_server_args`` gives its parser (argparse prefixes its errors with it)."""

@@ -223,10 +223,10 @@ def run_real(processes):
 
 
 def run_simulated(processes):
-    played = os.environ.get("KIMITUI_SIM_SGLANG", "0.5.23")
+    from kimitui.sglang.flag_check import DEFAULT_VERSION, ROUTER_PROG, known_flags, known_router_flags, refusal
+    played = os.environ.get("KIMITUI_SIM_SGLANG") or DEFAULT_VERSION
     if played == "none":
         return {"version": None, "problem": "no SGLang in %s (simulated host: KIMITUI_SIM_SGLANG=none)" % sys.executable}
-    from kimitui.sglang.flag_check import ROUTER_PROG, known_flags, known_router_flags, refusal
     parsers = {"server": (known_flags(played), "sglang serve"), "router": (known_router_flags(played), ROUTER_PROG)}
     out = []
     for proc in processes:

@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from kimitui.sglang.flag_check import DEFAULT_VERSION
 from kimitui.sglang.launch_command import parse_launch_command
 from kimitui.sim.perf_model import GPU_TOTAL_GB, capture_batch_sizes
 from kimitui.sim.prometheus import CONTENT_TYPE, GRAPH_PHASES
@@ -21,7 +22,8 @@ from kimitui.sim.real_server_args import INTERNAL_ONLY, MODEL_INFO_EMBEDDING, SE
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.server_state import SimServerState
 
-SGLANG_VERSION = "0.5.10"
+SGLANG_VERSION = DEFAULT_VERSION
+"""The version ``/server_info`` reports: the one whose parser the simulator plays (one constant for both)."""
 HEALTH_TIMEOUT_S = 20.0
 GPU_SERVER_ARGS: dict[str, Any] = {"device": "cuda", "attention_backend": None}
 """The real defaults came from a CPU server (``device: cpu``, ``attention_backend: intel_amx``); the simulated
