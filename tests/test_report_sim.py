@@ -104,14 +104,19 @@ def model_decode_ratio(batch: int) -> float:
 
 def test_verdict_ep8_tuned_vs_ep8_v2_is_a_confounded_regression(runs: dict[str, Recorded]) -> None:
     cmp = compare(runs["tuned"].path, runs["v2"].path)
-    assert cmp.verdict == "regressed"
+    assert set(cmp.knob_diff or {}) == {"enable_eplb", "num_continuous_decode_steps"}
+    if cmp.verdict == "unsure" and cmp.client_line():
+        # a machine so busy the in-process load client fell behind (load ~10 on 2 cores): those levels are
+        # not judged, and "unsure, the client could not keep up" is then the one right answer
+        assert "the client could not keep up" in cmp.client_line() and not cmp.improvements, cmp.summary_lines()
+        return
+    assert cmp.verdict == "regressed", cmp.summary_lines()
     dec = next(f for f in cmp.level(256).figures if f.figure == "decode_tok_s_p50")  # type: ignore[union-attr]
     expected = (model_decode_ratio(256) - 1) * 100  # about -43 %
     assert dec.verdict == "regressed"
     assert dec.change_pct == pytest.approx(expected, abs=7), f"decode p50 at C=256 {dec.change_pct:.1f} % vs model {expected:.1f} %"
     assert cmp.peak is not None and cmp.peak.verdict == "regressed"
     assert -50 < cmp.peak.change_pct < -25  # type: ignore[operator]
-    assert set(cmp.knob_diff or {}) == {"enable_eplb", "num_continuous_decode_steps"}
     assert cmp.confounded and cmp.summary_lines()[-1].startswith("confounded: 2 knobs changed")
     assert cmp.summary_lines()[0] == f"worse: ep8-tuned ({cmp.a.sweep_id}) vs ep8-v2 ({cmp.b.sweep_id})"
 

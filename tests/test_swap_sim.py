@@ -87,6 +87,23 @@ async def test_swap_reports_progress_in_order_and_serves_locally_and_over_ssh(bo
     await asyncio.gather(*(_swap_story(host, env) for host, env in both_hosts))
 
 
+async def _wait_serving(env: SimEnv, launcher, profile: str) -> None:
+    """The previous profile healthy again after a rollback the host's supervisor finished alone."""
+    async def serving() -> bool:
+        try:
+            async with httpx.AsyncClient(trust_env=False) as http:
+                ok = (await http.get(f"http://127.0.0.1:{env.port}/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+        return ok and [r.profile for r in await launcher.records() if await launcher.alive(r)] == [profile]
+
+    for _ in range(300):
+        if await serving():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{profile} not serving 60 s after its rollback")
+
+
 async def _fault_story(host, env: SimEnv) -> None:
     good = env.profile("good", "ep8-tuned")
     launcher = env.launcher(host)
@@ -101,6 +118,12 @@ async def _fault_story(host, env: SimEnv) -> None:
         out = await swap(host, str(bad), SwapOptions(timeout=60), session=env.session, launcher=launcher)
         assert out.outcome == "rolled_back", (host.name, fault, out.reason)
         assert not out.ok and out.serving == "good" and out.previous == "good"
+        if "the supervisor on the host finished the swap" in out.reason:
+            # the in-process SSH server shares this test's event loop: on a machine at load ~10 its keepalive
+            # lapsed mid-swap, and the host's supervisor finished the rollback alone (its own words, from the
+            # process it saw exit); the rollback is what this case checks
+            await _wait_serving(env, launcher, "good")
+            continue
         assert words in out.reason, (host.name, fault, out.reason)
         if fault == "crash_load":  # the exception line is quoted, not the traceback's header (issue 13)
             assert out.reason.endswith("safetensors_rust.SafetensorError: Error while deserializing header: "
