@@ -9,6 +9,7 @@ session) -> consumers (recording, analysis, report, tui); the command line opens
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -56,8 +57,9 @@ def _imports(path: Path) -> list[Import]:
     return found
 
 
-def _all_imports() -> list[Import]:
-    return [imp for path in sorted(PACKAGE.rglob("*.py")) for imp in _imports(path)]
+@functools.cache  # every rule reads the same tree: parse it once per run (each parse took ~10 s on a busy CI)
+def _all_imports() -> tuple[Import, ...]:
+    return tuple(imp for path in sorted(PACKAGE.rglob("*.py")) for imp in _imports(path))
 
 
 def _within(name: str, package: str) -> bool:
