@@ -263,3 +263,27 @@ def test_the_simulator_says_what_the_real_server_says_kind_by_kind() -> None:
     real_ranks = {p.fields["rank"] for p in real[("startup", "dist_init", "begin")] if "rank" in p.fields}
     sim_ranks = {p.fields["rank"] for p in simulated[("startup", "dist_init", "begin")]}
     assert real_ranks == {"TP0_EP0", "TP1_EP1"} and real_ranks <= sim_ranks  # "[... TP1 EP1]" read alike
+
+
+def test_a_cpu_servers_eager_decode_is_its_norm_not_a_straggler_cause() -> None:
+    """Every Decode line of a CPU server says ``cpu graph: False``: there is no graph to fall back from, so the
+    cause timeline opens no "CUDA graph not used" episode for it (it would have named one for every stall)."""
+    from kimitui.analysis.causes.log_sources import LogSources
+    from kimitui.sglang.log import to_event
+
+    lists: dict[str, list] = collections.defaultdict(list)
+    sources = LogSources(lists)
+    decodes = 0
+    for i, (line, p) in enumerate(parsed(LLAMA)):
+        if p.line_kind == "decode":
+            decodes += 1
+        sources.add(to_event(line, host="cpu", source="file", t=1000.0 + i * 0.05), 1000.0 + i * 0.05)
+    assert decodes >= 5
+    assert not lists["graph_off"], [ep.evidence for ep in lists["graph_off"]]
+    # the same lines as a GPU server prints them (cuda graph: False) are a cause, as before
+    gpu_lines = [line.replace("cpu graph: False", "cuda graph: False") for line, p in parsed(LLAMA)
+                 if p.line_kind == "decode"]
+    gpu = LogSources(lists)
+    for i, line in enumerate(gpu_lines):
+        gpu.add(to_event(line, host="gpu", source="file", t=2000.0 + i * 0.05), 2000.0 + i * 0.05)
+    assert lists["graph_off"] and "cuda graph: False" in lists["graph_off"][0].evidence

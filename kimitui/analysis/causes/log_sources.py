@@ -164,7 +164,8 @@ class LogSources:
         prev, self._last_decode = self._last_decode, at
         self._kv_refill = []  # decode ran again: the re-prefill is over
         graph = fields.get("cuda_graph")
-        if graph is not False:
+        # a CPU server has no graphs to fall back from: every line says "cpu graph: False", its norm, no cause
+        if graph is not False or fields.get("graph_backend") == "cpu":
             self._graph.idle()
             return
         start = prev if prev is not None and at - prev <= DECODE_GAP_S else at - 1.0
@@ -174,8 +175,7 @@ class LogSources:
         if running is not None:
             ep.figures["batch"] = running
         n = int(ep.figures["lines"])
-        backend = fields.get("graph_backend") or "cuda"  # a CPU server's lines say "cpu graph: False"
-        ep.evidence = f"decode ran eager: {backend} graph: False on {n} decode line{'s' if n != 1 else ''}" + (
+        ep.evidence = f"decode ran eager: cuda graph: False on {n} decode line{'s' if n != 1 else ''}" + (
             f" (batch {int(running)})" if running is not None else "")
 
     def finish(self, now: float) -> None:
