@@ -28,8 +28,8 @@ The answer per command: ok, or SGLang's own message (argparse's ``prog: error: .
 or the exception ``from_cli_args`` raised), plus what the parser logged (deprecation
 warnings).  One call parses a whole list: importing torch costs seconds.
 
-Set-up, once per machine (2.4 GB, most of it triton and torch; 198 s measured with a cold pip
-cache on a loaded 2-core machine; ``setup`` prints its seconds and size)::
+Set-up, once per machine (2.1 GB, most of it triton and torch; measured on 2 cores: 65 s to
+141 s with a warm pip cache, quiet or loaded, 198 s cold; ``setup`` prints its seconds and size)::
 
     python3 tests/support/sglang_parser.py setup
     echo '[["python3", "-m", "sglang.launch_server", "--model-path", "m", "--bogus"]]' \
