@@ -25,7 +25,7 @@ import pytest
 from kimitui.profiles import Profile, load_profile
 from kimitui.profiles.deploy import deployment
 from kimitui.profiles.loader import shipped_dir
-from kimitui.tune.candidates import default_candidates
+from kimitui.tune.candidates import default_candidates, parse_change
 from kimitui.tune.variants import step_settings, variant_name, write_profile
 from tests.support import sglang_parser
 
@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 FLAGS_FILE = REPO / "kimitui" / "sglang" / "flags" / f"sglang-{sglang_parser.SGLANG_VERSION}.json"
 DRAFT_MODEL = "/root/models/Kimi-K2.6-DFlash"
 """Known to the autopilot as ``--draft-model``, so its DFLASH candidate is planned too."""
+CHANGES = ("cuda_graph_max_bs=128", "enable_expert_distribution_metrics=true")
+"""``kimitui tune --change`` steps whose flags SGLang renamed (issue 31): written and parsed like the defaults."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ def autopilot_cases(out: Path) -> list[Case]:
     cases: list[Case] = []
     for start in shipped:
         cands, _skipped = default_candidates(start, shipped, draft_model=DRAFT_MODEL)
+        cands += [parse_change(c) for c in CHANGES]  # an operator's --change steps (graph-bs, expert metrics)
         steps = [step_settings({}, c) for c in cands]
         if len(cands) >= 2:
             steps.append(step_settings(step_settings({}, cands[0]), cands[1]))
@@ -152,6 +155,7 @@ def test_sglang_accepts_every_profile_the_autopilot_writes(parsed: dict[str, Any
     cases, results = parsed["autopilot"]
     flags = {a for c in cases for a in c.argv}
     assert {"--enable-eplb", "--moe-dense-tp-size", "--speculative-dflash-block-size"} <= flags  # the seeds' steps
+    assert {"--cuda-graph-max-bs-decode", "--expert-balancedness-report-mode"} <= flags  # the --change steps
     assert refusals(cases, results) == []
 
 

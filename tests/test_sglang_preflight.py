@@ -130,18 +130,24 @@ def test_an_answer_that_is_not_one_is_a_problem_not_a_refusal() -> None:
     assert "command not found" in missing.problem
 
 
-def test_kimitui_s_own_knob_that_0_5_23_lacks_is_named_by_the_lint() -> None:
-    """0.5.23 split ``--cuda-graph-max-bs`` into ``-decode``/``-prefill``: its parser refuses the old flag as
-    ambiguous, which kimitui still renders for ``cuda_graph_max_bs``."""
+def test_cuda_graph_max_bs_renders_the_decode_flag_0_5_23_accepts() -> None:
+    """0.5.23 split ``--cuda-graph-max-bs`` into ``-decode``/``-prefill`` and refuses the old flag as ambiguous:
+    the knob (the largest captured decode batch) renders ``--cuda-graph-max-bs-decode``, which the parser takes
+    and the lint does not flag; the old spelling in extra_args is still named, and the simulated host refuses it."""
     from kimitui.profiles import Profile
-    from kimitui.profiles.lint import knobs_the_version_lacks
+    from kimitui.sim.settings import SimConfigError, check_flags
 
     p = Profile(name="t", model_path="/m", cuda_graph_max_bs=128)
-    assert knobs_the_version_lacks(p) == ["cuda_graph_max_bs"]
-    assert refusal(flags_0523(), knob_args(p)).endswith(
-        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
-    (warning,) = [i for i in lint_profile(p) if "is not a flag of SGLang" in i.message]
-    assert warning.field == "cuda_graph_max_bs" and "a real 0.5.23 host does" in warning.message
+    args = knob_args(p)
+    assert args[args.index("--cuda-graph-max-bs-decode") + 1] == "128" and "--cuda-graph-max-bs" not in args
+    assert refusal(flags_0523(), args) == ""
+    assert not [i for i in lint_profile(p) if "is not a flag of SGLang" in i.message]
+    check_flags(p)  # the simulated host accepts it
+    old = Profile(name="t", model_path="/m", extra_args=["--cuda-graph-max-bs", "128"])
+    (warning,) = [i for i in lint_profile(old) if "is not a flag of SGLang" in i.message]
+    assert warning.field == "extra_args[0]" and "ambiguous option: --cuda-graph-max-bs could match" in warning.message
+    with pytest.raises(SimConfigError, match="ambiguous option: --cuda-graph-max-bs could match"):
+        check_flags(old)
 
 
 def test_the_simulated_answers_are_the_real_0_5_23_answers() -> None:

@@ -85,7 +85,17 @@ def test_batches_above_cuda_graph_max_bs_log_cuda_graph_false(tmp_path):
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             done = list(pool.map(lambda i: chat(sim.url, f"eager {i}", 400, ignore_eos=True), range(8)))
         decode = [line for line in sim.lines() if "Decode batch" in line]
+        info = httpx.get(sim.url + "/server_info").json()
     assert all(d["usage"]["completion_tokens"] == 400 for d in done)
+    # the knob reaches SGLang as --cuda-graph-max-bs-decode, reported back as the real server reports it
+    from kimitui.profiles import load_profile
+    from kimitui.sglang.expected_args import expected_args
+    from kimitui.sglang.server_info import server_drift
+
+    assert "--cuda-graph-max-bs-decode 4" in info["launch_command"] and info["cuda_graph_max_bs_decode"] == 4
+    assert info["cuda_graph_config"]["decode"]["max_bs"] == 4
+    assert server_drift(info, expected_args(load_profile(profile).knobs())) == {}
+    assert server_drift(info, {"cuda_graph_max_bs": 8}) == {"cuda_graph_max_bs": [8, 4]}
     running = [int(line.split("#running-req: ")[1].split(",")[0]) for line in decode]
     assert any(n > 4 for n in running), decode
     assert all("cuda graph: False" in line for n, line in zip(running, decode) if n > 4)

@@ -16,7 +16,6 @@ from dataclasses import replace
 from kimitui.host.base import CommandTimeout, Host, HostError
 from kimitui.launcher.profiles import sim_python
 from kimitui.profiles import Profile, deployment
-from kimitui.profiles.lint import knobs_the_version_lacks
 from kimitui.sglang.preflight import HostAnswer, PreflightPlan, could_not_check, process_args, read_answer
 
 PREFLIGHT_TIMEOUT_S = 60.0
@@ -27,11 +26,9 @@ def plan_for(host: Host, target: Profile, *, simulated: bool) -> PreflightPlan:
     """Every SGLang process of ``target`` as a real host would run it, and the Python that checks them.
 
     The flags are always the real command's (a simulated host is asked about what a real one would
-    run, less kimitui's own knobs the version it plays lacks, as the simulator itself does); all of a
-    multi-node or PD deployment is asked of the home host's Python.
+    run, and refuses what that version's parser refuses); all of a multi-node or PD deployment is
+    asked of the home host's Python.
     """
-    if simulated:
-        target = target.model_copy(update={k: None for k in knobs_the_version_lacks(target)})
     specs = deployment(target)
     processes = tuple(p for spec in specs if (p := process_args(spec.role, spec.argv)) is not None)
     if simulated:

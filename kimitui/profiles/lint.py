@@ -15,6 +15,7 @@ from kimitui.profiles.deploy import ProcessSpec, deployment, pd_server_profile
 from kimitui.profiles.render import knob_args
 from kimitui.profiles.schema import DEPLOY_FIELDS, LAUNCH_KNOBS, PD_BOOTSTRAP_PORT, Profile
 from kimitui.sglang.flag_check import DEFAULT_VERSION, deprecated_flags, known_flags, unknown_flags
+from kimitui.sglang.knob_names import knob_flag
 
 Severity = Literal["error", "warning"]
 Report = Callable[[str, str], None]
@@ -82,8 +83,7 @@ def _flag_name(arg: str) -> str:
 
 
 def _typed_flags() -> dict[str, str]:
-    flags = {"--" + k.replace("_", "-"): k for k in LAUNCH_KNOBS
-             if k not in ("extra_args", "env") and k not in DEPLOY_FIELDS}
+    flags = {knob_flag(k): k for k in LAUNCH_KNOBS if k not in ("extra_args", "env") and k not in DEPLOY_FIELDS}
     return {**flags, **_ALIASES}
 
 
@@ -161,21 +161,6 @@ def lint_profile(p: Profile) -> list[LintIssue]:
     return sorted(issues, key=lambda i: i.severity != "error")
 
 
-def knobs_the_version_lacks(p: Profile, version: str = DEFAULT_VERSION) -> list[str]:
-    """Typed knobs ``p`` sets whose flag (as kimitui renders it) the version's parser does not know.
-
-    Today ``cuda_graph_max_bs``: kimitui renders ``--cuda-graph-max-bs``, which 0.5.23 split into
-    ``--cuda-graph-max-bs-decode`` / ``-prefill`` (its parser refuses the old one as ambiguous).
-    A real host's preflight refuses such a profile; the simulated host, which plays 0.5.23, leaves
-    these knobs out of its check (and says so in the lint) rather than refuse kimitui's own knobs.
-    """
-    flags = known_flags(version)
-    if flags is None:
-        return []
-    typed = _typed_flags()
-    return [typed[f] for f in unknown_flags(flags, knob_args(p)) if f in typed and f not in p.extra_args]
-
-
 def _lint_known_flags(p: Profile, warn: Report) -> None:
     """Flags of the command that SGLang 0.5.23's own parser does not know (its dumped options).
 
@@ -185,15 +170,13 @@ def _lint_known_flags(p: Profile, warn: Report) -> None:
     flags = known_flags(DEFAULT_VERSION)
     if flags is None:
         return
-    lacking = knobs_the_version_lacks(p)
+    typed = _typed_flags()
     for flag in unknown_flags(flags, knob_args(p)):
         index = next((i for i, a in enumerate(p.extra_args) if _flag_name(a) == flag), None)
-        field = f"extra_args[{index}]" if index is not None else flag[2:].replace("-", "_")
+        field = f"extra_args[{index}]" if index is not None else typed.get(flag, flag[2:].replace("-", "_"))
         said = flags.resolve(flag) or "unrecognized arguments"  # an abbreviation of several options is refused too
-        tail = ("a knob kimitui renders: the simulated host does not refuse it, a real 0.5.23 host does"
-                if field in lacking else "a host running another version is asked before a swap")
         warn(field, f"{flag} is not a flag of SGLang {DEFAULT_VERSION}: its parser refuses the command ({said!s}); "
-             + tail)
+             "a host running another version is asked before a swap")
     for flag, why in deprecated_flags(flags, p.extra_args):  # a typed knob's deprecation has its own rule
         index = next(i for i, a in enumerate(p.extra_args) if _flag_name(a) == flag)
         warn(f"extra_args[{index}]", f"{flag} is deprecated in SGLang {DEFAULT_VERSION}: {why}")

@@ -14,12 +14,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from kimitui.profiles.schema import DEPLOY_FIELDS, Profile
+from kimitui.sglang.knob_names import knob_flag
 
 SGLANG_MODULE = "sglang.launch_server"
 
 
 def _flag(knob: str) -> str:
-    return "--" + knob.replace("_", "-")
+    """The knob's SGLang flag (``cuda_graph_max_bs`` -> ``--cuda-graph-max-bs-decode``: see knob_names)."""
+    return knob_flag(knob)
 
 
 def _value(value: object) -> str:

@@ -14,7 +14,7 @@ import unicodedata
 from pathlib import Path
 from typing import get_args, Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 # --------------------------------------------------------------------------- safe strings
 
@@ -240,6 +240,11 @@ class Profile(_Strict):
     expert_distribution_recorder_mode: SafeStr | None = None
     expert_distribution_recorder_buffer_size: int | None = None
     enable_expert_distribution_metrics: bool = False
+    """SGLang's old switch for the balancedness report (log and Prometheus); SGLang dropped the flag (0.5.18's
+    parser refuses it, naming ``--expert-balancedness-report-mode``).  Accepted, and read as
+    ``expert_balancedness_report_mode = "both"`` and ``expert_distribution_recorder_mode = "stat"`` where those
+    are unset (the real MoE capture's flags; 0.5.23 resolves that recorder mode by itself,
+    ``handle_expert_distribution_metrics``); always False once loaded, so never rendered."""
     expert_balancedness_report_mode: Literal["off", "server_log", "prometheus", "both"] | None = None
     """Where SGLang reports expert balancedness (0.5.23 ``arg_groups/fields/exec_.py``; default off)."""
 
@@ -302,6 +307,19 @@ class Profile(_Strict):
 
     source_path: Path | None = Field(default=None, exclude=True)
     """The file this profile was loaded from (not part of dumps)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_expert_metrics_switch(cls, data: Any) -> Any:
+        """``enable_expert_distribution_metrics = true`` means ``expert_balancedness_report_mode = "both"``."""
+        if isinstance(data, dict) and data.get("enable_expert_distribution_metrics") is True:
+            data = {**data, "enable_expert_distribution_metrics": False}
+            if data.get("expert_balancedness_report_mode") is None:
+                data["expert_balancedness_report_mode"] = "both"
+            if data["expert_balancedness_report_mode"] != "off" and data.get("expert_distribution_recorder_mode") is None:
+                # as the real MoE capture ran (0.5.18)
+                data["expert_distribution_recorder_mode"] = "stat"
+        return data
 
     @field_validator("key", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kimitui.sglang.knob_names import server_info_keys, sglang_arg
 from kimitui.sglang.launch_command import asked_for, parse_launch_command
 
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
@@ -53,22 +54,27 @@ def server_drift(info: dict[str, Any], expected: dict[str, Any]) -> dict[str, li
     ``launch_command`` (SGLang 0.5.23: the flags really passed) is judged first, for the knobs it
     names; the flattened args for the rest.  Knobs the server does not report at all are not judged
     (older versions lack some fields); ``internal_states[0]`` is consulted when the top level lacks one.
+    A knob SGLang names otherwise is read under SGLang's name (``cuda_graph_max_bs`` as
+    ``cuda_graph_max_bs_decode``; before the split, as ``cuda_graph_max_bs``: knob_names); drift is
+    keyed by the profile's knob.
     """
     states = rank_states(info)
     inner = states[0] if states else {}
     command = info.get("launch_command")
-    launched = asked_for(expected, parse_launch_command(command)) if isinstance(command, str) and command else {}
+    knobs = {knob.replace("-", "_").lstrip("_"): meant for knob, meant in expected.items()}
+    by_arg = {sglang_arg(knob): meant for knob, meant in knobs.items()}
+    launched = asked_for(by_arg, parse_launch_command(command)) if isinstance(command, str) and command else {}
     drift: dict[str, list[object]] = {}
-    for knob, meant in expected.items():
-        key = knob.replace("-", "_").lstrip("_")
-        if key in launched:
-            running = launched[key]
-        elif key in info:
+    for knob, meant in knobs.items():
+        keys = server_info_keys(knob)
+        if keys[0] in launched:
+            running = launched[keys[0]]
+        elif (key := next((k for k in keys if k in info), None)) is not None:
             running = info[key]
-        elif key in inner:
+        elif (key := next((k for k in keys if k in inner), None)) is not None:
             running = inner[key]
         else:
             continue
         if not _same(meant, running):
-            drift[key] = [meant, running]
+            drift[knob] = [meant, running]
     return drift

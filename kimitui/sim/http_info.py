@@ -31,8 +31,6 @@ one is a GPU server whose attention backend SGLang picks per GPU (not modelled: 
 TOP_LEVEL_ONLY = ("custom_sigquit_handler", "kv_events")
 """Args the real answer has at the top level but not in ``internal_states`` (the scheduler's copy)."""
 SIM_ONLY_KEYS = {
-    "cuda_graph_max_bs": "kimitui's profiles set --cuda-graph-max-bs; 0.5.18 reports it inside cuda_graph_config "
-                         "(decode.max_bs), which the simulator fills too",
     "launch_command": "0.5.23 reports the flags really passed (utils/common.py build_server_info); 0.5.18 does not",
     "sim": "the simulator says it is one", "sim_profile": "the simulator's profile",
     "sim_time_scale": "the simulator's clock", "sim_seed": "the simulator's seed", "sim_fault": "the simulator's fault",
@@ -110,7 +108,7 @@ class InfoRoutes(SimServerState):
         args = dict(SERVER_ARGS) | GPU_SERVER_ARGS
         args.update(launched_args(self.s.launch_command, args))
         args |= self.s.server_args() | {"port": self.port}
-        # 0.5.18 reports the decode graphs' batch sizes in cuda_graph_config (no cuda_graph_max_bs field)
+        # the resolved decode graphs' batch sizes are in cuda_graph_config; cuda_graph_max_bs_decode is what was asked
         decode = dict(args["cuda_graph_config"]["decode"])
         decode.update(max_bs=self.s.cuda_graph_max_bs, bs=capture_batch_sizes(self.s.cuda_graph_max_bs),
                       backend="disabled" if self.s.disable_cuda_graph else "full")

@@ -53,6 +53,11 @@ class ServerSettings:
     chunked_prefill_size: int = 8192
     max_prefill_tokens: int = 16384
     cuda_graph_max_bs: int = 512
+    """The largest decode batch captured in a CUDA graph (the profile's knob, or SGLang's auto value)."""
+    cuda_graph_max_bs_given: bool = False
+    """Did the profile set it (``--cuda-graph-max-bs-decode``)?  Only then does ``/server_info``'s
+    ``cuda_graph_max_bs_decode`` say it, as the real one does (else None; the resolved size is in
+    ``cuda_graph_config``)."""
     disable_cuda_graph: bool = False
     speculative_algorithm: str | None = None
     speculative_num_steps: int = 3
@@ -156,7 +161,7 @@ class ServerSettings:
             "eplb_rebalance_num_iterations": self.eplb_rebalance_num_iterations,
             "eplb_min_rebalancing_utilization_threshold": self.eplb_min_rebalancing_utilization_threshold,
             "num_continuous_decode_steps": self.num_continuous_decode_steps,
-            "cuda_graph_max_bs": self.cuda_graph_max_bs,
+            "cuda_graph_max_bs_decode": self.cuda_graph_max_bs if self.cuda_graph_max_bs_given else None,
             "disable_cuda_graph": self.disable_cuda_graph,
             "speculative_algorithm": self.speculative_algorithm,
             "speculative_num_steps": self.speculative_num_steps if self.speculative else None,
@@ -262,7 +267,8 @@ def settings_from_profile(profile: ProfileLike, **overrides: Any) -> ServerSetti
         mem_fraction_static=float(_pick(profile, "mem_fraction_static", 0.88)),
         context_length=int(_pick(profile, "context_length", 262144)),
         chunked_prefill_size=int(_pick(profile, "chunked_prefill_size", 8192)),
-        cuda_graph_max_bs=int(_pick(profile, "cuda_graph_max_bs", 256 if tp < 4 else 512)),
+        cuda_graph_max_bs=int(_pick(profile, "cuda_graph_max_bs", 256 if tp < 4 else 512)),  # --cuda-graph-max-bs-decode
+        cuda_graph_max_bs_given=_pick(profile, "cuda_graph_max_bs", None) is not None,
         disable_cuda_graph=bool(_pick(profile, "disable_cuda_graph", False)),
         speculative_algorithm=str(spec).upper() if spec else None,
         **_spec_shape(profile, str(spec).upper() if spec else None),
@@ -307,18 +313,16 @@ def check_flags(profile: Profile) -> None:
     The simulator reads its profile, not an argument list; so it parses the flags a real host would be
     started with (the one renderer) with the parser data of that version, and exits as SGLang's parser
     would, with its message.  The version: ``$KIMITUI_SIM_SGLANG``, by default 0.5.23; one kimitui
-    has no data for (or ``none``) is not checked.  kimitui's own typed knobs the version lacks
-    (:func:`kimitui.profiles.lint.knobs_the_version_lacks`, which the lint reports) are left out.
+    has no data for (or ``none``) is not checked.  Every flag is checked, kimitui's typed knobs' too,
+    strictly, as the real version's parser does.
     """
-    from kimitui.profiles.lint import knobs_the_version_lacks
     from kimitui.profiles.render import knob_args  # as _launch_command: the flags a real host gets
 
     version = os.environ.get(SIM_SGLANG_ENV) or DEFAULT_VERSION
     flags = known_flags(version)
     if flags is None:
         return
-    played = profile.model_copy(update={k: None for k in knobs_the_version_lacks(profile, version)})
-    message = refusal(flags, knob_args(played))
+    message = refusal(flags, knob_args(profile))
     if message:
         raise SimConfigError(message)
 
