@@ -81,9 +81,8 @@ def oom_lines(avail_gb: float, want_gb: float) -> tuple[str, list[str]]:
         f"{want_gb * 1024:.2f} MiB. GPU 0 has a total capacity of 95.59 GiB of which {free_mib:.2f} MiB is free.",
         "Possible solutions:",
         "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
-        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
-        "3. disable torch compile by not using --enable-torch-compile",
-        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
+        "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",  # 0.5.23 runner_backend_utils' hint
+        "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)",
         "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ",
     ]
     return "Scheduler hit an exception: " + text[0], text[1:]
