@@ -86,6 +86,22 @@ async def test_footer_names_compare_and_the_profile_keys():
             assert f"{key} {name}" in bar
 
 
+def test_the_profile_line_says_the_sglang_version_the_running_profile_is_on():
+    """Issue 31: a flag's meaning depends on the host's SGLang; the version shows with the running profile."""
+    from kimitui.events import ServerInfo
+    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.widgets.profile_bar import profile_line
+
+    m = CockpitModel()
+    m.apply(serving_events(minutes=0))
+    m.apply([ServerInfo(t=T0 + 1, url="http://127.0.0.1:30000", version="0.5.23", args={"tp_size": 8})])
+    assert m.sglang_version == "0.5.23"
+    line = profile_line({"1": "ep8-tuned"}, m.profile, "serving", False, m.sglang_version).plain
+    assert line.endswith("SGLang 0.5.23")
+    m.apply([ProfileSwitch(t=T0 + 30, from_profile=m.profile, to_profile="tp8", outcome="ok")])
+    assert m.sglang_version is None  # a new server: its own /server_info will say
+
+
 async def test_the_footer_lists_the_focused_views_keys():
     app = KimituiApp(StoryController(), tick=None)
     async with app.run_test(size=(200, 60)) as pilot:

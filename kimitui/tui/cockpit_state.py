@@ -466,6 +466,7 @@ class CockpitModel:
         self.heat = HeatWindows()
         """The recent heatmap windows, summed for the ``h`` screen."""
         self.server_args: dict[str, object] | None = None
+        self.sglang_version: str | None = None  # /server_info's, shown with the profile
         """The running server's ``/server_info`` args (what the sweep form says it accepts); None: not read
         since the last swap (they belonged to the server it replaced)."""
 
@@ -784,6 +785,7 @@ class CockpitModel:
 
     def _on_server_info(self, ev: ServerInfo) -> Parts:
         self.server_args = dict(ev.args)
+        self.sglang_version = ev.version if isinstance(ev.version, str) and ev.version else None
         scale = ev.args.get("sim_time_scale") if ev.args.get("sim") else None
         self.sim_time_scale = float(scale) if isinstance(scale, (int, float)) and scale > 0 else None
         return HEADER
@@ -878,7 +880,7 @@ class CockpitModel:
         took = ev.phases.get("total", sum(ev.phases.values()))
         if ev.outcome == "ok":
             self.profile = ev.to_profile
-            self.server_args = None
+            self.server_args = self.sglang_version = None
             text = f"swapped {ev.from_profile or '-'} -> {ev.to_profile} in {took:.1f} s"
             self.notices.append(Notice("information", text))
             sev = "info"

@@ -16,8 +16,10 @@ from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
-def profile_line(by_key: dict[str, str], running: str | None, state: str, blocked: bool) -> Text:
-    """``profiles  1 ep4  2 ep8 …`` with the running profile bold and marked by its state's colour."""
+def profile_line(by_key: dict[str, str], running: str | None, state: str, blocked: bool,
+                 version: str | None = None) -> Text:
+    """``profiles  1 ep4  2 ep8 …`` with the running profile bold and marked by its state's colour, and the
+    SGLang version the host runs it on (``/server_info``): a flag's meaning depends on it."""
     out = Text("profiles ", "dim")
     if not by_key:
         out.append("none found (kimitui profiles list says where they are looked for)", "dim")
@@ -31,6 +33,8 @@ def profile_line(by_key: dict[str, str], running: str | None, state: str, blocke
         else:
             out.append(name, "dim" if blocked else "")
         out.append(" ")
+    if version and running:
+        out.append(f" SGLang {version}", "dim")
     return out
 
 
@@ -50,4 +54,5 @@ class ProfileBar(Static, ModelView):
         self.redraw()
 
     def redraw(self) -> None:
-        self.update(profile_line(self.by_key, self.model.profile, self.model.profile_state, self.blocked))
+        self.update(profile_line(self.by_key, self.model.profile, self.model.profile_state, self.blocked,
+                                 self.model.sglang_version))
