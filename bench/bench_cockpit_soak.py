@@ -20,7 +20,8 @@ straggler window and the 30-minute GPU notes fill at 8 Hz within it; shorter run
 the slope of a least-squares line through them, and PASS/FAIL.
 
 Goal (issue 16's, now under the firehose): RSS after warm-up stays within +10 % of its size at the
-end of warm-up (every later sample, and the slope projected to 4 hours).
+end of warm-up: every later sample, and the end of the run carried on to 4 hours at the later half's
+slope (the trend when the run ended, not the filling of stores that stop at their bound).
 
 Run:  .venv/bin/python bench/bench_cockpit_soak.py [--minutes 60] [--tracemalloc] [--speed 1]
 ``--speed S`` runs event time S times faster than the wall clock (a probe to find what grows; the
@@ -301,7 +302,11 @@ def verdict(samples: list[tuple[float, float, float]], warmup_min: float, args: 
     base = after[0][1]
     peak = max(r for _, r in after)
     slope = slope_per_min(after)
-    four_h = slope * (240 - warmup_min)
+    # the trend now: the slope of the later half, projected from the last sample to 4 hours (a store that
+    # fills more slowly than the warm-up, then stops, is bounded; one that still grows at the end is not)
+    late = [(m, r) for m, r in after if m >= (after[0][0] + after[-1][0]) / 2]
+    late_slope = slope_per_min(late)
+    four_h = after[-1][1] - base + max(late_slope, 0.0) * max(240 - after[-1][0], 0.0)
     grew = 100 * (after[-1][1] - base) / base
     peak_pct = 100 * (peak - base) / base
     proj_pct = 100 * four_h / base
@@ -311,8 +316,8 @@ def verdict(samples: list[tuple[float, float, float]], warmup_min: float, args: 
           f"(+ their ServerStats), back-to-back sweeps {args.levels} of {args.sweep_s:g} s, speed {args.speed:g}x")
     print(f"  RSS: start {samples[0][1]:.1f} MB, after the {warmup_min:.0f}-min warm-up {base:.1f} MB, "
           f"end {after[-1][1]:.1f} MB ({grew:+.1f} %), peak after warm-up {peak:.1f} MB ({peak_pct:+.1f} %)")
-    print(f"  slope after warm-up: {slope:+.3f} MB/min ({60 * slope:+.1f} MB/h); projected to 4 h: {four_h:+.1f} MB "
-          f"({proj_pct:+.1f} %)")
+    print(f"  slope after warm-up: {slope:+.3f} MB/min ({60 * slope:+.1f} MB/h); in the later half "
+          f"{late_slope:+.3f} MB/min; projected to 4 h from the end at that rate: {four_h:+.1f} MB ({proj_pct:+.1f} %)")
     if args.tracemalloc:
         heap = [(m, h) for m, _, h in samples if m >= warmup_min - 1e-6]
         print(f"  traced heap after warm-up: {heap[0][1]:.1f} -> {heap[-1][1]:.1f} MB, "
