@@ -63,6 +63,26 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+# --------------------------------------------------------------------------- the order files are handed out
+# Two workers take files in this order (pyproject: -n 2 --dist loadfile).  The longest files go first, so the
+# run does not end on one worker still in a 5-minute file; the real engine's file goes last, when the other
+# worker is nearly done: its agreement check with bench_serving pins both clients to one core and the engine to
+# the other, and wants as little else as possible running beside them.
+FIRST_FILES = ("test_tune_e2e.py", "test_swap_kill.py", "test_tui_chaos.py", "test_causes_sim.py",
+               "test_report_spec.py", "test_verdict_evidence_sim.py", "test_capacity_cli.py")
+LAST_FILES = ("test_real_engine.py",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        if name in FIRST_FILES:
+            return FIRST_FILES.index(name) - len(FIRST_FILES)
+        return 1 if name in LAST_FILES else 0
+
+    items.sort(key=rank)  # stable: within a rank, pytest's own order
+
+
 # --------------------------------------------------------------------------- what outlives the session
 # A busy non-daemon thread is joined at interpreter exit: pytest prints its summary and then never ends
 # (issue 30: over 4 minutes until killed).  A test's child process that is still running outlives the run.

@@ -67,7 +67,9 @@ def _ssh_options(server: Any) -> dict[str, Any]:
     return dict(address=server.host, port=server.port, user=server.user,
                 client_keys=[str(server.client_key_path)], known_hosts=[str(server.known_hosts_path)],
                 tofu_known_hosts=str(server.tofu_known_hosts_path), agent=False, ssh_config=None,
-                keepalive_s=2.0, connect_timeout_s=5.0)
+                # a SIGKILL closes the TCP link at once, so the kills never wait on the keepalive; a short one
+                # (2 s) lapsed on a machine at load ~10, the test's own event loop (the sshd) too busy to answer
+                keepalive_s=10.0, connect_timeout_s=5.0)
 
 
 async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None, *extra: str) -> None:
