@@ -97,7 +97,7 @@ def test_the_profile_line_says_the_sglang_version_the_running_profile_is_on():
     m.apply([ServerInfo(t=T0 + 1, url="http://127.0.0.1:30000", version="0.5.23", args={"tp_size": 8})])
     assert m.sglang_version == "0.5.23"
     line = profile_line({"1": "ep8-tuned"}, m.profile, "serving", False, m.sglang_version).plain
-    assert line.endswith("SGLang 0.5.23")
+    assert line.endswith("│ on SGLang 0.5.23")
     m.apply([ProfileSwitch(t=T0 + 30, from_profile=m.profile, to_profile="tp8", outcome="ok")])
     assert m.sglang_version is None  # a new server: its own /server_info will say
 

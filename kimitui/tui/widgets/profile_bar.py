@@ -34,7 +34,7 @@ def profile_line(by_key: dict[str, str], running: str | None, state: str, blocke
             out.append(name, "dim" if blocked else "")
         out.append(" ")
     if version and running:
-        out.append(f" SGLang {version}", "dim")
+        out.append(f"│ on SGLang {version}", "dim")  # the host's, not the last key's
     return out
 
 
