@@ -27,6 +27,7 @@ from tests.support.real_sglang import MODELS, read_http, real_output_dir
 
 REAL = real_output_dir()
 MOE = REAL / "tiny-qwen3moe"
+REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -135,6 +136,37 @@ async def test_an_older_server_is_read_through_its_deprecated_endpoints() -> Non
     assert info.version == "0.5.18" and info.args["model_path"] == "models/tiny-qwen3moe"
     for stats in (first, again):
         assert stats.source == "loads" and (stats.running_reqs, stats.queued_reqs, stats.num_tokens) == (0, 0, 0)
+
+
+RECORDER_ENDPOINTS = ("/start_expert_distribution_record", "/stop_expert_distribution_record",
+                      "/dump_expert_distribution_record")
+
+
+async def test_the_expert_recorder_endpoints_that_killed_the_real_server_are_never_called() -> None:
+    """On the real CPU server, POST /dump_expert_distribution_record (and /start_... without a recorder mode)
+    killed the whole server: the client got no reply at all.  kimitui reads expert balance from the log and
+    /metrics only: polled for every figure, every endpoint served, it never asks the recorder."""
+    assert read_http(MOE / "expert_rec_start.txt")[::2] == (200, "Start recording the expert distribution.\n")
+    assert read_http(MOE / "expert_rec_dump.txt")[0] == 0  # no HTTP answer: the server died
+    routes = {"/metrics": MOE / "metrics_after.txt", "/server_info": MOE / "server_info.txt",
+              "/v1/loads": MOE / "v1_loads.txt", "/health": MOE / "health.txt",
+              **{r: MOE / f"expert_rec_{r.split('_')[0].strip('/')}.txt" for r in RECORDER_ENDPOINTS}}
+    hits: list[str] = []
+    async with replay(routes, hits) as url:
+        poller = MetricsPoller(Session(), url, host="real", **FAST)
+        await poller.start()
+        try:
+            for _ in range(3):
+                await poller.poll_metrics()
+                await poller.poll_server_info()
+                await poller.poll_loads()
+                await poller.poll_health()
+        finally:
+            await poller.stop()
+    assert hits and not [h for h in hits if h.split(" ")[1] in RECORDER_ENDPOINTS], hits
+    named = [str(p.relative_to(REPO)) for p in (REPO / "kimitui").rglob("*.py")
+             if any(e.strip("/") in p.read_text() for e in RECORDER_ENDPOINTS)]
+    assert not named, f"kimitui code names an endpoint that kills SGLang: {named}"
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -40,8 +40,9 @@ def _response(path: Path | None) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def replay(routes: dict[str, Path | None]) -> AsyncIterator[str]:
-    """Serve the captured answers by path (the query string ignored); yields the base URL."""
+async def replay(routes: dict[str, Path | None], hits: list[str] | None = None) -> AsyncIterator[str]:
+    """Serve the captured answers by path (the query string ignored); yields the base URL.  ``hits``, if
+    given, gets every request's method and path (``POST /flush_cache``), in order."""
     answers = {route: _response(path) for route, path in routes.items()}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -55,7 +56,9 @@ async def replay(routes: dict[str, Path | None]) -> AsyncIterator[str]:
                         length = int(value)
                 if length:
                     await reader.readexactly(length)
-                target = head.split(b" ")[1].decode().split("?")[0]
+                method, target = head.split(b" ")[0].decode(), head.split(b" ")[1].decode().split("?")[0]
+                if hits is not None:
+                    hits.append(f"{method} {target}")
                 writer.write(answers.get(target) or _response(None))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
