@@ -57,6 +57,16 @@ def test_seed_experiments_fill_in_where_no_profile_makes_them_and_a_draft_model_
                                   "speculative_dflash_block_size": 16}
 
 
+def test_a_start_that_already_runs_the_drafter_gets_no_drafter_step_and_no_word_about_one(home: Path) -> None:
+    """From ep8-dflash the plan said "DFLASH drafter: no draft model known" (it runs one), and with
+    --draft-model it planned a step adding the drafter the start already has."""
+    start = load_profile("ep8-dflash")
+    for draft in (None, "/models/draft"):
+        found, skipped = cands.default_candidates(start, [start], draft_model=draft)
+        assert not any(c.settings.get("speculative_algorithm") == "DFLASH" for c in found), found
+        assert not any("DFLASH drafter" in s for s in skipped), skipped
+
+
 @pytest.mark.parametrize("text, knob, value", [("enable_eplb=true", "enable_eplb", True), ("ep-size=4", "ep_size", 4),
                                                ("mem_fraction_static=0.85", "mem_fraction_static", 0.85)])
 def test_a_change_from_the_command_line(text: str, knob: str, value: object) -> None:

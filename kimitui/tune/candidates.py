@@ -111,7 +111,9 @@ def default_candidates(start: Profile, profiles: list[Profile], *,
             continue
         found.append(Candidate(label=_label(label, settings), family=knob_family(next(iter(settings))),
                                settings=settings, source="the field notes' next experiment"))
-    if draft_model and not any(c.settings.get("speculative_algorithm") == "DFLASH" for c in found):
+    if start.speculative_algorithm == "DFLASH":  # the drafter is already on: no step adds it
+        pass
+    elif draft_model and not any(c.settings.get("speculative_algorithm") == "DFLASH" for c in found):
         found.append(Candidate(label="DFLASH drafter", family="speculative decoding", source="--draft-model",
                                settings={"speculative_algorithm": "DFLASH",
                                          "speculative_draft_model_path": draft_model,
