@@ -8,6 +8,7 @@ log parser flags lines over its own, smaller cap as truncated.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 STDERR_TAIL_LINES = 50
@@ -28,13 +29,27 @@ def normalise_exit(returncode: int | None) -> int | None:
     return returncode
 
 
+_REDRAW = re.compile(rb"\r+(?=[^\x00-\x1a\x1c-\x1f])")
+"""A tqdm redraw: ``\\r`` followed by the bar's next state, text (or its colour), not ``\\n`` or another
+control byte (a ``\\r\\n`` line end, or one a follower marked as whole: ``\\r\\x1e\\n``)."""
+
+
 class LineSplitter:
-    """Feed byte chunks, take complete text lines (without ``\\n`` or ``\\r\\n``)."""
+    """Feed byte chunks, take complete text lines (without ``\\n`` or ``\\r\\n``).
+
+    A tqdm redraw (``\\r`` and the bar's next state, no newline) also ends a line, so a progress bar is
+    read as it moves (a CUDA-graph capture's 1/52 ... 52/52), not as one line when it ends (issue 32)."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        self._held_cr = 0
+        """``\\r`` that ended the last chunk: the next byte says whether they end a line (``\\n``) or a redraw."""
 
     def feed(self, chunk: bytes) -> list[str]:
+        if self._held_cr:
+            chunk, self._held_cr = b"\r" * self._held_cr + chunk, 0
+        if b"\r" in chunk:
+            chunk = self._redraws_as_lines(chunk)
         *complete, rest = chunk.split(b"\n")
         out: list[str] = []
         for piece in complete:
@@ -46,6 +61,18 @@ class LineSplitter:
             out.append(decode(piece.removesuffix(b"\r")))
         self._add(rest)
         return out
+
+    def _redraws_as_lines(self, chunk: bytes) -> bytes:
+        """Each redraw as a line end; ``\\r`` at a line's start (tqdm's first draw) dropped."""
+        body = chunk.rstrip(b"\r")
+        self._held_cr = len(chunk) - len(body)
+
+        def cut(m: re.Match[bytes]) -> bytes:
+            at = m.start()
+            has_text = body[at - 1:at] != b"\n" if at else bool(self._buf)
+            return b"\n" if has_text else b""
+
+        return _REDRAW.sub(cut, body)
 
     @property
     def pending_bytes(self) -> int:
@@ -60,6 +87,9 @@ class LineSplitter:
 
     def flush(self) -> list[str]:
         """The unterminated last line, if any (at end of output)."""
+        if self._held_cr:
+            self._add(b"\r" * self._held_cr)
+            self._held_cr = 0
         if not self._buf:
             return []
         line, self._buf = bytes(self._buf), bytearray()

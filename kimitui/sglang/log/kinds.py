@@ -105,6 +105,8 @@ class StartupFields(LineFields, total=False):
     progress: float | None
     i: int
     n: int
+    """A progress bar's done and total (shards loaded; CUDA graphs captured, whose ``bs`` or ``num_tokens``
+    names the graph just captured): ``progress`` is ``i / n``."""
     elapsed_s: float
     args: dict[str, Any]
     """``server_args=ServerArgs(...)``'s simple values (secrets as ``***``)."""

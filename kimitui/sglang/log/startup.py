@@ -6,6 +6,7 @@ to roll!``): each a ``step`` of :class:`~kimitui.sglang.log.kinds.StartupFields`
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from kimitui.sglang.log.values import Fields, as_float, as_int, elapsed, gb_fields, kv_pairs, ratio, value
@@ -149,6 +150,43 @@ def _capturing(msg: str, fields: Fields) -> bool:
     if m.group(1) != "batches":
         fields["graph"] = "piecewise"
     return True
+
+
+@dataclass(frozen=True)
+class CaptureProgress:
+    """Where a CUDA-graph capture's tqdm bar stands: ``done`` of ``total`` graphs, the last one's size.
+
+    SGLang redraws the bar with ``\\r`` and no timestamp, once per graph (52 for ``cuda_graph_max_bs``
+    512): a reader folds them into one progress line and drives the capture's fraction from them."""
+
+    done: int
+    total: int
+    size: int
+    """The batch size (``bs=``) or, for a piecewise graph, the token count (``num_tokens=``)."""
+    what: str
+    """``batches`` (the decode graphs) or ``num tokens`` (piecewise graphs)."""
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+    def folded(self) -> str:
+        """``Capturing batches 37/52 (bs=64)``: one line that a redraw updates in place."""
+        unit = "bs" if self.what == "batches" else "num_tokens"
+        return f"Capturing {self.what} {self.done}/{self.total} ({unit}={self.size})"
+
+
+def capture_progress(text: str) -> CaptureProgress | None:
+    """A capture bar's last redraw in ``text`` (a line may hold many, ``\\r`` between), else None."""
+    if "Capturing " not in text:
+        return None
+    last = None
+    for last in _CAPTURING.finditer(text[-4096:]):  # the last redraw is all that counts; bounded work
+        pass
+    if last is None:
+        return None
+    return CaptureProgress(done=int(last.group(5)), total=int(last.group(6)), size=int(last.group(2)),
+                           what=last.group(1))
 
 
 def _capture_begin_end(msg: str, fields: Fields) -> bool:
