@@ -7,6 +7,7 @@ nothing is stopped; a swap under way is finished or rolled back first.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -63,5 +64,39 @@ async def test_quit_stops_only_the_simulated_server_this_kimitui_brought_up(sim_
         assert "simulated server this kimitui started is stopped" in c.quit_rule(), c.quit_rule()
     finally:
         await c.shutdown()
+    async with LocalHost("sim", simulated=True) as host:
+        assert await find_running(host) is None
+
+
+async def test_quit_during_the_first_start_calls_it_off_and_leaves_no_server(sim_home: Path) -> None:
+    """Issue 32: kimitui stops this server anyway, so quitting does not wait out its ~46 s start."""
+    # the shipped ep8-tuned at the simulator's real clock: a start long enough to quit in the middle of
+    refined = sim_home / "cwd" / "profiles" / "ep8-tuned.toml"
+    refined.write_text(refined.read_text().replace("time_scale = 40.0", "time_scale = 1.0"))
+    c = LiveController(record=False)
+    sub = c.session.subscribe("t", maxsize=100_000)
+    seen: list = []
+    await c.start()
+    stopped = False
+    try:
+        await _until(sub, lambda e: e.kind == "profile_state" and e.profile == "ep8-tuned" and e.state == "starting",
+                     60, seen)
+        assert c.busy == "swap"
+        rule = c.quit_rule()
+        assert "still starting is stopped at once" in rule and "finished or rolled back" not in rule, rule
+        began = time.monotonic()
+        await c.shutdown()
+        stopped = True
+        took = time.monotonic() - began
+    finally:
+        if not stopped:
+            await c.shutdown()
+    seen.extend(sub.drain())
+    switches = [e for e in seen if e.kind == "profile_switch" and e.to_profile == "ep8-tuned"]
+    assert [s.outcome for s in switches] == ["failed"], [(s.outcome, s.reason) for s in switches]
+    assert "called off" in switches[0].reason, switches[0].reason
+    assert not [e for e in seen if e.kind == "error" and e.severity == "error"], \
+        [e.message for e in seen if e.kind == "error"]
+    assert took < 30, f"quitting took {took:.1f} s: it waited for the server it then stopped"
     async with LocalHost("sim", simulated=True) as host:
         assert await find_running(host) is None

@@ -36,6 +36,7 @@ from kimitui.events import ProfileState, ProfileSwitch
 from kimitui.host.base import Host, HostError
 from kimitui.launcher import ports
 from kimitui.launcher.base import LaunchError, Launcher, RunRecord
+from kimitui.launcher.call_off import CalledOff, remembered, unless_called_off
 from kimitui.launcher.bring_up import Phases, StartSpec, SwapContext, SwapFailed
 from kimitui.launcher.deploy import (
     HostResolver,
@@ -99,6 +100,10 @@ class SwapOptions:
     """The profile that runs now, for the diff; ``None``: loaded from its run record."""
     hosts: HostResolver | None = None
     """A deployment's other nodes by name -> connected Hosts (a multi-node profile needs it)."""
+    call_off: asyncio.Event | None = None
+    """Once set, a start from nothing (nothing ran before: nothing to roll back to) stops its server and
+    ends ``failed`` without waiting for it to serve (:mod:`kimitui.launcher.call_off`); a swap that
+    replaced a running server ignores it and finishes or rolls back."""
 
 
 @dataclass
@@ -421,11 +426,16 @@ class _Run:
         """Start the target and wait until it serves; on failure stop it and roll back."""
         sw, name, launcher, target = self.sw, self.name, self.sw.launcher, self.target
         await sw.note("start", run_id=sw.announce_run(launcher))
-        start = StartSpec(name, lambda: launcher.start(target), launcher, bind_host=target.host, port=target.port,
+        launch, what_started = remembered(lambda: launcher.start(target))
+        start = StartSpec(name, launch, launcher, bind_host=target.host, port=target.port,
                        model=target.effective_served_model_name(), base_url=self.options.base_url)
+        call_off = self.options.call_off if self.running is None else None
         try:
-            record = await sw.bring_up(start, deadline=time.monotonic() + self.options.timeout, phases=self.phases,
-                                       do_warmup=self.options.do_warmup)
+            record = await unless_called_off(
+                sw.bring_up(start, deadline=time.monotonic() + self.options.timeout, phases=self.phases,
+                            do_warmup=self.options.do_warmup), call_off)
+        except CalledOff:
+            return await self._called_off(await what_started())
         except SwapFailed as exc:
             rolling = f"; rolling back to {self.prev_name}" if self.running and self.options.rollback else ""
             sw.progress(name, "failed", None, "failed" + rolling)
@@ -439,6 +449,18 @@ class _Run:
         sw.progress(name, "serving", 1.0, f"{name} serving")
         sw.state(name, "serving")
         return self.end("ok", name, record=record)
+
+    async def _called_off(self, record: RunRecord | None) -> SwapOutcome:
+        """A start from nothing called off before it served: stop what it started; nothing to roll back to."""
+        sw, name = self.sw, self.name
+        reason = f"the start of {name} was called off before it served; nothing ran before it, so it was stopped"
+        sw.progress(name, "failed", None, "called off")
+        await sw.note("failed", reason=reason)
+        if record is not None:
+            with contextlib.suppress(LaunchError, HostError):
+                await sw.launcher.stop(record, grace_s=min(self.grace_for(self.target), 5.0))
+        sw.state(name, "stopped", reason)
+        return self.end("failed", None, reason)
 
     async def _roll_back(self, reason: str, lines: list[str] | None = None) -> Rollback:
         """Bring what ran before back to serving, exactly as it ran (same argv / restored unit)."""

@@ -316,10 +316,19 @@ class LiveController:
     def _info(self, message: str) -> None:
         self.session.publish(ErrorEvent(host=self.host_name, source="cockpit", severity="info", message=message))
 
+    def _stops_server_on_quit(self) -> bool:
+        """Quitting stops whatever this kimitui brought up here: the simulated host had nothing when it started."""
+        return (self._live is not None and self._live.looked and self.simulated and not self._live.found_at_start
+                and not self.keep_serving and self.watch_url is None)
+
     def quit_rule(self) -> str:
         """What quitting does to this host's server, in words, for the quit confirmation."""
         found = self._live is not None and self._live.found_at_start
-        return quit_rule(busy=self.busy, simulated=self.simulated, found_at_start=found, host_name=self.host_name)
+        # nothing was found and none of this session's swaps served yet: the swap under way starts from nothing
+        first_start = self.busy == "swap" and self._stops_server_on_quit() and self._live is not None \
+            and not self._live.swaps.started_here
+        return quit_rule(busy=self.busy, simulated=self.simulated, found_at_start=found, host_name=self.host_name,
+                         first_start=first_start)
 
     async def shutdown(self) -> None:
         """Finish a swap under way, stop sources, then close the recording.
@@ -327,13 +336,16 @@ class LiveController:
         A swap under way ends on its own terms (served or rolled back), bounded by the readiness
         and rollback timeouts; past them it is cancelled and the host's swap supervisor finishes
         the host side alone.  The server keeps serving, except on the simulated host when this
-        kimitui started it from nothing (:meth:`quit_rule` says which, in words).
+        kimitui started it from nothing (:meth:`quit_rule` says which, in words); there a start
+        from nothing still under way is called off rather than waited for.
         """
         if self._closed:
             return
         self._closed = True
         await self.tunes.leave()
         if self._live is not None:
+            if self._stops_server_on_quit():
+                self._live.swaps.call_off_start()  # why wait for a server only to stop it?
             await self._live.swaps.finish(timeout=2 * DEFAULT_TIMEOUT_S + 60)
         await self.sweeps.abort()
         self.tasks.cancel_all()

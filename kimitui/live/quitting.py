@@ -8,9 +8,15 @@ def stops_server_on_quit(*, simulated: bool, started_here: bool, found_at_start:
     return simulated and started_here and not found_at_start
 
 
-def quit_rule(*, busy: str | None, simulated: bool, found_at_start: bool, host_name: str) -> str:
-    """The quit confirmation's sentences: the work under way, then the server's fate."""
+def quit_rule(*, busy: str | None, simulated: bool, found_at_start: bool, host_name: str,
+              first_start: bool = False) -> str:
+    """The quit confirmation's sentences: the work under way, then the server's fate.
+
+    ``first_start``: the swap under way starts a server from nothing that quitting stops anyway."""
     parts = []
+    if busy == "swap" and first_start:
+        parts.append("The server still starting is stopped at once (nothing ran before it), then kimitui exits.")
+        return " ".join(parts)
     if busy == "swap":
         parts.append("The swap under way is finished or rolled back first (its progress stays on screen), "
                      "then kimitui exits.")

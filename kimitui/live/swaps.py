@@ -64,6 +64,7 @@ class SwapDriver:
         self._sim_args = ("--time-scale", str(sim_time_scale)) if self._simulated and sim_time_scale is not None else ()
         self._task: asyncio.Task[None] | None = None
         self._hosts = hosts
+        self._call_off = asyncio.Event()
 
     def on_event(self, event: Event) -> None:
         """Session sink: a switch decides the swap's outcome; what follows is bookkeeping."""
@@ -75,6 +76,10 @@ class SwapDriver:
         self.busy = True
         self._task = self._tasks.spawn(self._swap(profile))
 
+    def call_off_start(self) -> None:
+        """A start from nothing under way stops its server and ends at once (a swap still finishes or rolls back)."""
+        self._call_off.set()
+
     async def finish(self, timeout: float) -> None:
         """A swap under way ends on its own terms (served or rolled back), for up to ``timeout``."""
         if self._task is not None and not self._task.done():
@@ -82,14 +87,15 @@ class SwapDriver:
 
     async def _swap(self, profile: str) -> None:
         try:
-            options = SwapOptions(extra_dirs=tuple(self._profiles.dirs), sim_args=self._sim_args, hosts=self._hosts)
+            options = SwapOptions(extra_dirs=tuple(self._profiles.dirs), sim_args=self._sim_args, hosts=self._hosts,
+                                  call_off=self._call_off)
             outcome = await swap(self._host, self._target(profile), options, session=self._session)
             self.started_here = self.started_here or outcome.ok
             self.busy = False
             if outcome.record is not None:
                 self._follower.profile = outcome.serving
                 await self._follower.refollow()
-            if not outcome.ok:
+            if not outcome.ok and not self._call_off.is_set():
                 hint = await self._held_port_hint(profile)
                 self._on_error("swap", f"swap to {profile}: {outcome.outcome}: {outcome.reason}{hint}")
         except Exception as exc:
