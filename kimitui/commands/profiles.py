@@ -147,20 +147,39 @@ def _config_order(args: argparse.Namespace) -> list[str]:
         return []
 
 
+LIST_COLUMNS = ("key", "name", "tp/ep", "extends + own settings", "description")
+PLAIN_PAD_MAX = 64
+
+
+def _plain_lines(rows: list[tuple[str, ...]]) -> list[str]:
+    """The listing for a pipe or a file: a line per profile, columns two spaces apart, never wrapped.
+
+    A column is padded to its widest cell up to PLAIN_PAD_MAX; a longer cell pushes the rest of its line."""
+    widths = [min(PLAIN_PAD_MAX, max(len(row[i]) for row in rows)) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+            for row in rows]
+
+
 def _list(args: argparse.Namespace) -> int:
     good, bad = scan_profiles(_dirs(args))
     keys = stable_keys(good, _config_order(args))
-    table = Table(title="profiles", title_justify="left")
-    table.add_column("key", no_wrap=True, justify="right")
-    table.add_column("name", no_wrap=True)
-    table.add_column("tp/ep", no_wrap=True)
-    table.add_column("extends + own settings", overflow="fold")
-    table.add_column("description", overflow="fold", ratio=1)
-    for p in sorted(good, key=lambda q: (keys.key_of(q.name) or "~", q.name)):
-        base = f"{p.extends} + " if p.extends else ""
-        table.add_row(keys.key_of(p.name) or "-", escape(p.name), f"{p.tp_size or 1}/{p.ep_size or 1}", escape(base + _own_settings(p)), escape(p.description))
+    rows = [(keys.key_of(p.name) or "-", p.name, f"{p.tp_size or 1}/{p.ep_size or 1}",
+             (f"{p.extends} + " if p.extends else "") + _own_settings(p), p.description)
+            for p in sorted(good, key=lambda q: (keys.key_of(q.name) or "~", q.name))]
     out = _out()
-    out.print(table)
+    if sys.stdout.isatty():
+        table = Table(title="profiles", title_justify="left")
+        table.add_column("key", no_wrap=True, justify="right")
+        table.add_column("name", no_wrap=True)
+        table.add_column("tp/ep", no_wrap=True)
+        table.add_column("extends + own settings", overflow="fold")
+        table.add_column("description", overflow="fold", ratio=1)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        out.print(table)
+    else:  # a table squeezed to 80 columns folds knob names letter by letter: grep and files want lines
+        for line in _plain_lines([LIST_COLUMNS, *rows]):
+            out.print(escape(line))
     dirs = sorted({str(p.source_path.parent) for p in good if p.source_path})
     out.print("from: " + escape(", ".join(dirs)), style="dim")
     out.print("searched: " + escape(", ".join(str(d) for d in profile_dirs(_dirs(args)))), style="dim")

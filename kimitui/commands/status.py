@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     from kimitui.commands.common import console_errors, on_host
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # a path is never split from its label: the terminal wraps
     return asyncio.run(on_host(args, lambda host: _report(console, host, args), console_errors(console)))
 
 

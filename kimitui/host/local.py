@@ -217,11 +217,16 @@ class LocalHost(Host):
             raise HostError(f"{self.name}: cannot read {path}: {exc.strerror or exc}") from exc
 
     async def connect(self) -> None:
-        """Nothing to open; says ``connected`` so every host reports the same way."""
-        self.connection_event("connected", "local")
+        """Nothing to open; says ``connected`` so every host reports the same way (the cockpit logs it)."""
+        self.connection_event("connected", self._in_words())
+
+    def _in_words(self) -> str:
+        """This host in the operator's words (the log reads "connection connected to this machine ...")."""
+        simulated = self.simulated if self.simulated is not None else self.name == "sim"
+        return "to this machine: the simulated host, no SSH" if simulated else "to this machine, no SSH"
 
     async def close(self) -> None:
         """Stop every stream still running."""
         streams = list(self._streams)
         await asyncio.gather(*(s.stop() for s in streams), return_exceptions=True)
-        self.connection_event("closed", "local")
+        self.connection_event("closed", "(this machine)")
