@@ -102,3 +102,14 @@ def test_a_bar_that_came_as_one_line_is_one_entry_at_its_last_redraw() -> None:
     parsed = parse_line(bar)
     entry = ring.add(1.0, parsed.severity, parsed.line_kind, bar)
     assert entry.text == "Capturing batches 52/52 (bs=1)" and "\r" not in entry.text
+
+
+def test_the_next_bar_is_an_entry_of_its_own() -> None:
+    """A piecewise capture's ``Capturing num tokens`` bar, then the decode graphs' ``Capturing batches``."""
+    ring = LogRing(10)
+    for what, size, done in (("num tokens (num_tokens", 4096, 1), ("num tokens (num_tokens", 2048, 2),
+                             ("batches (bs", 8, 1), ("batches (bs", 4, 2)):
+        line = f"Capturing {what}={size} avail_mem=9.00 GB):  50%|#####     | {done}/2 [00:01<00:01,  1.00it/s]"
+        ring.add(1.0, "info", "startup", line)
+    assert [e.text for e in ring.entries] == ["Capturing num tokens 2/2 (num_tokens=2048)",
+                                              "Capturing batches 2/2 (bs=4)"]

@@ -57,6 +57,8 @@ async def _swap_story(host, env: SimEnv) -> None:
     assert [PHASES.index(p) for p in order] == sorted(PHASES.index(p) for p in order)
     graph = [e for e in env.kinds("swap_progress") if e.profile == "eplb" and e.phase == "cuda_graph"]
     assert graph[-1].fraction == 1.0 and " of " in graph[-1].message, graph  # "capturing CUDA graphs: 52 of 52"
+    rising = [e.fraction for e in graph if e.fraction is not None and 0.0 < e.fraction < 1.0]
+    assert len(rising) >= 50 and rising == sorted(rising), graph  # each tqdm redraw, not 0 % until the bar ends
     assert all(e.host == host.name for e in env.events)
 
     switch = env.kinds("profile_switch")[-1]
