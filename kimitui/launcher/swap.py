@@ -450,15 +450,20 @@ class _Run:
         sw.state(name, "serving")
         return self.end("ok", name, record=record)
 
-    async def _called_off(self, record: RunRecord | None) -> SwapOutcome:
-        """A start from nothing called off before it served: stop what it started; nothing to roll back to."""
+    async def _called_off(self, record: RunRecord | None, members: list[Member] | None = None) -> SwapOutcome:
+        """A start from nothing called off before it served: stop what it started (every process of a
+        deployment); nothing ran before it, so there is nothing to roll back to."""
         sw, name = self.sw, self.name
         reason = f"the start of {name} was called off before it served; nothing ran before it, so it was stopped"
         sw.progress(name, "failed", None, "called off")
         await sw.note("failed", reason=reason)
-        if record is not None:
+        grace = min(self.grace_for(self.target), 5.0)
+        if members:
+            for why in await stop_members(members, grace_s=grace):
+                sw.progress(name, "failed", None, f"called off, but {why}")
+        elif record is not None:
             with contextlib.suppress(LaunchError, HostError):
-                await sw.launcher.stop(record, grace_s=min(self.grace_for(self.target), 5.0))
+                await sw.launcher.stop(record, grace_s=grace)
         sw.state(name, "stopped", reason)
         return self.end("failed", None, reason)
 
@@ -514,9 +519,14 @@ class _Run:
                 raise SwapFailed(f"could not start {name}: {exc}") from exc
             await sw.note("started", record=members[-1].record.model_dump(mode="json"))
             sw.state(name, "starting")
-            await bring_up_members(sw, name, members, deadline=time.monotonic() + self.options.timeout,
-                                   phases=self.phases, do_warmup=self.options.do_warmup,
-                                   model=target.effective_served_model_name(), base_url=self.options.base_url)
+            await unless_called_off(
+                bring_up_members(sw, name, members, deadline=time.monotonic() + self.options.timeout,
+                                 phases=self.phases, do_warmup=self.options.do_warmup,
+                                 model=target.effective_served_model_name(), base_url=self.options.base_url),
+                self.options.call_off if self.running is None else None)
+        except CalledOff:
+            self.phases.close()
+            return await self._called_off(None, members)
         except SwapFailed as exc:
             self.phases.close()
             return await self._deployment_failed(exc, members)
