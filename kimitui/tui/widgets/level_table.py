@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Unpack
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widget import Widget
@@ -28,7 +29,6 @@ from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, s
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
 from kimitui.tui.cockpit_state import CockpitModel, SweepView
 from kimitui.tui.level_eplb import rebalances_by_level
-from kimitui.tui.render import num
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 COLUMNS = ("C", "status", "agg", "steady", "reqs", "time", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail",
@@ -42,9 +42,11 @@ decoding stalled (``≡1 9s``): the dip of that level's aggregate, explained whe
 LOSS_COLUMN = "loss"
 """After the EPLB column when a level delivered 5 % or more under its own median decode pace: the cause
 behind most of that loss and its share (``EPLB 96%``, :mod:`kimitui.analysis.causes.tail`)."""
-NARROW = 50
-"""Below this many columns (the 80x24 screen) ``steady`` gives way to the speculative and EPLB columns: the
-curve draws the steady aggregate, while accept length, speed-up and rebalances are only in this table."""
+PRIORITY = ("C", "status", "agg", "decode p50/99", LOSS_COLUMN, "acc len", EPLB_COLUMN, "steady", "×base", "fail",
+            "strag", "reqs", "TTFT p50/99", "time", "TPOT p50/99")
+"""Issue 32: which columns a narrow panel keeps, first to last (shown in ``COLUMNS`` order, ``why`` last where
+room is left): the per-user decode pace before the extras that explain the aggregate, TPOT (its inverse) last.
+A ``status`` column where every level is plain ``ok`` says nothing and comes after ``steady``."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 PANEL_TITLE = "Levels & stragglers"
 
@@ -70,6 +72,34 @@ def pair(p50: float | None, p99: float | None, fmt: Callable[[float | None], str
 def _rate(v: float | None) -> str:
     """tok/s: one decimal where it matters (C=1 ~ 65), none above 100."""
     return "-" if v is None else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
+
+
+def _per_user(v: float | None) -> str:
+    """tok/s per user: ``1327/135``; a decimal only under 10 (``8.1``), where it is a tenth of the figure."""
+    return "-" if v is None else (f"{v:.1f}" if v < 10 else f"{v:.0f}")
+
+
+def visible_columns(columns: tuple[str, ...], rows: list[tuple[str | Text, ...]], width: int) -> tuple[str, ...]:
+    """The columns that fit ``width`` cells, each as wide as its widest cell (or label) plus the table's padding,
+    taken in :data:`PRIORITY` order and shown in ``columns`` order; ``why``, where a level has one, ends the row
+    in what is left (cut where it must)."""
+    def need(i: int) -> int:
+        return max([cell_len(columns[i])] + [cell_len(str(row[i])) for row in rows]) + 2
+
+    order = [c for c in PRIORITY if c in columns]
+    if "status" in columns and all(str(row[columns.index("status")]) == "ok" for row in rows):
+        order.remove("status")
+        order.insert(order.index("steady") + 1 if "steady" in order else len(order), "status")
+    kept: set[str] = set()
+    used = 0
+    for col in order:
+        i = columns.index(col)
+        if used + need(i) <= width or not kept:
+            kept.add(col)
+            used += need(i)
+    why = columns.index("why") if "why" in columns else -1
+    said = why >= 0 and any(str(row[why]) for row in rows)
+    return tuple(c for c in columns if c in kept or (c == "why" and said and width > used))
 
 
 def _ms(v: float | None) -> str:
@@ -145,10 +175,13 @@ def level_extras(model: CockpitModel) -> LevelExtras:
 
 class LevelTable(DataTable[str | Text], ModelView):
     """Few rows (one per level), so a redraw rebuilds them; it is read, not navigated (so no
-    horizontal scrollbar: the columns that matter come first, and a narrow panel cuts the rest)."""
+    horizontal scrollbar: the columns that fit the panel are chosen by :func:`visible_columns`).
+
+    Issue 32: the table is as tall as its rows (every level of the sweep) and the straggler list under it
+    gets the rest of the panel; it never scrolls a level out."""
 
     DEFAULT_CSS = """
-    LevelTable { height: auto; max-height: 12; overflow-x: hidden; }
+    LevelTable { height: auto; overflow-x: hidden; }
     """
     shows = frozenset({"levels"})
 
@@ -172,39 +205,41 @@ class LevelTable(DataTable[str | Text], ModelView):
         self.add_columns(*COLUMNS)
         self.redraw()
 
-    def _wanted_columns(self) -> tuple[str, ...]:
-        extra = level_extras(self.model)
+    def _all_columns(self) -> tuple[str, ...]:
+        """Every column this sweep has figures for, in the order they are read."""
+        extra = self._extras
         cols = list(COLUMNS)
-        at = cols.index("steady") + 1  # beside the aggregates they explain, before the columns a narrow panel cuts
+        at = cols.index("steady") + 1  # beside the aggregates they explain
         if extra.loss:
             cols.insert(at, LOSS_COLUMN)
         if extra.eplb:
             cols.insert(at, EPLB_COLUMN)
         if extra.spec:
             cols[at:at] = SPEC_COLUMNS
-        if (extra.spec or extra.eplb or extra.loss) and 0 < self.size.width < NARROW:
-            cols.remove("steady")  # the curve draws it; the level's own figures are only here
         return tuple(cols)
 
     def on_resize(self) -> None:
-        """The subtitle's wording depends on the width (the app sets captions only after a redraw)."""
+        """The subtitle's wording and the columns that fit depend on the width (the app sets captions only
+        after a redraw)."""
         title, subtitle = self.caption()
         if isinstance(self.parent, Widget):
             self.parent.border_title = title
             if subtitle is not None:
                 self.parent.border_subtitle = subtitle
-        if self._wanted_columns() != self._columns:  # ``steady`` gives way below NARROW columns
-            self.redraw()
+        self.redraw()
 
     def redraw(self) -> None:
         """Rebuild only when the rows changed; the moving live row is updated in place."""
         self._eta = progress_of(self.model)
-        wanted = self._wanted_columns()
+        full = self._rows()
+        columns = self._all_columns()
+        cells = [self._fit(key, row, columns) for key, row in full]
+        wanted = visible_columns(columns, cells, self.size.width) if self.size.width > 0 else columns
         if wanted != self._columns:
             self.clear(columns=True)
             self.add_columns(*wanted)
             self._columns, self._last = wanted, []
-        rows = [(key, self._fit(key, cells)) for key, cells in self._rows()]
+        rows = [(key, tuple(row[columns.index(col)] for col in wanted)) for (key, _), row in zip(full, cells)]
         old = self._last
         if rows == old:
             return
@@ -214,20 +249,20 @@ class LevelTable(DataTable[str | Text], ModelView):
                     self.update_cell_at(Coordinate(len(rows) - 1, col), b, update_width=True)
         else:
             self.clear()
-            for key, cells in rows:
-                self.add_row(*cells, key=key)
-            if rows and rows[-1][0] == "live":  # a short panel shows the running level, not the first ones
+            for key, row in rows:
+                self.add_row(*row, key=key)
+            if rows and rows[-1][0] == "live":  # a panel too short for every level shows the running one
                 self.call_after_refresh(self.scroll_end, animate=False)
         self._last = rows
 
-    def _fit(self, key: str, cells: tuple[str | Text, ...]) -> tuple[str | Text, ...]:
+    def _fit(self, key: str, cells: tuple[str | Text, ...], columns: tuple[str, ...]) -> tuple[str | Text, ...]:
         """The base columns' cells, with the speculative, EPLB and loss cells inserted where the columns are."""
-        if self._columns == COLUMNS:
+        if columns == COLUMNS:
             return cells
         extra = {**self._extras.cells.get(str(cells[0]).rstrip("…").split("#")[0], {})}
         extra[LOSS_COLUMN] = self._extras.losses.get(key, "")
         return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN)
-                     else cells[COLUMNS.index(col)] for col in self._columns)
+                     else cells[COLUMNS.index(col)] for col in columns)
 
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:
         self._extras = level_extras(self.model)
@@ -255,7 +290,7 @@ class LevelTable(DataTable[str | Text], ModelView):
                 figure(_rate(lv.agg_tok_s)), figure(_rate(lv.steady_tok_s)),
                 _requests_cell(sw, lv.concurrency, lv.requests), duration(lv.wall_s) if lv.wall_s else "-",
                 pair(lv.ttft.p50, lv.ttft.p99, _ms) + "ms", pair(lv.tpot.p50, lv.tpot.p99, _ms) + "ms",
-                pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, lambda v: num(v, ".1f")),
+                pair(lv.decode_tok_s.p50, lv.decode_tok_s.p99, _per_user),
                 fail, str(len(lv.stragglers)) if lv.stragglers else "", "; ".join(why),
             )))
         live = sw.live_point
