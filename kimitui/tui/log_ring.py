@@ -85,8 +85,8 @@ class LogRing:
                         node: str | None) -> LogEntry:
         """A capture bar's redraw: the bar's entry updated when it is the last line, else a new entry."""
         held = self._capture
-        same_bar = held is not None and held.node == node and held.text.startswith(f"Capturing {capture.what} ")
-        if held is not None and same_bar and self.entries and self.entries[-1] is held:
+        if (held is not None and self.entries and self.entries[-1] is held and held.node == node
+                and held.text.startswith(f"Capturing {capture.what} ")):  # this bar's last redraw, not the next bar
             held.t, held.text = t, capture.folded()
             return held
         entry = LogEntry(t, severity, kind, capture.folded(), node=node)

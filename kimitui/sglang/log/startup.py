@@ -157,7 +157,8 @@ class CaptureProgress:
     """Where a CUDA-graph capture's tqdm bar stands: ``done`` of ``total`` graphs, the last one's size.
 
     SGLang redraws the bar with ``\\r`` and no timestamp, once per graph (52 for ``cuda_graph_max_bs``
-    512): a reader folds them into one progress line and drives the capture's fraction from them."""
+    512): the log folds them into one line that each redraw updates (a start's progress reads the same
+    figures as a ``startup`` line's ``i``/``n``)."""
 
     done: int
     total: int
@@ -165,10 +166,6 @@ class CaptureProgress:
     """The batch size (``bs=``) or, for a piecewise graph, the token count (``num_tokens=``)."""
     what: str
     """``batches`` (the decode graphs) or ``num tokens`` (piecewise graphs)."""
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 1.0
 
     def folded(self) -> str:
         """``Capturing batches 37/52 (bs=64)``: one line that a redraw updates in place."""
