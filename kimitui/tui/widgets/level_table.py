@@ -46,7 +46,8 @@ PRIORITY = ("C", "status", "agg", "decode p50/99", LOSS_COLUMN, "acc len", EPLB_
             "strag", "reqs", "TTFT p50/99", "time", "TPOT p50/99")
 """Issue 32: which columns a narrow panel keeps, first to last (shown in ``COLUMNS`` order, ``why`` last where
 room is left): the per-user decode pace before the extras that explain the aggregate, TPOT (its inverse) last.
-A ``status`` column where every level is plain ``ok`` says nothing and comes after ``steady``."""
+A ``status`` column where every level is plain ``ok`` (or running: its C reads ``64…``) says nothing and comes
+after ``steady``."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 PANEL_TITLE = "Levels & stragglers"
 
@@ -87,7 +88,7 @@ def visible_columns(columns: tuple[str, ...], rows: list[tuple[str | Text, ...]]
         return max([cell_len(columns[i])] + [cell_len(str(row[i])) for row in rows]) + 2
 
     order = [c for c in PRIORITY if c in columns]
-    if "status" in columns and all(str(row[columns.index("status")]) == "ok" for row in rows):
+    if "status" in columns and all(str(row[columns.index("status")]) in ("ok", "running") for row in rows):
         order.remove("status")
         order.insert(order.index("steady") + 1 if "steady" in order else len(order), "status")
     kept: set[str] = set()
@@ -234,7 +235,8 @@ class LevelTable(DataTable[str | Text], ModelView):
         full = self._rows()
         columns = self._all_columns()
         cells = [self._fit(key, row, columns) for key, row in full]
-        wanted = visible_columns(columns, cells, self.size.width) if self.size.width > 0 else columns
+        width = self.scrollable_content_region.width  # less the scrollbar of a panel too short for every level
+        wanted = visible_columns(columns, cells, width) if width > 0 else columns
         if wanted != self._columns:
             self.clear(columns=True)
             self.add_columns(*wanted)
@@ -253,7 +255,13 @@ class LevelTable(DataTable[str | Text], ModelView):
                 self.add_row(*row, key=key)
             if rows and rows[-1][0] == "live":  # a panel too short for every level shows the running one
                 self.call_after_refresh(self.scroll_end, animate=False)
+            self.call_after_refresh(self._refit)
         self._last = rows
+
+    def _refit(self) -> None:
+        """New rows can bring a scrollbar (or take it away): choose the columns again for the width left."""
+        if self.is_mounted and self._last:
+            self.redraw()
 
     def _fit(self, key: str, cells: tuple[str | Text, ...], columns: tuple[str, ...]) -> tuple[str | Text, ...]:
         """The base columns' cells, with the speculative, EPLB and loss cells inserted where the columns are."""
