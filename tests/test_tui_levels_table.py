@@ -1,5 +1,6 @@
 """Issue 32: after an 8-level sweep the "Levels & stragglers" panel shows every level's row (C=1 .. C=256)
-and its decode column, at 200x55, 120x40 and 80x24, in the plain, EPLB and DFlash layouts.
+and its decode column, at 200x55 and 120x40, in the plain, EPLB and DFlash layouts; at 80x24 (5 rows for
+levels and stragglers) the decode column and the first levels, the table scrolling for the rest.
 
 Before, the table stopped at 12 rows of a panel it shared with the straggler list (C=1 or C=256 scrolled
 out), the EPLB and DFlash columns pushed ``decode p50/99`` off the panel, and ``1327.2/135`` wasted room.
@@ -7,13 +8,11 @@ out), the EPLB and DFlash columns pushed ``decode p50/99`` off the panel, and ``
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, ServerInfo, SweepResult, SweepStarted
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.widgets.level_table import LevelTable
+from kimitui.tui.widgets.level_table import COLUMNS, LevelTable, visible_columns
 from tests.support.fakecontrol import T0, TUNED, FakeController, level, spec, straggler
 from tests.support.screen_states import DFLASH_ARGS, EPLB_ARGS, _log, drawn, serving_events
 
@@ -73,3 +72,12 @@ async def test_every_level_and_its_decode_column_are_on_screen(layout: str, size
         assert lines[1][decode:].split()[0] == "66/78", shown  # C=1's decode p50/p99, whole
         if size != (80, 24):  # 80x24 has 5 rows for the panel: the header and 4 levels (the curve has them all)
             assert lines[-1][decode:].split()[0] == "6.1/7.2", shown  # the peak's row, C=256
+
+
+def test_a_narrow_panel_keeps_the_decode_column_and_drops_tpot_its_inverse_first() -> None:
+    row = ("256", "ok", "1538", "1571", "256/512", "1m25s", "306/602ms", "163/210ms", "1327/135", "0", "", "")
+    assert visible_columns(COLUMNS, [row], 200) == COLUMNS[:-1]  # no level has a why: no empty column
+    assert visible_columns(COLUMNS, [row], 36) == ("C", "agg", "steady", "decode p50/99")  # all ok: status yields
+    failed = (*row[:1], "failed", *row[2:-1], "256/256 failed")
+    narrow = visible_columns(COLUMNS, [failed], 40)
+    assert narrow[:2] == ("C", "status") and "decode p50/99" in narrow and "TPOT p50/99" not in narrow
