@@ -753,7 +753,10 @@ class KimituiApp(App[int]):
 
     async def _quit(self) -> None:
         if self._safe(lambda: self.controller.busy) == "swap":
-            self.notify("finishing the swap first (or rolling it back), then shutting down…", timeout=30)
+            # the controller's own rule: a start from nothing is called off at once, a real swap finished first
+            first_start = self._quit_rule().startswith("The server still starting is stopped at once")
+            self.notify("stopping the server still starting, then shutting down…" if first_start else
+                        "finishing the swap first (or rolling it back), then shutting down…", timeout=30)
         else:
             self.notify("shutting down (flushing the recording)…")
         await self._stop_controller()

@@ -636,7 +636,7 @@ class CockpitModel:
         elif ev.state == "connected" and was in ("lost", "reconnecting", "failed"):
             self.notices.append(Notice("information", f"{ev.host}: connected again"))
         self._log(ev.t, "warning" if ev.state in ("lost", "reconnecting", "failed") else "info",
-                  "connection", f"connection {ev.state} {ev.detail}".strip())
+                  "connection", f"link {ev.state} {ev.detail}".strip())  # its kind says connection
         return HEADER_LOG
 
     def _on_health(self, ev: ServerHealth) -> Parts:
