@@ -29,6 +29,12 @@ HEALTHY_AFTER_S = 10.0
 """A life that ran longer than this was fine: the next restart comes after the minimum backoff again."""
 
 
+def _being_cancelled() -> bool:
+    """Whether the running task has a cancellation pending that something swallowed on its way up."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class SupervisedTask:
     """Runs :meth:`_run` in one background task between :meth:`start` and :meth:`stop`."""
 
@@ -80,7 +86,8 @@ class SupervisedTask:
         try:
             await task
         except asyncio.CancelledError:
-            pass
+            if _being_cancelled():  # our caller's cancellation, not the task's: it is theirs to see
+                raise
         except Exception:  # noqa: BLE001 - stop() never raises; the failure is not lost either
             log.warning("%s ended with an error", task.get_name(), exc_info=True)
         finally:
@@ -118,6 +125,8 @@ class RestartingTask(SupervisedTask):
             again = await self._life()
             if self._stopping:
                 return
+            if _being_cancelled():  # a life swallowed our cancellation (awaiting a helper it cancelled):
+                raise asyncio.CancelledError  # restarting would run on for ever under a loop shutting down
             if again:
                 continue
             if time.monotonic() - began > HEALTHY_AFTER_S:

@@ -98,3 +98,74 @@ async def test_a_life_that_ends_is_restarted_once_the_host_is_back() -> None:
     await f.stop()
     await f.stop()
     assert not f.running
+
+
+class _Swallower(RestartingTask):
+    """A life that cancels a helper and awaits it under ``suppress(CancelledError)``: a cancellation of
+    the life itself landing there is swallowed (as in the GPU stream's pinger and the SSH stream's reader)."""
+
+    def __init__(self) -> None:
+        super().__init__(LocalHost("t"), min_backoff_s=0.01, max_backoff_s=0.01)
+        self.lives = 0
+        self.awaiting_helper = False
+
+    async def _life(self) -> bool:
+        import contextlib
+
+        async def slow_to_end() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.3)  # a helper that tidies up before it ends
+                raise
+
+        self.lives += 1
+        helper = asyncio.get_running_loop().create_task(slow_to_end())
+        await asyncio.sleep(0.01)
+        helper.cancel()
+        self.awaiting_helper = True
+        with contextlib.suppress(asyncio.CancelledError):  # meant for the helper's; swallows ours too
+            await helper
+        self.awaiting_helper = False
+        return True
+
+    def _error(self, message: str, detail: str = "") -> None:
+        pass
+
+
+async def test_a_cancelled_restarting_task_ends_even_if_a_life_swallowed_the_cancel() -> None:
+    """A loop shutting down cancels every task and waits: one that restarts after a swallowed cancel held a
+    test worker's event loop for ever (CI hung at a test's teardown)."""
+    t = _Swallower()
+    task = asyncio.get_running_loop().create_task(t._run())
+    await wait_for(lambda: t.awaiting_helper, 2, "a life awaiting its cancelled helper")
+    task.cancel()  # lands in the suppress(CancelledError) meant for the helper
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert done, f"still running after its cancel ({t.lives} lives)"
+    assert task.cancelled()
+
+
+async def test_stop_lets_its_callers_own_cancellation_through() -> None:
+    t = _Ticker()
+    await t.start()
+    await asyncio.sleep(0)
+    gate = asyncio.Event()
+
+    class _Slow(_Ticker):
+        async def _run(self) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                gate.set()
+                await asyncio.sleep(0.2)  # ends a moment after its cancel
+                raise
+
+    slow = _Slow()
+    await slow.start()
+    await asyncio.sleep(0)
+    stopper = asyncio.get_running_loop().create_task(slow.stop())
+    await gate.wait()
+    stopper.cancel()  # the caller of stop() is cancelled while stop() waits for the task
+    with pytest.raises(asyncio.CancelledError):
+        await stopper
+    await t.stop()
