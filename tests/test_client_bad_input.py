@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kimitui.loadgen import h1client
 from kimitui.loadgen.client import MAX_LINE, Clock, Deadlines, RequestTrace, SseSplitter, to_result
 from kimitui.events import RequestResult, SweepSpec, parse_event
+from tests.support.one_request import h1_request
 from tests.support.ssefuzz import feed_reads
 
 pytestmark = pytest.mark.timeout(60)
@@ -55,17 +55,6 @@ async def _canned(response: bytes) -> tuple[asyncio.Server, str]:
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
-async def _h1(url: str) -> RequestResult:
-    deadlines = Deadlines(total_s=10)
-    pool = h1client.Pool(url + "/v1/chat/completions", deadlines)
-    trace = RequestTrace("r", 1, False, time.perf_counter_ns())
-    try:
-        await h1client.run_request(pool, pool.request_bytes(b"{}", "r"), trace, deadlines)
-    finally:
-        pool.close()
-    return to_result(trace, "s", Clock())
-
-
 def _sse(*events: bytes) -> bytes:
     body = b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     return HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -92,7 +81,7 @@ def _sse(*events: bytes) -> bytes:
 async def test_a_chunk_of_the_wrong_shape_is_malformed_with_a_reason(event: bytes, reason: str) -> None:
     server, url = await _canned(_sse(b'{"choices":[{"delta":{"content":"a"}}]}', event))
     async with server:
-        r = await _h1(url)
+        r = await h1_request(url)
     assert r.error_class == "malformed", r.error
     assert f"stream chunk's {reason}" in r.error and event[:40].decode() in r.error
     assert r.chunks == 1  # what arrived before the bad chunk is kept
@@ -121,7 +110,7 @@ async def _aio(url: str) -> RequestResult:
 async def test_a_bad_content_length_is_malformed(length: bytes) -> None:
     server, url = await _canned(HEAD + b"Content-Length: " + length + b"\r\n\r\n" + GOOD)
     async with server:
-        r = await _h1(url)
+        r = await h1_request(url)
         ref = await _aio(url) if length[:1] in b"a-+" else None
     assert r.error_class == "malformed" and "bad Content-Length" in r.error and length.decode()[:20] in r.error
     if ref is not None:  # aiohttp's own parser refuses it: said as what it is, not a connect failure
@@ -137,7 +126,7 @@ async def test_a_bad_content_length_is_malformed(length: bytes) -> None:
 async def test_a_bad_chunk_size_is_malformed(chunked: bytes, reason: str) -> None:
     server, url = await _canned(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
     async with server:
-        r = await _h1(url)
+        r = await h1_request(url)
     assert r.error_class == "malformed" and reason in r.error, r.error
 
 
@@ -320,7 +309,7 @@ def test_fuzzed_responses_through_the_load_client_end_cleanly(response: bytes, p
 
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         async with server:
-            return await _h1(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+            return await h1_request(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
 
     t0 = time.perf_counter()
     r = asyncio.run(once())

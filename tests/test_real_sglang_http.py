@@ -22,6 +22,7 @@ from kimitui.session import Session
 from kimitui.sglang.loads import stats_from_get_load, stats_from_loads
 from kimitui.sglang.server_info import flat_args, rank_states, server_drift, version
 from kimitui.telemetry.metrics_poll import MetricsPoller
+from tests.support.one_request import h1_request
 from tests.support.real_replay import replay
 from tests.support.real_sglang import MODELS, read_http, real_output_dir
 
@@ -202,17 +203,6 @@ def _stream_facts(model: str) -> tuple[int, int, int, str]:
     return content, usage["completion_tokens"], usage["prompt_tokens"], finish[-1]
 
 
-async def _h1(url: str) -> RequestResult:
-    deadlines = Deadlines(total_s=10)
-    pool = h1client.Pool(url + "/v1/chat/completions", deadlines)
-    trace = RequestTrace("r", 1, False, time.perf_counter_ns())
-    try:
-        await h1client.run_request(pool, pool.request_bytes(b"{}", "r"), trace, deadlines)
-    finally:
-        pool.close()
-    return to_result(trace, "s", Clock())
-
-
 async def _aio(url: str) -> RequestResult:
     trace = RequestTrace("r", 1, False, time.perf_counter_ns())
     async with client.make_session(1) as http:
@@ -221,7 +211,7 @@ async def _aio(url: str) -> RequestResult:
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("send", [_h1, _aio], ids=["h1client", "aiohttp"])
+@pytest.mark.parametrize("send", [h1_request, _aio], ids=["h1client", "aiohttp"])
 async def test_the_real_stream_is_counted_from_its_usage(model: str, send: Callable[[str], Awaitable[RequestResult]]) -> None:
     """The role chunk (empty content) is no token and no first token; each content chunk is one chunk; the
     usage chunk (``choices: []``) gives the counts; ``[DONE]`` ends it cleanly."""

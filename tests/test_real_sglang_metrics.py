@@ -13,11 +13,10 @@ import re
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.sglang.metrics import FAMILIES, MOE_ONLY_FAMILIES, SCHEDULER_LABELS, TOKENIZER_FAMILIES
 from kimitui.telemetry.metrics_poll import CounterRates, known_metric_names, stats_from_metrics
-from tests.support.real_sglang import MODELS, read_http, real_output_dir
+from tests.support.real_sglang import MODELS, metric_families, read_http, real_output_dir
 
 REAL = real_output_dir()
 SCRAPES = [(model, name) for model in MODELS for name in ("metrics_before.txt", "metrics_after.txt")]
@@ -85,20 +84,11 @@ def test_queue_time_is_the_mean_wait_of_the_requests_between_two_scrapes(model: 
     assert stats_from_metrics(after, host="real").queue_time_s == pytest.approx(s1 / n1)  # no rates: since start
 
 
-def _families(text: str) -> dict[str, tuple[str, frozenset[str], str]]:
-    out: dict[str, tuple[str, frozenset[str], str]] = {}
-    for family in text_string_to_metric_families(text):
-        labels = {label for sample in family.samples for label in sample.labels}
-        labels -= {"le"} if family.type == "histogram" else {"quantile"} if family.type == "summary" else set()
-        out[family.name] = (family.type, frozenset(labels), family.documentation)
-    return out
-
-
 @pytest.mark.parametrize("model", MODELS)
 def test_the_catalogue_is_what_the_real_server_exports(model: str) -> None:
     """kimitui/sglang/metrics.py FAMILIES: every real family, its type, HELP and label names; the MoE server
     adds the two expert-balance families; the tokenizer's families carry the allowed custom labels."""
-    real = _families(_metrics(model, "metrics_after.txt"))
+    real = metric_families(_metrics(model, "metrics_after.txt"))
     expected = set(FAMILIES) - (set() if model == "tiny-qwen3moe" else MOE_ONLY_FAMILIES)
     assert set(real) == expected
     listed = {line.split()[0].removesuffix("_total") for line in (REAL / model / "metric_names.txt").read_text().splitlines()}

@@ -15,7 +15,6 @@ import time
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kimitui.events import ServerStats
 from kimitui.sglang.metrics import FAMILIES, MOE_ONLY_FAMILIES, TOKENIZER_FAMILIES
@@ -23,20 +22,11 @@ from kimitui.sim.http_info import SIM_ONLY_KEYS
 from kimitui.sim.prometheus import SIM_ONLY_FAMILIES
 from kimitui.telemetry.metrics_poll import CounterRates, stats_from_metrics
 from tests.support.profiles import write_profile
-from tests.support.real_sglang import read_http, real_output_dir
+from tests.support.real_sglang import metric_families, read_http, real_output_dir
 from tests.support.simserver import start_sim
 
 REAL = real_output_dir()
 pytestmark = pytest.mark.timeout(240)
-
-
-def _families(text: str) -> dict[str, tuple[str, frozenset[str], str]]:
-    out: dict[str, tuple[str, frozenset[str], str]] = {}
-    for family in text_string_to_metric_families(text):
-        labels = {label for sample in family.samples for label in sample.labels}
-        labels -= {"le"} if family.type == "histogram" else {"quantile"} if family.type == "summary" else set()
-        out[family.name] = (family.type, frozenset(labels), family.documentation)
-    return out
 
 
 def _chat(url: str, model: str, stream: bool, max_tokens: int = 8, text: str = "hi") -> None:
@@ -48,7 +38,7 @@ def _chat(url: str, model: str, stream: bool, max_tokens: int = 8, text: str = "
 
 @pytest.mark.parametrize(("profile", "real_model"), [("ep8-eplb", "tiny-qwen3moe"), ("ep8-tuned", "tiny-llama")])
 def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, real_model: str) -> None:
-    real = _families(read_http(REAL / real_model / "metrics_after.txt")[2])
+    real = metric_families(read_http(REAL / real_model / "metrics_after.txt")[2])
     real_info = json.loads(read_http(REAL / real_model / "server_info.txt")[2])
     with start_sim(profile, time_scale=50) as sim:
         _chat(sim.url, sim.model, stream=False)
@@ -59,7 +49,7 @@ def test_the_simulators_metrics_and_server_info_are_the_real_ones(profile: str, 
             loads = client.get(sim.url + "/v1/loads").json()
             model_info = client.get(sim.url + "/model_info").json()
             models = client.get(sim.url + "/v1/models").json()
-    simulated = _families(text)
+    simulated = metric_families(text)
     # the same families, and nothing the real one lacks but what is allowed with a reason
     assert set(real) - set(simulated) == set(), "real families the simulator lacks"
     assert set(simulated) - set(real) <= set(SIM_ONLY_FAMILIES), "simulator families the real server lacks"

@@ -54,3 +54,15 @@ def read_http(path: Path) -> tuple[int, dict[str, str], str]:
     elif body.endswith(b"\n\n"):
         body = body[:-1]
     return status, headers, body.decode("utf-8")
+
+
+def metric_families(text: str) -> dict[str, tuple[str, frozenset[str], str]]:
+    """Prometheus text as family name -> (type, label names, HELP); ``le``/``quantile`` are the type's own."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, tuple[str, frozenset[str], str]] = {}
+    for family in text_string_to_metric_families(text):
+        labels = {label for sample in family.samples for label in sample.labels}
+        labels -= {"le"} if family.type == "histogram" else {"quantile"} if family.type == "summary" else set()
+        out[family.name] = (family.type, frozenset(labels), family.documentation)
+    return out
