@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.recording import read_recording
+from tests.support import dev_venv
 from tests.support import real_engine
 from tests.support.net import free_port
 from tests.support.waiting import wait_for
@@ -29,14 +30,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _engine_python() -> Path:
-    py = real_engine.engine_python()
-    if py is None:
-        why = (f"no engine venv at {real_engine.engine_venv()}: build it with "
-               f"`python3 tests/support/real_engine.py setup`")
-        if real_engine.required():
-            pytest.fail(why + " (KIMITUI_REQUIRE_ENGINE=1)")
-        pytest.skip(why)
-    return py
+    return dev_venv.python_or_skip(real_engine.engine_python(), real_engine.engine_venv(), "engine",
+                                   "real_engine.py", "KIMITUI_REQUIRE_ENGINE")
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from kimitui.profiles.deploy import deployment
 from kimitui.profiles.loader import shipped_dir
 from kimitui.tune.candidates import default_candidates, parse_change
 from kimitui.tune.variants import step_settings, variant_name, write_profile
+from tests.support import dev_venv
 from tests.support import sglang_parser
 
 pytestmark = pytest.mark.timeout(600)
@@ -55,14 +56,8 @@ class Case:
 
 
 def _parser_python() -> Path:
-    py = sglang_parser.parser_python()
-    if py is None:
-        why = (f"no SGLang parser venv at {sglang_parser.parser_venv()}: build it with "
-               f"`python3 tests/support/sglang_parser.py setup`")
-        if sglang_parser.required():
-            pytest.fail(why + " (KIMITUI_REQUIRE_SGLANG_PARSER=1)")
-        pytest.skip(why)
-    return py
+    return dev_venv.python_or_skip(sglang_parser.parser_python(), sglang_parser.parser_venv(), "SGLang parser",
+                                   "sglang_parser.py", "KIMITUI_REQUIRE_SGLANG_PARSER")
 
 
 def _cases_of(label: str, profile: Profile) -> list[Case]:

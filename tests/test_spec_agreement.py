@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.loadgen.prompts import prompt_source
+from tests.support import dev_venv
 from tests.support import real_engine
 from tests.support.simserver import start_sim
 
@@ -26,13 +27,8 @@ REQUESTS, TOKENS = 8, 160
 
 
 def _engine_python() -> Path:
-    py = real_engine.engine_python()
-    if py is None:
-        why = f"no engine venv at {real_engine.engine_venv()}: build it with `python3 tests/support/real_engine.py setup`"
-        if real_engine.required():
-            pytest.fail(why + " (KIMITUI_REQUIRE_ENGINE=1)")
-        pytest.skip(why)
-    return py
+    return dev_venv.python_or_skip(real_engine.engine_python(), real_engine.engine_venv(), "engine",
+                                   "real_engine.py", "KIMITUI_REQUIRE_ENGINE")
 
 
 def _bench_serving(py: Path, url: str, prompts: Path, out: Path) -> dict:

@@ -41,3 +41,15 @@ def fresh_venv(venv: Path, *, quiet: bool) -> list[str]:
     venv.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     return [str(venv / "bin" / "python"), "-m", "pip", *(["-q"] if quiet else []), "--disable-pip-version-check"]
+
+
+def python_or_skip(py: Path | None, venv: Path, what: str, script: str, require_var: str) -> Path:
+    """``py``, or skip the test saying how to build the venv; a failure where ``$require_var`` is 1 (CI)."""
+    if py is not None:
+        return py
+    import pytest
+
+    why = f"no {what} venv at {venv}: build it with `python3 tests/support/{script} setup`"
+    if os.environ.get(require_var) == "1":
+        pytest.fail(why + f" ({require_var}=1)")
+    pytest.skip(why)
