@@ -495,8 +495,11 @@ class SSHHost(Host):
         assert proc is not None
         return proc, pid
 
-    async def _kill_remote(self, pid: int | None, sig: str, timeout: float) -> bool:
-        """Best effort ``kill -SIG pid`` on its own channel; False if the link could not run it."""
+    async def signal_pid(self, pid: int | None, sig: str, timeout: float) -> bool:
+        """Best effort ``kill -SIG pid`` on its own channel; False if the link could not run it.
+
+        Public for :class:`kimitui.host.ssh_stream.SSHStream`: a signal sent through the channel alone
+        is honoured only by OpenSSH >= 7.9, so a stream stops its process this way too."""
         if pid is None or self._conn is None:
             return False
         try:
@@ -530,7 +533,7 @@ class SSHHost(Host):
             out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), left)
             await asyncio.wait_for(proc.wait_closed(), 5.0)
         except asyncio.TimeoutError:
-            await self._kill_remote(pid, "KILL", timeout=2.0)
+            await self.signal_pid(pid, "KILL", timeout=2.0)
             proc.close()
             raise CommandTimeout(
                 f"{self.name}: {argv[0]!r} ran past its {timeout:g} s timeout and was killed"

@@ -141,12 +141,12 @@ class SSHStream(Stream):
                 self.stopped = True
                 with contextlib.suppress(*LINK_ERRORS):
                     self.proc.send_signal("TERM")  # honoured by OpenSSH >= 7.9
-                link_ok = await self.host._kill_remote(self.pid, "TERM", timeout=grace_s)
+                link_ok = await self.host.signal_pid(self.pid, "TERM", timeout=grace_s)
                 try:
                     await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
                 except asyncio.TimeoutError:
                     if link_ok:  # a link that could not run `kill` will not run it now
-                        await self.host._kill_remote(self.pid, "KILL", timeout=grace_s)
+                        await self.host.signal_pid(self.pid, "KILL", timeout=grace_s)
                 self.proc.close()
                 with contextlib.suppress(asyncio.TimeoutError, *LINK_ERRORS):
                     await asyncio.wait_for(asyncio.shield(self._closed), grace_s)
