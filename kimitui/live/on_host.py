@@ -24,18 +24,18 @@ from kimitui.live.server_follower import ServerFollower
 log = logging.getLogger(__name__)
 
 
-class _NodeSession(Session):
-    """Forwards a node's GPU events to the cockpit's session, tagged ``node`` and routed to the home host."""
+class NodeForwarder:
+    """A sink on a node's own session: forwards its GPU events to the cockpit's session, tagged ``node``
+    and routed to the home host."""
 
     def __init__(self, session: Session, home: str, node: str) -> None:
-        super().__init__(host=home)
         self._session = session
         self._home = home
         self._node = node
 
-    def publish(self, event: Event) -> None:
+    def __call__(self, event: Event) -> None:
         """GPU samples go on, tagged; the node's link trouble becomes a message naming it; the rest stays
-        here (its process list and link state would be taken for the home host's)."""
+        on the node's session (its process list and link state would be taken for the home host's)."""
         if isinstance(event, GpuSample):
             self._session.publish(event.model_copy(update={"host": self._home, "node": self._node}))
         elif isinstance(event, ConnectionState) and event.state in ("lost", "reconnecting", "failed"):
@@ -45,6 +45,13 @@ class _NodeSession(Session):
         elif isinstance(event, ErrorEvent):
             self._session.publish(event.model_copy(update={"host": self._home,
                                                            "source": f"node {self._node}: {event.source}"}))
+
+
+def node_session(session: Session, home: str, node: str) -> Session:
+    """The session a node's GPU stream publishes to: its own, whose one sink forwards to ``session``."""
+    own = Session(host=home)
+    own.add_sink(NodeForwarder(session, home, node))
+    return own
 
 
 class LiveHost:
@@ -103,7 +110,7 @@ class LiveHost:
                 continue
             simulated = is_simulated_host(node)
             python = self._gpu_python if simulated or node.python is None else node.python
-            stream = GpuStream(node, _NodeSession(self._session, self.host.name, name),
+            stream = GpuStream(node, node_session(self._session, self.host.name, name),
                                backend="fake" if simulated else "pynvml", python=python)
             self.node_gpus[name] = stream
             await stream.start()
