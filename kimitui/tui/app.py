@@ -420,12 +420,26 @@ class KimituiApp(App[int]):
             taken = ", ".join(by_key) or "none"
             self.notify(f"no profile on key {number} (profile keys: {taken})", severity="warning")
             return
+        await self._offer_swap(name)
+
+    async def action_swap_baseline(self) -> None:
+        """Back to the host's baseline profile, through the same confirm as a profile key (the compare view's ``b``)."""
+        reason = self._blocked("pick_profile")
+        if reason or not self.model.baseline:
+            self.notify(reason or "no baseline is marked on this host (b marks the running profile)", severity="warning")
+            return
+        await self._offer_swap(self.model.baseline)
+
+    async def _offer_swap(self, name: str) -> None:
+        """The swap's plan to confirm; an offered variant taken instead gets its own confirm (its diff) first."""
         plan = await self._call("plan swap", self.controller.plan_swap, name)
         if plan is _FAILED:
             return
 
         def chosen(target: str | None) -> None:
-            if target:
+            if target and target != plan.target:
+                self.call_later(self._offer_swap, target)
+            elif target:
                 self.notify(f"swapping to {target}…")
                 self.background_call("swap", self.controller.swap, target)
 

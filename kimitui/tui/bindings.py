@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-LIVE_ONLY = {"pick_profile", "sweep", "baseline", "record", "autopilot"}
+LIVE_ONLY = {"pick_profile", "swap_baseline", "sweep", "baseline", "record", "autopilot"}
 """Actions hidden (and inert) in a replay."""
 REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
