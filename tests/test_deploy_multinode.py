@@ -15,7 +15,7 @@ import pytest
 
 from kimitui.config import parse_config
 from kimitui.host.base import Host
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.select import find_running
 from kimitui.launcher.swap import SwapOptions, swap

@@ -8,7 +8,7 @@ import pytest
 
 from kimitui.config import ConfigError, parse_config
 from kimitui.host import LocalHost
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.host.ssh import SSHHost
 from tests.support.sshd import SSHTestServer
 

@@ -141,6 +141,18 @@ def test_the_launcher_and_telemetry_do_not_import_each_other() -> None:
                      "kimitui.live:\n" + "\n".join(bad))
 
 
+HOST_NEVER_IMPORTS = ("kimitui.config", "kimitui.sim")
+"""The host room knows no caller: the config's tables become host plans in ``kimitui.hosts_from_config``,
+and the simulator's own builder is passed in."""
+
+
+def test_the_host_room_imports_neither_the_config_nor_the_simulator() -> None:
+    bad = [_where(i) for i in _all_imports()
+           if _within(i.module, "kimitui.host") and any(_within(i.target, t) for t in HOST_NEVER_IMPORTS)]
+    assert not bad, ("kimitui.host builds hosts from what its caller resolved (kimitui.host.factory.HostPlan); "
+                     "resolve the config, and inject the simulator's builder, outside it:\n" + "\n".join(bad))
+
+
 def test_the_nvml_agent_imports_only_the_standard_library_and_pynvml() -> None:
     agent = PACKAGE / "telemetry" / "agent.py"
     bad = []

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kimitui.config import load_config
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.launcher.profiles import load
 from kimitui.profiles import deployment, diff_profiles

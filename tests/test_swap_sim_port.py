@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kimitui.config import load_config
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.launcher.process import ProcessLauncher
 from kimitui.live import LiveController
 from tests.support.launcher_env import stop_everything, write_profile

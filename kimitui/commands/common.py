@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from kimitui.config import Config, ConfigError, load_config
 from kimitui.events import Event, SwapProgress
 from kimitui.host.base import Host, HostError
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.launcher.readiness import PHASES
 from kimitui.session import Session
 

@@ -1,8 +1,9 @@
 """Hosts: the one way kimitui touches a machine (local subprocesses or SSH).
 
 ``from kimitui.host import LocalHost`` is cheap; ``SSHHost`` lives in
-:mod:`kimitui.host.ssh` (it imports asyncssh) and ``make_host``, which turns the
-config's ``[hosts.NAME]`` tables into hosts, in :mod:`kimitui.host.factory`.
+:mod:`kimitui.host.ssh` (it imports asyncssh) and ``build_host``, which turns a resolved
+:class:`~kimitui.host.factory.HostPlan` into a host, in :mod:`kimitui.host.factory`.  The room knows
+no caller: the config's ``[hosts.NAME]`` tables become plans in :mod:`kimitui.hosts_from_config`.
 """
 
 from kimitui.host.base import (

@@ -1,80 +1,80 @@
-"""Turning the config's ``[hosts.NAME]`` tables into Host objects."""
+"""Building a Host from what it needs (:class:`HostPlan`), whoever decided it.
+
+The host room knows no caller: the config's ``[hosts.NAME]`` tables become plans in
+:mod:`kimitui.hosts_from_config`, and a simulated host is built by the function the caller
+passes (the simulator's own, :func:`kimitui.sim.host.simulated_host`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kimitui.config import LOCAL_HOST, SIM_HOST, Config, ConfigError, HostConfig
 from kimitui.host.base import EventCallback, Host
 from kimitui.host.local import LocalHost
-from kimitui.sim.gpustate import SIM_NAME_ENV
 
 if TYPE_CHECKING:
     from kimitui.host.ssh import SSHHost
 
-
-def choose_host_name(config: Config, name: str | None = None) -> str:
-    """``name``, else ``default_host``, else the first configured host, else ``sim``."""
-    if name:
-        return name
-    if config.default_host:
-        return config.default_host
-    return next(iter(config.hosts), SIM_HOST)
+SimulatedHost = Callable[[str, EventCallback | None], Host]
+"""Builds the simulated host called NAME on this machine (the simulator package provides it)."""
 
 
-def make_host(config: Config, name: str | None = None, on_event: EventCallback | None = None) -> Host:
-    """The Host called ``name`` (see :func:`choose_host_name`), not yet connected.
+@dataclass(frozen=True)
+class HostPlan:
+    """One host as its caller resolved it: no ``address`` means this machine."""
 
-    ``sim`` with no such table is the embedded simulated host: a LocalHost
-    whose ``simulated`` flag makes launchers start the simulator; ``local`` is
-    this machine itself.  Raises
-    ConfigError for a name the config does not define.
-    """
-    chosen = choose_host_name(config, name)
-    entry = config.hosts.get(chosen)
-    if entry is None:
-        if chosen == SIM_HOST:
-            return LocalHost(SIM_HOST, on_event, simulated=True)
-        if chosen == LOCAL_HOST:
-            return LocalHost(LOCAL_HOST, on_event)
-        where = f" in {config.path}" if config.path else " (no config file)"
-        raise ConfigError(f"no host {chosen!r}{where}; configured: {', '.join(config.hosts) or 'none'}, "
-                          "or 'sim' (simulated), or 'local' (this machine)")
-    if entry.sim and not entry.address:
-        host: Host = LocalHost(chosen, on_event, simulated=True)
+    name: str
+    address: str | None = None
+    simulated: bool = False
+    python: str | None = None
+    """Left as the host's default (find one on its PATH) when None."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Set for every command run there (one of several simulated hosts carries its name)."""
+    user: str | None = None
+    port: int | None = None
+    key: str | None = None
+    agent: bool = True
+    known_hosts: str | None = None
+    trust_on_first_use: bool = False
+    jump: HostPlan | str | None = None
+    """Another host's plan, or ``user@host:port``."""
+    keepalive_s: float = 1.0
+    connect_timeout_s: float = 10.0
+
+
+def build_host(plan: HostPlan, simulated_host: SimulatedHost, on_event: EventCallback | None = None) -> Host:
+    """The host ``plan`` describes, not yet connected: a simulated or plain LocalHost, or an SSHHost."""
+    host: Host
+    if plan.address is None:
+        host = simulated_host(plan.name, on_event) if plan.simulated else LocalHost(plan.name, on_event)
     else:
-        host = _ssh_host(config, chosen, entry, on_event, seen=())
-    host.python = entry.python
-    if entry.sim:  # one of several simulated hosts a machine may play: its own home there
-        host.env[SIM_NAME_ENV] = chosen
+        host = _ssh_host(plan, on_event)
+    if plan.python is not None:
+        host.python = plan.python
+    host.env.update(plan.env)
     return host
 
 
-def _ssh_host(
-    config: Config, name: str, entry: HostConfig, on_event: EventCallback | None, seen: tuple[str, ...]
-) -> "SSHHost":
+def _ssh_host(plan: HostPlan, on_event: EventCallback | None) -> "SSHHost":
     from kimitui.host.ssh import SSHHost  # not at the top: asyncssh costs ~0.18 s, paid only for an SSH host
 
-    if name in seen:
-        raise ConfigError(f"{config.path or '<config>'}: hosts.{name}.jump: jump hosts form a loop: {' -> '.join([*seen, name])}")
-    jump: SSHHost | str | None = entry.jump
-    if entry.jump and entry.jump in config.hosts:
-        jump_entry = config.hosts[entry.jump]
-        jump = _ssh_host(config, entry.jump, jump_entry, on_event, seen=(*seen, name))
-    assert entry.address is not None
+    assert plan.address is not None
+    jump = _ssh_host(plan.jump, on_event) if isinstance(plan.jump, HostPlan) else plan.jump
     host = SSHHost(
-        name,
-        entry.address,
-        user=entry.user,
-        port=entry.port,
-        client_keys=[entry.key] if entry.key else None,
-        agent=entry.agent,
-        known_hosts=entry.known_hosts,
-        trust_on_first_use=entry.trust_on_first_use,
+        plan.name,
+        plan.address,
+        user=plan.user,
+        port=plan.port,
+        client_keys=[plan.key] if plan.key else None,
+        agent=plan.agent,
+        known_hosts=plan.known_hosts,
+        trust_on_first_use=plan.trust_on_first_use,
         jump=jump,
-        keepalive_s=entry.keepalive_s,
-        connect_timeout_s=entry.connect_timeout_s,
+        keepalive_s=plan.keepalive_s,
+        connect_timeout_s=plan.connect_timeout_s,
         on_event=on_event,
     )
-    host.simulated = entry.sim
+    host.simulated = plan.simulated
     return host

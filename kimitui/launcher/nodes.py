@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kimitui.config import load_config
 from kimitui.host.base import Host
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 
 log = logging.getLogger(__name__)
 

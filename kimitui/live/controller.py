@@ -24,7 +24,7 @@ from kimitui.config import load_config
 from kimitui.control import NotAvailable
 from kimitui.events import Baseline, ErrorEvent, Marker, Note, ProfileState, SweepSpec
 from kimitui.host.base import Host, HostError, HostUnavailable
-from kimitui.host.factory import make_host
+from kimitui.hosts_from_config import make_host
 from kimitui.launcher import guard
 from kimitui.launcher.plan import SwapPlan
 from kimitui.launcher.swap import DEFAULT_TIMEOUT_S
