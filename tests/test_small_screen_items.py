@@ -10,9 +10,18 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
+from kimitui.analysis.causes.attribute import Attribution, CauseShare
+from kimitui.analysis.causes.words import evidence_lines, fold_alike
+from kimitui.analysis.gap_evidence import gather
 from kimitui.sim.truth import TRUTH_ENV
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.screens.straggler_detail import StragglerDetail
+from tests.support.fakecontrol import FakeController
+from tests.support.gapcase import gap_case_events, straggler_result, the_straggler
 from tests.support.simserver import start_sim
+from tests.support.tuiscreen import screen_text, settle, tick
 
 SIZES = [(200, 55), (120, 40), (80, 24)]
 
@@ -42,3 +51,37 @@ def test_the_simulated_rebalance_end_line_says_the_stall_on_the_simulated_clock(
     assert logged and len(logged) == len(stalls), (logged, stalls)
     for said, stall in zip(logged, stalls):
         assert abs(said - stall) <= max(0.5, 0.25 * stall), (logged, stalls)
+
+
+# ----------------------------------------------------------------------------- a straggler's client stalls
+
+def _client_stalls() -> Attribution:
+    """A straggler the load process slowed four times (each ClientHealth over the lag limit is an episode)."""
+    said = [f"the load process's event loop ran {lag:.2f} s late (CPU {cpu} % of a core)"
+            for lag, cpu in ((0.62, 97), (1.35, 99), (0.81, 98), (0.55, 96))]
+    share = CauseShare("client_lag", 3.3, 0.92, evidence=tuple(said),
+                       episodes=tuple(f"client_lag@{k}" for k in range(4)), episode_s=1.35)
+    return Attribution(request_id=the_straggler().request_id, concurrency=1, cause="client_lag", confidence="high",
+                       coverage=0.92, lost_s=3.6, shares=(share, CauseShare("unknown", 0.3, 0.08)))
+
+
+def test_alike_evidence_is_one_clause_with_its_count() -> None:
+    lines = evidence_lines(_client_stalls())
+    assert lines[0] == ("Client stall 92 %: 4 times, the worst: the load process's event loop ran 1.35 s late "
+                        "(CPU 99 % of a core)"), lines
+    assert fold_alike(("EPLB rebalance end time=1.8s", "GPU 3 throttled")) == [
+        "EPLB rebalance end time=1.8s", "GPU 3 throttled"]  # different wording stays as it is
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_a_straggler_detail_says_its_client_stall_once(size: tuple[int, int]) -> None:
+    """Seen: a straggler detail repeated "the load process's event loop ran … s late" four times."""
+    app = KimituiApp(FakeController(initial=gap_case_events()), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        app.push_screen(StragglerDetail(gather(the_straggler(), straggler_result(), app.model.history),
+                                        cause=_client_stalls()))
+        await tick(pilot)
+        await tick(pilot)
+        text = screen_text(app)
+        assert text.count("event loop") == 1 and "4 times, the worst" in text, text

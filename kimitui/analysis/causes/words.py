@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.catalogue import label
 from kimitui.analysis.causes.tail import pct
@@ -48,6 +50,28 @@ def headline(a: Attribution) -> str:
     return out
 
 
+_FIGURE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _largest(said: str) -> float:
+    found = _FIGURE.search(said)
+    return float(found.group()) if found else 0.0
+
+
+def fold_alike(evidence: tuple[str, ...], episodes: int = 0) -> list[str]:
+    """Evidence worded alike but for its figures is said once, the largest, with how many (issue 32: a client
+    that stalled four times read "the load process's event loop ran … s late" four times over).  ``episodes``:
+    how many episodes the cause had (the evidence keeps at most four); counted when all are worded alike."""
+    groups: dict[str, list[str]] = {}
+    for said in evidence:
+        groups.setdefault(_FIGURE.sub("#", said), []).append(said)
+    out = []
+    for same in groups.values():
+        many = max(len(same), episodes) if len(groups) == 1 else len(same)
+        out.append(same[0] if many == 1 else f"{many} times, the worst: {max(same, key=_largest)}")
+    return out
+
+
 def evidence_lines(a: Attribution) -> list[str]:
     """One line per cause with its share and what showed it, then the notes."""
     out = []
@@ -57,7 +81,7 @@ def evidence_lines(a: Attribution) -> list[str]:
                 continue  # the edges of a covered gap, not worth a line
             out.append(f"{pct(s.share)} unexplained: no event kimitui received overlaps it")
             continue
-        said = "; ".join(s.evidence) if s.evidence else "no detail kept"
+        said = "; ".join(fold_alike(s.evidence, len(s.episodes))) if s.evidence else "no detail kept"
         out.append(f"{label(s.cause)} {pct(s.share)}: {said}")
     out.extend(a.notes)
     return out
