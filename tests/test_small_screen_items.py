@@ -11,14 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from textual.widgets import Log
 
 from kimitui.analysis.causes.attribute import Attribution, CauseShare
 from kimitui.analysis.causes.words import evidence_lines, fold_alike
 from kimitui.analysis.gap_evidence import gather
+from kimitui.events import ConnectionState, ErrorEvent
 from kimitui.sim.truth import TRUTH_ENV
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.straggler_detail import StragglerDetail
-from tests.support.fakecontrol import FakeController
+from kimitui.tui.widgets.log_panel import kind_label
+from tests.support.fakecontrol import T0, FakeController
 from tests.support.gapcase import gap_case_events, straggler_result, the_straggler
 from tests.support.simserver import start_sim
 from tests.support.tuiscreen import screen_text, settle, tick
@@ -85,3 +88,32 @@ async def test_a_straggler_detail_says_its_client_stall_once(size: tuple[int, in
         await tick(pilot)
         text = screen_text(app)
         assert text.count("event loop") == 1 and "4 times, the worst" in text, text
+
+
+# ----------------------------------------------------------------------------- the log's kind column
+
+def _log_rows(app: KimituiApp) -> list[str]:
+    """The log panel's rows as the screen shows them."""
+    region = app.query_one(Log).region
+    strips = app.screen._compositor.render_strips()
+    return [strips[y].crop(region.x, region.right).text for y in range(region.y, region.bottom)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_no_kind_is_cut_in_the_log(size: tuple[int, int]) -> None:
+    """Seen: the first line's kind read ``connecti``.  Each kind is whole or said short, never cut."""
+    events = [ConnectionState(t=T0, state="connected", detail="to this machine"),
+              ErrorEvent(t=T0 + 1, source="node node-12", message="lost its log follower", severity="warning"),
+              ErrorEvent(t=T0 + 2, source="guard", message="one knob changed", severity="info")]
+    app = KimituiApp(FakeController(initial=events), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        rows = [r for r in _log_rows(app) if r[:2].isdigit()]
+        kinds = [r.split()[2] for r in rows]
+        assert kinds[:3] == ["link", "node", "guard"], rows
+        assert not any("connecti" in r for r in rows), rows
+
+
+def test_kind_labels() -> None:
+    assert [kind_label(k) for k in ("startup", "warning", "baseline", "connection", "supercalifragilistic")] == [
+        "startup", "warning", "baseline", "link", "superca…"]

@@ -68,9 +68,26 @@ def short_text(text: str) -> str:
     return text[m.end():] if m is not None else text
 
 
+KIND_WIDTH = 8
+"""The kind column's cells: every kind SGLang's lines get (``startup``, ``warning``...) fits whole."""
+KIND_LABEL = {"connection": "link"}
+"""kimitui's own kinds longer than the column, as the column says them (issue 32: ``connection`` read
+``connecti``); the kind filter keeps the full name."""
+
+
+def kind_label(kind: str) -> str:
+    """The kind as its column says it, never cut silently: a known short form, the first word of a kind of
+    several (``node node-1`` -> ``node``) or, last, the name elided with ``…``."""
+    if len(kind) <= KIND_WIDTH:
+        return kind
+    label = KIND_LABEL.get(kind) or kind.split()[0]
+    return label if len(label) <= KIND_WIDTH else label[:KIND_WIDTH - 1] + "…"
+
+
 def format_entry(e: LogEntry) -> str:
     node = f"[{e.node}] " if e.node else ""  # a deployment's process: decode-0, node-1@gpu-b
-    return f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {e.kind[:8]:<8} {node}{short_text(e.text)}"
+    return (f"{clock(e.t)} {SEVERITY_LETTER.get(e.severity, '?')} {kind_label(e.kind):<{KIND_WIDTH}} "
+            f"{node}{short_text(e.text)}")
 
 
 class SeverityHighlighter(Highlighter):
