@@ -145,6 +145,9 @@ def leftover_processes(pid: int, basetemp: Path | None) -> list[tuple[int, str]]
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import os
 
+    from tests.support.quiet_run import mark_finished
+
+    mark_finished(session.config)  # a measurement waiting for this worker's end may go (quiet_run)
     if not Path("/proc").is_dir():  # the process scan is Linux's
         return
     factory = getattr(session.config, "_tmp_path_factory", None)
