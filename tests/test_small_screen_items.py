@@ -11,18 +11,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from textual.widgets import Log
+from textual.widgets import Log, Static
 
 from kimitui.analysis.causes.attribute import Attribution, CauseShare
 from kimitui.analysis.causes.words import evidence_lines, fold_alike
 from kimitui.analysis.gap_evidence import gather
-from kimitui.events import ConnectionState, ErrorEvent
+from kimitui.events import ConnectionState, ErrorEvent, ServerInfo
 from kimitui.sim.truth import TRUTH_ENV
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.straggler_detail import StragglerDetail
+from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.widgets.log_panel import kind_label
 from tests.support.fakecontrol import T0, FakeController
 from tests.support.gapcase import gap_case_events, straggler_result, the_straggler
+from tests.support.screen_states import serving_events
 from tests.support.simserver import start_sim
 from tests.support.tuiscreen import screen_text, settle, tick
 
@@ -117,3 +119,27 @@ async def test_no_kind_is_cut_in_the_log(size: tuple[int, int]) -> None:
 def test_kind_labels() -> None:
     assert [kind_label(k) for k in ("startup", "warning", "baseline", "connection", "supercalifragilistic")] == [
         "startup", "warning", "baseline", "link", "superca…"]
+
+
+# ----------------------------------------------------------------------------- the sweep form
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_the_sweep_form_shows_ignore_eos_and_asks_no_edit_of_a_shipped_profile(size: tuple[int, int]) -> None:
+    """Seen: "add tokenizer_metrics_allowed_custom_labels = [...] to the profile" (a shipped file), and no word of
+    ``ignore_eos`` although every request sends it.  Now the form says what a sweep without labels loses (SGLang's
+    own split, not kimitui's figures), how to have them (a profile of one's own that extends this one), and
+    ``ignore_eos`` beside max tokens; Start still on screen at 80x24."""
+    events = [*serving_events(minutes=1), ServerInfo(t=T0 + 65, url="http://127.0.0.1:30000", args={"tp_size": 8})]
+    app = KimituiApp(FakeController(initial=events), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await tick(pilot)
+        form = app.screen
+        assert isinstance(form, SweepForm)
+        assert "ignore_eos: each answer runs to max tokens" in screen_text(app)
+        caps = str(form.query_one("#sweep-caps", Static).render())
+        assert "to the profile" not in caps and "a profile of your own that extends this one" in caps, caps
+        assert "kimitui's figures are the same" in caps, caps
+        start = form.query_one("#sweep-start").region
+        assert start.height and start.bottom <= size[1] - 1, start  # above the footer, not clipped off

@@ -57,8 +57,10 @@ class SweepCaps:
         elif self.labels:
             labels = f"labels: {', '.join(self.labels)} via {self.labels_header} (SGLang's metrics split by sweep and level)"
         else:
-            labels = ("labels: this server allows none of kimitui's; add tokenizer_metrics_allowed_custom_labels = "
-                      f"[{', '.join(repr(k) for k in SWEEP_LABELS)}] to the profile")
+            labels = ("labels: none sent (this server takes none of kimitui's): kimitui's figures are the same, "
+                      "SGLang's own metrics are not split by sweep and level. To have them: a profile of your own "
+                      "that extends this one, with tokenizer_metrics_allowed_custom_labels = "
+                      f"[{', '.join(repr(k) for k in SWEEP_LABELS)}]")
         spec = (f"speculative: {self.spec_algorithm}, per-request accept length asked for"
                 if self.spec_algorithm else "speculative: off on this server")
         return [labels, spec]

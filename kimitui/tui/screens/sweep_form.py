@@ -18,12 +18,10 @@ from textual.widgets import Button, Input, Label, Select, Static
 from kimitui.sglang.server_caps import sweep_caps
 from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_seconds
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
-from kimitui.events import SweepSpec
+from kimitui.events import SWEEP_MODES, SweepSpec
 from kimitui.loadgen.drive_budget import ChunkCost, check_drive, cost_from_levels
 from kimitui.tui.cockpit_state import CockpitModel
 from kimitui.tui.screens.dialog import Dialog
-
-MODES = ("sustained", "burst", "rate")
 
 
 def parse_levels(text: str) -> list[int]:
@@ -97,6 +95,12 @@ def drive_warning(spec: SweepSpec, cost: ChunkCost | None, time_scale: float | N
     return f"⚠ {line}" if line else ""
 
 
+def eos_text(spec: SweepSpec) -> str:
+    """What the requests ask besides max tokens (issue 32: ``ignore_eos`` was sent and shown nowhere)."""
+    return ("ignore_eos: each answer runs to max tokens" if spec.ignore_eos
+            else "no ignore_eos: answers end where the model stops")
+
+
 class SweepForm(Dialog[SweepSpec | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
@@ -107,6 +111,9 @@ class SweepForm(Dialog[SweepSpec | None]):
     SweepForm .row { height: auto; margin-top: 1; }
     SweepForm .row Label { width: 12; color: $text-muted; }
     SweepForm .row Input, SweepForm .row Select { width: 1fr; }
+    SweepForm .row #sweep-max-tokens { width: 10; }
+    SweepForm #sweep-eos { width: 1fr; color: $text-muted; padding-left: 2; }
+    SweepForm.-short .row, SweepForm.-short #sweep-estimate, SweepForm.-short #sweep-buttons { margin-top: 0; }
     SweepForm #sweep-presets Button { margin-right: 1; background: $primary-muted; }
     SweepForm #sweep-presets Button:focus { background: $accent; color: $background; text-style: bold; }
     SweepForm #sweep-estimate { margin-top: 1; color: $text-muted; height: auto; }
@@ -141,11 +148,12 @@ class SweepForm(Dialog[SweepSpec | None]):
                 yield Input(", ".join(str(c) for c in d.levels), id="sweep-levels", compact=True)
             with Horizontal(classes="row"):
                 yield Label("mode")
-                yield Select([(m, m) for m in MODES], value=d.mode, allow_blank=False, id="sweep-mode",
+                yield Select([(m, m) for m in SWEEP_MODES], value=d.mode, allow_blank=False, id="sweep-mode",
                              compact=True)
             with Horizontal(classes="row"):
                 yield Label("max tokens")
                 yield Input(str(d.max_tokens), id="sweep-max-tokens", type="integer", compact=True)
+                yield Static(eos_text(d), id="sweep-eos")
             with Horizontal(classes="row"):
                 yield Label("prompts")
                 yield Input(d.prompts, id="sweep-prompts", compact=True, placeholder="seed or random:N")
