@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, TypeAdapter, field_serializer, field_validator
 
@@ -243,6 +243,12 @@ class ExpertLoad(Event):
 # --------------------------------------------------------------------------- sweeps
 
 
+SweepMode = Literal["sustained", "burst", "rate"]
+"""How a sweep loads a level (:mod:`kimitui.loadgen.modes` holds one object per mode); the default first."""
+SWEEP_MODES: tuple[SweepMode, ...] = get_args(SweepMode)
+"""Every mode, in the order a form or ``--mode`` offers them."""
+
+
 SWEEP_LABELS: tuple[str, ...] = ("kimitui_sweep", "kimitui_level")
 """The custom metric labels a sweep tags its requests with (sweep id; concurrency level), where the
 server allows them: SGLang's own per-request metrics then split by sweep and level."""
@@ -256,7 +262,7 @@ class SweepSpec(BaseModel):
     url: str
     model: str
     levels: list[int]
-    mode: Literal["burst", "sustained", "rate"] = "sustained"
+    mode: SweepMode = "sustained"
     max_tokens: int = 512
     ignore_eos: bool = True
     temperature: float = 0.0
@@ -303,6 +309,17 @@ class SweepSpec(BaseModel):
     labels: list[str] = Field(default_factory=list)
     """Which of kimitui's labels (:data:`SWEEP_LABELS`) the server allows
     (``tokenizer_metrics_allowed_custom_labels``): each request carries those, as JSON in ``labels_header``."""
+
+    def level_requests(self, concurrency: int) -> int | None:
+        """Measured requests a level at this C gets; None when it runs for ``duration_s`` instead.
+
+        ``requests_per_level`` if given, else C in a burst (one round) or max(2C, 5) otherwise (enough
+        for a steady state).  The load process and the cockpit's ETA both ask here."""
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        if self.duration_s is not None:
+            return None
+        return concurrency if self.mode == "burst" else max(2 * concurrency, 5)
 
 
 class SweepStarted(Event):

@@ -3,9 +3,9 @@
 A full default sweep (eight levels, 512 tokens) takes about a quarter of an hour, so the
 cockpit says how far it is and how long is left.  The model, in the order it is used:
 
-* **Requests per level** are what the load process will measure (``SweepEngine._measured_budget``):
-  ``requests_per_level`` if given, else C (burst) or max(2C, 5) (sustained, rate); a
-  ``duration_s`` sweep has no count (the level runs for that long).  ``repeats`` runs the whole
+* **Requests per level** are what the load process will measure (the spec says,
+  :meth:`kimitui.events.SweepSpec.level_requests`); a ``duration_s`` sweep has no count (the
+  level runs for that long).  ``repeats`` runs the whole
   level list again; warm-up requests are added to each level's work.
 * **The running level** (a ``SweepProgress`` snapshot): its live aggregate rate is
   ``level_tokens / level_elapsed_s`` (in-flight tokens included, so it has a figure before the
@@ -51,12 +51,9 @@ START_S = 2.0
 
 
 def level_requests(spec: SweepSpec, concurrency: int) -> int | None:
-    """Measured requests the load process runs at this level; None when it runs for ``duration_s``."""
-    if spec.requests_per_level is not None:
-        return spec.requests_per_level
-    if spec.duration_s is not None:
-        return None
-    return concurrency if spec.mode == "burst" else max(2 * concurrency, 5)
+    """Measured requests the load process runs at this level; None when it runs for ``duration_s``
+    (the rule is the spec's own, :meth:`kimitui.events.SweepSpec.level_requests`)."""
+    return spec.level_requests(concurrency)
 
 
 def plan(spec: SweepSpec) -> list[tuple[int, int]]:

@@ -42,6 +42,7 @@ from kimitui.events import (
     LevelStarted,
     Percentiles,
     SweepProgress,
+    SWEEP_MODES,
     SweepResult,
     SweepSpec,
 )
@@ -98,7 +99,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     (:func:`build_spec` reads them; options a command does not register read as not given)."""
     p.add_argument("--url", help="server base URL, e.g. http://gpu-host.example:30000")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
-    p.add_argument("--mode", choices=["burst", "sustained", "rate"], help="load mode (default sustained)")
+    p.add_argument("--mode", choices=SWEEP_MODES, help="load mode (default sustained)")
     p.add_argument("--max-tokens", type=positive(int), help="output tokens per request (default 512)")
     p.add_argument("--prompts", help="'seed' (the field notes' five prompts) or 'random:N' (N-token prompts)")
     g = p.add_mutually_exclusive_group()

@@ -1,27 +1,19 @@
 """A concurrency sweep: levels, load modes, stop rules, live progress.
 
 Runs inside the load process (:mod:`kimitui.loadgen.worker`) and reports only
-through ``emit(event)``.  Modes:
-
-* ``burst`` - the seeds' way: C requests at once, wait for all (repeated in
-  rounds when ``requests_per_level`` or ``duration_s`` asks for more).
-* ``sustained`` - C slots each send the next request the moment their last
-  one ends, for ``duration_s`` or ``requests_per_level`` measured requests.
-  Warm-up requests run in the same slots (so they obey the cap) and a slot
-  that finishes its warm-up goes straight on to measured work: no drain.
-* ``rate`` - Poisson arrivals at ``rate_rps`` with at most C in flight; an
-  arrival that finds C in flight waits, and its intended send time stays the
-  arrival (coordinated omission is visible as dispatch delay, not hidden).
+through ``emit(event)``.  How a level's requests are launched is its mode's
+(:mod:`kimitui.loadgen.modes`, one object per mode); the engine gives the mode
+:class:`~kimitui.loadgen.modes.Level`, its surface for one level, and a
+:class:`~kimitui.loadgen.modes.LevelPlan` (how many measured requests,
+:meth:`kimitui.events.SweepSpec.level_requests`, or for how long).
 
 Requests go out through :mod:`kimitui.loadgen.h1client`, one connection pool per
 level.  A burst opens its C connections and builds every request's bytes
 before its clock starts, then writes them back to back without yielding, each
 stamped just before its write (connection set-up is not dispatch).
 
-Without ``duration_s`` or ``requests_per_level`` a level measures C requests
-(burst) or max(2C, 5) requests (sustained, rate).  ``random:N`` prompts are
-fitted to N tokens as the server counts them before the first level
-(:meth:`SweepEngine._calibrate_prompts`).
+``random:N`` prompts are fitted to N tokens as the server counts them before
+the first level (:meth:`SweepEngine._calibrate_prompts`).
 
 Stop rules (checked after each level; the level that tripped one says so in
 ``LevelResult.stopped``): failed fraction above ``max_error_rate`` (also
@@ -36,21 +28,18 @@ incomplete), and abort.  Whatever finished is always reported.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import json
 import math
 import os
-import random
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Literal
 
 from kimitui.loadgen import h1client
 from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.loadgen.client_health import HealthMonitor
+from kimitui.loadgen.modes import LevelPlan, mode_for
 from kimitui.loadgen.prompts import PromptError, fit_words, prompt_source, random_prompt, random_tokens
 from kimitui.analysis.level_stats import error_rate_exceeded, level_result, oversaturation, peak_level, seed_comparable
 from kimitui.sglang.server_caps import is_header_name
@@ -196,6 +185,7 @@ class SweepEngine:
         self.deadlines = Deadlines(spec.connect_timeout_s, spec.stall_timeout_s, spec.request_timeout_s)
         self._endpoint = base_url(spec.url) + "/v1/chat/completions"
         self._setup_error: str | None = None
+        self.mode = mode_for(spec.mode)
         try:
             self._prompt = prompt_source(spec.prompts, spec.seed)
         except PromptError as exc:  # reported by run() as a failed sweep, like any other bad setting
@@ -247,8 +237,9 @@ class SweepEngine:
         try:
             if self._setup_error:
                 raise ValueError(self._setup_error)
-            if spec.mode == "rate" and not spec.rate_rps:
-                raise ValueError("mode 'rate' needs rate_rps > 0")
+            unfit = self.mode.check(spec)
+            if unfit:
+                raise ValueError(unfit)
             if not self._model or self._model == "auto":
                 self._model = await resolve_model(spec.url)
             await self._calibrate_prompts()
@@ -313,12 +304,7 @@ class SweepEngine:
         progress = loop.create_task(self._progress_loop())
         try:
             self._pool = h1client.Pool(self._endpoint, self.deadlines)  # one per level: no carry-over
-            if spec.mode == "burst":
-                await self._burst(c)
-            elif spec.mode == "rate":
-                await self._rate(c)
-            else:
-                await self._sustained(c)
+            await self.mode.run(self, LevelPlan.of(spec, c))
         finally:
             if self._pool is not None:
                 self._pool.close()
@@ -335,148 +321,21 @@ class SweepEngine:
         self._cut = f"level time limit {self.spec.level_time_limit_s:g} s reached at C={self._c}"
         self._cancel_inflight("cancelled")
 
-    def _measured_budget(self, c: int) -> int | None:
-        spec = self.spec
-        if spec.requests_per_level is not None:
-            return spec.requests_per_level
-        if spec.duration_s is not None:
-            return None
-        return c if spec.mode == "burst" else max(2 * c, 5)
+    # -- what a mode uses (modes.Level) --------------------------------------------
+    @property
+    def repeat(self) -> int:
+        return self._repeat
 
-    def _span_ns(self) -> float:
-        """A level's measured span when it is timed (``duration_s``), else never reached."""
-        duration_s = self.spec.duration_s
-        return duration_s * 1e9 if duration_s is not None else math.inf
+    @property
+    def pool(self) -> h1client.Pool:
+        assert self._pool is not None, "a level opens its pool first"
+        return self._pool
 
-    # -- modes ---------------------------------------------------------------------
-    async def _sustained(self, c: int) -> None:
-        warm = self.spec.warmup_requests
-        budget = self._measured_budget(c)
-        span_ns = self._span_ns()
-        counter = iter(range(1 << 62))
-        measure_start: list[int] = []
+    @property
+    def stopped(self) -> bool:
+        return self._stop_dispatch
 
-        def take() -> tuple[int, bool] | None:
-            if self._stop_dispatch:
-                return None
-            idx = next(counter)
-            if idx < warm:
-                return idx, True
-            if budget is not None:
-                return (idx, False) if idx - warm < budget else None
-            now = _perf_ns()
-            if not measure_start:
-                measure_start.append(now)
-            return (idx, False) if now - measure_start[0] < span_ns else None
-
-        async def slot() -> None:
-            intended = _perf_ns()
-            while (job := take()) is not None:
-                done = await self._one(job[0], job[1], intended)
-                intended = done.end_ns or _perf_ns()  # the slot was free from the moment its request ended
-                if not done.ok and not done.warmup and await self._hold_after_failure():
-                    intended = _perf_ns()  # held back by the stop rule, not free: no dispatch delay
-
-        await asyncio.gather(*(slot() for _ in range(c)))
-
-    async def _burst(self, c: int) -> None:
-        warm = self.spec.warmup_requests
-        if warm:
-            sem = asyncio.Semaphore(c)
-
-            async def warm_one(i: int) -> None:
-                async with sem:
-                    if not self._stop_dispatch:
-                        await self._one(i, True, _perf_ns())
-
-            await asyncio.gather(*(warm_one(i) for i in range(warm)))
-        budget = self._measured_budget(c)
-        rounds = math.ceil(budget / c) if budget is not None else None
-        span_ns = self._span_ns()
-        pool = self._pool
-        assert pool is not None, "a level opens its pool first"
-        start = _perf_ns()
-        idx, r = warm, 0
-        while not self._stop_dispatch:
-            if rounds is not None and r >= rounds:
-                break
-            if rounds is None and _perf_ns() - start >= span_ns:
-                break
-            n = c if budget is None else min(c, budget - r * c)
-            # Everything but the sends happens before the clock starts: request bytes, traces and
-            # connections (set-up is not dispatch: a refused one is tried again, and reported, at send).
-            prepared = [self._prepare(idx + k, False, 0) for k in range(n)]
-            with contextlib.suppress(h1client.ConnectFailed):
-                await pool.warm(n)
-            loop = asyncio.get_running_loop()
-            batch: list[tuple[h1client.Conn, RequestTrace, bytes]] = []
-            conns: list[h1client.Conn | None] = []
-            for trace, data in prepared:  # pair each request with an open connection and prime it
-                conn = None
-                while pool.idle and conn is None:
-                    conn = pool.idle.pop()
-                    conn = conn if conn.open else None
-                if conn is not None:
-                    conn.prime(trace)
-                    batch.append((conn, trace, data))
-                conns.append(conn)
-            gc_was_on = gc.isenabled()
-            gc.disable()  # a collection in the middle of the dispatch would show up as dispatch delay
-            try:
-                t0 = h1client.send_burst(batch)
-                for trace, _ in prepared:
-                    trace.intended_ns = t0  # those without a connection connect now; that shows as their delay
-                tasks = [loop.create_task(self._one(idx + k, False, t0, prepared[k], conns[k])) for k in range(n)]
-                idx += n
-                r += 1
-                await asyncio.gather(*tasks)
-            finally:
-                if gc_was_on:
-                    gc.enable()
-
-    async def _rate(self, c: int) -> None:
-        spec = self.spec
-        rate = float(spec.rate_rps or 1.0)
-        rng = random.Random(spec.seed * 7919 + c * 31 + self._repeat)
-        sem = asyncio.Semaphore(c)
-        budget = self._measured_budget(c)
-        span_ns = self._span_ns()
-        loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[None]] = set()
-        start = next_ns = _perf_ns()
-        idx = 0
-
-        async def one(i: int, warm: bool, intended: int) -> None:
-            try:
-                done = await self._one(i, warm, intended)
-                if not done.ok and not warm:
-                    await self._hold_after_failure()
-            finally:
-                sem.release()
-
-        while not self._stop_dispatch:
-            warm = idx < spec.warmup_requests
-            if not warm:
-                if budget is not None and idx - spec.warmup_requests >= budget:
-                    break
-                if budget is None and next_ns - start >= span_ns:
-                    break
-            next_ns += int(rng.expovariate(rate) * 1e9)
-            wait = (next_ns - _perf_ns()) / 1e9
-            if wait > 0:
-                await self._sleep_unless_stopped(wait)
-            await sem.acquire()
-            if self._stop_dispatch:
-                sem.release()
-                break
-            task = loop.create_task(one(idx, warm, next_ns))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            idx += 1
-        if tasks:
-            await asyncio.gather(*tasks)
-
-    async def _sleep_unless_stopped(self, seconds: float) -> None:
+    async def sleep_unless_stopped(self, seconds: float) -> None:
         """Sleep until the next arrival, but wake at once on abort or a stop rule."""
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
@@ -489,7 +348,7 @@ class SweepEngine:
             self._wakers.discard(waiter)
 
     # -- one request ---------------------------------------------------------------
-    def _prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
+    def prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
         """The trace and whole request bytes of one request, built before its send is due."""
         spec = self.spec
         trace = RequestTrace(f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}", self._c, warm, intended_ns)
@@ -520,10 +379,10 @@ class SweepEngine:
             self._labels_for = self._c
         return self._labels_bytes
 
-    async def _one(self, idx: int, warm: bool, intended_ns: int,
+    async def one(self, idx: int, warm: bool, intended_ns: int,
                    prepared: tuple[RequestTrace, bytes] | None = None,
                    conn: h1client.Conn | None = None) -> RequestTrace:
-        trace, data = prepared or self._prepare(idx, warm, intended_ns)
+        trace, data = prepared or self.prepare(idx, warm, intended_ns)
         rid = trace.request_id
         task = asyncio.current_task()
         assert task is not None and self._pool is not None
@@ -577,7 +436,7 @@ class SweepEngine:
         return (not self._stop_dispatch and bool(self._inflight) and n < max(10, self._c)
                 and self._n_failed > self.spec.max_error_rate * n)
 
-    async def _hold_after_failure(self) -> bool:
+    async def hold_after_failure(self) -> bool:
         """After a failed request, send nothing while the stop rule cannot yet decide; True if it held.
 
         Failures that come together (a stall, a dead server) would otherwise each
