@@ -36,7 +36,7 @@ async def test_replayed_story_shows_the_same_panels_and_jumps_to_the_straggler(t
         assert bar.speed is None  # "max": the controller's own speed is shown
         await pilot.press("j")  # at the end: nothing further
         await settle(app, pilot)
-        assert any("no next straggler" in n.message for n in app._notifications)
+        assert any("no later straggler" in n.message for n in app._notifications)
         await pilot.press("J")  # back to it
         await settle(app, pilot)
         assert any(n.message.startswith("straggler at") for n in app._notifications)

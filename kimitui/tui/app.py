@@ -20,6 +20,7 @@ from typing import ClassVar, Final, TypeVar, overload
 from rich.console import RenderableType
 from textual import events
 from textual.actions import ActionParseResult
+from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
@@ -34,10 +35,11 @@ from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
 from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirectories, ReplayControls
-from kimitui.events import SweepSpec
+from kimitui.events import Straggler, SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
-from kimitui.tui.bindings import FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, footer_shows
+from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
+                                  footer_shows)
 from kimitui.tui.keys import blocked_reason, profile_keys
 from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
 from kimitui.tui.fleet_state import FleetModels
@@ -127,7 +129,7 @@ class KimituiApp(App[int]):
         """Part -> the widgets that show it (``ModelView.shows``), built once on mount."""
         self._sub: Subscription | None = None
         self._shutdown_done = False
-        self._key_state: tuple[str | None, str, bool, bool] = (None, "unknown", False, False)
+        self._key_state: tuple[str | None, str, bool, int] = (None, "unknown", False, -1)
         self.started = False
         self.layout_shown: LayoutMode | None = None
         """The layout the screen shows (``layout_mode``): None until mounted."""
@@ -332,7 +334,7 @@ class KimituiApp(App[int]):
     def _update_key_state(self) -> None:
         """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
         state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful(),
-                 self.size.width >= FOOTER_ROOM)
+                 sum(self.size.width >= room for room in (*STRAGGLER_KEYS_ROOM, FOOTER_ROOM)))
         if state != self._key_state:
             self._key_state = state
             self.refresh_bindings()
@@ -388,11 +390,17 @@ class KimituiApp(App[int]):
         self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in FOOTER_WHEN and parameters:  # the footer's copy of the key: only where it helps, and fits
-            return footer_shows(action, self._experts_useful(), self.size.width)
+        if action in FOOTER_WHEN and len(parameters) == (3 if action == "jump" else 1):  # the footer's copy of a key
+            if not footer_shows(action, self._experts_useful(), self.size.width,  # only where it helps, and fits
+                                log_focused=self._log_focused()):
+                return False
+            if action != "jump":
+                return True
         if action in LIVE_ONLY and not self.controller.live:
             return False
-        if action in REPLAY_ONLY or action == "jump":
+        if action == "jump":  # live, j/J step through the straggler list; the other jumps need a recording
+            return self.replay is not None or parameters[:1] == ("straggler",)
+        if action in REPLAY_ONLY:
             return self.replay is not None
         if action in FLEET_ONLY:
             return self.fleet.fleet
@@ -525,9 +533,16 @@ class KimituiApp(App[int]):
         once = {b.id: b for b in reversed(bindings)}  # a key bound twice (FOOTER_WHEN) is listed once
         keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in bindings
                 if once.get(b.id) is b and not b.action.startswith("pick_profile")
-                and self.check_action(b.action.split("(")[0], ()) is not False]
+                and self.check_action(*self._help_check(b.action)) is not False]
         found = self._safe(lambda: profile_keys(self.controller))
         self.push_screen(HelpScreen(keys, found[0] if found else {}, now("pick_profile")))
+
+    @staticmethod
+    def _help_check(action: str) -> tuple[str, tuple[object, ...]]:
+        """What help asks ``check_action``: a jump's kind matters (live, only the straggler's); a footer copy's
+        flag does not (help lists the key whether or not the footer has room for it)."""
+        _, name, params = parse_action(action)
+        return name, params[:2] if name == "jump" else ()
 
     def cockpit_bindings(self) -> list[Binding]:
         """The app's bindings with the config's ``[keys]`` applied (what the operator presses)."""
@@ -606,7 +621,27 @@ class KimituiApp(App[int]):
             self.notify(said)
 
     def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
-        s, sweep = message.straggler, self.model.sweep
+        self._open_straggler(message.straggler)
+
+    def action_newest_straggler(self, footer: bool = False) -> None:
+        """The newest straggler's gap, from anywhere, live and in a replay (``footer``: the footer's copy)."""
+        s = self.query_one(StragglerList).newest()
+        if s is None:
+            self.notify("no straggler yet: they are listed as each level ends", severity="information")
+            return
+        self._open_straggler(s)
+
+    def _step_straggler(self, forward: bool) -> None:
+        """Live ``j``/``J``: highlight the next (previous) straggler in the list and give it the focus."""
+        stragglers = self.query_one(StragglerList)
+        if stragglers.step(forward) is None:
+            self.notify("no straggler yet: they are listed as each level ends" if not stragglers.row_count
+                        else f"no {'later' if forward else 'earlier'} straggler")
+            return
+        stragglers.focus()
+
+    def _open_straggler(self, s: Straggler) -> None:
+        sweep = self.model.sweep
         result = sweep.straggler_result(s.request_id) if sweep is not None else None
         def cause() -> Attribution | None:  # the newest answer (a late log line may still change it)
             now = self.model.sweep
@@ -638,7 +673,7 @@ class KimituiApp(App[int]):
             self._rebuilding = False
         self.layout_shown = None
         self._dirty |= set(PANELS)
-        self._key_state = (None, "unknown", False, False)
+        self._key_state = (None, "unknown", False, -1)
         self._set_up_profile_bar()
         self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
         for panel in self.query(LogPanel):
@@ -653,6 +688,12 @@ class KimituiApp(App[int]):
 
     def action_gpu_processes(self) -> None:
         self.push_screen(GpuProcesses(self.model))
+
+    def _log_focused(self) -> bool:
+        """The log panel has the focus on the main screen: the footer lists its four keys too (less room for the
+        others), under a dialog as well."""
+        focused = self.screen_stack[0].focused if self.screen_stack else None
+        return focused is not None and any(isinstance(node, LogBox) for node in focused.ancestors_with_self)
 
     def _experts_useful(self) -> bool:
         """The running server spreads its experts over GPUs, or reports their load: the footer offers ``h``."""
@@ -701,14 +742,17 @@ class KimituiApp(App[int]):
         if now is not None:
             await self._call("seek", replay.seek, now + delta_s)
 
-    async def action_jump(self, kind: str, forward: bool = True) -> None:
+    async def action_jump(self, kind: str, forward: bool = True, footer: bool = False) -> None:
+        """``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
         if self.replay is None:
+            if kind == "straggler":
+                self._step_straggler(forward)
             return
         t = await self._call("jump", self.replay.jump, kind, forward)
         if t is _FAILED:
             return
         what = kind.replace("_", " ")
-        self.notify(f"{what} at {clock(t)}" if t is not None else f"no {'next' if forward else 'earlier'} {what}")
+        self.notify(f"{what} at {clock(t)}" if t is not None else f"no {'later' if forward else 'earlier'} {what}")
 
     # ------------------------------------------------------------------ command palette
     def action_command_palette(self) -> None:

@@ -10,19 +10,24 @@ REPLAY_ONLY = {"play_pause", "speed", "seek", "jump"}
 """Actions shown only when the controller offers replay controls."""
 FLEET_ONLY = {"focus_host", "fleet_gpus"}
 """Actions shown only in a session of several hosts (live or replayed)."""
-FOOTER_WHEN = {"experts", "toggle_maximize"}
+FOOTER_WHEN = {"experts", "toggle_maximize", "jump", "newest_straggler"}
 """Keys bound twice under one id: ``action(True)`` is the footer's copy, shown only when :func:`footer_shows`
 says so; ``action`` (hidden) works everywhere, and help and the palette list the key once."""
 FOOTER_ROOM = 128
 """Columns the footer needs for every key plus ``h experts`` with the log focused (its four keys shown)."""
+STRAGGLER_KEYS_ROOM = (100, 150)
+"""Columns from which the footer lists ``j`` and ``x``: (another panel focused, the log focused: its four keys
+shown too).  Below, help and the palette still list them, and ``q quit`` and ``^p palette`` stay on screen."""
 
 
-def footer_shows(action: str, experts_useful: bool, width: int) -> bool:
+def footer_shows(action: str, experts_useful: bool, width: int, log_focused: bool = False) -> bool:
     """Whether the footer lists ``action``'s key now: ``h`` where the running server spreads its experts
     over the GPUs (or reports their load); ``z`` gives it its room below :data:`FOOTER_ROOM` columns (so
-    ``q quit`` and ``^p palette`` stay visible at 120)."""
+    ``q quit`` and ``^p palette`` stay visible at 120); ``j`` and ``x`` from :data:`STRAGGLER_KEYS_ROOM` up."""
     if action == "experts":
         return experts_useful
+    if action in ("jump", "newest_straggler"):
+        return width >= STRAGGLER_KEYS_ROOM[log_focused]
     if action == "toggle_maximize":
         return not experts_useful or width >= FOOTER_ROOM
     return True
@@ -67,8 +72,11 @@ BINDINGS = [
     key("minus", "speed(0.5)", "slower", show=False, name="speed_down"),
     key("left_square_bracket", "seek(-30)", "back 30s", show=False, name="seek_back"),
     key("right_square_bracket", "seek(30)", "fwd 30s", show=False, name="seek_forward"),
-    key("j", "jump('straggler', True)", "next straggler", name="next_straggler"),
+    key("j", "jump('straggler', True, True)", "next straggler", name="next_straggler"),
+    key("j", "jump('straggler', True)", "next straggler", show=False, name="next_straggler"),
     key("J", "jump('straggler', False)", "prev straggler", show=False, name="prev_straggler"),
+    key("x", "newest_straggler(True)", "newest straggler", name="newest_straggler"),
+    key("x", "newest_straggler", "newest straggler", show=False),
     key("w", "jump('profile_switch', True)", "next switch", show=False, name="next_switch"),
     key("W", "jump('profile_switch', False)", "prev switch", show=False, name="prev_switch"),
     key("e", "jump('error', True)", "next error", show=False, name="next_error"),

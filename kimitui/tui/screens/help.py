@@ -35,7 +35,8 @@ class HelpScreen(Dialog[None]):
         for k, name in self.profiles.items():
             table.add_row(k, f"swap to profile {name}{self.profile_note}")
         table.add_row("ctrl+p", "command palette (every action is there)")
-        table.add_row("tab", "next panel; enter on a straggler opens its gap")
+        table.add_row("tab", "next panel; enter on a straggler opens its gap (live, j / J step through the "
+                             "stragglers; x opens the newest)")
         with VerticalScroll():
             yield Static("kimitui keys", classes="title")
             yield Static(table)

@@ -34,6 +34,9 @@ class StragglerList(DataTable[str | Text], ModelView):
         self.model = model
         self._shown: list[Straggler] = []
         self._causes: list[Attribution | None] = []
+        self._stepped = False
+        """Whether ``j``/``J`` or ``x`` has placed the highlight (or the list has the focus): else a step starts at
+        an end, not one past the row the table highlights by default."""
 
     def on_mount(self) -> None:
         self.add_columns("C", "tok/s", "gap", "cause", "at", "median", "request", "why")  # what a narrow panel shows first
@@ -55,6 +58,30 @@ class StragglerList(DataTable[str | Text], ModelView):
                          s.reason, key=str(i))
         if stragglers:
             self.move_cursor(row=min(max(row, 0), len(stragglers) - 1))
+        else:
+            self._stepped = False  # a new sweep: the next j starts at its first straggler
+
+    def step(self, forward: bool = True) -> Straggler | None:
+        """Move the highlight to the next (or previous) straggler and return it; None past either end.
+
+        ``j``/``J`` live: the first press lands on the first (or, going back, the newest) straggler."""
+        if not self._shown:
+            return None
+        row = self.cursor_row if self._stepped or self.has_focus else (-1 if forward else len(self._shown))
+        row += 1 if forward else -1
+        if not 0 <= row < len(self._shown):
+            return None
+        self._stepped = True
+        self.move_cursor(row=row)
+        return self._shown[row]
+
+    def newest(self) -> Straggler | None:
+        """The straggler found last (the list is in the order levels reported them), highlighted."""
+        if not self._shown:
+            return None
+        self._stepped = True
+        self.move_cursor(row=len(self._shown) - 1)
+        return self._shown[-1]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
