@@ -21,6 +21,7 @@ from kimitui.sim.truth import TRUTH_ENV
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.sweep_form import SweepForm
+from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus, elide_middle
 from kimitui.tui.widgets.log_panel import kind_label
 from tests.support.fakecontrol import T0, FakeController
 from tests.support.gapcase import gap_case_events, straggler_result, the_straggler
@@ -143,3 +144,34 @@ async def test_the_sweep_form_shows_ignore_eos_and_asks_no_edit_of_a_shipped_pro
         assert "kimitui's figures are the same" in caps, caps
         start = form.query_one("#sweep-start").region
         assert start.height and start.bottom <= size[1] - 1, start  # above the footer, not clipped off
+
+
+# ----------------------------------------------------------------------------- the header's recording path
+
+LONG_RECORDING = ("/home/operator/.local/share/kimitui/recordings/cluster-b/nightly/2026-12-06/"
+                  "2026-12-06T10-20-01-sim-ep8-tuned.jsonl")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_a_long_recording_path_is_elided_in_its_middle_and_the_line_stays_whole(size: tuple[int, int]) -> None:
+    """Seen: the recording's path pushed the header's first line past its end.  The path takes the room the rest
+    leaves, its middle given up: where it went (the start) and the file (the end) both show; 80 columns keep the
+    profile state and ``● REC`` and drop the path."""
+    app = KimituiApp(FakeController(initial=serving_events(minutes=1)), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        app._update_recording = lambda: None  # type: ignore[method-assign]  # the path below, not the fake's
+        header = app.query_one(HeaderBar)
+        header.recording = RecordingStatus(LONG_RECORDING, True, True)
+        header.refresh()
+        await tick(pilot)
+        first = app.screen._compositor.render_strips()[header.region.y].text.rstrip()
+        assert len(first) <= size[0] and "serving" in first and "● REC" in first, first
+        if size[0] >= 120:
+            assert "/home/op" in first and "…" in first and first.endswith("tuned.jsonl"), first
+
+
+def test_elide_middle_keeps_the_start_and_as_much_of_the_file_name_as_fits() -> None:
+    assert elide_middle(LONG_RECORDING, 60) == "/home/operator/.loc…/2026-12-06T10-20-01-sim-ep8-tuned.jsonl"
+    assert elide_middle(LONG_RECORDING, 40) == "/home/op…06T10-20-01-sim-ep8-tuned.jsonl"
+    assert elide_middle("/tmp/r.jsonl", 40) == "/tmp/r.jsonl"

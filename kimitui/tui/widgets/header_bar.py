@@ -37,6 +37,22 @@ def time_scale_badge(scale: float | None, short: bool = False) -> str:
     return f" sim ×{scale:g}{'' if short else ' time'} "
 
 
+MIN_PATH = 20
+"""The fewest cells a recording's path is shown in (elided in the middle); less room drops it."""
+
+
+def elide_middle(path: str, room: int) -> str:
+    """``path`` in ``room`` cells, its middle given up first: the file name stays whole where it fits, a few
+    cells of the start say where (``/home/op/.loc…/2026-12-06T10-20-01-sim-ep8-tuned.jsonl``)."""
+    if len(path) <= room:
+        return path
+    if room < 2:
+        return ""
+    name = len(path) - path.rfind("/")  # "/" and the file name
+    right = min(name, room - 1 - min(8, room // 4))
+    return path[:room - 1 - right] + "…" + path[len(path) - right:]
+
+
 class HeaderBar(Widget, ModelView):
     """Two lines, rendered from the model; no clock, so snapshots are stable."""
 
@@ -54,15 +70,16 @@ class HeaderBar(Widget, ModelView):
     def redraw(self) -> None:
         self.refresh()
 
-    def _first_line(self, fit: int) -> Text:
+    def _first_line(self, fit: int, width: int = 200) -> Text:
         """Host, profile and its state, the time-scale badge, baseline, recording.
 
         ``fit`` 0 is the widest form; each step gives up a little (the words "host" and
-        "profile", the recording's directory, its file name, the app's name and the badge's
-        "time", the link's detail, the baseline) until the line fits: the profile state and
-        the badge are never cut."""
+        "profile", the recording's path, the app's name and the badge's "time", the link's
+        detail, the baseline) until the line fits in ``width``: the profile state and the badge
+        are never cut.  The path takes the room the rest leaves, elided in the middle (issue 32:
+        a long one pushed the line's end off), at least :data:`MIN_PATH` cells or not at all."""
         m = self.model
-        labels, path = fit == 0, ("full", "full", "name", None, None)[min(fit, 4)]
+        labels, path = fit == 0, fit < 3
         gap = "   " if labels else "  "
         line = Text()
         if fit < 4:
@@ -86,17 +103,16 @@ class HeaderBar(Widget, ModelView):
             line.append(m.baseline or "-", "bold cyan" if m.baseline else "dim")
         line.append(gap)
         rec = self.recording
-        shown = None if path is None or not rec.path else rec.path if path == "full" else rec.path.rsplit("/", 1)[-1]
         if not rec.live:
             line.append("▶ replay", "bold magenta")
-            if shown:
-                line.append(" " + shown, "magenta")
         elif rec.on:
             line.append("● REC", "bold red")
-            if shown:
-                line.append(" " + shown, "dim")
         else:
             line.append("○ not recording", "dim")
+        if path and rec.path and (rec.on or not rec.live):
+            room = width - line.cell_len - 1
+            shown = elide_middle(rec.path, room) if room >= min(MIN_PATH, len(rec.path)) else rec.path
+            line.append(" " + shown, "dim" if rec.live else "magenta")  # too long: the next fit drops it
         return line
 
     def _second_line(self, room: int) -> Text:
@@ -133,7 +149,7 @@ class HeaderBar(Widget, ModelView):
         width = self.size.width or 200
         line = Text()
         for fit in range(7):
-            line = self._first_line(fit)
+            line = self._first_line(fit, width)
             if line.cell_len <= width:
                 break
         counts = f"notes {m.notes}  markers {m.markers}  errors {m.errors}"
