@@ -58,8 +58,12 @@ async def test_confounded_swap_warns_and_offers_the_single_knob_variant():
         assert "num_continuous_decode_steps has no effect in this SGLang" in text
         assert "Take ep8-eplb instead" in text
         assert "enable_eplb" in text and "num_continuous_decode_steps" in text
-        # the offered variant has the focus; taking it swaps to ep8-eplb, not ep8-v2
+        # the offered variant has the focus; taking it shows ep8-eplb's own confirm, then swaps to it, not ep8-v2
         assert app.focused is not None and app.focused.id == "swap-variant-0"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SwapConfirm) and app.screen.plan.target == "ep8-eplb"
+        assert not any(c[0] == "swap" for c in ctrl.calls)
         await pilot.press("enter")
         await settle(app, pilot)
         assert ("swap", "ep8-eplb") in ctrl.calls and ("swap", "ep8-v2") not in ctrl.calls

@@ -16,13 +16,14 @@ import json
 import os
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from kimitui.events import Baseline
+from kimitui.events import Baseline, ErrorSeverity
 from kimitui.paths import state_dir
 from kimitui.profiles import Profile, ProfileError, diff_profiles, lint_profile, load_profile, scan_profiles, single_knob_alternatives
 from kimitui.profiles.diff import ProfileDiff, knob_family, show_value
@@ -83,6 +84,10 @@ def load_baseline(host: str, running: str | None = None, extra_dirs: list[str] |
 
 # --------------------------------------------------------------------------- the check
 
+LISTEN_KNOBS = frozenset({"host", "port", "pd.ports"})
+"""Where a server listens: kimitui moves every profile there on the simulated host (``--sim-port``), so a
+difference in them is no news on a guard line (the swap's diff table still shows it)."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -96,6 +101,8 @@ class Variant:
     path: str | None = None
     family: dict[str, Any] = field(default_factory=dict)
     """Every knob of a knob family this variant sets (a drafter: algorithm, draft model, ...); else empty."""
+    no_effect: bool = False
+    """Lint says its one change has no effect in this SGLang (``ep8-cont16``): measuring it teaches nothing."""
 
     def settings(self) -> dict[str, Any]:
         """What the variant file sets besides ``extends``: the family's knobs, or the one knob."""
@@ -115,24 +122,47 @@ class GuardReport:
     """Lint warnings of the target (e.g. a knob with no effect in this SGLang)."""
     variants: list[Variant] = field(default_factory=list)
 
+    @property
+    def offers(self) -> list[Variant]:
+        """The variants worth measuring: not one whose only change lint says has no effect."""
+        return [v for v in self.variants if not v.no_effect]
+
+    @property
+    def severity(self) -> ErrorSeverity:
+        """A confounded change needs attention (``warning``); one knob, or none a sweep measures, is a fact (``info``)."""
+        return "warning" if self.confounded else "info"
+
     def lines(self) -> list[str]:
         """The message, the per-knob changes and the warnings, for a terminal or a dialog."""
         out = [self.message]
         out += [f"  {k}: {show_value(a)} -> {show_value(b)}" for k, (a, b) in self.changes.items()]
         out += self.warnings
-        if self.variants:
-            out.append("single-knob alternatives: " + ", ".join(v.name for v in self.variants))
+        if self.offers:
+            out.append("single-knob alternatives: " + ", ".join(v.name for v in self.offers))
         return out
 
 
-def _no_effect_warnings(target: Profile) -> list[str]:
+def lint_warnings(target: Profile, changed: Collection[str] | None) -> list[str]:
+    """The target's lint warnings; one saying a knob has no effect only where ``changed`` holds that knob.
+
+    ``changed``: the knobs the swap changes (None: all of them, nothing runs).  Said on every swap,
+    "has no effect" reads as a problem with swaps that never touch the knob."""
     out = []
     for issue in lint_profile(target):
-        if issue.severity != "error" and issue.field == "num_continuous_decode_steps":
-            out.append("num_continuous_decode_steps has no effect in this SGLang (" + issue.message + ")")
-        elif issue.severity != "error":
+        if issue.severity == "error" or (issue.no_effect and changed is not None and issue.field not in changed):
+            continue
+        if issue.field == "num_continuous_decode_steps":
+            out.append("num_continuous_decode_steps has no effect in this SGLang (parsed but never read since "
+                       "PR #2095, 2024-11; deprecated: `kimitui profiles lint` says more)")
+        else:
             out.append(f"{issue.field}: {issue.message}")
     return out
+
+
+def _no_effect_only(profile: Profile, knobs: Collection[str]) -> bool:
+    """Every one of ``knobs`` is one lint says ``profile`` sets to no effect."""
+    idle = {i.field for i in lint_profile(profile) if i.no_effect}
+    return bool(knobs) and all(k in idle for k in knobs)
 
 
 def _slug(value: object) -> str:
@@ -163,32 +193,36 @@ def variant_name(baseline: str, knob: str, value: object) -> str:
     return f"{baseline}-{short}{_slug(value)}" if short in _SHORT.values() else f"{baseline}-{short}-{_slug(value)}"
 
 
-def check(baseline: Profile, target: Profile, *, candidates: list[Profile] | None = None) -> GuardReport:
+def check(baseline: Profile, target: Profile, *, candidates: list[Profile] | None = None,
+          changed: Collection[str] | None = None) -> GuardReport:
     """Compare ``target`` with ``baseline`` (Profiles); offer single-knob variants when confounded.
 
     ``candidates``: profiles to look through for existing single-knob alternatives
-    (default: every profile on the search path).
+    (default: every profile on the search path).  ``changed``: the knobs the swap changes from what
+    runs, where a no-effect warning is said (default: those that differ from the baseline).
     """
     diff = diff_profiles(baseline, target)
     report = GuardReport(baseline=baseline.name, target=target.name, changes=dict(diff.changes))
     report.confounded = diff.confounded
-    report.warnings = _no_effect_warnings(target)
+    report.warnings = lint_warnings(target, diff.changes if changed is None else changed)
     report.message = _guard_message(diff, baseline.name, target.name)
     if diff.confounded:
         report.variants = _variants(diff, baseline, target, candidates)
-        report.message += ": " + ", ".join(v.name for v in report.variants) if report.variants else ""
+        report.message += ": " + ", ".join(v.name for v in report.offers) if report.offers else ""
     return report
 
 
 def _guard_message(diff: ProfileDiff, baseline: str, target: str) -> str:
     """The guard's sentence: no change, one knob (or one family), or confounded."""
     fams = diff.families
-    observability = diff.observability
-    tail = f" (and only where it listens or what it reports: {', '.join(observability)})" if observability else ""
+    # where it listens is left out: ``--sim-port`` (or a host's own port) moves every profile there
+    reports = [k for k in diff.observability if k not in LISTEN_KNOBS]
+    tail = f" (and only what it reports: {', '.join(reports)})" if reports else ""
     if not diff.changes:
         return f"{target}: no knob differs from the baseline {baseline}"
     if not fams:
-        return f"{target}: no knob a sweep measures differs from the baseline {baseline}{tail}"
+        back = " (it is the baseline)" if target == baseline else ""
+        return f"{target}: no knob a sweep measures differs from the baseline {baseline}{back}{tail}"
     if len(fams) == 1:
         (name, knobs), = fams.items()
         if knobs == [name]:
@@ -227,10 +261,10 @@ def _variants(diff: ProfileDiff, baseline: Profile, target: Profile, candidates:
         if family in existing:
             p = existing[family]
             src = str(p.source_path) if p.source_path else None
-            variants.append(Variant(p.name, knob, new, True, src, several))
+            variants.append(Variant(p.name, knob, new, True, src, several, _no_effect_only(p, knobs)))
         elif all(v is not None and not k.startswith("env.") and k != "extra_args" for k, v in values.items()):
             name = variant_name(baseline.name, knob, new) if not several else _family_variant_name(baseline.name, values)
-            variants.append(Variant(name, knob, new, False, family=several))
+            variants.append(Variant(name, knob, new, False, family=several, no_effect=_no_effect_only(target, knobs)))
     return variants
 
 

@@ -25,11 +25,14 @@ class SwapPlan:
     """knob -> (running value, target value)."""
     confounded: bool = False
     warnings: list[str] = field(default_factory=list)
-    """Plain sentences: the confound warning, lint warnings ("has no effect in this SGLang")."""
+    """What needs attention: the confound warning, lint warnings ("has no effect in this SGLang", said only
+    where the swap changes that knob)."""
     errors: list[str] = field(default_factory=list)
     """Lint errors: the swap would be refused."""
     variants: list[str] = field(default_factory=list)
-    """Single-knob alternatives (profile names) offered instead of a confounded change."""
+    """Single-knob alternatives (profile names) offered instead of a confounded change: ones that can matter."""
+    notes: list[str] = field(default_factory=list)
+    """Facts and good news, no warning: one knob changed from the baseline, back at the baseline."""
 
 
 def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | None) -> SwapPlan:
@@ -39,18 +42,19 @@ def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | N
     if running is not None:
         changes = dict(diff_profiles(running, target).changes)
     warnings: list[str] = []
+    notes: list[str] = []
     variants: list[str] = []
     confounded = False
     reference = baseline if baseline is not None else running
     if reference is not None:
-        report = guard.check(reference, target)
+        report = guard.check(reference, target, changed=changes if running is not None else None)
         confounded = report.confounded
         if report.changes:
-            warnings.append(report.message)
+            (warnings if report.severity == "warning" else notes).append(report.message)
         warnings += report.warnings
-        variants = [v.name for v in report.variants if v.existing]  # a button can only swap to a profile that exists
+        variants = [v.name for v in report.offers if v.existing]  # a button can only swap to a profile that exists
     else:
-        warnings += guard.check(target, target).warnings
+        warnings += guard.lint_warnings(target, None)
     return SwapPlan(
         target=target.name,
         running=running.name if running is not None else None,
@@ -60,4 +64,5 @@ def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | N
         warnings=warnings,
         errors=errors,
         variants=variants,
+        notes=notes,
     )

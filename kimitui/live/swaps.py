@@ -20,6 +20,7 @@ from kimitui.live.foreign import ForeignPort
 from kimitui.live.profiles import ProfileBook
 from kimitui.live.tasks import Background, ErrorSink
 from kimitui.profiles import Profile, ProfileError
+from kimitui.profiles.deploy import on_port
 from kimitui.session import Session
 from kimitui.live.server_follower import ServerFollower
 
@@ -39,6 +40,8 @@ def plan(profiles: ProfileBook, profile: str, *, host_name: str, simulated: bool
         except Exception as exc:  # a running profile whose file went away: plan without it
             log.debug("running profile %s: %s", running_name, exc)
     baseline = guard.load_baseline(host_name, running_name, profiles.dirs)
+    if baseline is not None and simulated and profiles.sim_port is not None:
+        baseline = on_port(baseline, profiles.sim_port)  # where the target serves: a moved port is no change
     return plan_swap(target, running=running, baseline=baseline)
 
 

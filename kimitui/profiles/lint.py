@@ -73,6 +73,8 @@ class LintIssue:
     severity: Severity
     field: str
     message: str
+    no_effect: bool = False
+    """The knob is set but SGLang ignores it: worth saying where a change sets it, noise on every other swap."""
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.field}: {self.message}"
@@ -96,6 +98,9 @@ def lint_profile(p: Profile) -> list[LintIssue]:
 
     def warn(field: str, message: str) -> None:
         issues.append(LintIssue("warning", field, message))
+
+    def no_effect(field: str, message: str) -> None:
+        issues.append(LintIssue("warning", field, message, no_effect=True))
 
     tp = p.tp_size or 1
     ep = p.ep_size or 1
@@ -132,7 +137,7 @@ def lint_profile(p: Profile) -> list[LintIssue]:
     if not p.enable_eplb:
         for knob in _EPLB_ONLY:
             if getattr(p, knob) is not None:
-                warn(knob, "has no effect without enable_eplb")
+                no_effect(knob, "has no effect without enable_eplb")
     else:
         iterations = p.eplb_rebalance_num_iterations or _EPLB_DEFAULT_ITERATIONS
         size = p.expert_distribution_recorder_buffer_size
@@ -144,7 +149,7 @@ def lint_profile(p: Profile) -> list[LintIssue]:
 
     # -- scheduling
     if p.num_continuous_decode_steps is not None and p.num_continuous_decode_steps != 1:
-        warn("num_continuous_decode_steps", NO_EFFECT_CONTINUOUS)
+        no_effect("num_continuous_decode_steps", NO_EFFECT_CONTINUOUS)
     if p.cuda_graph_max_bs is not None and p.max_running_requests is not None and not p.disable_cuda_graph:
         per_worker = p.max_running_requests // dp if dp > 1 else p.max_running_requests
         if per_worker > p.cuda_graph_max_bs:

@@ -1,4 +1,8 @@
-"""Before a swap: what changes, why it may mislead (confound, lint), the single-knob offers."""
+"""Before a swap: what changes, why it may mislead (confound, lint), the single-knob offers.
+
+Warnings (⚠) are for what needs attention; the guard's facts and good news (one knob changed, back at
+the baseline) are said plainly.  Taking an offered variant starts nothing: the app shows that
+profile's own confirm (its diff against what runs and the baseline) first."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
 from kimitui.launcher.plan import SwapPlan
@@ -27,17 +31,22 @@ def plan_text(plan: SwapPlan) -> Table:
 
 
 class SwapConfirm(Dialog[str | None]):
-    """Returns the profile to swap to (the target or an offered variant), or None."""
+    """Returns the profile to swap to (the target) or to confirm next (an offered variant), or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("y", "confirm", "Swap", show=False)]
 
     DEFAULT_CSS = """
     SwapConfirm { align: center middle; }
-    SwapConfirm > Vertical { width: 90; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $warning; background: $surface; padding: 1 2; }
+    SwapConfirm > VerticalScroll { width: 90; max-width: 95%; height: auto; max-height: 95%;
+        border: thick $primary; background: $surface; padding: 0 2; }
+    SwapConfirm.confounded > VerticalScroll { border: thick $warning; }
+    SwapConfirm #swap-title { margin-top: 1; }
+    SwapConfirm #swap-choice { dock: bottom; height: auto; background: $surface; padding: 1 0; }
+    SwapConfirm #swap-notes { color: $success; margin-top: 1; }
     SwapConfirm #swap-warnings { color: $warning; text-style: bold; margin-top: 1; }
+    SwapConfirm #swap-variant-hint { color: $text-muted; }
     SwapConfirm #swap-errors { color: $error; text-style: bold; margin-top: 1; }
-    SwapConfirm Horizontal { height: auto; margin-top: 1; }
+    SwapConfirm Horizontal { height: auto; }
     SwapConfirm Button { margin-right: 1; }
     """
 
@@ -47,11 +56,14 @@ class SwapConfirm(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         p = self.plan
-        with Vertical():
+        self.set_class(p.confounded, "confounded")
+        with VerticalScroll():  # on a short screen the diff and warnings scroll; the choice stays in view
             yield Static(Text(f"Swap {p.running or '(nothing)'} → {p.target}", "bold"), id="swap-title")
             if p.baseline:
                 yield Static(Text(f"baseline: {p.baseline}", "dim"))
             yield Static(plan_text(p), id="swap-diff")
+            if p.notes:
+                yield Static("\n".join(f"✓ {n}" for n in p.notes), id="swap-notes")
             if p.confounded or p.warnings:
                 lines = []
                 if p.confounded and not any("confound" in w.lower() for w in p.warnings):
@@ -60,12 +72,16 @@ class SwapConfirm(Dialog[str | None]):
                 yield Static("\n".join(lines), id="swap-warnings")
             if p.errors:
                 yield Static("\n".join(f"✖ {e}" for e in p.errors) + "\nThe swap is refused.", id="swap-errors")
-            with Horizontal():
-                yield Button(f"Swap to {p.target}", id="swap-go", variant="warning" if p.confounded else "primary",
-                             disabled=bool(p.errors))
-                for i, v in enumerate(p.variants):
-                    yield Button(f"Take {v} instead", id=f"swap-variant-{i}", variant="success")
-                yield Button("Cancel", id="swap-cancel")
+            with Vertical(id="swap-choice"):
+                with Horizontal():
+                    yield Button(f"Swap to {p.target}", id="swap-go", variant="warning" if p.confounded else "primary",
+                                 disabled=bool(p.errors))
+                    for i, v in enumerate(p.variants):
+                        yield Button(f"Take {v} instead…", id=f"swap-variant-{i}", variant="success")
+                    yield Button("Cancel", id="swap-cancel")
+                if p.variants:
+                    yield Static("Take … shows that profile's diff against the baseline first; nothing starts until "
+                                 "you confirm it.", id="swap-variant-hint")
 
     def on_mount(self) -> None:
         if self.closed:  # closed already: its widgets are being removed
