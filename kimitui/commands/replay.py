@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from datetime import datetime
 
+from kimitui.events import ErrorEvent
 from kimitui.recording import RecordingError, RecordingIndex
 
 EXIT_BAD_RECORDING = 2
@@ -84,12 +85,20 @@ def info_lines(index: RecordingIndex) -> list[str]:
         f"span       {_stamp(index.start)} .. {_stamp(index.end)} ({index.end - index.start:.1f} s)",
         f"events     {good}",
     ]
-    kinds = Counter(k for i, k in enumerate(index.kinds) if index.good(i))
+    kinds = Counter(_counted_as(index, i, k) for i, k in enumerate(index.kinds) if index.good(i))
     for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {kind:<16} {n}")
     for s in index.skipped:
         lines.append(f"skipped    line {s.line_no}: {s.reason}")
     return lines
+
+
+def _counted_as(index: RecordingIndex, i: int, kind: str) -> str:
+    """An error event's severity for its kind: a warning or a fact (the guard's advisory) is not counted as an error."""
+    if kind != "error":
+        return kind
+    ev = index.event(i)
+    return ev.severity if isinstance(ev, ErrorEvent) else kind
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,12 +21,13 @@ log = logging.getLogger(__name__)
 def guard_notice(host_name: str, running: Profile) -> ErrorEvent | None:
     """The guard's notice for a sweep of ``running``: what changed since the host's baseline, or None.
 
-    A warning, not an error: the sweep runs, and the cockpit's errors counter counts faults only."""
+    Never an error (the sweep runs): a confounded change is a warning, one knob or none a sweep
+    measures is information."""
     report = sweep_notice(host_name, running)
     if report is None or not report.changes:
         return None
     lines = report.lines()
-    return ErrorEvent(host=host_name, source="guard", severity="warning", message=" ".join(lines[:1]),
+    return ErrorEvent(host=host_name, source="guard", severity=report.severity, message=" ".join(lines[:1]),
                       detail="\n".join(lines))
 
 

@@ -647,7 +647,8 @@ class CockpitModel:
         if ev.severity == "error":
             self.errors += 1
         level: NoticeSeverity = "information" if ev.severity == "info" else ev.severity
-        self._log(ev.t, "info" if ev.severity == "info" else ev.severity, "error", f"{ev.source}: {ev.message}")
+        kind = "error" if ev.severity == "error" else ev.source  # a warning or a fact is no error (the guard's notice)
+        self._log(ev.t, "info" if ev.severity == "info" else ev.severity, kind, f"{ev.source}: {ev.message}")
         self.notices.append(Notice(level, f"{ev.source}: {ev.message}"))
         return HEADER_LOG
 
