@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from textual.widgets import Log, Static
+from textual.widgets._footer import FooterKey
 
 from kimitui.analysis.causes.attribute import Attribution, CauseShare
 from kimitui.analysis.causes.words import evidence_lines, fold_alike
@@ -22,10 +23,11 @@ from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus, elide_middle
+from kimitui.tui.widgets.footer import CockpitFooter
 from kimitui.tui.widgets.log_panel import kind_label
 from tests.support.fakecontrol import T0, FakeController
 from tests.support.gapcase import gap_case_events, straggler_result, the_straggler
-from tests.support.screen_states import serving_events
+from tests.support.screen_states import STATES, ScreenState, drawn, serving_events
 from tests.support.simserver import start_sim
 from tests.support.tuiscreen import screen_text, settle, tick
 
@@ -175,3 +177,30 @@ def test_elide_middle_keeps_the_start_and_as_much_of_the_file_name_as_fits() -> 
     assert elide_middle(LONG_RECORDING, 60) == "/home/operator/.loc…/2026-12-06T10-20-01-sim-ep8-tuned.jsonl"
     assert elide_middle(LONG_RECORDING, 40) == "/home/op…06T10-20-01-sim-ep8-tuned.jsonl"
     assert elide_middle("/tmp/r.jsonl", 40) == "/tmp/r.jsonl"
+
+
+# ----------------------------------------------------------------------------- the footer
+
+FOOTER_STATES = [s for s in STATES if s.name in ("idle", "replay", "experts")]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("state", FOOTER_STATES, ids=[s.name for s in FOOTER_STATES])
+async def test_every_key_the_footer_shows_is_whole(state: ScreenState, size: tuple[int, int], tmp_path: Path) -> None:
+    """Seen: the footer's line cut (``^p palett``; a replay at 80 columns ended ``? ▏^p palette``, the key
+    without its word).  Each key shown is whole and clear of the palette's key, which ends the line."""
+    app = KimituiApp(state.controller(tmp_path), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await drawn(pilot)
+        await state.steps(pilot)
+        await drawn(pilot)
+        footer = app.query_one(CockpitFooter)
+        line = app.screen._compositor.render_strips()[footer.region.y].text
+        assert line.rstrip().endswith("^p palette"), line
+        palette = line.rindex("▏")
+        shown = [k for k in footer.query_children(FooterKey) if k.display and not k.has_class("-command-palette")]
+        assert shown, line
+        for key in shown:
+            words = key.render().plain.strip()
+            assert words in line[:palette] and key.region.right <= palette, (words, line)
+        assert line[:palette].rstrip().endswith(shown[-1].render().plain.strip()), line  # nothing cut after it

@@ -10,8 +10,11 @@ watchers of keys no longer mounted: it holds one watcher per key on screen.
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from textual import events
 from textual.dom import DOMNode
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 _WATCHERS = "__watchers"
 """Where Textual keeps the watchers of an object's reactives (``textual.reactive._watch``)."""
@@ -28,9 +31,43 @@ def drop_dead_watchers(obj: DOMNode) -> int:
     return dropped
 
 
+def _cells(key: FooterKey) -> int:
+    """The cells ``key`` takes in the footer's row, from its text and styles (laid out or not yet)."""
+    return cell_len(key.render().plain) + key.styles.gutter.width + key.styles.margin.width
+
+
+COMPACT_BELOW = 160
+"""Columns under which the footer takes the compact style (a cell less for each key)."""
+
+
 class CockpitFooter(Footer):
-    """``Footer`` holding only the keys it shows (see the module doc)."""
+    """``Footer`` holding only the keys it shows (see the module doc).
+
+    Issue 32: the keys that do not fit whole beside ``^p palette`` are not shown (they ran off the line cut, as
+    ``? `` without its word at 80 columns); under :data:`COMPACT_BELOW` columns the compact style fits more."""
 
     async def recompose(self) -> None:
         await super().recompose()
         drop_dead_watchers(self)
+        self.call_after_refresh(self.fit_keys)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.compact = event.size.width < COMPACT_BELOW
+        self.call_after_refresh(self.fit_keys)
+
+    def fit_keys(self) -> None:
+        """Show the keys, in order, while each fits whole in the room the palette's key leaves."""
+        if not self.is_attached:
+            return
+        keys = list(self.query_children(FooterKey))
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        used = sum(_cells(k) for k in palette)
+        fits = True
+        for key in keys:
+            if key in palette:
+                continue
+            need = _cells(key)
+            fits = fits and used + need <= self.size.width
+            used += need if fits else 0
+            if key.display != fits:
+                key.display = fits
