@@ -36,15 +36,11 @@ def _cells(key: FooterKey) -> int:
     return cell_len(key.render().plain) + key.styles.gutter.width + key.styles.margin.width
 
 
-COMPACT_BELOW = 160
-"""Columns under which the footer takes the compact style (a cell less for each key)."""
-
-
 class CockpitFooter(Footer):
     """``Footer`` holding only the keys it shows (see the module doc).
 
     Issue 32: the keys that do not fit whole beside ``^p palette`` are not shown (they ran off the line cut, as
-    ``? `` without its word at 80 columns); under :data:`COMPACT_BELOW` columns the compact style fits more."""
+    ``? `` without its word at 80 columns)."""
 
     async def recompose(self) -> None:
         await super().recompose()
@@ -52,7 +48,6 @@ class CockpitFooter(Footer):
         self.call_after_refresh(self.fit_keys)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.compact = event.size.width < COMPACT_BELOW
         self.call_after_refresh(self.fit_keys)
 
     def fit_keys(self) -> None:
