@@ -114,6 +114,14 @@ class ReplayControls(Protocol):
 
 
 @runtime_checkable
+class ReplayEnd(Protocol):
+    """A replay that knows when it has shown its last event (the bar says "■ end", not "▶ playing")."""
+
+    @property
+    def finished(self) -> bool: ...
+
+
+@runtime_checkable
 class Watching(Protocol):
     """A live controller that can watch a server kimitui did not start (metrics, health, sweeps; never swapped)."""
 

@@ -72,6 +72,11 @@ class ReplayController:
         return self.replayer.playing
 
     @property
+    def finished(self) -> bool:
+        """The last event has been shown: the bar says so instead of "playing" (a seek back plays on)."""
+        return self.replayer.finished
+
+    @property
     def skipped(self) -> list[SkippedLine]:
         """Lines of the recording that could not be read (line number and reason), for a notice;
         a malformed line in the middle joins the list when playback reaches it."""

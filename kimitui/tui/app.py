@@ -9,6 +9,7 @@ a failure becomes a notification, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import gc
 import inspect
@@ -34,14 +35,14 @@ from textual.widget import Widget
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
-from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirectories, ReplayControls
+from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirectories, ReplayControls, ReplayEnd
 from kimitui.events import Straggler, SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
 from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Part
+from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Notice, Part
 from kimitui.tui.fleet_state import FleetModels
 from kimitui.tui.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
@@ -71,7 +72,7 @@ from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
 from kimitui.tui.widgets.timeline_strip import TimelineStrip
-from kimitui.tui.widgets.replay_bar import ReplayBar
+from kimitui.tui.widgets.replay_bar import ReplayBar, ReplayToasts
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
 from kimitui.tui.widgets.straggler_list import StragglerList
@@ -120,6 +121,7 @@ class KimituiApp(App[int]):
             for model in self.fleet.models.values():
                 model.slo = slo
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
+        self._replay_toasts = ReplayToasts()
         self._tick = tick
         self._chart_period = chart_period
         self._last_chart = 0.0
@@ -189,7 +191,8 @@ class KimituiApp(App[int]):
         self.run_worker(self._start_controller(), group="start", exit_on_error=False)
 
     async def _start_controller(self) -> None:
-        ok = await self._call("start", self.controller.start)
+        start = self._folding if self.replay is not None else self._call  # a replay opened --at seeks at once
+        ok = await start("start", self.controller.start)
         self.started = ok is not _FAILED
         # The ~300k objects alive now (Textual, the widgets, the controller) live as long as the
         # app: out of the collector's view a full collection takes ~20 ms, not ~150 ms that a key
@@ -243,20 +246,14 @@ class KimituiApp(App[int]):
         self._update_recording()
         if self.replay is not None:
             self._update_replay(self.replay)
-        if self._sub is not None:
-            events = self._sub.drain(limit=50_000)
-            if events:
-                dirty, changed = self.fleet.apply(events)
-                self._dirty |= dirty
-                self._fleet_changed |= changed
+        self._fold()
         if self.model.generation != self._generation:  # a replay seek: the log widget starts over with the model
             self._generation = self.model.generation
             for panel in self.query(LogPanel):
                 panel.rebuild()
         self._update_key_state()
         self._apply_layout()
-        for notice in self.fleet.notices():
-            self.notify(notice.message, severity=notice.severity, timeout=6 if notice.severity != "error" else 10)
+        self._toast(self.fleet.notices())
         now = time.monotonic()
         if self._fleet_changed and now - self._last_fleet_draw >= FLEET_PERIOD_S:
             self._fleet_changed, self._last_fleet_draw = False, now
@@ -267,6 +264,36 @@ class KimituiApp(App[int]):
         if drawn & CHARTS:
             self._last_chart = now
         return drawn
+
+    def _fold(self) -> None:
+        """Fold what the subscription holds into the models (drawn by the pump)."""
+        if self._sub is not None:
+            events = self._sub.drain(limit=50_000)
+            if events:
+                dirty, changed = self.fleet.apply(events)
+                self._dirty |= dirty
+                self._fleet_changed |= changed
+
+    def _toast(self, notices: list[Notice]) -> None:
+        """The notices as toasts; a replay playing fast shows one at a time (``replay_toasts``), the log has all."""
+        replay, timeout = self.replay, None
+        if replay is not None and notices:
+            speed, playing = self._safe(lambda: (replay.speed, replay.playing)) or (1.0, False)
+            shown = self._replay_toasts.take(notices, speed, playing, time.monotonic())
+            if shown is not notices:  # coalesced: shown until the next may come
+                notices, timeout = shown, self._replay_toasts.gap_s
+        for notice in notices:
+            self.notify(notice.message, severity=notice.severity,
+                        timeout=timeout or (6 if notice.severity != "error" else 10))
+
+    async def _folding(self, what: str, fn: Callable[..., Awaitable[T]], *args: object) -> T | _Failed:
+        """A replay's start or seek: the state at the new moment is re-published at once, maybe more events than
+        the subscription holds (a dropped reset left the old state under the new); folded as they come."""
+        task = asyncio.ensure_future(self._call(what, fn, *args))
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.02)
+            self._fold()
+        return task.result()
 
     def _draw(self, parts: set[Part]) -> set[Part]:
         drawn: set[Part] = set()
@@ -352,11 +379,12 @@ class KimituiApp(App[int]):
         """Play state, speed and position from the replay controller, when they changed."""
         bar = self.query_one(ReplayBar)
         try:
-            state = (replay.playing, replay.speed, replay.position)
+            state = (replay.playing, replay.speed, replay.position,
+                     isinstance(replay, ReplayEnd) and replay.finished)
         except Exception:  # a replay that cannot say where it is leaves the bar as it was
             return
-        if state != (bar.playing, bar.speed, bar.position):
-            bar.playing, bar.speed, bar.position = state
+        if state != (bar.playing, bar.speed, bar.position, bar.finished):
+            bar.playing, bar.speed, bar.position, bar.finished = state
             bar.refresh()
 
     # ------------------------------------------------------------------ controller calls
@@ -740,7 +768,7 @@ class KimituiApp(App[int]):
             return
         now = self._safe(lambda: replay.position) or self.model.last_t
         if now is not None:
-            await self._call("seek", replay.seek, now + delta_s)
+            await self._folding("seek", replay.seek, now + delta_s)
 
     async def action_jump(self, kind: str, forward: bool = True, footer: bool = False) -> None:
         """``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
@@ -748,7 +776,7 @@ class KimituiApp(App[int]):
             if kind == "straggler":
                 self._step_straggler(forward)
             return
-        t = await self._call("jump", self.replay.jump, kind, forward)
+        t = await self._folding("jump", self.replay.jump, kind, forward)
         if t is _FAILED:
             return
         what = kind.replace("_", " ")
