@@ -270,7 +270,7 @@ async def test_the_running_level_shows_no_loss() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         table = app.query_one(LevelTable)
-        assert table.row_count == 2 and str(_table_cell(table, 1, "C")) == "1…"
+        assert table.row_count == 2 and str(_table_cell(table, 1, "C")) == "▶ 1"
         assert str(_table_cell(table, 0, "loss")).startswith("EPLB ") and str(_table_cell(table, 1, "loss")) == ""
 
 

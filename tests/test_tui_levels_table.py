@@ -1,16 +1,19 @@
 """Issue 32: after an 8-level sweep the "Levels & stragglers" panel shows every level's row (C=1 .. C=256)
-and its decode column, at 200x55 and 120x40, in the plain, EPLB and DFlash layouts; at 80x24 (5 rows for
-levels and stragglers) the decode column and the first levels, the table scrolling for the rest.
+and its decode column, at 200x55, 120x40 and 80x24, in the plain, EPLB and DFlash layouts (at 80x24 the GPUs
+and the server shrink to one line each, the bottom row holds the 8 levels and their header); the running
+level reads ``▶ 64`` with ``running`` on its row at every size.
 
 Before, the table stopped at 12 rows of a panel it shared with the straggler list (C=1 or C=256 scrolled
-out), the EPLB and DFlash columns pushed ``decode p50/99`` off the panel, and ``1327.2/135`` wasted room.
+out), the EPLB and DFlash columns pushed ``decode p50/99`` off the panel, and ``1327.2/135`` wasted room;
+80x24 showed 2 to 4 levels; the running level read ``64…`` (a figure cut?) with no word beside it.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, ServerInfo, SweepResult, SweepStarted
+from kimitui.events import (Event, LevelResult, LevelStarted, Percentiles, ServerInfo, SweepProgress, SweepResult,
+                            SweepStarted)
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.widgets.level_table import COLUMNS, LevelTable, visible_columns
 from tests.support.fakecontrol import T0, TUNED, FakeController, level, spec, straggler
@@ -67,11 +70,35 @@ async def test_every_level_and_its_decode_column_are_on_screen(layout: str, size
         assert lines and "decode p50/99" in lines[0], shown
         decode = lines[0].index("decode p50/99")
         rows = [line.split() for line in lines[1:]]
-        levels = LEVELS if size != (80, 24) else LEVELS[:len(rows)]
-        assert [int(r[0]) for r in rows if r] == levels, shown
+        assert [int(r[0]) for r in rows if r] == LEVELS, shown
         assert lines[1][decode:].split()[0] == "66/78", shown  # C=1's decode p50/p99, whole
-        if size != (80, 24):  # 80x24 has 5 rows for the panel: the header and 4 levels (the curve has them all)
-            assert lines[-1][decode:].split()[0] == "6.1/7.2", shown  # the peak's row, C=256
+        assert lines[-1][decode:].split()[0] == "6.1/7.2", shown  # the peak's row, C=256
+
+
+def running_events(layout: str) -> list[Event]:
+    """The same sweep with C=1..64 done and C=96 running (a progress report 4 s into it)."""
+    ev = sweep_events(layout)
+    started = next(e for e in ev if isinstance(e, LevelStarted) and e.concurrency == 96)
+    ev = ev[:ev.index(started) + 1]
+    return [*ev, SweepProgress(t=started.t + 4, sweep_id="s1", concurrency=96, done=40, failed=0,
+                               level_tokens=5600, level_elapsed_s=4.0)]
+
+
+@pytest.mark.parametrize("layout", ["plain", "eplb"])
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_the_running_level_reads_as_running(layout: str, size: tuple[int, int]) -> None:
+    """Seen: the running level's C read ``64…``, a figure that looked cut; its status column had yielded."""
+    app = KimituiApp(FakeController(initial=running_events(layout)), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await drawn(pilot)
+        lines = table_lines(app)
+        shown = "\n".join(lines)
+        assert "decode p50/99" in lines[0], shown
+        live = [line for line in lines if line.lstrip().startswith("▶ 96")]
+        assert len(live) == 1 and "running" in live[0], shown
+        assert [int(line.split()[0]) for line in lines[1:] if line.split() and line.split()[0].isdigit()] == \
+            LEVELS[:4], shown
+        assert "…" not in shown, shown
 
 
 def test_a_narrow_panel_keeps_the_decode_column_and_drops_tpot_its_inverse_first() -> None:

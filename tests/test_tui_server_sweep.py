@@ -244,7 +244,7 @@ async def test_level_rows_count_requests_and_the_running_level_has_an_eta():
         done = [str(c) for c in table.get_row_at(0)]
         assert done[0] == "1" and done[4] == "5/5" and done[5] == "10s" and done[cols.index("fail")].startswith("1")
         live = [str(c) for c in table.get_row_at(1)]
-        assert live[0] == "8…" and live[4] == "8/16" and live[cols.index("fail")] == "1"
+        assert live[0] == "▶ 8" and live[4] == "8/16" and live[cols.index("fail")] == "1"
         assert live[5] == "ETA 2s"  # (16 x 128 - 1024) tokens at 409.6 tok/s: 2.5 s, rounded
         subtitle = str(table.caption()[1])
         assert subtitle.startswith("ETA ~") and subtitle.endswith(" · levels 1/3 · requests 13/149 · 12s elapsed")

@@ -46,8 +46,10 @@ PRIORITY = ("C", "status", "agg", "decode p50/99", LOSS_COLUMN, "acc len", EPLB_
             "strag", "reqs", "TTFT p50/99", "time", "TPOT p50/99")
 """Issue 32: which columns a narrow panel keeps, first to last (shown in ``COLUMNS`` order, ``why`` last where
 room is left): the per-user decode pace before the extras that explain the aggregate, TPOT (its inverse) last.
-A ``status`` column where every level is plain ``ok`` (or running: its C reads ``64…``) says nothing and comes
-after ``steady``."""
+A ``status`` column where every level is plain ``ok`` says nothing and comes after ``steady``; while a level
+runs it comes right after the decode column (its row reads ``▶ 64 … running``)."""
+RUNNING = "▶ "
+"""Issue 32: the running level's C cell starts with it (``▶ 64``; ``64…`` was read as a cut figure)."""
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
 PANEL_TITLE = "Levels & stragglers"
 
@@ -88,9 +90,11 @@ def visible_columns(columns: tuple[str, ...], rows: list[tuple[str | Text, ...]]
         return max([cell_len(columns[i])] + [cell_len(str(row[i])) for row in rows]) + 2
 
     order = [c for c in PRIORITY if c in columns]
-    if "status" in columns and all(str(row[columns.index("status")]) in ("ok", "running") for row in rows):
+    said = {str(row[columns.index("status")]) for row in rows} if "status" in columns else set()
+    if said and said <= {"ok", "running"}:
+        after = "steady" if "running" not in said else "decode p50/99"
         order.remove("status")
-        order.insert(order.index("steady") + 1 if "steady" in order else len(order), "status")
+        order.insert(order.index(after) + 1 if after in order else len(order), "status")
     kept: set[str] = set()
     used = 0
     for col in order:
@@ -99,8 +103,8 @@ def visible_columns(columns: tuple[str, ...], rows: list[tuple[str | Text, ...]]
             kept.add(col)
             used += need(i)
     why = columns.index("why") if "why" in columns else -1
-    said = why >= 0 and any(str(row[why]) for row in rows)
-    return tuple(c for c in columns if c in kept or (c == "why" and said and width > used))
+    explained = why >= 0 and any(str(row[why]) for row in rows)
+    return tuple(c for c in columns if c in kept or (c == "why" and explained and width > used))
 
 
 def _ms(v: float | None) -> str:
@@ -267,7 +271,7 @@ class LevelTable(DataTable[str | Text], ModelView):
         """The base columns' cells, with the speculative, EPLB and loss cells inserted where the columns are."""
         if columns == COLUMNS:
             return cells
-        extra = {**self._extras.cells.get(str(cells[0]).rstrip("…").split("#")[0], {})}
+        extra = {**self._extras.cells.get(str(cells[0]).removeprefix(RUNNING).split("#")[0], {})}
         extra[LOSS_COLUMN] = self._extras.losses.get(key, "")
         return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN)
                      else cells[COLUMNS.index(col)] for col in columns)
@@ -307,6 +311,6 @@ class LevelTable(DataTable[str | Text], ModelView):
             run = self._eta.running if self._eta is not None else None
             reqs = _requests_cell(sw, live[0], run.done + run.failed) if run is not None else ""
             eta = eta_text(run.eta_s, run.estimated) if run is not None else ""
-            rows.append(("live", (f"{live[0]}…", "running", _rate(live[1]), "", reqs, eta, "", "", "",
+            rows.append(("live", (f"{RUNNING}{live[0]}", "running", _rate(live[1]), "", reqs, eta, "", "", "",
                                   str(prog.failed) if prog else "", "", "")))
         return rows
