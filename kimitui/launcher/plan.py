@@ -53,6 +53,8 @@ def plan_swap(target: Profile, *, running: Profile | None, baseline: Profile | N
             (warnings if report.severity == "warning" else notes).append(report.message)
         warnings += report.warnings
         variants = [v.name for v in report.offers if v.existing]  # a button can only swap to a profile that exists
+        if baseline is not None and target.name == baseline.name and not report.changes:
+            notes.append(f"{target.name} is the baseline: back to the known-good profile")
     else:
         warnings += guard.lint_warnings(target, None)
     return SwapPlan(

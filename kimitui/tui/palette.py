@@ -49,6 +49,9 @@ def cockpit_commands(app: "KimituiApp") -> Iterable[SystemCommand]:
             yield SystemCommand(f"Watch {ctrl.watch_offer}", "a server kimitui did not start: metrics, health, sweeps; "
                                 "never stopped or swapped", lambda: app.background_call("watch", ctrl.watch))
         yield SystemCommand("Start or stop a sweep", f"key {key('sweep')}", run("sweep"))
+        base = app.model.baseline
+        yield SystemCommand(f"Swap to baseline{f' {base}' if base else ''}", "back to the host's baseline: diff, "
+                            "confirm (key b in the compare view)", run("swap_baseline"))
         yield SystemCommand("Mark the running profile as baseline", f"key {key('baseline')}", run("baseline"))
         yield SystemCommand("Toggle recording", f"key {key('record')}", run("record"))
     yield SystemCommand("Add a note to the recording", f"key {key('note')}", run("note"))

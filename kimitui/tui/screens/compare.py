@@ -1,7 +1,8 @@
 """Two sweeps of this session overlaid, with the verdict from ``kimitui.report.compare``.
 
 A (the reference) defaults to the baseline profile's last sweep, else the sweep
-before the last; B is the last sweep.  ``[``/``]`` pick another A.  The
+before the last; B is the last sweep.  ``[``/``]`` pick another A; ``b`` goes back to
+the host's baseline profile (the app's swap, with its confirm), where the verdict says to.  The
 comparison (bootstrap noise) runs in a thread so the cockpit keeps drawing.
 Sweeps with different level lists are compared on the levels both have; a level
 that is not ``ok`` on a side is no point of its curve (a hollow ``○`` where it got
@@ -110,7 +111,8 @@ def level_table(cmp: Comparison) -> Table:
 class CompareScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,c", "dismiss(None)", "Close"),
                 Binding("left_square_bracket", "other_a(-1)", "earlier A"),
-                Binding("right_square_bracket", "other_a(1)", "later A")]
+                Binding("right_square_bracket", "other_a(1)", "later A"),
+                Binding("b", "back_to_baseline", "back to baseline")]
 
     DEFAULT_CSS = """
     CompareScreen { align: center middle; }
@@ -123,6 +125,7 @@ class CompareScreen(Dialog[None]):
 
     def __init__(self, model: CockpitModel) -> None:
         super().__init__()
+        self.model = model
         self.runs = [r for r in sweeps_of(list(model.sweep_events), "this session") if r.levels]
         for run in self.runs:
             with_causes(run, model)
@@ -145,6 +148,33 @@ class CompareScreen(Dialog[None]):
         plot.set_ylabel("tok/s")
         self._show()
 
+    def back_offered(self) -> bool:
+        """A live host with a baseline that is not what runs: ``b`` swaps back to it (not in a replay)."""
+        m = self.model
+        return bool(m.baseline) and m.baseline != m.profile and self.app.check_action("swap_baseline", ()) is not False
+
+    def keys_line(self) -> Text:
+        """The keys under the verdict, as the footer writes them: back to the baseline first, where it applies."""
+        keys = [("b", f"back to baseline {self.model.baseline}")] if self.back_offered() else []
+        keys += [("[ ]", "picks another A"), ("esc", "closes")]
+        line = Text()
+        for i, (key, what) in enumerate(keys):
+            line.append(f"{key} ", "bold")
+            line.append(what + ("  ·  " if i < len(keys) - 1 else ""), "dim")
+        return line
+
+    def action_back_to_baseline(self) -> None:
+        """Close the verdict and ask the app to swap to the baseline (its confirm shows the diff first)."""
+        m = self.model
+        if not self.back_offered():
+            why = ("no baseline is marked on this host" if not m.baseline else
+                   f"{m.baseline}, the baseline, is what runs" if m.baseline == m.profile else
+                   "a replay swaps nothing")
+            self.app.notify(why, severity="warning", timeout=4)
+            return
+        self.dismiss(None)
+        self.app.call_later(self.app.run_action, "swap_baseline")
+
     def action_other_a(self, step: int) -> None:
         if self.pair is None:
             return
@@ -160,7 +190,7 @@ class CompareScreen(Dialog[None]):
                              f"({len(self.runs)} so far). Run another profile's sweep, then press c.", "yellow"))
             return
         a, b = (self.runs[i] for i in self.pair)
-        head.update(Text(f"A {a.label}  vs  B {b.label}   comparing… ([ ] picks another A)", "bold"))
+        head.update(Text.assemble((f"A {a.label}  vs  B {b.label}   comparing…\n", "bold"), self.keys_line()))
         self._plot(a, b)
         self._compare(a, b)
 
@@ -210,8 +240,8 @@ class CompareScreen(Dialog[None]):
     def _show_result(self, cmp: Comparison) -> None:
         if self.closed:  # closed already: its widgets are being removed
             return
-        head = Text(cmp.headline(), VERDICT_STYLE.get(cmp.verdict, "bold"))
-        head.append(f"\nA {cmp.a.label}  vs  B {cmp.b.label}   ([ ] picks another A, esc closes)", "dim")
+        head = Text.assemble((cmp.headline(), VERDICT_STYLE.get(cmp.verdict, "bold")),
+                             (f"\nA {cmp.a.label}  vs  B {cmp.b.label}\n", "dim"), self.keys_line())
         self.query_one("#compare-head", Static).update(head)
         lines = cmp.summary_lines()[1:]
         grid = Table.grid()
