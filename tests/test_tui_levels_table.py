@@ -17,7 +17,7 @@ from kimitui.events import (Event, LevelResult, LevelStarted, Percentiles, Serve
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.widgets.level_table import COLUMNS, LevelTable, visible_columns
 from tests.support.fakecontrol import T0, TUNED, FakeController, level, spec, straggler
-from tests.support.screen_states import DFLASH_ARGS, EPLB_ARGS, _log, drawn, serving_events
+from tests.support.screen_states import DFLASH_ARGS, EPLB_ARGS, _log, drawn, serving_events, spec_sweep_events
 
 LEVELS = [c for c, _, _ in TUNED]
 SIZES = [(200, 55), (120, 40), (80, 24)]
@@ -108,3 +108,17 @@ def test_a_narrow_panel_keeps_the_decode_column_and_drops_tpot_its_inverse_first
     failed = (*row[:1], "failed", *row[2:-1], "256/256 failed")
     narrow = visible_columns(COLUMNS, [failed], 40)
     assert narrow[:2] == ("C", "status") and "decode p50/99" in narrow and "TPOT p50/99" not in narrow
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_the_running_level_says_running_where_its_status_column_has_no_room(size: tuple[int, int]) -> None:
+    """A DFlash sweep running C=256 at 80x24 has no room for the status column beside the decode one (it read
+    a bare ``▶ 256``): the running row's C cell says it, ``▶ 256 running``."""
+    app = KimituiApp(FakeController(initial=spec_sweep_events()), tick=None)
+    async with app.run_test(size=size) as pilot:
+        await drawn(pilot)
+        lines = table_lines(app)
+        shown = "\n".join(lines)
+        assert "decode p50/99" in lines[0], shown
+        live = [line for line in lines if line.lstrip().startswith("▶ 256")]
+        assert len(live) == 1 and "running" in live[0], shown

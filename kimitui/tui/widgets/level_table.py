@@ -241,6 +241,10 @@ class LevelTable(DataTable[str | Text], ModelView):
         cells = [self._fit(key, row, columns) for key, row in full]
         width = self.scrollable_content_region.width  # less the scrollbar of a panel too short for every level
         wanted = visible_columns(columns, cells, width) if width > 0 else columns
+        if width > 0 and full and full[-1][0] == "live" and "status" not in wanted:
+            live = cells[-1]  # no room for the status column: the running row says it in its C cell
+            cells[-1] = (f"{live[0]} running", *live[1:])
+            wanted = visible_columns(columns, cells, width)
         if wanted != self._columns:
             self.clear(columns=True)
             self.add_columns(*wanted)
