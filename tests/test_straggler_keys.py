@@ -113,3 +113,19 @@ async def test_the_footer_names_the_straggler_keys_where_they_fit_and_help_alway
             keys = {k: what for k, what in app.screen.keys}
             assert keys.get("j") == "next straggler" and keys.get("J") == "prev straggler"
             assert keys.get("x") == "newest straggler"
+
+
+async def test_where_the_layout_hides_the_list_j_opens_the_straggler_it_steps_to() -> None:
+    """After a swap the cockpit shows the monitor layout (no sweep panel): j still shows a straggler."""
+    from kimitui.events import ProfileSwitch
+
+    swapped = ProfileSwitch(t=T0 + 500.0, host="sim", from_profile="ep8-eplb", to_profile="ep8-tuned", outcome="ok")
+    app = KimituiApp(FakeController(initial=[*live_sweep(), swapped]), tick=None)
+    async with app.run_test(size=(200, 55), notifications=True) as pilot:
+        await settle(app, pilot, rounds=3)
+        assert app.layout_shown == "monitor" and not app.query_one(StragglerList).region.area
+        await pilot.press("j")
+        await settle(app, pilot)
+        sw = app.model.sweep
+        assert isinstance(app.screen, StragglerDetail) and sw is not None
+        assert app.screen.evidence.straggler.request_id == sw.stragglers[0].request_id

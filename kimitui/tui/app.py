@@ -660,13 +660,17 @@ class KimituiApp(App[int]):
         self._open_straggler(s)
 
     def _step_straggler(self, forward: bool) -> None:
-        """Live ``j``/``J``: highlight the next (previous) straggler in the list and give it the focus."""
+        """Live ``j``/``J``: highlight the next (previous) straggler in the list and give it the focus; where the
+        layout hides the list (after a swap, or another panel maximised), open that straggler's gap instead."""
         stragglers = self.query_one(StragglerList)
-        if stragglers.step(forward) is None:
+        s = stragglers.step(forward)
+        if s is None:
             self.notify("no straggler yet: they are listed as each level ends" if not stragglers.row_count
                         else f"no {'later' if forward else 'earlier'} straggler")
-            return
-        stragglers.focus()
+        elif self._visible(stragglers, chart=True):
+            stragglers.focus()
+        else:
+            self._open_straggler(s)
 
     def _open_straggler(self, s: Straggler) -> None:
         sweep = self.model.sweep
