@@ -69,7 +69,8 @@ def test_back_to_the_baseline_on_the_sim_port_is_no_warning_and_names_no_port(st
     guard.mark_baseline("sim", "ep8-tuned")
     plan = live_plan(ProfileBook([], sim_port=free_port()), "ep8-tuned", host_name="sim", simulated=True,
                      follower=None)
-    assert plan.warnings == [] and plan.notes == [], (plan.warnings, plan.notes)
+    assert plan.warnings == [], plan.warnings
+    assert plan.notes == ["ep8-tuned is the baseline: back to the known-good profile"], plan.notes
     eplb = live_plan(ProfileBook([], sim_port=free_port()), "ep8-eplb", host_name="sim", simulated=True,
                      follower=None)
     assert eplb.warnings == [] and not any(re.search(r"\bport\b", n) for n in eplb.notes), eplb.notes
