@@ -61,7 +61,7 @@ from kimitui.events import (  # noqa: E402
 from kimitui.recording.writer import dump_line  # noqa: E402
 
 if TYPE_CHECKING:  # the model class is loaded per revision at run time (``model_class``)
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
 
 sys.path.insert(0, str(ROOT / "bench"))
 from benchutil import module_at_revision, rss_mb  # type: ignore[import-not-found]  # noqa: E402  # bench/ is on sys.path (above)
@@ -196,9 +196,9 @@ def session_events(hours: float, seed: int = 16) -> Iterator[Event]:
 # --------------------------------------------------------------------------- the child: real components
 def load_model_class(rev: str | None):
     if rev is None:
-        from kimitui.tui.cockpit_state import CockpitModel
+        from kimitui.tui.model.cockpit_state import CockpitModel
         return CockpitModel
-    return module_at_revision(rev, "kimitui/tui/cockpit_state.py", "model_rev").CockpitModel
+    return module_at_revision(rev, "kimitui/tui/model/cockpit_state.py", "model_rev").CockpitModel
 
 
 def kept_for_compare(model: CockpitModel) -> dict[str, int]:
@@ -308,8 +308,8 @@ def snapshot_rows(c: int, rng: random.Random) -> list[tuple[str, float, int, flo
 def spread_us(c: int, line: str, reps: int) -> float:
     """The cockpit's side of one snapshot: parse it, fold it, compute the spread's points."""
     from kimitui.events import LevelStarted, parse_event
-    from kimitui.tui.cockpit_state import CockpitModel
-    from kimitui.tui.spread_data import spread_points
+    from kimitui.tui.model.cockpit_state import CockpitModel
+    from kimitui.tui.model.spread_data import spread_points
 
     model = CockpitModel()
     spec = SweepSpec(url="http://x", model="m", levels=[c])

@@ -114,6 +114,22 @@ class ReplayControls(Protocol):
 
 
 @runtime_checkable
+class Fleet(Protocol):
+    """A session over several hosts (a fleet, live or replayed): the cockpit draws one, the focused one."""
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every host of the session, in the fleet strip's order."""
+
+    def focus(self, host: str) -> None:
+        """Act on (and show) ``host`` from now on; raises NotAvailable for a host not in the session."""
+
+    @property
+    def busy_anywhere(self) -> dict[str, str]:
+        """Host -> its sweep or swap under way, over every host (what quitting would cut short)."""
+
+
+@runtime_checkable
 class ReplayEnd(Protocol):
     """A replay that knows when it has shown its last event (the bar says "■ end", not "▶ playing")."""
 

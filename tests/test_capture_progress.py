@@ -16,7 +16,7 @@ from kimitui.sim.perf_model import PerfModel
 from kimitui.sim.scheduler import SimClock
 from kimitui.sim.settings import settings_from_profile
 from kimitui.sim.startup import BootState, run_startup
-from kimitui.tui.log_ring import LogRing
+from kimitui.tui.model.log_ring import LogRing
 
 
 class _Chunks:

@@ -14,7 +14,7 @@ import pytest
 from kimitui.cli import main
 from kimitui.events import ConnectionState, Event
 from kimitui.host.local import LocalHost
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from tests.support.profiles import ProfileDirs, profile_env  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)

@@ -21,7 +21,7 @@ from kimitui.events import (
     parse_event,
 )
 from kimitui.recording.writer import dump_line
-from kimitui.tui.cockpit_state import (
+from kimitui.tui.model.cockpit_state import (
     DETAIL_SWEEPS,
     HISTORY_HORIZON_S,
     CockpitModel,
@@ -30,7 +30,7 @@ from kimitui.tui.cockpit_state import (
     pack_offsets,
     unpack_offsets,
 )
-from kimitui.tui.spread_data import spread_points
+from kimitui.tui.model.spread_data import spread_points
 
 
 def rows(c: int, seed: int = 1) -> list[tuple[str, float, int, float | None]]:

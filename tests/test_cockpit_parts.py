@@ -20,7 +20,7 @@ from kimitui.live.sweeps import guard_notice
 from kimitui.profiles import load_profile
 from kimitui.recording import read_recording
 from kimitui.session import Session
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 
 
 def test_events_before_the_recording_opens_are_written_first(tmp_path: Path) -> None:

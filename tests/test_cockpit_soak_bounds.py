@@ -19,7 +19,7 @@ from kimitui.events import (
     SweepStarted,
 )
 from kimitui.report.sweep_summary import sweeps_of
-from kimitui.tui.cockpit_state import COMPARE_SWEEPS, DETAIL_SWEEPS, CockpitModel
+from kimitui.tui.model.cockpit_state import COMPARE_SWEEPS, DETAIL_SWEEPS, CockpitModel
 
 SPEC = SweepSpec(url="http://127.0.0.1:30000", model="m", levels=[1, 8])
 ARGS = {f"arg_{k:03d}": k for k in range(120)}

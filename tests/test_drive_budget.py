@@ -103,7 +103,7 @@ async def test_the_cockpit_sweep_form_shows_the_warning_only_when_the_plan_excee
     from textual.app import App
     from textual.widgets import Input, Static
 
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
     from kimitui.tui.screens.sweep_form import SweepForm
 
     model = CockpitModel(host="sim")
@@ -123,7 +123,7 @@ async def test_the_cockpit_sweep_form_shows_the_warning_only_when_the_plan_excee
 
 
 def test_the_form_reads_the_cost_off_the_last_sweep_and_never_measures() -> None:
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
     from kimitui.tui.screens.sweep_form import form_cost
 
     calibrate()  # a calibration elsewhere in this process is not the form's to use

@@ -31,9 +31,9 @@ from kimitui.report import compare, summarize
 from kimitui.report.render import render_json, render_md, render_text
 from kimitui.report.spec_eplb import eplb_line
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import peak_point
-from kimitui.tui.level_eplb import rebalances_by_level
+from kimitui.tui.model.level_eplb import rebalances_by_level
 from kimitui.tui.screens.compare import level_table, with_causes
 from kimitui.tui.widgets.level_table import LevelExtras
 from kimitui.tui.widgets.straggler_list import cause_cell

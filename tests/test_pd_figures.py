@@ -7,7 +7,7 @@ from kimitui.analysis.causes.timeline import CauseTimeline
 from kimitui.events import LogLine, ServerStats
 from kimitui.sglang.log import parse_line
 from kimitui.telemetry.metrics_poll import PD_EXTRA_KEYS, CounterRates, stats_from_metrics
-from kimitui.tui.server_figures import PD_FIGURES, pd_figure_text, pd_figures
+from kimitui.tui.model.server_figures import PD_FIGURES, pd_figure_text, pd_figures
 
 LAB = 'engine_type="prefill",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
 

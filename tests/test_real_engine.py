@@ -242,7 +242,7 @@ async def test_cockpit_watches_a_server_it_did_not_start(engine: real_engine.Eng
             else list(app.model.sweep.levels)
         assert levels and all(lv.ok == lv.requests and lv.status == "ok" for lv in levels)
         # the curve has a point per level, and the spread the last level's requests
-        from kimitui.tui.spread_data import spread_points
+        from kimitui.tui.model.spread_data import spread_points
 
         [curve] = app.model.curves.values()
         assert sorted(curve) == [1, 4] and all(p.agg_tok_s and p.status == "ok" for p in curve.values())

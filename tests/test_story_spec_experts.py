@@ -26,8 +26,8 @@ from kimitui.report import summarize
 from kimitui.report.render import render_md
 from kimitui.report.compare import compare
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.keys import profile_keys
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.keys import profile_keys
 from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
 from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kimitui.capacity.slo import parse_slo
 from kimitui.events import LevelResult
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.widgets.sweep_curve import sweep_status
 from tests.support.recordings import synthetic_sweep
 

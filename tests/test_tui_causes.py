@@ -25,8 +25,8 @@ from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.sglang.log import to_event
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cause_book import REFRESH_S, SETTLE_S
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cause_book import REFRESH_S, SETTLE_S
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.straggler_detail import StragglerDetail
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable, loss_title

@@ -15,7 +15,7 @@ from textual_plot.plot_widget import LinePlot, ScatterPlot
 from kimitui.analysis.level_stats import peak_level
 from kimitui.events import LevelResult, LevelStarted, SweepProgress, SweepResult, SweepStarted
 from kimitui.report.sweep_summary import sweeps_of
-from kimitui.tui.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
 from kimitui.tui.curve_series import (
     fit_legend, legend_items, curve_figure, level_ticks, markup_len, nice_y_ticks, peak_point, x_limits,
 )

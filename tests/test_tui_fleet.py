@@ -94,7 +94,7 @@ async def test_the_strip_names_every_host_and_o_focuses_the_next_one_everywhere(
 def test_all_gpus_are_grouped_by_host() -> None:
     from rich.console import Console
 
-    from kimitui.tui.fleet_state import FleetModels
+    from kimitui.tui.model.fleet_state import FleetModels
 
     fleet = FleetModels(list(HOSTS), fleet=True)
     fleet.apply(fleet_events())
@@ -141,7 +141,7 @@ async def test_a_fleet_recording_replays_as_a_fleet(tmp_path: Path) -> None:
 
 
 def test_a_two_node_deployment_shows_sixteen_gpu_rows_and_a_new_profile_drops_them() -> None:
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
 
     m = CockpitModel(host="pair-a")
     m.apply([caps(T0), gpu_sample(T0, 50.0), gpu_sample(T0, 20.0).model_copy(update={"node": "pair-b"})])
@@ -172,7 +172,7 @@ async def test_a_pd_server_shows_its_queues_and_kv_transfer_in_the_server_panel(
 
 def test_a_deployments_log_lines_say_which_process_and_merge_ranks_per_process() -> None:
     from kimitui.events import LogLine
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
 
     m = CockpitModel(host="pair-a")
     line = "[2026-12-05 22:01:19 TP{r} EP{r}] Capture cuda graph end. Time elapsed: 1.31 s."

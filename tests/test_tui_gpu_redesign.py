@@ -25,7 +25,7 @@ from kimitui.sim.settings import load_settings
 from kimitui.sim.startup import BootState
 from kimitui.telemetry.agent import NvmlBackend, Output
 from kimitui.telemetry.gpu import GpuStream
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.app import KimituiApp
 from tests.support.fakecontrol import SUPPORTED, FakeController, gpu_sample

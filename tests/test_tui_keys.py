@@ -14,7 +14,7 @@ from kimitui.config import parse_config
 from kimitui.profiles import scan_profiles
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.widgets.profile_bar import ProfileBar
-from kimitui.tui.keys import blocked_reason, profile_keys
+from kimitui.tui.model.keys import blocked_reason, profile_keys
 from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.help import HelpScreen
 from kimitui.tui.screens.swap_confirm import SwapConfirm

@@ -6,7 +6,7 @@ import pytest
 
 from kimitui.events import ProfileState, ProfileSwitch, SweepResult
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.layout_mode import layout_mode
+from kimitui.tui.model.layout_mode import layout_mode
 from kimitui.tui.widgets.panel import Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from tests.support.fakecontrol import T0, FakeController, StoryController
@@ -60,7 +60,7 @@ async def test_during_a_sweep_the_curve_gets_the_room_at_every_size(size):
 
 
 def test_layout_mode_follows_sweep_and_swap():
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
 
     m = CockpitModel()
     m.apply(serving_events(minutes=0))
@@ -89,7 +89,7 @@ async def test_footer_names_compare_and_the_profile_keys():
 def test_the_profile_line_says_the_sglang_version_the_running_profile_is_on():
     """Issue 31: a flag's meaning depends on the host's SGLang; the version shows with the running profile."""
     from kimitui.events import ServerInfo
-    from kimitui.tui.cockpit_state import CockpitModel
+    from kimitui.tui.model.cockpit_state import CockpitModel
     from kimitui.tui.widgets.profile_bar import profile_line
 
     m = CockpitModel()

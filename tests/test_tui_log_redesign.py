@@ -26,8 +26,8 @@ from kimitui.events import Event, LogLine
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.log_ring import HIDE_POLLING
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.log_ring import HIDE_POLLING
 from kimitui.tui.widgets.log_panel import HOLD_S, LogPanel, status_text
 from tests.support.fakecontrol import T0, FakeController
 from tests.support.loglag import LagFigures, LagProbe, seq_in_text

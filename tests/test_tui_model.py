@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kimitui.analysis.window import EventHistory
 from kimitui.events import GpuReading, GpuSample, InFlight, LogLine, ProfileSwitch, SweepProgress
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.spread_data import spread_points
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.spread_data import spread_points
 from tests.support.fakecontrol import T0, caps, gpu_sample, story_events, straggler
 
 

@@ -21,8 +21,8 @@ from kimitui.events import (
     SweepResult,
     SweepStarted,
 )
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.spread_data import spread_points
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.spread_data import spread_points
 from tests.support.fakecontrol import spec
 
 maybe = st.none() | st.floats(min_value=0, max_value=1e6, allow_nan=False)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from kimitui.events import ServerStats
 from kimitui.telemetry.metrics_poll import CounterRates, stats_from_metrics
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.server_figures import SCHED_FIGURES, Retraction, sched_figure_alarm, sched_figure_text, sched_figures
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.server_figures import SCHED_FIGURES, Retraction, sched_figure_alarm, sched_figure_text, sched_figures
 from kimitui.tui.widgets.server_panel import ServerPanel
 from tests.support.fakecontrol import T0
 from tests.support.real_sglang import read_http, real_output_dir

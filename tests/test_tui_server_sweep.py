@@ -22,7 +22,7 @@ from kimitui.analysis.sweep_eta import (SEED_EXPONENT, START_S, RateModel, durat
 from kimitui.events import (ConnectionState, LevelResult, LevelStarted, LogLine, ProfileState, ServerHealth,
                             ServerInfo, ServerStats, SwapProgress, SweepProgress, SweepSpec, SweepStarted)
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import LevelTable

@@ -15,10 +15,10 @@ from kimitui.events import (
 )
 from kimitui.sglang.log import parse_line, to_event, to_stats
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import EPLB_MARK, curve_figure, fit_legend, legend_items
-from kimitui.tui.gpu_summary import figure_pieces
-from kimitui.tui.heatmap_data import HeatWindows, bands, expert_parallel, shade, why_no_heatmap
+from kimitui.tui.model.gpu_summary import figure_pieces
+from kimitui.tui.model.heatmap_data import HeatWindows, bands, expert_parallel, shade, why_no_heatmap
 from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.widgets.level_table import LevelExtras, LevelTable

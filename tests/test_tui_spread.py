@@ -28,8 +28,8 @@ from kimitui.events import (
     SweepStarted,
 )
 from kimitui.loadgen.sweep import compact_in_flight
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.spread_data import bin_points, spread_points
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.spread_data import bin_points, spread_points
 from kimitui.tui.widgets.panel import Panel
 from kimitui.tui.widgets.spread_chart import SpreadChart, spread_text
 from tests.support.fakecontrol import story_events

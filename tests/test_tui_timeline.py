@@ -11,8 +11,8 @@ from kimitui.events import (
     SweepResult, SweepStarted,
 )
 from kimitui.sglang.log import to_event
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.timeline_marks import GLYPHS, MAX_MARKS, Timeline, column, kinds_shown, level_row, mark_row
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.timeline_marks import GLYPHS, MAX_MARKS, Timeline, column, kinds_shown, level_row, mark_row
 from kimitui.tui.widgets.timeline_strip import TimelineStrip
 from tests.support.fakecontrol import T0, level, spec, story_events
 

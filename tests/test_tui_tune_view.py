@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kimitui.events import TuneProgress, TuneStepView
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.tune_view import step_rows, tune_active, tune_line
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.tune_view import step_rows, tune_active, tune_line
 
 
 def _progress(status: str = "running", step: int | None = 2, phase: str = "sweeping") -> TuneProgress:

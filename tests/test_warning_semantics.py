@@ -23,7 +23,7 @@ from kimitui.live.sweeps import guard_notice
 from kimitui.profiles import load_profile
 from kimitui.recording import write_recording
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.screens.swap_confirm import SwapConfirm
 from tests.support.net import free_port
 from tests.support.recordings import synthetic_sweep

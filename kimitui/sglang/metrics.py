@@ -94,7 +94,7 @@ and the ``num_transfer_failed_reqs_total`` counter reach ``extra`` under their o
 PD_EXTRA_KEYS = ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs", "num_decode_prealloc_queue_reqs",
                  "num_decode_transfer_queue_reqs", "num_transfer_failed_reqs_total", "kv_transfer_latency_ms",
                  "kv_transfer_speed_gb_s")
-"""Every PD figure a ServerStats' ``extra`` may carry (kimitui/tui/server_figures.py shows them)."""
+"""Every PD figure a ServerStats' ``extra`` may carry (kimitui/tui/model/server_figures.py shows them)."""
 VLLM_UNSUPPORTED = ("cuda graph in use", "tokens in use (only the KV-cache fraction)", "speculative decoding",
                     "expert balance")
 """What the cockpit shows for SGLang that vLLM's /metrics has no equivalent for (said once)."""

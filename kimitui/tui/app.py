@@ -41,10 +41,10 @@ from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
-from kimitui.tui.keys import blocked_reason, profile_keys
-from kimitui.tui.cockpit_state import CHARTS, PANELS, CockpitModel, Notice, Part
-from kimitui.tui.fleet_state import FleetModels
-from kimitui.tui.heatmap_data import expert_parallel
+from kimitui.tui.model.keys import blocked_reason, profile_keys
+from kimitui.tui.model.cockpit_state import CHARTS, PANELS, CockpitModel, Notice, Part
+from kimitui.tui.model.fleet_state import FleetModels
+from kimitui.tui.model.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
@@ -59,7 +59,7 @@ from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.screens.text_prompt import TextPrompt
 from kimitui.tui.screens.tune_screen import TuneScreen
-from kimitui.tui.tune_view import tune_active
+from kimitui.tui.model.tune_view import tune_active
 from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.footer import CockpitFooter
 from kimitui.tui.widgets.gpu_panel import GpuPanel
@@ -67,7 +67,7 @@ from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
 from kimitui.tui.widgets.model_view import ModelView
-from kimitui.tui.layout_mode import LayoutMode, layout_mode
+from kimitui.tui.model.layout_mode import LayoutMode, layout_mode
 from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip

@@ -4,7 +4,7 @@ Kept apart from the widget (no Textual) so the rules an operator relies on are
 testable without a terminal: only ``ok`` levels are points of a line or the
 peak; a failed, aborted or cut level is a hollow mark at the figure it reached
 (or on the floor), never joined in; x ticks sit at exactly the levels swept; a level an EPLB
-rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.level_eplb`).
+rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.model.level_eplb`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from rich.markup import escape
 from rich.text import Text
 
-from kimitui.tui.cockpit_state import CockpitModel, CurvePoint
-from kimitui.tui.level_eplb import rebalances_by_level
+from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.model.level_eplb import rebalances_by_level
 
 XY = tuple[int, float]
 """(concurrency, tok/s)."""

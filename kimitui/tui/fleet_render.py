@@ -1,6 +1,6 @@
 """The fleet in words and bars: one line per host for the strip, grouped GPU rows for ``G``.
 
-Pure rendering over :class:`~kimitui.tui.fleet_state.FleetModels` (rich Text and tables, no widgets).
+Pure rendering over :class:`~kimitui.tui.model.fleet_state.FleetModels` (rich Text and tables, no widgets).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kimitui.tui.cockpit_state import NODE_STRIDE, CockpitModel
-from kimitui.tui.fleet_state import FleetModels, FleetRow
-from kimitui.tui.gpu_summary import throttle_piece
+from kimitui.tui.model.cockpit_state import NODE_STRIDE, CockpitModel
+from kimitui.tui.model.fleet_state import FleetModels, FleetRow
+from kimitui.tui.model.gpu_summary import throttle_piece
 from kimitui.tui.widgets.header_bar import CONNECTION_STYLE, STATE_STYLE  # the header's colours, host by host
 
 BAR = " ▏▎▍▌▋▊▉█"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from textual.app import SystemCommand
 
 from kimitui.control import Watching
-from kimitui.tui.keys import profile_keys
+from kimitui.tui.model.keys import profile_keys
 
 if TYPE_CHECKING:
     from kimitui.tui.app import KimituiApp

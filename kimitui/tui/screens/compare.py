@@ -29,7 +29,7 @@ from kimitui.report.compare import Comparison, compare
 from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run_speedups
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.report.verdict import VERDICT_WORDS
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 from kimitui.tui.screens.dialog import Dialog

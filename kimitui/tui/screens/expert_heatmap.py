@@ -5,7 +5,7 @@ tokens over the band's mean (1.0 = its fair share), from SGLang's own
 ``sglang:eplb_gpu_physical_count`` windows (the newest few seconds).  Under it: the balancedness now
 and its history, and the EPLB rebalances (the last one, how long it stalled, how many so far).  It
 follows the model while open, live and in a replay.  With no heatmap data it says why, from the
-running server's ``/server_info`` (:func:`kimitui.tui.heatmap_data.why_no_heatmap`), and how to turn it on.
+running server's ``/server_info`` (:func:`kimitui.tui.model.heatmap_data.why_no_heatmap`), and how to turn it on.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from kimitui.analysis.eplb import next_rebalance_in
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.heatmap_data import HeatBand, bands, hottest, shade, why_no_heatmap
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.heatmap_data import HeatBand, bands, hottest, shade, why_no_heatmap
 from kimitui.tui.render import clock, spark
 from kimitui.tui.screens.dialog import Dialog
 

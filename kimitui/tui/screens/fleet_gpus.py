@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from kimitui.tui.fleet_render import fleet_gpus
-from kimitui.tui.fleet_state import FleetModels
+from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.screens.dialog import Dialog
 
 REFRESH_S = 1.0

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from kimitui.events import GpuProcess
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.screens.dialog import Dialog
 
 REFRESH_S = 1.0

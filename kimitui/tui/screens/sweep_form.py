@@ -20,7 +20,7 @@ from kimitui.analysis.sweep_eta import RateModel, duration, spec_requests, spec_
 from kimitui.analysis.sweep_presets import PRESETS, preset_label
 from kimitui.events import SWEEP_MODES, SweepSpec
 from kimitui.loadgen.drive_budget import ChunkCost, check_drive, cost_from_levels
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.screens.dialog import Dialog
 
 

@@ -8,8 +8,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, DataTable, Static
 
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.tune_view import STATUS_STYLE, step_rows, summary, tune_active
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.tune_view import STATUS_STYLE, step_rows, summary, tune_active
 from kimitui.tui.widgets.sweep_curve import SweepCurve
 from kimitui.tui.screens.dialog import Dialog
 

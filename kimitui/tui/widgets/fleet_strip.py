@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from kimitui.tui.fleet_render import fleet_strip
-from kimitui.tui.fleet_state import FleetModels
+from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.widgets.model_view import WidgetOptions
 
 

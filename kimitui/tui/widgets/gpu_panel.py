@@ -38,8 +38,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from kimitui.events import GpuReading
-from kimitui.tui import gpu_summary as words
-from kimitui.tui.cockpit_state import HISTORY, CockpitModel, GpuRow
+from kimitui.tui.model import gpu_summary as words
+from kimitui.tui.model.cockpit_state import HISTORY, CockpitModel, GpuRow
 from kimitui.tui.render import BLOCKS, bar, rate, spark
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

@@ -8,9 +8,9 @@ from typing import Unpack
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.render import bar
-from kimitui.tui.tune_view import tune_active, tune_line
+from kimitui.tui.model.tune_view import tune_active, tune_line
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 CONNECTION_STYLE = {

@@ -27,8 +27,8 @@ from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
-from kimitui.tui.cockpit_state import CockpitModel, SweepView
-from kimitui.tui.level_eplb import rebalances_by_level
+from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.level_eplb import rebalances_by_level
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 COLUMNS = ("C", "status", "agg", "steady", "reqs", "time", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail",

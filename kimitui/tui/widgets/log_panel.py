@@ -37,9 +37,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Log, Static
 
-from kimitui.tui.cockpit_state import CockpitModel
-from kimitui.tui.log_ring import HIDE_POLLING, LogEntry
-from kimitui.tui.log_status import status_text
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.log_ring import HIDE_POLLING, LogEntry
+from kimitui.tui.model.log_status import status_text
 from kimitui.tui.render import clock
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

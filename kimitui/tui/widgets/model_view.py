@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypedDict
 
-from kimitui.tui.cockpit_state import Parts
+from kimitui.tui.model.cockpit_state import Parts
 
 
 class WidgetOptions(TypedDict, total=False):
@@ -23,7 +23,7 @@ class WidgetOptions(TypedDict, total=False):
 
 
 class ModelView:
-    """Mixed into a widget drawn from the :class:`~kimitui.tui.cockpit_state.CockpitModel`."""
+    """Mixed into a widget drawn from the :class:`~kimitui.tui.model.cockpit_state.CockpitModel`."""
 
     shows: ClassVar[Parts] = frozenset()
     """The parts of the model this widget draws: it is redrawn when one of them changes."""

@@ -12,7 +12,7 @@ from typing import Unpack
 from rich.text import Text
 from textual.widgets import Static
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 

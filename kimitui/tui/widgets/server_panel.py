@@ -14,9 +14,9 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.render import spark
-from kimitui.tui.server_figures import (
+from kimitui.tui.model.server_figures import (
     FIGURES,
     Figure,
     figure_text,

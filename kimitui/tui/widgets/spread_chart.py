@@ -8,7 +8,7 @@ far) yellow on top, slow ones and the level's stragglers red at the foot of thei
 column, and the slow zone (below half the median) red along the axis, so a crawling
 request stands out at the left while it still crawls.  The median is a cyan mark.
 
-Drawn by hand from :mod:`kimitui.tui.spread_data` into one ``Text`` sized to the
+Drawn by hand from :mod:`kimitui.tui.model.spread_data` into one ``Text`` sized to the
 content region: the cost is the cells on screen plus the points (at most
 ``SPREAD_DONE_MAX`` finished, 16 listed and the binned cloud in flight), never the history.
 """
@@ -21,9 +21,9 @@ from typing import Unpack
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
 from kimitui.tui.render import BLOCKS
-from kimitui.tui.spread_data import (
+from kimitui.tui.model.spread_data import (
     LAYERS,
     SLOW_FRACTION,
     SpreadBins,

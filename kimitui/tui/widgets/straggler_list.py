@@ -14,7 +14,7 @@ from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.catalogue import short
 from kimitui.analysis.causes.words import pct
 from kimitui.events import Straggler
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.render import clock, num
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

@@ -24,13 +24,13 @@ from textual_hires_canvas import Canvas, TextAlign
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.curve_series import (
     AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK,
     STEADY_MARK, STEADY_STYLE, Hollow, ProfileSeries, curve_figure, dotted, fit_legend, legend_items,
     level_ticks, markup_len, nice_y_ticks, peak_point, short_tok, x_limits,
 )
-from kimitui.tui.timeline_marks import kinds_shown, legend as timeline_legend
+from kimitui.tui.model.timeline_marks import kinds_shown, legend as timeline_legend
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 NOT_OK_MARK = "✗"

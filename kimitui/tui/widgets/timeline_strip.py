@@ -2,7 +2,7 @@
 happened meanwhile (EPLB rebalances, swaps, markers, notes, errors, stragglers' gaps).
 
 A dip on the curve is explained here: the C=1 level's span with a ``≡`` EPLB rebalance and a red
-``━`` straggler gap under it.  The layout is :mod:`kimitui.tui.timeline_marks`'s; this paints it.
+``━`` straggler gap under it.  The layout is :mod:`kimitui.tui.model.timeline_marks`'s; this paints it.
 The glyphs' legend is the tooltip (the curve panel's subtitle names the ones on screen).
 """
 
@@ -14,9 +14,9 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.render import clock
-from kimitui.tui.timeline_marks import Cell, legend, level_row, mark_row
+from kimitui.tui.model.timeline_marks import Cell, legend, level_row, mark_row
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 

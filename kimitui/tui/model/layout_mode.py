@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kimitui.tui.cockpit_state import CockpitModel
+from kimitui.tui.model.cockpit_state import CockpitModel
 
 LayoutMode = Literal["monitor", "sweep"]
 

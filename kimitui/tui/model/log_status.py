@@ -7,7 +7,7 @@ signs (``≥warn -poll “reb…” PAUSED +12  f t / p``).  The search text is 
 
 from __future__ import annotations
 
-from kimitui.tui.log_ring import HIDE_POLLING
+from kimitui.tui.model.log_ring import HIDE_POLLING
 
 _HINTS = ("   [f severity  t kind  / search  p pause]", "  f sev t kind / find p pause", "  f t / p")
 _SEP = ("  ·  ", " · ", " ")

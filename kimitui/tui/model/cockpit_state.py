@@ -28,12 +28,12 @@ from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.analysis.window import WindowView, summarize_gpus
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.sglang.log import fields_if
-from kimitui.tui.log_ring import POLLING, LogEntry, LogRing
-from kimitui.tui.server_figures import HISTORY_KEYS, PD_KEYS, SCHED_KEYS, PrefillRate, Retraction
-from kimitui.tui.cause_book import CauseBook
-from kimitui.tui.heatmap_data import HeatWindows
-from kimitui.tui.spec_watch import SpecWatch
-from kimitui.tui.timeline_marks import Timeline
+from kimitui.tui.model.log_ring import POLLING, LogEntry, LogRing
+from kimitui.tui.model.server_figures import HISTORY_KEYS, PD_KEYS, SCHED_KEYS, PrefillRate, Retraction
+from kimitui.tui.model.cause_book import CauseBook
+from kimitui.tui.model.heatmap_data import HeatWindows
+from kimitui.tui.model.spec_watch import SpecWatch
+from kimitui.tui.model.timeline_marks import Timeline
 from kimitui.events import (
     LogSeverity,
     Baseline,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, level_rebalances
 from kimitui.events import LevelResult
-from kimitui.tui.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
 
 
 def level_window(sw: SweepView, lv: LevelResult, previous_end: float | None = None) -> tuple[float, float]:

@@ -9,7 +9,7 @@ SGLang reports decode throughput itself (``gen throughput (token/s)`` on its Dec
   line's stats, over the seconds between them (zero when nothing was prefilled; nothing at all
   until the first Prefill line, so a log without them shows ``-``, not a false zero).
 
-Pure, no Textual: the fold (:class:`kimitui.tui.cockpit_state.CockpitModel`) feeds it events.
+Pure, no Textual: the fold (:class:`kimitui.tui.model.cockpit_state.CockpitModel`) feeds it events.
 """
 
 from __future__ import annotations
