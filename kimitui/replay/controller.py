@@ -127,6 +127,11 @@ class ReplayController:
     def busy(self) -> str | None:
         return None
 
+    @property
+    def busy_anywhere(self) -> dict[str, str]:
+        """A replay runs nothing on any host (a fleet recording included)."""
+        return {}
+
     def add_note(self, text: str) -> None:
         raise NotAvailable("replay: notes are added in a live session")
 

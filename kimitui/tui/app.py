@@ -35,7 +35,7 @@ from textual.widget import Widget
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
-from kimitui.control import Autopilot, Controller, NotAvailable, ProfileDirectories, ReplayControls, ReplayEnd
+from kimitui.control import Autopilot, Controller, Fleet, NotAvailable, ProfileDirectories, ReplayControls, ReplayEnd
 from kimitui.events import Straggler, SweepSpec
 from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
@@ -113,7 +113,7 @@ class KimituiApp(App[int]):
         super().__init__()
         self.controller = controller
         self.config_keys = dict(config_keys or {})
-        hosts = list(getattr(controller, "hosts", None) or [controller.host_name])
+        hosts = (list(controller.hosts) if isinstance(controller, Fleet) else []) or [controller.host_name]
         self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
         """One model per host (a fleet session), the focused one drawn; one host: the one model."""
         if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
@@ -693,8 +693,8 @@ class KimituiApp(App[int]):
         """Show ``host``'s model in every panel (rebuilt around it) and point the controller at it."""
         if host == self.fleet.focused or self.screen is not self.screen_stack[0]:
             return
-        focus = getattr(self.controller, "focus", None)
-        if callable(focus) and await self._call("focus", focus, host) is _FAILED:
+        ctl = self.controller
+        if isinstance(ctl, Fleet) and await self._call("focus", ctl.focus, host) is _FAILED:
             return
         self.fleet.focus(host)
         self._rebuilding = True
@@ -823,8 +823,9 @@ class KimituiApp(App[int]):
 
     def _busy_for_quit(self) -> str | None:
         """The work quitting would cut short: the focused host's, or in a fleet any host's (named)."""
-        anywhere = self._safe(lambda: getattr(self.controller, "busy_anywhere", None))
-        if isinstance(anywhere, dict) and anywhere:
+        ctl = self.controller
+        anywhere = self._safe(lambda: ctl.busy_anywhere if isinstance(ctl, Fleet) else None)  # 3.11 reads it to check
+        if anywhere:
             return ", ".join(f"{what} on {host}" for host, what in anywhere.items())
         return self._safe(lambda: self.controller.busy)
 
