@@ -32,7 +32,7 @@ from kimitui.report.render import render_json, render_md, render_text
 from kimitui.report.spec_eplb import eplb_line
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.tui.model.cockpit_state import CockpitModel
-from kimitui.tui.curve_series import peak_point
+from kimitui.tui.model.curve_series import peak_point
 from kimitui.tui.model.level_eplb import rebalances_by_level
 from kimitui.tui.screens.compare import level_table, with_causes
 from kimitui.tui.widgets.level_table import LevelExtras

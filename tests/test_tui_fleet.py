@@ -9,7 +9,7 @@ from kimitui.events import ConnectionState, Event, ProfileState, ServerStats
 from kimitui.recording import RecordingWriter
 from kimitui.replay.controller import ReplayController
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.fleet_render import fleet_gpus
+from kimitui.tui.paint.fleet_render import fleet_gpus
 from kimitui.tui.screens.fleet_gpus import FleetGpus
 from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.header_bar import HeaderBar
@@ -43,6 +43,10 @@ class FakeFleet(FakeController):
     def focus(self, host: str) -> None:
         self.calls.append(("focus", host))
         self.host_name = host
+
+    @property
+    def busy_anywhere(self) -> dict[str, str]:
+        return {self.host_name: self.busy} if self.busy else {}
 
 
 def strip_text(app: KimituiApp) -> str:

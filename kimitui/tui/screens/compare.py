@@ -30,7 +30,8 @@ from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run
 from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.report.verdict import VERDICT_WORDS
 from kimitui.tui.model.cockpit_state import CockpitModel
-from kimitui.tui.curve_series import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK, level_ticks, x_limits
+from kimitui.tui.model.curve_series import level_ticks, x_limits
+from kimitui.tui.paint.curve_legend import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 from kimitui.tui.screens.dialog import Dialog
 
@@ -196,7 +197,7 @@ class CompareScreen(Dialog[None]):
 
     def _plot(self, a: SweepRun, b: SweepRun) -> None:
         """Both runs as the cockpit's curve draws them: a tick per level, a marker per measured level, a level
-        that is not ``ok`` hollow (``○``) at the figure it reached, never joined in (``kimitui.tui.curve_series``)."""
+        that is not ``ok`` hollow (``○``) at the figure it reached, never joined in (``kimitui.tui.model.curve_series``)."""
         plot = self.query_one(PlotWidget)
         plot.clear()
         levels = sorted(set(a.levels) | set(b.levels))

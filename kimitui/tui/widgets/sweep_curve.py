@@ -8,7 +8,7 @@ so far.  Other profiles' last runs are overlaid, one colour each, named in the
 panel title.  A level that failed, was aborted or cut is a hollow ``○`` at the
 figure it reached, never joined into a line and never the peak.  ``≡`` beside a
 point: an EPLB rebalance stalled decoding during that level (the strip below says when).
-What to draw is decided in :mod:`kimitui.tui.curve_series`; this only paints it.
+What to draw is decided in :mod:`kimitui.tui.model.curve_series`; this only paints it.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter
 
 from kimitui.tui.model.cockpit_state import CockpitModel
-from kimitui.tui.curve_series import (
+from kimitui.tui.model.curve_series import (
+    Hollow, ProfileSeries, curve_figure, dotted, level_ticks, nice_y_ticks, peak_point, short_tok, x_limits,
+)
+from kimitui.tui.paint.curve_legend import (
     AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK,
-    STEADY_MARK, STEADY_STYLE, Hollow, ProfileSeries, curve_figure, dotted, fit_legend, legend_items,
-    level_ticks, markup_len, nice_y_ticks, peak_point, short_tok, x_limits,
+    STEADY_MARK, STEADY_STYLE, fit_legend, legend_items, markup_len,
 )
 from kimitui.tui.model.timeline_marks import kinds_shown, legend as timeline_legend
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions

@@ -1,10 +1,11 @@
-"""What the throughput curve draws, as plain data: series, the peak, ticks, the fitted legend.
+"""What the throughput curve draws, as plain data: series, the peak, the axes' ticks.
 
 Kept apart from the widget (no Textual) so the rules an operator relies on are
 testable without a terminal: only ``ok`` levels are points of a line or the
 peak; a failed, aborted or cut level is a hollow mark at the figure it reached
 (or on the floor), never joined in; x ticks sit at exactly the levels swept; a level an EPLB
 rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.model.level_eplb`).
+The marks, colours and legend that paint it are in :mod:`kimitui.tui.paint.curve_legend`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rich.markup import escape
-from rich.text import Text
-
 from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
 from kimitui.tui.model.level_eplb import rebalances_by_level
 
@@ -23,13 +21,7 @@ XY = tuple[int, float]
 """(concurrency, tok/s)."""
 
 OVERLAY_STYLES = ("magenta", "dark_orange", "bright_blue", "orchid", "grey58", "gold3")
-AGG_STYLE = "bold green"
-STEADY_STYLE = "cyan"
-LIVE_STYLE = "bold yellow"
-NOT_OK_STYLES = {"failed": "bold red", "aborted": "bold yellow", "cut": "bold yellow"}
-AGG_MARK, STEADY_MARK, LIVE_MARK, HOLLOW_MARK, OVERLAY_MARK = "●", "◇", "◉", "○", "•"
-EPLB_MARK, EPLB_STYLE = "≡", "bold magenta"
-"""Beside a level's point when an EPLB rebalance stalled decoding during it (the timeline strip's glyph)."""
+"""The colour each other profile's run gets, in turn: part of which overlay is which, so it is chosen here."""
 
 
 @dataclass(frozen=True)
@@ -183,58 +175,6 @@ def short_tok(y: float) -> str:
         return f"{y:.0f}"
     k = y / 1000
     return f"{k:.1f}".rstrip("0").rstrip(".") + "k" if k < 10 else f"{k:.0f}k"
-
-
-# ---------------------------------------------------------------------------- legend
-
-
-@dataclass(frozen=True)
-class LegendItem:
-    """One legend entry: its full and short markup; the lower ``rank`` stays longest when room is short."""
-
-    full: str
-    short: str
-    rank: int
-
-
-def markup_len(markup: str) -> int:
-    return len(Text.from_markup(markup).plain)
-
-
-def legend_items(fig: CurveFigure) -> list[LegendItem]:
-    items: list[LegendItem] = []
-    cur = fig.current
-    if cur is not None:
-        name = escape(cur.profile)
-        items.append(LegendItem(f"[{AGG_STYLE}]━{AGG_MARK} {name} agg (seed)[/]", f"[{AGG_STYLE}]━{AGG_MARK} agg[/]", 0))
-        items.append(LegendItem(f"[{STEADY_STYLE}]┈{STEADY_MARK} steady[/]", f"[{STEADY_STYLE}]┈{STEADY_MARK} steady[/]", 1))
-        if fig.live is not None:
-            items.append(LegendItem(f"[{LIVE_STYLE}]{LIVE_MARK} now[/]", f"[{LIVE_STYLE}]{LIVE_MARK} now[/]", 2))
-    if any(s.hollow for s in [*(o for _, o in fig.overlays), *([cur] if cur else [])]):
-        items.append(LegendItem(f"[bold red]{HOLLOW_MARK} not ok[/]", f"[bold red]{HOLLOW_MARK}[/]", 3))
-    if fig.eplb:
-        items.append(LegendItem(f"[{EPLB_STYLE}]{EPLB_MARK} rebalance[/]", f"[{EPLB_STYLE}]{EPLB_MARK}[/]", 3))
-    for k, (style, series) in enumerate(fig.overlays):
-        name = escape(series.profile)
-        abbrev = escape(series.profile[:8] + ("…" if len(series.profile) > 8 else ""))
-        items.append(LegendItem(f"[{style}]━{OVERLAY_MARK} {name}[/]", f"[{style}]━ {abbrev}[/]", 4 + k))
-    return items
-
-
-def fit_legend(items: Iterable[LegendItem], width: int, sep: str = "  ") -> str:
-    """The legend in at most ``width`` cells: full entries, else short ones, else the top-ranked that fit."""
-    items = list(items)
-    for pick in (lambda i: i.full, lambda i: i.short):
-        text = sep.join(pick(i) for i in items)
-        if markup_len(text) <= width:
-            return text
-    chosen: list[LegendItem] = []
-    for item in sorted(items, key=lambda i: i.rank):
-        trial = sorted([*chosen, item], key=items.index)
-        if markup_len(" ".join(i.short for i in trial)) + 3 <= width:
-            chosen = trial
-    dropped = len(items) - len(chosen)
-    return " ".join(i.short for i in chosen) + (f" +{dropped}" if dropped and chosen else "")
 
 
 def dotted(points: Sequence[XY], xmin: float, xmax: float, ymax: float, cols: int, rows: int) -> tuple[list[float], list[float]]:
