@@ -1,4 +1,5 @@
-"""What several benchmarks share: this process's RSS, and a module as it was at another revision."""
+"""What several benchmarks share: this process's RSS, a module as it was at another revision, and the PASS/FAIL
+line each prints beside its figure (with the load average)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,23 @@ def module_at_revision(rev: str, path: str, name: str) -> ModuleType:
     sys.modules[name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load average: said beside every figure (this box is shared; a figure means little alone)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def verdict(name: str, figure: str, goal: str, ok: bool) -> bool:
+    """One line a person and ``bench/quick.py`` both read: ``PASS  name: figure  (goal: goal; load average ...)``.
+
+    Every benchmark prints one per goal it checks, so a regression reads FAIL the day it happens (issue 33)."""
+    print(f"{'PASS' if ok else 'FAIL'}  {name}: {figure}  (goal: {goal}; {load_average()})", flush=True)
+    return ok
+
+
+def exit_on(results: list[bool]) -> None:
+    """Exit 1 when any goal failed (``bench/quick.py`` and CI read the status), else return."""
+    if not all(results):
+        sys.exit(1)

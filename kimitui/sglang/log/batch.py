@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Literal
 
-from kimitui.sglang.log.values import NUM_CHARS, RESERVED, Fields, slug, value
+from kimitui.sglang.log.prefix import PREFIX, ranks
+from kimitui.sglang.log.values import NUM_CHARS, RESERVED, Fields, as_int, slug, value
 
 # no trailing "(.*)$": after a "\n" inside the line it made every "Decode batch. " rescan to the end
 BATCH = re.compile(r"(Decode|Prefill) batch(?: \[(\d+)\])?[.,] ")
@@ -164,3 +166,73 @@ def prefill_fields(body: str, fields: Fields) -> None:
         fields["graph_backend"] = backend or backend2
     if thr is not None:
         fields["input_throughput"] = float(thr)
+
+
+# The usual whole line, SGLang's prefix and all, in one regex (issue 33): most of a busy log is these two forms, and
+# one match costs less than the prefix's, the header's and the body's one after another.  ASCII digits only (faster
+# than Unicode's ``\d``): a line with other digits fails here and takes the step-by-step path, as before.
+_DECODE_LINE = re.compile(PREFIX.pattern + r"Decode batch(?: \[(\d+)\])?[.,] " + _DECODE_FAST.pattern, re.ASCII)
+_PREFILL_LINE = re.compile(PREFIX.pattern + r"Prefill batch(?: \[(\d+)\])?[.,] " + _PREFILL_FAST.pattern, re.ASCII)
+_decode_line = _DECODE_LINE.match
+_prefill_line = _PREFILL_LINE.match
+
+
+def batch_line(line: str) -> tuple[Literal["decode", "prefill"], Literal["info"], Fields] | None:
+    """``("decode" | "prefill", "info", fields)`` for a whole ``[time RANKS] Decode batch, ...`` line of the
+    usual form (a cleaned line, no level word), else None: the same fields, in the same order, as the prefix, then
+    :data:`BATCH`, then :func:`decode_fields` or :func:`prefill_fields` give it (their fast forms, inline here:
+    these are the commonest lines of all; tests/test_logpath_speed_shape.py holds the two paths equal)."""
+    if len(line) > NUM_CHARS:  # then the body may be too: the step-by-step path bounds it
+        return None
+    if "Decode batch" in line:
+        m = _decode_line(line)
+        if m is None:
+            return None
+        ts, tags, iteration, running, tokens, usage, accept_len, accept_rate, cap_len, backend, graph, thr, queue = (
+            m.groups())
+        fields: Fields = {"ts": ts}
+        if tags:
+            ranks(tags, fields)
+        if iteration:
+            fields["iter"] = as_int(iteration)
+        fields["running_reqs"] = int(running)
+        fields["num_tokens"] = int(tokens)
+        fields["token_usage"] = float(usage)
+        if accept_len is not None:
+            fields["accept_len"] = float(accept_len)
+            if accept_rate is not None:
+                fields["accept_rate"] = float(accept_rate)
+            if cap_len is not None:
+                fields["cap_len"] = float(cap_len)
+        if backend is not None:
+            fields["cuda_graph"] = graph == "True"
+            fields["graph_backend"] = backend
+        fields["gen_throughput"] = float(thr)
+        fields["queued_reqs"] = int(queue)
+        return "decode", "info", fields
+    if "Prefill batch" in line:
+        p = _prefill_line(line)
+        if p is None:
+            return None
+        (ts, tags, iteration, seqs, new, cached, usage, running, queue, pending, backend, graph, thr, backend2,
+         graph2) = p.groups()
+        fields = {"ts": ts}
+        if tags:
+            ranks(tags, fields)
+        if iteration:
+            fields["iter"] = as_int(iteration)
+        fields["new_seq"] = int(seqs)
+        fields["new_token"] = int(new)
+        fields["cached_token"] = int(cached)
+        fields["token_usage"] = float(usage)
+        fields["running_reqs"] = int(running)
+        fields["queued_reqs"] = int(queue)
+        if pending is not None:
+            fields["pending_token"] = int(pending)
+        if backend is not None or backend2 is not None:
+            fields["cuda_graph"] = (graph or graph2) == "True"
+            fields["graph_backend"] = backend or backend2
+        if thr is not None:
+            fields["input_throughput"] = float(thr)
+        return "prefill", "info", fields
+    return None

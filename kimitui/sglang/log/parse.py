@@ -18,7 +18,7 @@ import time
 from typing import NamedTuple
 
 from kimitui.events import LogLine, LogSeverity
-from kimitui.sglang.log.batch import BATCH, decode_fields, prefill_fields
+from kimitui.sglang.log.batch import BATCH, batch_line, decode_fields, prefill_fields
 from kimitui.sglang.log.eplb import eplb
 from kimitui.sglang.log.kinds import LineKind
 from kimitui.sglang.log.prefix import CUSTOM, JOURNAL, LEVEL_SEVERITY, PREFIX, UVICORN_LEVEL, clean, ranks
@@ -45,6 +45,14 @@ _batch_at_start = BATCH.match
 _batch_anywhere = BATCH.search
 
 _ACCESS = re.compile(r'^(\S+) - "([A-Z]+) (\S+)(?: (HTTP/[\d.]+))?" (\d{3})')
+# The usual access line whole (SGLang's prefix, uvicorn's level word, the request) in one match (issue 33).
+_ACCESS_LINE = re.compile(PREFIX.pattern + r"(?:TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+" + _ACCESS.pattern[1:])
+_access_line = _ACCESS_LINE.match
+_now = time.time
+_event = LogLine.from_parser
+
+Result = tuple[LineKind, LogSeverity, Fields]
+"""What :func:`_parse` returns: a :class:`Parsed` without the named tuple (a plain tuple costs less)."""
 
 
 def _bounded(raw: str) -> tuple[str, int | None]:
@@ -71,29 +79,62 @@ def _bounded(raw: str) -> tuple[str, int | None]:
 
 def parse_line(raw: str) -> Parsed:
     """Classify one log line and extract its fields; never raises, bounded time (see :data:`MAX_LINE_CHARS`)."""
-    return _parse_bounded(raw)[0]
+    kind, severity, fields, _ = _parse_bounded(raw)
+    return Parsed(kind, severity, fields)
 
 
-def _parse_bounded(raw: str) -> tuple[Parsed, str]:
-    text, length = _bounded(raw)
+def _parse_bounded(raw: str) -> tuple[LineKind, LogSeverity, Fields, str]:
+    """The line's kind, severity and fields, and the text kept (bounded, secrets ``***``)."""
+    text, length = (raw, None) if len(raw) <= MAX_LINE_CHARS else _bounded(raw)
     try:
-        parsed = _parse(text)
-        kind = parsed.line_kind  # the gate inline: most lines stop at a kind or one character's scan
+        kind, severity, fields = _parse(text)
+        # the gate inline: most lines stop at a kind or one character's scan
         if kind not in NO_SECRETS and ("=" in text or (kind in FLAG_KINDS and "--" in text)):
             shown = redact_secrets(text)
             if shown != text:  # rare: parse what is kept, so the fields hold *** too
-                text, parsed = shown, _parse(shown)
+                text = shown
+                kind, severity, fields = _parse(shown)
     except Exception as exc:  # a parser bug must never cost the line
         text = redact_secrets(text)
-        parsed = Parsed("plain", "info", {"parse_error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        kind, severity, fields = "plain", "info", {"parse_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     if length is not None:
-        parsed.fields["truncated"] = True
-        parsed.fields["raw_chars"] = length
-    return parsed, text
+        fields["truncated"] = True
+        fields["raw_chars"] = length
+    return kind, severity, fields, text
 
 
-def _parse(raw: str) -> Parsed:
-    line = clean(raw)
+def _parse(raw: str) -> Result:
+    line = raw.rstrip("\r\n")
+    if "\r" in line or "\x1b" in line:  # clean()'s work, called only when there is some (most lines: none)
+        line = clean(line)
+    if line[:1] == "[":  # the commonest lines whole, in one match each: batch figures, then requests
+        if "batch" in line:
+            hit = batch_line(line)
+            if hit is not None:
+                return hit
+        if '" ' in line:  # what every access line holds (before its status)
+            return _access(line) or _parse_steps(line)
+    return _parse_steps(line)
+
+
+def _access(line: str) -> Result | None:
+    """A whole ``[time RANKS] INFO:     client - "GET /path HTTP/1.1" 200`` line: the fields, in the order,
+    that the prefix, the level word and :data:`_ACCESS` give it step by step."""
+    m = _access_line(line)
+    if m is None:
+        return None
+    ts, tags, client, method, path, http_version, status_text = m.groups()
+    fields: Fields = {"ts": ts}
+    if tags:
+        ranks(tags, fields)
+    status = int(status_text)
+    fields["client"], fields["method"], fields["path"] = client, method, path
+    fields["http_version"], fields["status"] = http_version, status
+    return "access", "error" if status >= 500 else "info", fields
+
+
+def _parse_steps(line: str) -> Result:
+    """A cleaned line, one part after another: its prefixes, its level word, then its message by family."""
     fields: Fields = {}
     severity: LogSeverity = "info"
     level: str | None = None
@@ -131,7 +172,7 @@ def _parse(raw: str) -> Parsed:
                     status = int(status_text)
                     fields["client"], fields["method"], fields["path"] = client, method, path
                     fields["http_version"], fields["status"] = http_version, status
-                    return Parsed("access", "error" if status >= 500 else "info", fields)
+                    return "access", "error" if status >= 500 else "info", fields
     if level is not None:
         severity = _severity_of(level, "info")
     # the message, by family (inline: one call less on every line): batch, EPLB, problems, startup, its level
@@ -144,24 +185,24 @@ def _parse(raw: str) -> Parsed:
                 fields["iter"] = as_int(iteration)
             if which == "Decode":
                 decode_fields(body, fields)
-                return Parsed("decode", severity, fields)
+                return "decode", severity, fields
             prefill_fields(body, fields)
-            return Parsed("prefill", severity, fields)
+            return "prefill", severity, fields
     if "EPLBManager" in msg or "Expert Balancedness" in msg:
         if eplb(msg, fields):
-            return Parsed("eplb", severity, fields)
+            return "eplb", severity, fields
     found = problem(msg, fields)
     if found is not None:
-        return Parsed(found[0], found[1], fields)
+        return found[0], found[1], fields
     if startup(msg, fields):
-        return Parsed("startup", severity, fields)
+        return "startup", severity, fields
     if severity in ("error", "critical"):
         fields["error"] = "logged"
-        return Parsed("error", severity, fields)
+        return "error", severity, fields
     if severity == "warning":
         fields["error"] = "logged"
-        return Parsed("warning", severity, fields)
-    return Parsed("plain", severity, fields)
+        return "warning", severity, fields
+    return "plain", severity, fields
 
 
 def to_event(
@@ -176,14 +217,9 @@ def to_event(
 
     Over :data:`MAX_LINE_CHARS` the event keeps the text that was parsed, flagged ``truncated``.
     """
-    parsed, text = _parse_bounded(raw.rstrip("\r\n"))
-    return LogLine(
-        t=time.time() if t is None else t,
-        host=host,
-        raw=text,
-        line_kind=parsed.line_kind,
-        severity=parsed.severity,
-        fields=parsed.fields,
-        source=source,
-        cursor=cursor,
-    )
+    kind, severity, fields, text = _parse_bounded(raw.rstrip("\r\n"))
+    if t is None:
+        t = _now()
+    elif type(t) is not float:
+        t = float(t)  # what validation made of an int
+    return _event(t, host, text, kind, severity, fields, source, cursor)

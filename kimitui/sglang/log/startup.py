@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kimitui.sglang.log.values import Fields, as_float, as_int, elapsed, gb_fields, kv_pairs, ratio, value
+from kimitui.sglang.log.values import Fields, as_float, as_int, elapsed, finder, gb_fields, kv_pairs, ratio, value
 
 READY_TEXT = "fired up and ready to roll"
 """Readiness: ``The server is fired up and ready to roll!`` (every version kimitui has seen, 0.5.18 included)."""
@@ -27,24 +27,26 @@ _UVICORN_URL = re.compile(r"Uvicorn running on (\S+)")
 _PID = re.compile(r"\[(\d+)\]")
 _WEIGHT_TYPE = re.compile(r"type=([\w.]+)")
 _QUANT = re.compile(r"quant=(\w+)")
-# a name starts at a word's start (the lookbehind): restarting inside a long word would be quadratic
-_TIMING = re.compile(r"(?<!\w)(\w+)=(\d+(?:\.\d+)?)(?=[,}\s]|$)")
-_TIMING_GROUP = re.compile(r"(?<!\w)(\w+)=\{([^{}]*)\}")
+# a name starts at a word's start (the lookbehind): restarting inside a long word would be quadratic; possessive
+# (``\w++``): a word not followed by "=" is given up at once, not retried one character shorter each time
+_TIMING = re.compile(r"(?<!\w)(\w++)=(\d+(?:\.\d+)?)(?=[,}\s]|$)")
+_TIMING_GROUP = re.compile(r"(?<!\w)(\w++)=\{([^{}]*)\}")
 
 
 def startup(msg: str, fields: Fields) -> bool:
     """Startup steps; True when ``msg`` was one."""
-    if "Capturing " in msg and _capturing(msg, fields):
+    has = finder(msg)
+    if has("Capturing ") and _capturing(msg, fields):
         return True
-    if "Load weight " in msg:
+    if has("Load weight "):
         return _weights(msg, fields)
-    if "shards:" in msg:
+    if has("shards:"):
         m = _shards(msg)
         if m:
             i, n = as_int(m.group(2)), as_int(m.group(3))
             fields.update(step="weights", phase="progress", i=i, n=n, progress=ratio(i, n))
             return True
-    if "KV Cache is allocated" in msg:
+    if has("KV Cache is allocated"):
         fields.update(step="kv_cache", phase="end")
         m = _KV_ALLOC.search(msg)
         if m:
@@ -52,24 +54,24 @@ def startup(msg: str, fields: Fields) -> bool:
             fields["kv_tokens"] = as_int(m.group(2))
         gb_fields(msg, fields)
         return True
-    if msg.startswith("Capture ") and (" begin." in msg or " end." in msg) and _capture_begin_end(msg, fields):
+    if msg.startswith("Capture ") and (has(" begin.") or has(" end.")) and _capture_begin_end(msg, fields):
         return True
     if msg.startswith("Capture cuda graph bs"):
         m = _GRAPH_BS.search(msg)
         sizes = [as_int(x) for x in m.group(1).replace(",", " ").split()] if m else []
         fields.update(step="cuda_graph", phase="plan", batch_sizes=sizes, n=len(sizes))
         return True
-    if "max_total_num_tokens=" in msg:
+    if has("max_total_num_tokens="):
         fields.update(step="max_tokens")
         kv_pairs(msg, fields)
         for key in ("available_gpu_mem", "available_cpu_mem"):
             if isinstance(fields.get(key), str):
                 fields[key] = value(fields[key])
         return True
-    if READY_TEXT in msg:
+    if has(READY_TEXT):
         fields.update(step="ready", progress=1.0)
         return True
-    if msg.startswith("server_args=") or "server_args=ServerArgs(" in msg:
+    if msg.startswith("server_args=") or has("server_args=ServerArgs("):
         fields.update(step="args", args=_server_args(msg))
         return True
     return _later_steps(msg, fields)
@@ -77,21 +79,22 @@ def startup(msg: str, fields: Fields) -> bool:
 
 def _later_steps(msg: str, fields: Fields) -> bool:
     """Distributed init, the memory pool, the startup timings and uvicorn's lines."""
-    if "Init torch distributed" in msg:
-        fields.update(step="dist_init", phase="begin" if "begin" in msg else "end")
+    has = finder(msg)
+    if has("Init torch distributed"):
+        fields.update(step="dist_init", phase="begin" if has("begin") else "end")
         elapsed(msg, fields)
         gb_fields(msg, fields)
         return True
-    if msg.startswith("Memory pool end") or "Max concurrent requests" in msg:
+    if msg.startswith("Memory pool end") or has("Max concurrent requests"):
         fields.update(step="kv_cache", phase="pool")
         gb_fields(msg, fields)
-        if "max_num_reqs=" in msg:
+        if has("max_num_reqs="):
             kv_pairs(msg.partition("capacity:")[2], fields)
         return True
     if msg.startswith("Engine startup timings"):
         fields.update(step="timings", timings=_timings(msg.partition(":")[2]))
         return True
-    if "Uvicorn running on" in msg:
+    if has("Uvicorn running on"):
         m = _UVICORN_URL.search(msg)
         fields.update(step="uvicorn", phase="listening", url=m.group(1) if m else None)
         return True
@@ -107,9 +110,10 @@ def _later_steps(msg: str, fields: Fields) -> bool:
 
 def _weights(msg: str, fields: Fields) -> bool:
     """``Load weight begin.`` / ``Load weight end. elapsed=..., type=..., avail mem=...``."""
-    if "Load weight begin" in msg:
+    has = finder(msg)
+    if has("Load weight begin"):
         fields.update(step="weights", phase="begin", progress=0.0)
-    elif "Load weight end" in msg:
+    elif has("Load weight end"):
         fields.update(step="weights", phase="end", progress=1.0)
         m = _WEIGHT_TYPE.search(msg)
         if m:
@@ -128,11 +132,13 @@ def _timings(text: str) -> dict[str, float]:
     """``load_weight=0.18, ..., cuda_graph={prefill=0.00, decode=0.00}, tokenizer_e2e=74.87`` (0.5.18) ->
     phase -> seconds, a group's phases as ``cuda_graph_prefill``."""
     out: dict[str, float] = {}
-    for group, inner in _TIMING_GROUP.findall(text):
-        for name, secs in _TIMING.findall(inner):
-            if isinstance(f := as_float(secs), float):
-                out[f"{group}_{name}"] = f
-    for name, secs in _TIMING.findall(_TIMING_GROUP.sub("", text)):
+    if "{" in text:  # else there is no group to find or cut: two passes saved on a long line
+        for group, inner in _TIMING_GROUP.findall(text):
+            for name, secs in _TIMING.findall(inner):
+                if isinstance(f := as_float(secs), float):
+                    out[f"{group}_{name}"] = f
+        text = _TIMING_GROUP.sub("", text)
+    for name, secs in _TIMING.findall(text):
         if isinstance(f := as_float(secs), float):
             out[name] = f
     return out
@@ -213,7 +219,9 @@ def _shards(msg: str) -> re.Match[str] | None:
     return None
 
 
-_ARG = re.compile(r"[(,] ?(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=[,)])")
+# a quoted value as "a run, then (escape, run)*": the same strings as "(?:[^'\\]|\\.)*", without a branch per character
+_ARG = re.compile(r"[(,] ?(\w+)=('[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\""
+                  r"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)(?=[,)])")
 
 
 def _server_args(msg: str) -> dict[str, Any]:
