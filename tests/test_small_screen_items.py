@@ -36,17 +36,18 @@ SIZES = [(200, 55), (120, 40), (80, 24)]
 
 # ----------------------------------------------------------------------------- the simulator's EPLB line
 
-def test_the_simulated_rebalance_end_line_says_the_stall_on_the_simulated_clock(tmp_path: Path) -> None:
-    """Seen at time scale 20: ``rebalance end time=0.092s`` where the cause said 1.8 s.  A real server measures
-    the stall on its own clock; the simulator's clock is the simulated one, so the line says the stall the
-    cause says (the truth file's wall seconds times the scale)."""
+def test_the_simulated_rebalance_end_line_says_the_stall_on_the_clock_of_its_timestamps(tmp_path: Path) -> None:
+    """Decided (issue 32 saw ``rebalance end time=0.092s`` at time scale 20): the simulator's line says the stall
+    on the wall clock, as a real server measures it on its own clock, the clock of the log's timestamps and of
+    everything kimitui measures; modelled seconds back-dated each rebalance by 20x on that axis and the
+    attribution named EPLB for what a prefill surge did (tests/test_causes_sim.py).  The figure is the stall
+    itself (the truth file's wall seconds): it was taken after the experts' re-placement, up to 4x the stall."""
     prof = tmp_path / "eplb-fast.toml"
     prof.write_text('name = "eplb-fast"\nextends = "ep8-eplb"\neplb_rebalance_num_iterations = 300\n')
     truth = tmp_path / "truth.jsonl"
-    scale = 50.0
     body = {"model": "/root/models/Kimi-K2.6", "messages": [{"role": "user", "content": "balance"}],
             "max_tokens": 900, "ignore_eos": True}
-    with start_sim(str(prof), time_scale=scale, seed=2, env={TRUTH_ENV: str(truth)}) as sim:
+    with start_sim(str(prof), time_scale=20.0, seed=2, env={TRUTH_ENV: str(truth)}) as sim:
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
             for f in [ex.submit(httpx.post, sim.url + "/v1/chat/completions", json=body, timeout=120)
                       for _ in range(4)]:
@@ -54,11 +55,10 @@ def test_the_simulated_rebalance_end_line_says_the_stall_on_the_simulated_clock(
         lines = sim.lines()
     logged = [float(m.group(1)) for line in lines if "TP0" in line
               for m in [re.search(r"rebalance end time=([\d.]+)s", line)] if m]
-    stalls = [(r["end"] - r["start"]) * scale for r in map(json.loads, truth.read_text().splitlines())
-              if r["cause"] == "eplb"]
+    stalls = [r["end"] - r["start"] for r in map(json.loads, truth.read_text().splitlines()) if r["cause"] == "eplb"]
     assert logged and len(logged) == len(stalls), (logged, stalls)
     for said, stall in zip(logged, stalls):
-        assert abs(said - stall) <= max(0.5, 0.25 * stall), (logged, stalls)
+        assert abs(said - stall) <= 0.005 + 0.1 * stall, (logged, stalls)
 
 
 # ----------------------------------------------------------------------------- a straggler's client stalls

@@ -628,8 +628,11 @@ class Scheduler:
         "Skipped ep rebalancing: ..." (the window's balance is above the threshold) or the stall and
         "rebalance end time=...", after which experts sit where the recent load says.
 
-        The time is the stall on the simulated clock (what a real server's own clock would measure, and what
-        the cause says): at time scale 20 a 1.8 s rebalance reads ``time=1.8…s``, not the 0.09 s of wall time."""
+        The time is the stall on the wall clock, as a real server measures it on its own clock: the clock of
+        this log's timestamps and of everything kimitui measures (README: the simulator divides what it times
+        by the time scale), so the attribution reads it on the same axis (issue 32: a time in modelled seconds,
+        20x too long at time scale 20, back-dated each rebalance over what came before it).  It is taken when
+        the stall ends, before the experts are re-placed (that computation made it read up to 4x the stall)."""
         self.log.all_ranks("[EPLBManager] rebalance start")
         threshold = self.s.eplb_min_rebalancing_utilization_threshold
         if self.balance is not None and self.balance.window_average() > threshold:
@@ -640,9 +643,9 @@ class Scheduler:
         stall = self.model.eplb_stall_s(self.rng)
         self.stats.in_rebalance = True
         self.stats.rebalances += 1
-        t0, wall0 = self.clock.now(), time.time()
+        t0, wall0 = time.monotonic(), time.time()
         await self.clock.sleep(stall)
-        took = self.clock.now() - t0
+        took = time.monotonic() - t0
         self.truth.record("eplb", wall0, time.time())
         self.stats.in_rebalance = False
         if self.balance is not None:
