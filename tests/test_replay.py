@@ -156,6 +156,7 @@ async def test_jumps(tmp_path: Path) -> None:
         Marker(t=5_100.0, label="look"),
         LogLine(t=5_101.0, raw="plain"),
         LogLine(t=5_102.0, raw="CUDA error: out of memory", severity="error", line_kind="error"),
+        ErrorEvent(t=5_102.5, source="guard", message="ep8-eplb: one knob changed", severity="info"),
         ErrorEvent(t=5_103.0, source="metrics", message="timeout"),
         ProfileSwitch(t=5_200.0, to_profile="ep8-eplb", outcome="ok"),
     ]
@@ -168,7 +169,7 @@ async def test_jumps(tmp_path: Path) -> None:
     assert await rep.jump("straggler") is None
     assert await rep.jump("marker") == 5_100.0
     assert await rep.jump("error") == 5_102.0
-    assert await rep.jump("error") == 5_103.0
+    assert await rep.jump("error") == 5_103.0  # not the guard's information at 5_102.5 (issue 32)
     assert await rep.jump("profile_switch") == 5_200.0
     # after a jump to a marker, the marker itself is on screen
     assert any(isinstance(e, ProfileSwitch) for e in got.events)

@@ -301,7 +301,7 @@ class Replayer(SupervisedTask):
                 if k == "log_line" and not _maybe_error_line(idx, i):
                     continue
                 ev = idx.event(i)
-                if isinstance(ev, ErrorEvent) or (isinstance(ev, GpuEvent) and ev.event != "recovered") or (
+                if (isinstance(ev, ErrorEvent) and ev.severity != "info") or (isinstance(ev, GpuEvent) and ev.event != "recovered") or (
                         isinstance(ev, LogLine) and ev.severity in ("error", "critical")):
                     yield idx.times[i]
 
