@@ -232,6 +232,10 @@ def main() -> int:
     ok = n >= 200 and acc >= 95.0 and bad == 0 and acc_s >= 95.0 and bad_s == 0
     print(f"\ngoal (>= 200 stragglers, >= 95 %, 0 confidently wrong, both runs): {'met' if ok else 'NOT met'}"
           f"  [{time.monotonic() - t0:.0f} s; recordings in {root}]")
+    from benchutil import verdict  # bench/ is on sys.path (the script's own folder)
+
+    verdict("straggler attribution", f"{acc:.1f} % of {n} ({bad} confidently wrong); delayed {acc_s:.1f} % "
+            f"({bad_s} confidently wrong)", ">= 200 stragglers, >= 95 %, 0 confidently wrong, both runs", ok)
     return 0 if ok else 1
 
 

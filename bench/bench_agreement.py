@@ -68,7 +68,8 @@ the same recipe as ``bench/bench_client.py``'s (pip's "sglang 0.5.23 requires
 
 Run: ``.venv/bin/python bench/bench_agreement.py [--levels 1,8,64] [--trials 3]
 [--tokens 64] [--time-scale 2] [--prompts seed|random:N] [--sgl-venv /root/sglbench]
-[--sgl-dataset custom|random]`` (about 3 minutes with the defaults on a 2-core box).
+[--sgl-dataset custom|random]`` (about 3 minutes with the defaults on a 2-core box).  Goal: every check
+PASS; the closing line says PASS/FAIL and the exit status is 1 when any check is DIFF.
 """
 
 from __future__ import annotations
@@ -596,7 +597,10 @@ def main() -> int:
         print("\n".join(lines) + "\n")
     print(f"{passed}/{total} checks PASS (tolerances in this script's docstring; definitions in docs/sweeps.md, "
           f"'Agreement with SGLang's bench_serving')")
-    return 0
+    from benchutil import verdict  # bench/ is on sys.path (the script's own folder)
+
+    return 0 if verdict("kimitui agrees with bench_serving", f"{passed}/{total} checks within tolerance",
+                        "every check", passed == total) else 1
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ bench_serving needs its own venv (never needed by tests)::
         transformers==5.19.0 tokenizers==0.23.2 pillow psutil datasets pyzmq jinja2
 
 Run: ``.venv/bin/python bench/bench_client.py [--levels 64,256] [--sgl-venv /tmp/sglbench]``
-(``--only-dispatch`` skips the throughput and 1024-stream parts).
+(``--only-dispatch`` skips the throughput and 1024-stream parts).  Goals, each printed PASS/FAIL (exit 1 on
+FAIL): dispatch delay p99 <= 5 ms at the C=256 burst start; kimitui >= 1.0x bench_serving's chunks per
+CPU-second (when bench_serving is installed); no client-side error at C=1024.
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchutil import exit_on, verdict  # bench/ is on sys.path (the script's own folder)
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_CPU, SERVER_CPU = 0, 1
+CHECKS: list[bool] = []
+"""Each goal's PASS (True) or FAIL, as printed; exit 1 when any failed."""
 HZ = os.sysconf("SC_CLK_TCK")
 
 TOKENIZER_SCRIPT = r"""
@@ -257,6 +263,8 @@ def dispatch_report(url: str, trials: int, tmp: Path) -> list[str]:
         line = (f"C=256 burst start, {label}: dispatch delay p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                 f"(median of {trials}; best p99 {best:.2f} ms)  goal p99 <= 5 ms: {'MET' if p99 <= 5 else 'NOT met'}")
         print(line, flush=True)
+        CHECKS.append(verdict(f"C=256 burst start, {label}, dispatch delay p99", f"{p99:.2f} ms (median of {trials})",
+                              "<= 5 ms", p99 <= 5))
         summary.append(line)
     pr = send_probe(url, 256, max(3, trials))
     line = (f"one send, in-process, 256 warm connections (median of {max(3, trials)}): aiohttp {pr['aiohttp_cpu']:.0f} us "
@@ -322,6 +330,9 @@ def main() -> None:
                         f"(same stream_options as bench_serving)  goal >= 1.0x")
                 print(line, flush=True)
                 summary.append(line)
+                ratio = med["kimitui"] / med["bench_serving"]
+                CHECKS.append(verdict(f"C={c} chunks per CPU-second, kimitui / bench_serving", f"{ratio:.2f}x",
+                                      ">= 1.0x", ratio >= 1.0))
             else:
                 print(f"C={c:<4} bench_serving skipped: install with the commands in this script's docstring "
                       f"(venv expected at {args.sgl_venv}, or pass --sgl-venv)", flush=True)
@@ -336,10 +347,13 @@ def main() -> None:
             for e in errors[:5]:
                 print(f"  {e['error_class']}: {e['error']}")
             summary.append(f"C=1024 streams: {len(errors)} client-side errors of {len(results)}")
+            CHECKS.append(verdict("C=1024 streams, client-side errors", f"{len(errors)} of {len(results)}", "0",
+                                  not errors and len(results) == 1024))
         print("\nsummary:\n  " + "\n  ".join(summary), flush=True)
     finally:
         server.terminate()
         server.wait()
+    exit_on(CHECKS)
 
 
 if __name__ == "__main__":

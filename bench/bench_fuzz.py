@@ -31,6 +31,8 @@ from tests.support.fuzzcases import frame_case, log_case, logparse_runner  # noq
 from tests.support.profilefuzz import profile_case, profile_runner  # noqa: E402
 from tests.support.ssefuzz import sse_case, sse_runner  # noqa: E402
 
+from benchutil import verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
+
 BUDGET_MS = 10.0
 """The issue's goal per case (per line, per frame)."""
 
@@ -105,6 +107,8 @@ def fuzz(name: str, cases: int, seed: int) -> bool:
     print(f"{name:9s} cases {cases:,}  uncaught exceptions {sum(errors.values())}"
           f"{' ' + dict(errors).__repr__() if errors else ''}  slowest {slowest[0]:.2f} ms  p99 {p99:.3f} ms  "
           f"over {BUDGET_MS:g} ms: {over}  ({wall:.0f} s wall)  {'PASS' if ok else 'FAIL'}")
+    verdict(f"fuzz {name}", f"{sum(errors.values())} uncaught, slowest {slowest[0]:.2f} ms in {cases:,} cases",
+            f"0 uncaught, none over {BUDGET_MS:g} ms", ok)
     print(f"{'':9s} slowest case: {slowest[1]}")
     for line in examples:
         print(f"{'':9s} {line}")

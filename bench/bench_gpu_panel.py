@@ -4,7 +4,8 @@ Run: .venv/bin/python bench/bench_gpu_panel.py [--frames 200] [--size 160x50]
 For each fleet size the panel, mounted in the cockpit, draws ``--frames`` frames through the
 screen path (``render_lines``: line cache, strips, Textual's styles) in two cases: every GPU's
 figures changed (a live 4 Hz tick with busy GPUs: the worst case) and one GPU changed.
-Goal: cost per GPU flat from 8 to 128 GPUs (growth per GPU near 1.0x).
+Goal: cost per GPU flat from 8 to 128 GPUs (growth per GPU near 1.0x: PASS at <= 1.3x for the largest fleet
+against the smallest, all GPUs changed; exit 1 on FAIL).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from kimitui.events import GpuCaps, GpuReading, GpuSample, GpuStatic  # noqa: E4
 from kimitui.tui.app import KimituiApp  # noqa: E402
 from kimitui.tui.widgets.gpu_panel import GpuPanel  # noqa: E402
 from tests.support.fakecontrol import SUPPORTED, FakeController  # noqa: E402
+
+from benchutil import exit_on, verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
+
+GOAL_GROWTH = 1.3
+"""The largest fleet's cost per GPU against the smallest's: flat, give or take what a busy machine adds."""
 
 
 def sample(n: int, seq: int, rnd: random.Random, only: int | None = None) -> GpuSample:
@@ -86,6 +92,10 @@ def main() -> None:
         per = r["all_ms"] / n
         print(f"{n:>5} {r['lines']:>5.0f} {r['all_ms']:>15.2f} {per * 1000:>7.0f} {per / base:>9.2f}x "
               f"{r['one_ms']:>15.2f} {r['one_built']:>13.1f}")
+    n, last = rows[-1]
+    growth = last["all_ms"] / n / base
+    exit_on([verdict(f"GPU panel cost per GPU, {n} vs {rows[0][0]} GPUs", f"{growth:.2f}x", f"<= {GOAL_GROWTH}x",
+                     growth <= GOAL_GROWTH)])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/bench_profiles.py
 Prints per-operation times over the shipped seed profiles (a 4-deep extends chain at most).
+Goal: the swap form's whole work (list, load both, lint, diff, render) within a keypress's budget,
+<= 100 ms, so the diff shows before a person waits; PASS/FAIL, exit 1 on FAIL.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from benchutil import exit_on, verdict  # bench/ is on sys.path (the script's own folder)
+
 from kimitui.profiles import diff_profiles, lint_profile, list_profiles, load_profile, render_command, render_unit
+
+GOAL_MS = 100.0
 
 
 def per_call_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -33,6 +39,9 @@ def main() -> None:
     ]
     for name, ms in rows:
         print(f"{name:40s} {ms:8.3f} ms/call")
+    swap = sum(ms for _, ms in rows) + rows[1][1]  # list once, load two profiles, then each of the rest once
+    exit_on([verdict("a swap's profile work (list, load x2, lint, diff, render)", f"{swap:.1f} ms",
+                     f"<= {GOAL_MS:g} ms", swap <= GOAL_MS)])
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ them through a Session into a RecordingWriter, then measures:
   and to jump to a straggler — goal <= 1 s for open + seek,
 * the time for a full ``read_recording`` (every event validated), for reference.
 
+Each goal's figure is printed PASS/FAIL (with the load average); exit 1 on FAIL.
+
 Run:  .venv/bin/python bench/bench_recording.py [--minutes 60] [--first-use-minutes 18] [--size-only]
 """
 
@@ -72,6 +74,8 @@ from kimitui.recording import RecordingIndex, RecordingWriter, read_recording  #
 from kimitui.replay import Replayer  # noqa: E402
 from kimitui.report import compare, summarize  # noqa: E402
 from kimitui.session import Session  # noqa: E402
+
+from benchutil import exit_on, verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
 
 LEVELS = [1, 8, 32, 64, 96, 128, 192, 256]
 MAX_TOKENS = 512
@@ -173,6 +177,7 @@ def build_hour(minutes: float, seed: int = 1) -> list[Event]:
 SEED_AGG_TOK_S = {1: 65.0, 8: 250.0, 32: 600.0, 64: 900.0, 96: 1100.0, 128: 1250.0, 192: 1450.0, 256: 1538.0}
 """Aggregate tok/s of ep8-tuned by concurrency: 65 at C=1, 345 at C=16, a 1538 peak (the field notes)."""
 GOAL_MB_PER_HOUR = 10.0
+"""Issue 16: a first use of the cockpit, compressed, per hour."""
 """Issue 16: <= 10 MB/h compressed on the first use, chunk timing still to 0.1 ms (was 20)."""
 
 
@@ -305,7 +310,7 @@ def measure_size(events: list[Event], minutes: float, tmp: Path) -> dict[str, fl
     return out
 
 
-def print_size(minutes: float) -> None:
+def print_size(minutes: float) -> bool:
     t = time.perf_counter()
     events = build_first_use(minutes)
     kinds: dict[str, list[int]] = {}
@@ -327,10 +332,10 @@ def print_size(minutes: float) -> None:
         before = measure_size(build_first_use(minutes, compact_progress=False), minutes, Path(tmp))
     print(f"  the same with progress as before issue 16 (every in-flight request listed): "
           f"{before['v2.jsonl']:.1f} MB/h plain, {before['v2.jsonl.gz']:.2f} MB/h gzip")
-    verdict = "PASS" if r["v2.jsonl.gz"] <= GOAL_MB_PER_HOUR else "FAIL"
-    print(f"  goal <= {GOAL_MB_PER_HOUR:g} MB/h compressed: {verdict} ({r['v2.jsonl.gz']:.2f} MB/h); "
-          f"recorder CPU (publish + serialise + compress): {r['v2.jsonl.gz_cpu_s'] / (minutes * 60) * 100:.2f} % "
+    print(f"  recorder CPU (publish + serialise + compress): {r['v2.jsonl.gz_cpu_s'] / (minutes * 60) * 100:.2f} % "
           f"of one core at the session's rate")
+    return verdict("first use, compressed", f"{r['v2.jsonl.gz']:.2f} MB/h", f"<= {GOAL_MB_PER_HOUR:g} MB/h",
+                   r["v2.jsonl.gz"] <= GOAL_MB_PER_HOUR)
 
 
 async def measure_replay(path: Path) -> dict[str, float]:
@@ -366,8 +371,9 @@ def main() -> None:
     ap.add_argument("--size-only", action="store_true", help="only the first use's bytes per hour")
     args = ap.parse_args()
 
-    print_size(args.first_use_minutes)
+    checks = [print_size(args.first_use_minutes)]
     if args.size_only:
+        exit_on(checks)
         return
 
     t = time.perf_counter()
@@ -406,6 +412,7 @@ def main() -> None:
         gz_mb = final.stat().st_size / 1e6
         per_hour = gz_mb * 60 / args.minutes
         print(f"size: {raw_mb:.1f} MB plain -> {gz_mb:.2f} MB gzip ({per_hour:.2f} MB per hour; goal <= 20)")
+        checks.append(verdict("an hour with a sweep, gzip", f"{per_hour:.2f} MB/h", "<= 20 MB/h", per_hour <= 20))
         print(f"close (end the gzip stream): {close_s:.2f} s")
         r = asyncio.run(measure_replay(final))
         print(f"open index: {r['open_index_s']:.3f} s wall, {r['open_index_cpu_s']:.3f} s CPU")
@@ -415,6 +422,8 @@ def main() -> None:
               f"middle again (parsed cache warm): {r['seek_middle_again_s']:.3f} s")
         print(f"open + first seek: {r['open_index_s'] + r['seek_middle_s']:.3f} s wall, "
               f"{r['open_index_cpu_s'] + r['seek_middle_cpu_s']:.3f} s CPU (goal <= 1; wall > CPU when the host is shared)")
+        cpu_s = r["open_index_cpu_s"] + r["seek_middle_cpu_s"]
+        checks.append(verdict("open + first seek, CPU", f"{cpu_s:.3f} s", "<= 1 s", cpu_s <= 1))
         print(f"jump to straggler: {r['jump_straggler_s']:.3f} s")
         t = time.perf_counter()
         rec = read_recording(final)
@@ -427,6 +436,7 @@ def main() -> None:
         n_req = sum(len(r.requests) for r in summary.sweeps[0].levels.values())
         print(f"report (kimitui report A --vs A): summarize + compare, seeded bootstrap over {n_req} requests in "
               f"{len(cmp.levels)} levels: {time.perf_counter() - t:.2f} s wall, {time.process_time() - c:.2f} s CPU")
+    exit_on(checks)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ outcome, the objective's change and the root cause of a regression; the wall tim
 at that time-scale; the sweeps it needed against a full grid over the same changes (every
 combination, one sweep each, timed at the tune's own mean sweep and swap); that both runs end the
 same (same best, same outcome per step); and that the best serves afterwards (``kimitui status``).
+Goals, PASS/FAIL each (exit 1 on FAIL): killed and resumed ends as the straight run does, the best
+serving afterwards; the tune needs fewer sweeps than the full grid (the autopilot's reason to be).
 
     .venv/bin/python bench/bench_tune.py                       # ~10 min on 2 cores
     .venv/bin/python bench/bench_tune.py --time-scale 20 --levels 1,16,64 --max-tokens 256
@@ -128,6 +130,11 @@ def main() -> None:
           f"(every combination once; at this tune's {per_sweep:.0f} s per swept step, about {grid * per_sweep:.0f} s "
           f"against the tune's {wall:.0f} s)")
     print(f"killed and resumed ends the same: {'yes' if same else 'NO'}")
+    from benchutil import exit_on, verdict  # bench/ is on sys.path (the script's own folder)
+
+    exit_on([verdict("killed and resumed, the same end and the best serving", "yes" if same else "no", "yes", same),
+             verdict("sweeps the tune needed", f"{straight['sweeps']} against a grid of {grid}", f"< {grid}",
+                     straight["sweeps"] < grid)])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ then, like the seeds' script:
   (aggregate tok/s = all tokens / level wall time).
 Requests stream (aiohttp) with ``ignore_eos`` so every request makes 512 tokens.
 Every figure is divided by the time-scale, i.e. converted back to time-scale 1,
-and printed next to the seeds' numbers.
+and printed next to the seeds' numbers.  Goal: each within 20 % of its seed (PASS/FAIL per profile on the
+worst; exit 1 on FAIL).
 
     .venv/bin/python bench/calibrate_sim.py                       # all three, scale 4
     .venv/bin/python bench/calibrate_sim.py --profiles tp8 --time-scale 8 --levels 1,8,16
@@ -27,6 +28,19 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.simserver import start_sim  # noqa: E402
+
+from benchutil import verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
+
+TOLERANCE = 0.20
+"""Goal: each measured figure within this share of its seed (C=1 median, each seeded level, the peak)."""
+
+
+def _seed_number(text: str) -> float | None:
+    """A seed's figure: its first number (``"63.4 / 7.7 / 56.7"`` is C=1's first request, then ...), or None."""
+    try:
+        return float(text.split("/")[0])
+    except ValueError:
+        return None
 
 SEEDS = {
     "ep8-tuned": {"c1": "65", 16: "345", "peak": "1538"},
@@ -92,6 +106,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x]
+    ok: list[bool] = []
     print(f"# kimitui sim calibration: time-scale {args.time_scale}, 512-token requests (ignore_eos), figures at time-scale 1")
     for profile in args.profiles.split(","):
         t0 = time.perf_counter()
@@ -106,7 +121,14 @@ def main() -> int:
         for c, agg in res["levels"].items():
             print(f"  C={c:>4}: aggregate {agg:8.1f} tok/s   seed: {seeds.get(c, '-')}")
         print(f"  peak aggregate {peak:.1f} tok/s   seed peak: {seeds.get('peak', '-')}")
-    return 0
+        pairs = [("C=1 median", statistics.median(c1), seeds.get("c1", "-")), ("peak", peak, seeds.get("peak", "-"))]
+        pairs += [(f"C={c}", agg, seeds.get(c, "-")) for c, agg in res["levels"].items()]
+        off = [(abs(got / want - 1), name) for name, got, seed in pairs if (want := _seed_number(seed))]
+        if off:
+            worst, name = max(off)
+            ok.append(verdict(f"{profile} against the seeds", f"worst {name} off by {worst:.0%} ({len(off)} figures)",
+                              f"each within {TOLERANCE:.0%}", worst <= TOLERANCE))
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ and the aggregate rate compared with the model's own steady-state figure (a
 server that keeps up delivers what the model says).
 
     .venv/bin/python bench/sim_streams.py --profile tp8 --concurrency 1024 --tokens 128 --time-scale 1
+
+Goals, PASS/FAIL each (exit 1 on FAIL): every chunk streamed; the aggregate rate >= 80 % of the model's steady
+state (a server that keeps up delivers what the model says, less the ramp up and down).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kimitui.sim.perf_model import PerfModel  # noqa: E402
 from kimitui.sim.settings import load_settings  # noqa: E402
 from tests.support.simserver import start_sim  # noqa: E402
+
+from benchutil import verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -79,7 +84,12 @@ def main() -> int:
     if decode_lines:
         print("  last Decode line:", decode_lines[-1].split("] ", 1)[1])
     print(json.dumps({"chunks_per_s": round(chunks / wall), "server_cpu_pct": round(cpu / wall * 100), "us_per_chunk": round(cpu / max(1, chunks) * 1e6)}))
-    return 0
+    rate = chunks / wall / args.time_scale
+    ok = [verdict("chunks streamed", f"{chunks} of {args.concurrency * args.tokens}", "all",
+                  chunks == args.concurrency * args.tokens),
+          verdict("the simulator keeps up with its model", f"{rate:.0f} tok/s = {rate / steady:.0%} of {steady:.0f}",
+                  ">= 80 % of the model's steady state (the ramp up and down costs the rest)", rate >= 0.8 * steady)]
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":

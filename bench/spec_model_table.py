@@ -7,6 +7,9 @@ of ``kimitui/analysis/spec.py`` says of each level is printed beside it.
 
     .venv/bin/python bench/spec_model_table.py
     .venv/bin/python bench/spec_model_table.py --profiles ep8-dflash --levels 1,8,64,256
+
+Goal: each drafter speeds a single user up (per-user speed-up on code prompts > 1.0x at the lowest C measured,
+where speculative decoding pays most); PASS/FAIL per profile, exit 1 on FAIL.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kimitui.analysis.spec import COLLAPSE_GAIN_RATIO  # noqa: E402
 from kimitui.sim.perf_model import PerfModel  # noqa: E402
 from kimitui.sim.settings import load_settings  # noqa: E402
+
+from benchutil import exit_on, verdict  # noqa: E402  # bench/ is on sys.path (the script's own folder)
 
 SEED_LEVELS = (1, 8, 32, 64, 96, 128, 192, 256)
 KV_PER_REQUEST = 800
@@ -39,10 +44,12 @@ def main() -> None:
     args = ap.parse_args()
     base = PerfModel(load_settings("ep8-tuned"))
     levels = [int(c) for c in args.levels.split(",")]
+    checks: list[bool] = []
     for name in args.profiles.split(","):
         m = PerfModel(load_settings(name))
         print(f"{name}  (C: accept length code/prose, per-user speed-up code/prose over ep8-tuned, rule)")
         ref = None
+        first: float | None = None
         for c in levels:
             step, plain = m.decode_step_s(c, c * KV_PER_REQUEST), base.decode_step_s(c, c * KV_PER_REQUEST)
             acc_code, acc_prose = accept(m, True, c), accept(m, False, c)
@@ -50,6 +57,11 @@ def main() -> None:
             collapsed = acc_code - 1 < COLLAPSE_GAIN_RATIO * (ref - 1)
             print(f"  C={c:<4} accept {acc_code:5.2f} / {acc_prose:5.2f}   speed-up ×{acc_code * plain / step:4.2f} / "
                   f"×{acc_prose * plain / step:4.2f}   {'collapsed' if collapsed else ''}")
+            first = first if first is not None else acc_code * plain / step
+        if first is not None:
+            checks.append(verdict(f"{name} per-user speed-up at C={levels[0]}, code", f"×{first:.2f}", "> ×1.0",
+                                  first > 1.0))
+    exit_on(checks)
 
 
 if __name__ == "__main__":
