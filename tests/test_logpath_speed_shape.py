@@ -22,7 +22,7 @@ from kimitui.sglang.log.parse import _parse, _parse_steps
 from kimitui.sglang.log.prefix import clean
 from kimitui.sglang.log.problems import _PROBLEMS, problem
 from kimitui.sglang.log.startup import _ARG, _TIMING, _TIMING_GROUP, READY_TEXT
-from kimitui.sglang.log.values import _KV_EQ, finder
+from kimitui.sglang.log.values import _KV_EQ, RESERVED, finder, kv_pairs, value
 from tests.support.fuzzcases import log_case
 from tests.support.logsamples import ACCESS, ALL, DECODE, PREFILL, STARTUP, realistic_mix
 
@@ -135,3 +135,27 @@ def test_the_cheaper_patterns_find_what_the_old_ones_found() -> None:
         assert _TIMING.findall(text) == _OLD_TIMING.findall(text), text
         assert _TIMING_GROUP.findall(text) == _OLD_TIMING_GROUP.findall(text), text
         assert _TIMING_GROUP.sub("", text) == _OLD_TIMING_GROUP.sub("", text), text
+
+
+def _old_kv_pairs(text: str, fields: dict) -> None:
+    """kv_pairs as it was before issue 33 (a regex search for every key's first letter)."""
+    for key, val in _OLD_KV_EQ.findall(text):
+        start = re.search(r"[A-Za-z_]", key)
+        if start is None:
+            continue
+        key = key[start.start():]
+        if key in fields or key in RESERVED:
+            key = "field_" + key
+        fields[key] = value(val.rstrip(".,)"))
+
+
+def test_kv_pairs_keeps_the_same_keys_and_values() -> None:
+    rng = random.Random(7)
+    pieces = ["a", "_", ".", "=", "1", "é", "٣", "x=1", "_k=2", "1a=3", ".b=4", "é=5", "ts=6", " ", ",", "True"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
+        got: dict = {"ts": "t"}
+        want: dict = {"ts": "t"}
+        kv_pairs(text, got)
+        _old_kv_pairs(text, want)
+        assert list(got.items()) == list(want.items()), text

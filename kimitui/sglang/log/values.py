@@ -84,15 +84,18 @@ def value(text: str) -> Value:
 # (none can be followed by "=", which is no key character) - a 16 KB word cost 0.5 ms (issue 33).
 _KV_EQ = re.compile(r"(?<![\w.])([\w.]++)=([^\s,]+)")
 _KEY_START = re.compile(r"[A-Za-z_]")
+_KEY_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+"""What :data:`_KEY_START` finds, as a set: a key that starts with one starts there."""
 
 
 def kv_pairs(text: str, fields: Fields) -> None:
     """``key=value`` pairs; never overwrites what the line already set (``step``, ``ts``, ``rank``...)."""
     for key, val in _KV_EQ.findall(text):
-        start = _KEY_START.search(key)  # the key begins at its first letter, as r"[A-Za-z_][\w.]*" did
-        if start is None:
-            continue
-        key = key[start.start():]
+        if key[0] not in _KEY_FIRST:  # most keys start with their first letter: no search (issue 33)
+            start = _KEY_START.search(key)  # the key begins at its first letter, as r"[A-Za-z_][\w.]*" did
+            if start is None:
+                continue
+            key = key[start.start():]
         if key in fields or key in RESERVED:
             key = "field_" + key
         fields[key] = value(val.rstrip(".,)"))
