@@ -21,15 +21,10 @@ from kimitui.events import (
     parse_event,
 )
 from kimitui.recording.writer import dump_line
-from kimitui.tui.model.cockpit_state import (
-    DETAIL_SWEEPS,
-    HISTORY_HORIZON_S,
-    CockpitModel,
-    KeptResult,
-    pack_figures,
-    pack_offsets,
-    unpack_offsets,
-)
+from kimitui.tui.model.compare_book import DETAIL_SWEEPS
+from kimitui.tui.model.compact_history import HISTORY_HORIZON_S
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.packing import KeptResult, pack_figures, pack_offsets, unpack_offsets
 from kimitui.tui.model.spread_data import spread_points
 
 

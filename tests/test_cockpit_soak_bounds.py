@@ -19,7 +19,8 @@ from kimitui.events import (
     SweepStarted,
 )
 from kimitui.report.sweep_summary import sweeps_of
-from kimitui.tui.model.cockpit_state import COMPARE_SWEEPS, DETAIL_SWEEPS, CockpitModel
+from kimitui.tui.model.compare_book import COMPARE_SWEEPS, DETAIL_SWEEPS
+from kimitui.tui.model.cockpit_state import CockpitModel
 
 SPEC = SweepSpec(url="http://127.0.0.1:30000", model="m", levels=[1, 8])
 ARGS = {f"arg_{k:03d}": k for k in range(120)}
@@ -62,7 +63,7 @@ def test_the_compare_view_keeps_recent_sweeps_and_each_profiles_last_not_the_who
     assert sum(isinstance(e, LevelResult) for e in events) == 2 * len(starts)
     assert {e.sweep_id for e in events if isinstance(e, RequestResult)} == {
         f"s{k:04d}" for k in range(300 - DETAIL_SWEEPS, 300)}
-    assert len(m._client_said) <= m.compare_sweeps * 2
+    assert len(m.sweep_state.client_said) <= m.compare_sweeps * 2
 
     runs = sweeps_of(events, "this session")  # what the compare view reads: still every kept sweep, whole
     by_id = {r.sweep_id: r for r in runs}

@@ -17,7 +17,7 @@ from kimitui.events import Event, LevelResult, LevelStarted, LogLine, ServerStat
 from kimitui.recording import write_recording
 from kimitui.replay import ReplayController
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.model.cockpit_state import Notice
+from kimitui.tui.model.fold import Notice
 from kimitui.tui.widgets.level_table import LevelTable
 from kimitui.tui.widgets.replay_bar import ReplayBar, ReplayToasts
 from tests.support.storypair import T0, sweep

@@ -15,7 +15,8 @@ from textual_plot.plot_widget import LinePlot, ScatterPlot
 from kimitui.analysis.level_stats import peak_level
 from kimitui.events import LevelResult, LevelStarted, SweepProgress, SweepResult, SweepStarted
 from kimitui.report.sweep_summary import sweeps_of
-from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import CurvePoint
 from kimitui.tui.model.curve_series import curve_figure, level_ticks, nice_y_ticks, peak_point, x_limits
 from kimitui.tui.paint.curve_legend import fit_legend, legend_items, markup_len
 from kimitui.tui.widgets.panel import Panel

@@ -42,7 +42,8 @@ from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
 from kimitui.tui.model.keys import blocked_reason, profile_keys
-from kimitui.tui.model.cockpit_state import CHARTS, PANELS, CockpitModel, Notice, Part
+from kimitui.tui.model.fold import CHARTS, PANELS, Notice, Part
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.model.heatmap_data import expert_parallel
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates

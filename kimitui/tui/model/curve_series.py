@@ -14,7 +14,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import CurvePoint
 from kimitui.tui.model.level_eplb import rebalances_by_level
 
 XY = tuple[int, float]

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kimitui.events import Event
-from kimitui.tui.model.cockpit_state import CockpitModel, Notice, Part
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.fold import Notice, Part
 
 BROADCAST_KINDS = frozenset({"replay_state", "dropped"})
 """Events about the session, not one host: every model folds them."""

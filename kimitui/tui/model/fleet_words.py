@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kimitui.tui.model.cockpit_state import NODE_STRIDE, CockpitModel
+from kimitui.tui.model.gpu_state import NODE_STRIDE
+from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.fleet_state import FleetRow
 from kimitui.tui.model.gpu_summary import Piece, throttle_piece
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kimitui.tui.model.cockpit_state import GpuRow, Imbalance
+from kimitui.tui.model.gpu_state import GpuRow, Imbalance
 
 Piece = tuple[str, str]
 """(text, severity): severity is "", "warn", "bad" or "dim"."""

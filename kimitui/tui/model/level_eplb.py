@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, level_rebalances
 from kimitui.events import LevelResult
-from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import SweepView
 
 
 def level_window(sw: SweepView, lv: LevelResult, previous_end: float | None = None) -> tuple[float, float]:

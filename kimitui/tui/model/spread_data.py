@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from kimitui.loadgen.sweep import CLOUD_BINS
 
 if TYPE_CHECKING:
-    from kimitui.tui.model.cockpit_state import SweepView
+    from kimitui.tui.model.sweep_view import SweepView
 
 
 @dataclass

@@ -39,7 +39,9 @@ from textual.widget import Widget
 
 from kimitui.events import GpuReading
 from kimitui.tui.model import gpu_summary as words
-from kimitui.tui.model.cockpit_state import HISTORY, CockpitModel, GpuRow
+from kimitui.tui.model.fold import HISTORY
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.gpu_state import GpuRow
 from kimitui.tui.render import BLOCKS, bar, rate, spark
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

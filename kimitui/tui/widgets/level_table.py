@@ -27,7 +27,8 @@ from kimitui.analysis.causes.tail import SMALL_LOSS, LevelLoss
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.analysis.spec import collapses, format_speedup, level_accept_len, speedups
 from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_requests, summary, sweep_eta
-from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import SweepView
 from kimitui.tui.model.level_eplb import rebalances_by_level
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypedDict
 
-from kimitui.tui.model.cockpit_state import Parts
+from kimitui.tui.model.fold import Parts
 
 
 class WidgetOptions(TypedDict, total=False):

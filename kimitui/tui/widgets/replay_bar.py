@@ -7,7 +7,8 @@ from typing import Unpack
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.model.cockpit_state import CockpitModel, Notice
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.fold import Notice
 from kimitui.tui.render import clock
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 

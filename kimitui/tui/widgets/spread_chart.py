@@ -21,7 +21,8 @@ from typing import Unpack
 from rich.text import Text
 from textual.widget import Widget
 
-from kimitui.tui.model.cockpit_state import CockpitModel, SweepView
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import SweepView
 from kimitui.tui.render import BLOCKS
 from kimitui.tui.model.spread_data import (
     LAYERS,

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.text import Text
 from textual.widgets import Static
 
-from kimitui.tui.model.cockpit_state import CockpitModel, CurvePoint
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.model.sweep_view import CurvePoint
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 
