@@ -92,6 +92,20 @@ def test_textual_and_rich_stay_in_the_tui_and_the_command_line() -> None:
     assert not bad, "domain code never draws (move the drawing to tui/ or commands/):\n" + "\n".join(bad)
 
 
+DRAWING = ("textual", "rich", "textual_plot", "textual_hires_canvas")
+"""What draws on a terminal: the cockpit's view model (``kimitui.tui.model``) imports none of it."""
+
+
+def test_the_cockpit_model_imports_neither_textual_nor_rich() -> None:
+    model = "kimitui.tui.model"
+    bad = [_where(i) for i in _all_imports()
+           if _within(i.module, model)
+           and (i.target.split(".")[0] in DRAWING or (_within(i.target, "kimitui.tui") and not _within(i.target, model)))]
+    assert not bad, ("kimitui/tui/model/ is what the panels show, as plain data: it imports neither textual nor rich, "
+                     "nor the widgets, screens or paint beside it (move the drawing to tui/paint/ or the widget):\n"
+                     + "\n".join(bad))
+
+
 def test_the_domain_never_imports_the_command_line_or_the_cockpit_composition() -> None:
     upper = ("kimitui.commands", "kimitui.cli", "kimitui.tui", "kimitui.__main__")
     bad = [_where(i) for i in _all_imports()
