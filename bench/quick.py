@@ -46,7 +46,7 @@ QUICK: tuple[Quick, ...] = (
     Quick("spec_model_table.py", ("--levels", "1,8"), 30),
     Quick("bench_fuzz.py", ("--cases", "1500"), 60),
     Quick("bench_export.py", ("--samples", "4000"), 45),
-    Quick("bench_agent.py", ("--window", "4", "--intervals", "0.25", "--runs", "2"), 45),
+    Quick("bench_agent.py", ("--window", "4", "--intervals", "0.25", "--runs", "2", "--gpus", "8", "16"), 75),
     Quick("hosts.py", ("--runs", "30", "--lines", "20000"), 45),
     Quick("bench_recording.py", ("--size-only", "--first-use-minutes", "3"), 60),
     Quick("sim_streams.py", ("--concurrency", "64", "--tokens", "64", "--time-scale", "4"), 45),

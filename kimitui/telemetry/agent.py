@@ -174,6 +174,25 @@ class Control:
 # --------------------------------------------------------------------------- pynvml backend
 
 
+class _CFunction:
+    """An NVML C function called as pynvml's wrappers call it: looked up once (after nvmlInit, on first
+    use; a missing symbol is pynvml's NVMLError_FunctionNotFound), a non-zero return raised as pynvml's
+    NVMLError of that code (its subclass: GpuIsLost, NotSupported...)."""
+
+    __slots__ = ("_nv", "_name", "_fn")
+
+    def __init__(self, nv: Any, name: str) -> None:
+        self._nv, self._name, self._fn = nv, name, None
+
+    def __call__(self, *args: Any) -> None:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = self._nv._nvmlGetFunctionPointer(self._name)
+        ret = fn(*args)
+        if ret:
+            raise self._nv.NVMLError(ret)
+
+
 class NvmlBackend:
     """All NVML access; the fake backend is this same code over kimitui's fake library."""
 
@@ -201,7 +220,8 @@ class NvmlBackend:
         self.proc_util_api: str | None = None
         self._proc_ts: dict[int, int] = {}
         self._reported: set[tuple[int, str, str]] = set()
-        self._slow_cache: dict[int, dict[str, dict[str, Any]]] = {}
+        self._split: list[tuple[list[tuple[str, Reader]], list[tuple[str, Reader]]]] | None = None
+        self._carried: dict[int, dict[str, Any]] = {}  # per GPU: the slow groups' last values
 
     # -- helpers -----------------------------------------------------------------
     @staticmethod
@@ -222,20 +242,37 @@ class NvmlBackend:
         """Field group -> candidate readers, newest API first."""
         nv = self.nv
 
+        # The three groups read every tick call NVML's C functions straight into buffers made once
+        # (pynvml's wrappers build a structure and look the function up on every call): the same
+        # symbols, arguments and return codes as the wrappers, a third of the Python per call.
+        mem2_type = getattr(nv, "c_nvmlMemory_v2_t", None)  # an older pynvml: the v1 reader is used
+        util_buf, mem1_buf, watts = nv.c_nvmlUtilization_t(), nv.c_nvmlMemory_t(), ctypes.c_uint()
+        mem2_buf = mem2_type() if mem2_type is not None else None
+        util_ref, mem1_ref, watts_ref = ctypes.byref(util_buf), ctypes.byref(mem1_buf), ctypes.byref(watts)
+        mem2_ref = ctypes.byref(mem2_buf) if mem2_buf is not None else None
+        util_fn = _CFunction(nv, "nvmlDeviceGetUtilizationRates")
+        mem2_fn = _CFunction(nv, "nvmlDeviceGetMemoryInfo_v2")
+        mem1_fn = _CFunction(nv, "nvmlDeviceGetMemoryInfo")
+        power_fn = _CFunction(nv, "nvmlDeviceGetPowerUsage")
+
         def util(h: Handle) -> dict[str, Any]:
-            u = nv.nvmlDeviceGetUtilizationRates(h)
-            return {"util_pct": float(u.gpu), "mem_util_pct": float(u.memory)}
+            util_fn(h, util_ref)
+            return {"util_pct": float(util_buf.gpu), "mem_util_pct": float(util_buf.memory)}
 
         def mem_v2(h: Handle) -> dict[str, Any]:
-            m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
-            return {"mem_used_mib": m.used / MIB, "mem_total_mib": m.total / MIB}
+            if mem2_buf is None:
+                raise AttributeError("c_nvmlMemory_v2_t")  # as the wrapper's absence reads in _probe
+            mem2_buf.version = nv.nvmlMemory_v2
+            mem2_fn(h, mem2_ref)
+            return {"mem_used_mib": mem2_buf.used / MIB, "mem_total_mib": mem2_buf.total / MIB}
 
         def mem_v1(h: Handle) -> dict[str, Any]:
-            m = nv.nvmlDeviceGetMemoryInfo(h)
-            return {"mem_used_mib": m.used / MIB, "mem_total_mib": m.total / MIB}
+            mem1_fn(h, mem1_ref)
+            return {"mem_used_mib": mem1_buf.used / MIB, "mem_total_mib": mem1_buf.total / MIB}
 
         def power(h: Handle) -> dict[str, Any]:
-            return {"power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0}
+            power_fn(h, watts_ref)
+            return {"power_w": watts.value / 1000.0}
 
         def temp_v(h: Handle) -> dict[str, Any]:
             return {"temp_c": float(nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))}
@@ -462,43 +499,58 @@ class NvmlBackend:
     SLOW_GROUPS = frozenset({"temp", "mem_clock", "pstate", "sm_clock", "throttle", "pcie_link"})
 
     def sample(self, slow: bool = True) -> list[dict[str, Any]]:
-        nv = self.nv
+        """One tick's rows.  Per GPU the fast groups are read now; the slow groups' last values ride
+        along as one dict, rebuilt only on a slow tick (with the static power limit), and the last
+        PCIe round is added: a tick does no work for what did not move (issue 33, the agent's cost)."""
         if self.lost:
             self._retry_lost()
+        if self._split is None:
+            self._split = [self._split_readers(i) for i in range(self.count)]
+        gpu_lost = self.nv.NVMLError_GpuIsLost
         rows = []
         for i, h in enumerate(self.handles):
             if i in self.lost:
                 continue
-            row: dict[str, Any] = {"index": i}
-            cache = self._slow_cache.setdefault(i, {})
+            fast, slow_readers = self._split[i]
             try:
-                for group, reader in self.readers[i].items():
-                    if not slow and group in self.SLOW_GROUPS and group in cache:
-                        row.update(cache[group])
-                        continue
-                    try:
-                        values = reader(h)
-                        row.update(values)
-                        if group in self.SLOW_GROUPS:
-                            cache[group] = values
-                    except nv.NVMLError_GpuIsLost:
-                        raise
-                    except nv.NVMLError as exc:
-                        key = (i, group, type(exc).__name__)
-                        if key not in self._reported:
-                            self._reported.add(key)
-                            self.out.error(f"GPU {i}: {group} read failed", str(exc), index=i)
-            except nv.NVMLError_GpuIsLost as exc:
+                carried = self._carried.get(i)
+                if slow or carried is None:
+                    carried = self._carried[i] = self._read(i, h, slow_readers, {})
+                    limit = self.static[i].get("power_limit_w")
+                    if limit is not None:
+                        carried["power_limit_w"] = limit
+                row = self._read(i, h, fast, {"index": i})
+            except gpu_lost as exc:
                 self._mark_lost(i, f"{exc}")
                 continue
-            limit = self.static[i].get("power_limit_w")
-            if limit is not None:
-                row["power_limit_w"] = limit
+            row.update(carried)
             pcie = self.pcie.get(i)
             if pcie is not None:
                 row["pcie_tx_kbps"], row["pcie_rx_kbps"] = pcie
             rows.append(row)
         return rows
+
+    def _split_readers(self, i: int) -> tuple[list[tuple[str, Reader]], list[tuple[str, Reader]]]:
+        """GPU ``i``'s readers: (every tick, about once a second)."""
+        readers = list(self.readers[i].items())
+        return ([(g, r) for g, r in readers if g not in self.SLOW_GROUPS],
+                [(g, r) for g, r in readers if g in self.SLOW_GROUPS])
+
+    def _read(self, i: int, h: Handle, readers: list[tuple[str, Reader]], into: dict[str, Any]) -> dict[str, Any]:
+        """Each reader's fields into ``into``; a failed read is said once per kind and left out (a slow
+        group is tried again on the next slow tick); a lost GPU raises."""
+        nv = self.nv
+        for group, reader in readers:
+            try:
+                into.update(reader(h))
+            except nv.NVMLError_GpuIsLost:
+                raise
+            except nv.NVMLError as exc:
+                key = (i, group, type(exc).__name__)
+                if key not in self._reported:
+                    self._reported.add(key)
+                    self.out.error(f"GPU {i}: {group} read failed", str(exc), index=i)
+        return into
 
     def sample_pcie(self, pool: ThreadPoolExecutor) -> None:
         """One PCIe round, all GPUs in parallel (each call blocks ~20 ms on real hardware)."""
