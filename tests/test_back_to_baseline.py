@@ -108,3 +108,24 @@ async def test_the_palette_offers_swap_to_baseline_through_the_same_confirm(sim_
         await wait_for(app, lambda: isinstance(app.screen, SwapConfirm), 10, "the confirm for the baseline")
         assert isinstance(app.screen, SwapConfirm) and app.screen.plan.target == "ep8-tuned"
         assert ctrl.busy is None and app.model.profile == "ep8-eplb"
+
+
+async def test_help_says_where_b_goes_back_to_the_baseline() -> None:
+    """The key lives in the compare view; `?` on the main screen says so (issue 32)."""
+    from kimitui.tui.screens.help import HelpScreen
+
+    from tests.support.fakecontrol import FakeController
+
+    app = KimituiApp(FakeController(), tick=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        from rich.console import Console
+        from textual.widgets import Static
+
+        console = Console(width=200, record=True, file=__import__("io").StringIO())
+        for static in app.screen.query(Static):
+            console.print(static.content)
+        assert "b swaps back to the baseline" in console.export_text()

@@ -37,6 +37,8 @@ class HelpScreen(Dialog[None]):
         table.add_row("ctrl+p", "command palette (every action is there)")
         table.add_row("tab", "next panel; enter on a straggler opens its gap (live, j / J step through the "
                              "stragglers; x opens the newest)")
+        table.add_row("c, then b", "in the compare view, where the verdict is: b swaps back to the baseline "
+                                   "(with its confirm); [ ] picks another A; esc closes")
         with VerticalScroll():
             yield Static("kimitui keys", classes="title")
             yield Static(table)
