@@ -9,8 +9,11 @@ from kimitui.control import Fleet
 from kimitui.live import FleetController
 from kimitui.recording import RecordingWriter
 from kimitui.replay.controller import ReplayController
+from kimitui.tui.app import KimituiApp
+from kimitui.tui.model.fold import PANELS
+from kimitui.tui.painter import Painter
 from tests.support.fakecontrol import FakeController
-from tests.test_tui_fleet import HOSTS, fleet_events
+from tests.test_tui_fleet import HOSTS, FakeFleet, fleet_events
 
 TUI = Path(__file__).resolve().parent.parent / "kimitui" / "tui"
 
@@ -40,3 +43,47 @@ def test_the_tui_reads_the_controller_through_its_protocols_not_getattr_probes()
               for n, line in enumerate(p.read_text().splitlines(), 1)
               if re.search(r"getattr\((self\.)?(app\.)?(controller|ctl)\b", line)]
     assert probes == []
+
+
+def _scramble(painter: Painter) -> dict[str, object]:
+    """Every field a reset must set, set to a marker no reset would write: one it misses keeps its marker."""
+    markers = {name: object() for name in vars(painter) if name not in Painter.KEPT}
+    for name, marker in markers.items():
+        setattr(painter, name, marker)
+    return markers
+
+
+async def test_a_reset_leaves_the_painter_as_a_new_one_on_the_same_screen() -> None:
+    app = KimituiApp(FakeFleet(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        app.pump(force_charts=True)
+        painter = app.painter
+        markers = _scramble(painter)
+        assert markers  # the screen's state is there to reset
+        painter.reset()
+        fresh = Painter(app, app.fleet, chart_period=painter.chart_period, poll=painter.poll, toast=painter.toast)
+        assert ({k: v for k, v in vars(painter).items() if k not in Painter.KEPT}
+                == {k: v for k, v in vars(fresh).items() if k not in Painter.KEPT})
+        assert painter.dirty == set(PANELS) and painter.views["gpus"]
+
+
+async def test_a_focus_switch_leaves_no_state_of_the_previous_host() -> None:
+    """Focusing another host rebuilds the screen around its model: the painter forgets all it knew of the old one."""
+    app = KimituiApp(FakeFleet(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        app.pump(force_charts=True)
+        await pilot.pause()
+        old_views = {id(v) for views in app.painter.views.values() for v in views}
+        markers = _scramble(app.painter)
+        await app.focus_host("gpu-b")
+        await pilot.pause()
+        painter = app.painter
+        left = [name for name, marker in markers.items() if getattr(painter, name) is marker]
+        assert left == []
+        b = app.fleet.models["gpu-b"]
+        views = [v for vs in painter.views.values() for v in vs]
+        assert views and all(getattr(v, "model") is b for v in views)
+        assert not old_views & {id(v) for v in views}  # the old host's widgets are gone from the map
+        assert painter.generation == b.generation and painter.layout_shown is not None

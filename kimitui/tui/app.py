@@ -26,26 +26,24 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Horizontal
-from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.theme import ThemeProvider
-from textual.widget import Widget
 
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
 from kimitui.control import Autopilot, Controller, Fleet, NotAvailable, ProfileDirectories, ReplayControls, ReplayEnd
 from kimitui.events import Straggler, SweepSpec
-from kimitui.session import Subscription
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
 from kimitui.tui.model.keys import blocked_reason, profile_keys
-from kimitui.tui.model.fold import CHARTS, PANELS, Notice, Part
+from kimitui.tui.model.fold import Notice, Part
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.model.heatmap_data import expert_parallel
+from kimitui.tui.painter import PANELS_BELOW_HEADER, Painter
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
 from kimitui.tui.screens.compare import CompareScreen
@@ -67,8 +65,7 @@ from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
-from kimitui.tui.widgets.model_view import ModelView
-from kimitui.tui.model.layout_mode import LayoutMode, layout_mode
+from kimitui.tui.model.layout_mode import LayoutMode
 from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
@@ -80,12 +77,6 @@ from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 
 T = TypeVar("T")
-PANELS_BELOW_HEADER: frozenset[Part] = frozenset(PANELS) - {"header"}
-"""What a maximised panel hid: redrawn when the screen is restored."""
-
-FLEET_PERIOD_S = 0.9
-"""The fleet strip redraws at most this often (its figures move a few times a second)."""
-
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 """The replay speed ladder (``+``/``-``): 1x to 100x, as the replay command allows."""
 
@@ -124,28 +115,13 @@ class KimituiApp(App[int]):
         self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
         self._replay_toasts = ReplayToasts()
         self._tick = tick
-        self._chart_period = chart_period
-        self._last_chart = 0.0
-        self._dirty: set[Part] = set()
-        self._generation = self.model.generation
-        self._views: dict[Part, list[ModelView]] = {}
-        """Part -> the widgets that show it (``ModelView.shows``), built once on mount."""
-        self._sub: Subscription | None = None
+        self.painter = Painter(self, self.fleet, chart_period=chart_period, poll=self._poll, toast=self._toast)
+        """The pump and redraw engine: what changed, drawn where it can be seen."""
         self._shutdown_done = False
-        self._key_state: tuple[str | None, str, bool, int] = (None, "unknown", False, -1)
         self.started = False
-        self.layout_shown: LayoutMode | None = None
-        """The layout the screen shows (``layout_mode``): None until mounted."""
-        self.renders = 0
-        """Panel redraws so far (benchmarks and tests read it)."""
-        self._fleet_changed = False
-        self._last_fleet_draw = 0.0
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
-        self._rebuilding = False
         self._palette: Palette | None = None
         """The last command palette opened: ctrl+p waits while it is closing (:func:`palette_closing`)."""
-        """True while :meth:`focus_host` recomposes the screen: its widgets are being removed and replaced, so
-        the pump (a timer, not queued behind the key) and the start worker leave them alone until it is done."""
 
     @property
     def model(self) -> CockpitModel:
@@ -182,11 +158,9 @@ class KimituiApp(App[int]):
             keymap[name if name.startswith("kimitui.") else f"kimitui.{name}"] = key
         if keymap:
             self.set_keymap(keymap)
-        self._views = self._map_views()
-        self._apply_layout()
-        self._sub = self.controller.session.subscribe("tui", maxsize=20_000)
-        self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
-        self._update_recording()
+        self.painter.reset()
+        self.painter.subscribe(self.controller.session)
+        self._set_up_screen()
         if self._tick is not None:
             self.set_interval(self._tick, self.pump, name="ui-pump")
         self.run_worker(self._start_controller(), group="start", exit_on_error=False)
@@ -205,8 +179,13 @@ class KimituiApp(App[int]):
         for note in found[1] if found else []:  # a key clash or an order the config cannot have
             self.notify(f"profile keys: {note}", severity="warning", timeout=10)
 
+    def _set_up_screen(self) -> None:
+        """What the panels do not draw from the model: the curve's status and the recording."""
+        self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
+        self._update_recording()
+
     def _set_up_profile_bar(self) -> None:
-        if self._rebuilding:  # focus_host sets the new bar up once it is mounted
+        if self.painter.held:  # focus_host sets the new bar up once it is mounted
             return
         bar = self.query_one(ProfileBar)
         bar.by_key = dict(self._profile_keys[0]) if self._profile_keys else {}
@@ -214,66 +193,30 @@ class KimituiApp(App[int]):
         bar.redraw()
 
     # ------------------------------------------------------------------ rendering
+    def pump(self, force_charts: bool = False) -> set[Part]:
+        """One tick of the painter (:meth:`Painter.pump`); tests call it with ``tick=None``."""
+        return self.painter.pump(force_charts)
+
     @property
     def dirty(self) -> frozenset[Part]:
         """Parts folded but not redrawn yet: a hidden panel's wait here until it is shown again."""
-        return frozenset(self._dirty)
+        return frozenset(self.painter.dirty)
 
-    def _map_views(self) -> dict[Part, list[ModelView]]:
-        views: dict[Part, list[ModelView]] = {part: [] for part in PANELS}
-        for widget in self.query(Widget):
-            if isinstance(widget, ModelView):
-                for part in widget.shows:
-                    views[part].append(widget)
-        return views
+    @property
+    def renders(self) -> int:
+        """Panel redraws so far (benchmarks and tests read it)."""
+        return self.painter.renders
 
-    def pump(self, force_charts: bool = False) -> set[Part]:
-        """Drain events, fold them, redraw what changed and is visible; returns the parts redrawn.
+    @property
+    def layout_shown(self) -> LayoutMode | None:
+        return self.painter.layout_shown
 
-        Charts redraw at most every ``chart_period`` s (or now with ``force_charts``), inside the
-        same tick, so they add no frames of their own: every frame costs a terminal write.
-        While the screen is rebuilt around another host nothing is drawn: what changed stays dirty.
-        """
-        if self._rebuilding or not self.is_running:  # shutting down: the screens may be gone (ScreenStackError)
-            return set()
-        try:
-            return self._pump(force_charts)
-        except NoMatches:
-            if self._closing or self._closed or not self.is_running:
-                return set()  # a timer tick that fired while the screen was being torn down
-            raise
-
-    def _pump(self, force_charts: bool) -> set[Part]:
+    def _poll(self) -> None:
+        """What the controller says each tick: the recording, the replay's position, which keys can fire."""
         self._update_recording()
         if self.replay is not None:
             self._update_replay(self.replay)
-        self._fold()
-        if self.model.generation != self._generation:  # a replay seek: the log widget starts over with the model
-            self._generation = self.model.generation
-            for panel in self.query(LogPanel):
-                panel.rebuild()
         self._update_key_state()
-        self._apply_layout()
-        self._toast(self.fleet.notices())
-        now = time.monotonic()
-        if self._fleet_changed and now - self._last_fleet_draw >= FLEET_PERIOD_S:
-            self._fleet_changed, self._last_fleet_draw = False, now
-            for strip in self.query(FleetStrip):
-                strip.redraw()
-        charts_due = force_charts or now - self._last_chart >= self._chart_period
-        drawn = self._draw(set(self._dirty) if charts_due else self._dirty - CHARTS)
-        if drawn & CHARTS:
-            self._last_chart = now
-        return drawn
-
-    def _fold(self) -> None:
-        """Fold what the subscription holds into the models (drawn by the pump)."""
-        if self._sub is not None:
-            events = self._sub.drain(limit=50_000)
-            if events:
-                dirty, changed = self.fleet.apply(events)
-                self._dirty |= dirty
-                self._fleet_changed |= changed
 
     def _toast(self, notices: list[Notice]) -> None:
         """The notices as toasts; a replay playing fast shows one at a time (``replay_toasts``), the log has all."""
@@ -293,62 +236,8 @@ class KimituiApp(App[int]):
         task = asyncio.ensure_future(self._call(what, fn, *args))
         while not task.done():
             await asyncio.wait({task}, timeout=0.02)
-            self._fold()
+            self.painter.fold()
         return task.result()
-
-    def _draw(self, parts: set[Part]) -> set[Part]:
-        drawn: set[Part] = set()
-        if not parts:
-            return drawn
-        with self.batch_update():
-            for part in parts:
-                if self._redraw(part):
-                    self._dirty.discard(part)
-                    drawn.add(part)
-        self.renders += len(drawn)
-        return drawn
-
-    def _apply_layout(self) -> None:
-        """Set the main screen's layout class from the state; what it reveals is redrawn now."""
-        main = self.screen_stack[0] if self.screen_stack else None
-        if main is None:
-            return
-        mode = layout_mode(self.model)
-        if self.layout_shown != mode:
-            self.layout_shown = mode
-            main.set_class(mode == "monitor", "-monitor")
-            main.set_class(mode == "sweep", "-sweep")
-            self._dirty |= PANELS_BELOW_HEADER
-
-    def _visible(self, widget: Widget, *, chart: bool = False) -> bool:
-        """Shown, not behind a maximised panel; a chart also not hidden by the layout (its redraw is the costly one)."""
-        main = self.screen_stack[0] if self.screen_stack else None
-        if main is None:
-            return False
-        if chart and not all(node.display for node in widget.ancestors_with_self if isinstance(node, Widget)):
-            return False  # hidden by the layout (app.tcss): drawn when the layout shows it
-        maxed = main.maximized
-        return maxed is None or maxed is widget or maxed in widget.ancestors
-
-    def _redraw(self, part: Part) -> bool:
-        """Redraw the widgets that show ``part``; False if one is hidden (the part stays dirty) or none is mounted."""
-        views = self._views.get(part)
-        if not views:
-            return False
-        shown = True
-        for view in views:
-            assert isinstance(view, Widget)  # every ModelView is a widget (see _map_views)
-            if not view.drawn_when_maximized and not self._visible(view, chart=part in CHARTS):
-                shown = False
-                continue
-            view.redraw()
-            title, subtitle = view.caption()
-            if (title is not None or subtitle is not None) and isinstance(view.parent, Panel):
-                if title is not None:
-                    view.parent.border_title = title
-                if subtitle is not None:
-                    view.parent.border_subtitle = subtitle
-        return shown
 
     def _update_recording(self) -> None:
         """The header's recording status; polled each tick (the recorder opens once the controller starts)."""
@@ -357,14 +246,13 @@ class KimituiApp(App[int]):
         header = self.query_one(HeaderBar)
         if header.recording != status:
             header.recording = status
-            self._dirty.add("header")
+            self.painter.mark("header")
 
     def _update_key_state(self) -> None:
         """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
         state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful(),
                  sum(self.size.width >= room for room in (*STRAGGLER_KEYS_ROOM, FOOTER_ROOM)))
-        if state != self._key_state:
-            self._key_state = state
+        if self.painter.keys_changed(state):
             self.refresh_bindings()
             bar = self.query_one(ProfileBar)
             bar.blocked = self._blocked("pick_profile") is not None
@@ -488,7 +376,7 @@ class KimituiApp(App[int]):
             return
         if name:
             self.model.baseline = name
-            self._dirty.add("header")
+            self.painter.mark("header")
             self.notify(f"baseline: {name}")
         else:
             self.notify("no profile is running to mark as baseline", severity="warning")
@@ -583,7 +471,7 @@ class KimituiApp(App[int]):
         screen = self.screen
         if screen.maximized is not None:
             screen.minimize()
-            self._dirty |= PANELS_BELOW_HEADER
+            self.painter.mark(*PANELS_BELOW_HEADER)
             return
         target = screen.focused
         if target is None:
@@ -594,7 +482,7 @@ class KimituiApp(App[int]):
     def action_minimize(self) -> None:
         if self.screen.maximized is not None:
             self.screen.minimize()
-            self._dirty |= PANELS_BELOW_HEADER
+            self.painter.mark(*PANELS_BELOW_HEADER)
 
     # The log's own status line shows filter, search and pause: no toasts for them (each toast is a
     # mount, an animation and a relayout).
@@ -668,7 +556,7 @@ class KimituiApp(App[int]):
         if s is None:
             self.notify("no straggler yet: they are listed as each level ends" if not stragglers.row_count
                         else f"no {'later' if forward else 'earlier'} straggler")
-        elif self._visible(stragglers, chart=True):
+        elif self.painter.visible(stragglers, chart=True):
             stragglers.focus()
         else:
             self._open_straggler(s)
@@ -698,21 +586,11 @@ class KimituiApp(App[int]):
         if isinstance(ctl, Fleet) and await self._call("focus", ctl.focus, host) is _FAILED:
             return
         self.fleet.focus(host)
-        self._rebuilding = True
-        try:
+        with self.painter.holding():
             await self.recompose()
-            self._views = self._map_views()
-        finally:
-            self._rebuilding = False
-        self.layout_shown = None
-        self._dirty |= set(PANELS)
-        self._key_state = (None, "unknown", False, -1)
+        self.painter.reset()
+        self._set_up_screen()
         self._set_up_profile_bar()
-        self.query_one("#panel-curve", Panel).border_subtitle = sweep_status(self.model)
-        for panel in self.query(LogPanel):
-            panel.rebuild()
-        self._fleet_changed = True
-        self._last_fleet_draw = 0.0
         self.pump(force_charts=True)
         self.notify(f"focused {host}", timeout=2)
 
@@ -859,8 +737,7 @@ class KimituiApp(App[int]):
             return
         self._shutdown_done = True
         await self._call("shutdown", self.controller.shutdown)
-        if self._sub is not None:
-            self._sub.close()
+        self.painter.close()
 
     async def on_unmount(self) -> None:
         await self._stop_controller()
