@@ -9,20 +9,17 @@ a failure becomes a notification, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
-import enum
 import gc
-import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import ClassVar, Final, TypeVar, overload
+from typing import ClassVar
 
 from rich.console import RenderableType
 from textual import events
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Horizontal
@@ -33,16 +30,15 @@ from textual.theme import ThemeProvider
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
-from kimitui.control import Autopilot, Controller, Fleet, NotAvailable, ProfileDirectories, ReplayControls, ReplayEnd
+from kimitui.control import Autopilot, Controller, Fleet, ProfileDirectories, ReplayControls
 from kimitui.events import Straggler, SweepSpec
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
-from kimitui.tui.model.keys import blocked_reason, profile_keys
+from kimitui.tui.model.keys import profile_keys
 from kimitui.tui.model.fold import Notice, Part
-from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.fleet_state import FleetModels
-from kimitui.tui.model.heatmap_data import expert_parallel
+from kimitui.tui.cockpit_base import FAILED
 from kimitui.tui.painter import PANELS_BELOW_HEADER, Painter
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
 from kimitui.tui.render import clock
@@ -58,7 +54,6 @@ from kimitui.tui.screens.swap_confirm import SwapConfirm
 from kimitui.tui.screens.sweep_form import SweepForm
 from kimitui.tui.screens.text_prompt import TextPrompt
 from kimitui.tui.screens.tune_screen import TuneScreen
-from kimitui.tui.model.tune_view import tune_active
 from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.footer import CockpitFooter
 from kimitui.tui.widgets.gpu_panel import GpuPanel
@@ -70,17 +65,15 @@ from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
 from kimitui.tui.widgets.timeline_strip import TimelineStrip
+from kimitui.tui.replay_actions import ReplayActions
 from kimitui.tui.widgets.replay_bar import ReplayBar, ReplayToasts
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
 from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 
-T = TypeVar("T")
-REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
-"""The replay speed ladder (``+``/``-``): 1x to 100x, as the replay command allows."""
 
-class KimituiApp(App[int]):
+class KimituiApp(ReplayActions):
     """The cockpit.  ``controller`` is live (``LiveController``) or a replay (``ReplayController``)."""
 
     CSS_PATH = "app.tcss"
@@ -107,12 +100,11 @@ class KimituiApp(App[int]):
         self.config_keys = dict(config_keys or {})
         hosts = (list(controller.hosts) if isinstance(controller, Fleet) else []) or [controller.host_name]
         self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
-        """One model per host (a fleet session), the focused one drawn; one host: the one model."""
         if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
             slo = parse_slo(controller.config.capacity.slo)
             for model in self.fleet.models.values():
                 model.slo = slo
-        self.replay: ReplayControls | None = controller if isinstance(controller, ReplayControls) else None
+        self.replay = controller if isinstance(controller, ReplayControls) else None
         self._replay_toasts = ReplayToasts()
         self._tick = tick
         self.painter = Painter(self, self.fleet, chart_period=chart_period, poll=self._poll, toast=self._toast)
@@ -122,11 +114,6 @@ class KimituiApp(App[int]):
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
         self._palette: Palette | None = None
         """The last command palette opened: ctrl+p waits while it is closing (:func:`palette_closing`)."""
-
-    @property
-    def model(self) -> CockpitModel:
-        """The focused host's model: what every panel draws."""
-        return self.fleet.model
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -168,7 +155,7 @@ class KimituiApp(App[int]):
     async def _start_controller(self) -> None:
         start = self._folding if self.replay is not None else self._call  # a replay opened --at seeks at once
         ok = await start("start", self.controller.start)
-        self.started = ok is not _FAILED
+        self.started = ok is not FAILED
         # The ~300k objects alive now (Textual, the widgets, the controller) live as long as the
         # app: out of the collector's view a full collection takes ~20 ms, not ~150 ms that a key
         # press would wait for.  Refcounting still frees them; on_unmount hands them back.
@@ -214,30 +201,16 @@ class KimituiApp(App[int]):
     def _poll(self) -> None:
         """What the controller says each tick: the recording, the replay's position, which keys can fire."""
         self._update_recording()
-        if self.replay is not None:
-            self._update_replay(self.replay)
+        self._update_replay_bar()
         self._update_key_state()
 
     def _toast(self, notices: list[Notice]) -> None:
-        """The notices as toasts; a replay playing fast shows one at a time (``replay_toasts``), the log has all."""
-        replay, timeout = self.replay, None
-        if replay is not None and notices:
-            speed, playing = self._safe(lambda: (replay.speed, replay.playing)) or (1.0, False)
-            shown = self._replay_toasts.take(notices, speed, playing, time.monotonic())
-            if shown is not notices:  # coalesced: shown until the next may come
-                notices, timeout = shown, self._replay_toasts.gap_s
+        """The notices as toasts; a replay playing fast shows one at a time (:meth:`_replay_coalesce`), the log has
+        all."""
+        notices, timeout = self._replay_coalesce(notices)
         for notice in notices:
             self.notify(notice.message, severity=notice.severity,
                         timeout=timeout or (6 if notice.severity != "error" else 10))
-
-    async def _folding(self, what: str, fn: Callable[..., Awaitable[T]], *args: object) -> T | _Failed:
-        """A replay's start or seek: the state at the new moment is re-published at once, maybe more events than
-        the subscription holds (a dropped reset left the old state under the new); folded as they come."""
-        task = asyncio.ensure_future(self._call(what, fn, *args))
-        while not task.done():
-            await asyncio.wait({task}, timeout=0.02)
-            self.painter.fold()
-        return task.result()
 
     def _update_recording(self) -> None:
         """The header's recording status; polled each tick (the recorder opens once the controller starts)."""
@@ -257,54 +230,6 @@ class KimituiApp(App[int]):
             bar = self.query_one(ProfileBar)
             bar.blocked = self._blocked("pick_profile") is not None
             bar.redraw()
-
-    def _blocked(self, action: str) -> str | None:
-        busy = self._safe(lambda: self.controller.busy)
-        watched = self._safe(lambda: self.controller.watch_url)
-        return blocked_reason(action, busy, self.model.profile_state, watched if isinstance(watched, str) else None,
-                              tuning=tune_active(self.model.tune))
-
-    def _update_replay(self, replay: ReplayControls) -> None:
-        """Play state, speed and position from the replay controller, when they changed."""
-        bar = self.query_one(ReplayBar)
-        try:
-            state = (replay.playing, replay.speed, replay.position,
-                     isinstance(replay, ReplayEnd) and replay.finished)
-        except Exception:  # a replay that cannot say where it is leaves the bar as it was
-            return
-        if state != (bar.playing, bar.speed, bar.position, bar.finished):
-            bar.playing, bar.speed, bar.position, bar.finished = state
-            bar.refresh()
-
-    # ------------------------------------------------------------------ controller calls
-    def _safe(self, fn: Callable[[], T]) -> T | None:
-        try:
-            return fn()
-        except Exception:
-            return None
-
-    @overload
-    async def _call(self, what: str, fn: Callable[..., Awaitable[T]], *args: object) -> T | _Failed: ...
-
-    @overload
-    async def _call(self, what: str, fn: Callable[..., T], *args: object) -> T | _Failed: ...
-
-    async def _call(self, what: str, fn: Callable[..., object], *args: object) -> object:
-        """Run a controller call; NotAvailable -> warning, anything else -> error toast. Never raises."""
-        try:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except NotAvailable as exc:
-            self.notify(str(exc) or f"{what} is not available here", severity="warning")
-        except Exception as exc:  # the app keeps running whatever a controller does
-            self.notify(f"{what} failed: {exc}", severity="error", timeout=10)
-        return _FAILED
-
-    def background_call(self, what: str, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        """Run a controller call as a worker (a swap, a sweep): the app keeps drawing meanwhile."""
-        self.run_worker(self._call(what, fn, *args), group=what, exit_on_error=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in FOOTER_WHEN and len(parameters) == (3 if action == "jump" else 1):  # the footer's copy of a key
@@ -337,7 +262,7 @@ class KimituiApp(App[int]):
     # ------------------------------------------------------------------ actions: profiles
     async def action_pick_profile(self, number: int) -> None:
         keys = await self._call("profiles", lambda: profile_keys(self.controller))
-        if keys is _FAILED:
+        if keys is FAILED:
             return
         by_key, _notes = keys
         name = by_key.get(str(number))
@@ -358,7 +283,7 @@ class KimituiApp(App[int]):
     async def _offer_swap(self, name: str) -> None:
         """The swap's plan to confirm; an offered variant taken instead gets its own confirm (its diff) first."""
         plan = await self._call("plan swap", self.controller.plan_swap, name)
-        if plan is _FAILED:
+        if plan is FAILED:
             return
 
         def chosen(target: str | None) -> None:
@@ -372,7 +297,7 @@ class KimituiApp(App[int]):
 
     async def action_baseline(self) -> None:
         name = await self._call("baseline", self.controller.mark_baseline)
-        if name is _FAILED:
+        if name is FAILED:
             return
         if name:
             self.model.baseline = name
@@ -387,7 +312,7 @@ class KimituiApp(App[int]):
             self._ask_stop_sweep()
             return
         spec = await self._call("sweep defaults", self.controller.default_sweep_spec)
-        if spec is _FAILED:
+        if spec is FAILED:
             return
 
         def chosen(new: SweepSpec | None) -> None:
@@ -424,17 +349,17 @@ class KimituiApp(App[int]):
         self.push_screen(TextPrompt("Note for the recording", "what did you just see or change?"), chosen)
 
     async def _note(self, text: str) -> None:
-        if await self._call("note", self.controller.add_note, text) is not _FAILED:
+        if await self._call("note", self.controller.add_note, text) is not FAILED:
             self.notify(f"note added: {text}")
 
     async def action_marker(self) -> None:
         label = clock(time.time())
-        if await self._call("marker", self.controller.add_marker, label) is not _FAILED:
+        if await self._call("marker", self.controller.add_marker, label) is not FAILED:
             self.notify(f"marker dropped at {label}")
 
     async def action_record(self) -> None:
         on = await self._call("recording", self.controller.toggle_recording)
-        if on is _FAILED:
+        if on is FAILED:
             return
         self._update_recording()
         path = self._safe(lambda: self.controller.recording_path)
@@ -522,7 +447,7 @@ class KimituiApp(App[int]):
             self.push_screen(TuneScreen(self.model), steer)
             return
         lines = await self._call("autopilot", ctl.plan_tune)
-        if lines is _FAILED:
+        if lines is FAILED:
             return
 
         def chosen(choice: str | None) -> None:
@@ -583,7 +508,7 @@ class KimituiApp(App[int]):
         if host == self.fleet.focused or self.screen is not self.screen_stack[0]:
             return
         ctl = self.controller
-        if isinstance(ctl, Fleet) and await self._call("focus", ctl.focus, host) is _FAILED:
+        if isinstance(ctl, Fleet) and await self._call("focus", ctl.focus, host) is FAILED:
             return
         self.fleet.focus(host)
         with self.painter.holding():
@@ -606,64 +531,17 @@ class KimituiApp(App[int]):
         focused = self.screen_stack[0].focused if self.screen_stack else None
         return focused is not None and any(isinstance(node, LogBox) for node in focused.ancestors_with_self)
 
-    def _experts_useful(self) -> bool:
-        """The running server spreads its experts over GPUs, or reports their load: the footer offers ``h``."""
-        m = self.model
-        return m.expert_load is not None or m.balance is not None or expert_parallel(m.server_args)
-
     def action_experts(self, footer: bool = False) -> None:
         """The expert heatmap (layers x GPUs) and the balance: live and in a replay (``footer``: the footer's copy)."""
         self.push_screen(ExpertHeatmap(self.model))
 
-    # ------------------------------------------------------------------ actions: replay
-    def action_play_pause(self) -> None:
-        if self.replay is None:
-            return
-        try:
-            playing = self.replay.play_pause()
-        except Exception as exc:
-            self.notify(f"play/pause failed: {exc}", severity="error")
-            return
-        bar = self.query_one(ReplayBar)
-        bar.playing = bool(playing)
-        bar.refresh()
-
-    def action_speed(self, factor: float) -> None:
-        if self.replay is None:
-            return
-        bar = self.query_one(ReplayBar)
-        current = bar.speed or REPLAY_SPEEDS[-1]
-        if factor > 1:
-            speed = next((s for s in REPLAY_SPEEDS if s > current), REPLAY_SPEEDS[-1])
-        else:
-            speed = next((s for s in reversed(REPLAY_SPEEDS) if s < current), REPLAY_SPEEDS[0])
-        try:
-            self.replay.set_speed(speed)
-        except Exception as exc:
-            self.notify(f"speed failed: {exc}", severity="error")
-            return
-        bar.speed = speed
-        bar.refresh()
-
-    async def action_seek(self, delta_s: float) -> None:
-        replay = self.replay
-        if replay is None:
-            return
-        now = self._safe(lambda: replay.position) or self.model.last_t
-        if now is not None:
-            await self._folding("seek", replay.seek, now + delta_s)
-
     async def action_jump(self, kind: str, forward: bool = True, footer: bool = False) -> None:
-        """``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
-        if self.replay is None:
-            if kind == "straggler":
-                self._step_straggler(forward)
-            return
-        t = await self._folding("jump", self.replay.jump, kind, forward)
-        if t is _FAILED:
-            return
-        what = kind.replace("_", " ")
-        self.notify(f"{what} at {clock(t)}" if t is not None else f"no {'later' if forward else 'earlier'} {what}")
+        """A replay seeks to the next ``kind`` (:class:`ReplayActions`); live, ``j``/``J`` step through the straggler
+        list.  ``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
+        if self.replay is not None:
+            await self._replay_jump(kind, forward)
+        elif kind == "straggler":
+            self._step_straggler(forward)
 
     # ------------------------------------------------------------------ command palette
     def action_command_palette(self) -> None:
@@ -744,13 +622,6 @@ class KimituiApp(App[int]):
         gc.unfreeze()
 
 
-class _Failed(enum.Enum):
-    """Marker for a controller call that failed (None is a legitimate result)."""
-
-    FAILED = "<failed>"
-
-
-_FAILED: Final = _Failed.FAILED
 
 
 def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None) -> int:
