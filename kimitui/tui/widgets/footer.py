@@ -50,19 +50,28 @@ class CockpitFooter(Footer):
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.fit_keys)
 
+    ESSENTIAL = ("help", "quit")
+    """Shown before any other key wherever they fit: at 80 columns the log's keys left no room for them."""
+
     def fit_keys(self) -> None:
-        """Show the keys, in order, while each fits whole in the room the palette's key leaves."""
+        """Show the keys, in order, while each fits whole in the room the palette's key and the
+        essential keys (help, quit) leave."""
         if not self.is_attached:
             return
         keys = list(self.query_children(FooterKey))
         palette = [k for k in keys if k.has_class("-command-palette")]
+        essential = [k for k in keys if k not in palette and k.action in self.ESSENTIAL]
         used = sum(_cells(k) for k in palette)
-        fits = True
+        shown: set[FooterKey] = set()
+        for group in (essential, [k for k in keys if k not in palette and k not in essential]):
+            fits = True
+            for key in group:
+                need = _cells(key)
+                fits = fits and used + need <= self.size.width
+                if fits:
+                    used += need
+                    shown.add(key)
         for key in keys:
-            if key in palette:
-                continue
-            need = _cells(key)
-            fits = fits and used + need <= self.size.width
-            used += need if fits else 0
-            if key.display != fits:
-                key.display = fits
+            display = key in palette or key in shown
+            if key.display != display:
+                key.display = display
