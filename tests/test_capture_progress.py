@@ -113,3 +113,26 @@ def test_the_next_bar_is_an_entry_of_its_own() -> None:
         ring.add(1.0, "info", "startup", line)
     assert [e.text for e in ring.entries] == ["Capturing num tokens 2/2 (num_tokens=2048)",
                                               "Capturing batches 2/2 (bs=4)"]
+
+
+def test_the_weights_shards_bar_is_one_entry_too() -> None:
+    """The simulator's start prints 16 ``Loading safetensors checkpoint shards`` redraws (the real server's
+    tqdm bar, one line each): the log holds one entry, at its last redraw, between the lines around it."""
+    ring = LogRing(200)
+    for n, line in enumerate(LineSplitter().feed(b"".join(_simulated_start()))):
+        parsed = parse_line(line)
+        ring.add(float(n), parsed.severity, parsed.line_kind, line)
+    shards = [e for e in ring.entries if "checkpoint shards" in e.text]
+    assert len(shards) == 1 and "100% Completed | 64/64" in shards[0].text, [e.text for e in shards]
+    texts = [e.text for e in ring.entries]
+    assert "Load weight end" in texts[texts.index(shards[0].text) + 1]
+
+
+def test_two_bars_of_shards_one_after_the_other_stay_two_entries() -> None:
+    ring = LogRing(10)
+    for what in ("Loading safetensors checkpoint shards", "Loading draft model checkpoint shards"):
+        for done in (1, 2):
+            ring.add(1.0, "info", "startup", f"{what}: {done * 50}% Completed | {done}/2 [00:01<00:01, 1.00it/s]")
+    assert [e.text.split(":")[0] for e in ring.entries] == ["Loading safetensors checkpoint shards",
+                                                             "Loading draft model checkpoint shards"]
+    assert all("2/2" in e.text for e in ring.entries)

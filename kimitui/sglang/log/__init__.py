@@ -36,11 +36,11 @@ from kimitui.sglang.log.kinds import (
 from kimitui.sglang.log.parse import MAX_LINE_CHARS, Parsed, parse_line, to_event
 from kimitui.sglang.log.prefix import split_glued
 from kimitui.sglang.log.secrets import UNREDACTABLE, redact_secrets
-from kimitui.sglang.log.startup import CaptureProgress, capture_progress
+from kimitui.sglang.log.startup import CaptureProgress, capture_progress, shards_bar
 from kimitui.sglang.log.stats import to_stats
 
 __all__ = [
     "MAX_LINE_CHARS", "UNREDACTABLE", "AccessFields", "CaptureProgress", "DecodeFields", "EplbFields", "LineFields", "LineKind",
-    "LogLineLike", "Parsed", "PrefillFields", "ProblemFields", "StartupFields", "capture_progress", "fields_if", "is_kind", "kind_is",
+    "LogLineLike", "Parsed", "PrefillFields", "ProblemFields", "StartupFields", "capture_progress", "fields_if", "is_kind", "kind_is", "shards_bar",
     "line_fields", "parse_line", "problem_fields", "redact_secrets", "split_glued", "to_event", "to_stats",
 ]

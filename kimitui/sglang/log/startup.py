@@ -207,6 +207,15 @@ def _capture_begin_end(msg: str, fields: Fields) -> bool:
     return True
 
 
+def shards_bar(text: str) -> str | None:
+    """Which bar a ``Loading ... shards: N% Completed | i/n`` redraw belongs to (the text before
+    ``shards:``), else None: the log folds a bar's redraws into one line, as it does a capture's."""
+    if "shards:" not in text:
+        return None
+    m = _shards(text)
+    return text[: m.start()].rstrip() if m is not None else None
+
+
 def _shards(msg: str) -> re.Match[str] | None:
     """The first ``shards: N% Completed | i/n`` preceded by ``Loading``/``loading `` with no ``:`` between.
 

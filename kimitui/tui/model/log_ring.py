@@ -4,7 +4,8 @@ A TP8 server prints its start-up, EPLB and warning lines once per rank.  The rin
 copy into the entry already held (:class:`~kimitui.analysis.log_lines.RankMerger`), whose text then
 names the rank set (``TP0–7 EP0–7``): eight times fewer entries, so the same 5,000 cover eight times
 as long, and a search or a rebuild after a seek reads merged lines too.  A CUDA-graph capture's tqdm
-bar (52 redraws, no timestamp) is one entry, ``Capturing batches 37/52 (bs=64)``, updated in place.  kimitui's own polling
+bar (52 redraws, no timestamp) is one entry, ``Capturing batches 37/52 (bs=64)``, updated in place, and so is the
+weights' ``Loading safetensors checkpoint shards: 38% Completed | 24/64`` bar.  kimitui's own polling
 (``GET /metrics``...) is marked once here, so a filter hides it without parsing every line again.
 
 Pure: no Textual; the log panel reads ``entries`` and drains ``pending``.
@@ -16,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from kimitui.analysis.log_lines import MERGE_LOOKBACK, MergedLine, RankMerger, is_own_polling
-from kimitui.sglang.log import CaptureProgress, capture_progress, kind_is
+from kimitui.sglang.log import capture_progress, kind_is, shards_bar
 
 POLLING = "polling"
 """The filter's name for kimitui's own polling (``-polling`` hides it, as ``-access`` hides a kind)."""
@@ -53,17 +54,22 @@ class LogRing:
         """The entry that set ``widest``: while it is the only witness, it may still grow past it."""
         self._merger = RankMerger()
         self._recent: deque[tuple[MergedLine, LogEntry]] = deque(maxlen=MERGE_LOOKBACK)
-        self._capture: LogEntry | None = None
-        """The entry of the capture bar now being redrawn: the next redraw updates it, if it is still the last."""
+        self._bar: LogEntry | None = None
+        """The entry of the progress bar (a CUDA-graph capture, the weights' shards) now being redrawn: the
+        next redraw updates it, if it is still the last."""
 
     def add(self, t: float, severity: str, kind: str, text: str, node: str | None = None) -> LogEntry:
         """Hold a line; a rank's copy of a recent line updates that entry (returned) instead.
 
         ``node``: which process of a deployment printed it (``decode-0``, ``node-1@gpu-b``): shown before
         the line, and only copies from the same process are merged."""
-        capture = capture_progress(text) if kind_is(kind, "startup") and "Capturing " in text else None
+        startup = kind_is(kind, "startup")
+        capture = capture_progress(text) if startup and "Capturing " in text else None
         if capture is not None:
-            return self._capture_redraw(t, severity, kind, capture, node)
+            return self._bar_redraw(t, severity, kind, f"Capturing {capture.what} ", capture.folded(), node)
+        bar = shards_bar(text) if startup else None
+        if bar is not None:  # "Loading safetensors checkpoint shards: 38% Completed | 24/64 [...]", 16 redraws
+            return self._bar_redraw(t, severity, kind, bar, text, node)
         line = self._merger.add(t, severity, f"{kind}\0{node}" if node else kind, text)
         if line is None:
             joined = self._merger.last_joined
@@ -81,16 +87,16 @@ class LogRing:
         self.pending.append(entry)
         return entry
 
-    def _capture_redraw(self, t: float, severity: str, kind: str, capture: CaptureProgress,
-                        node: str | None) -> LogEntry:
-        """A capture bar's redraw: the bar's entry updated when it is the last line, else a new entry."""
-        held = self._capture
+    def _bar_redraw(self, t: float, severity: str, kind: str, bar: str, shown: str, node: str | None) -> LogEntry:
+        """A progress bar's redraw (``bar``: which bar, the text its lines start with): the bar's entry
+        updated when it is the last line, else a new entry."""
+        held = self._bar
         if (held is not None and self.entries and self.entries[-1] is held and held.node == node
-                and held.text.startswith(f"Capturing {capture.what} ")):  # this bar's last redraw, not the next bar
-            held.t, held.text = t, capture.folded()
+                and held.text.startswith(bar)):  # this bar's last redraw, not the next bar
+            held.t, held.text = t, shown
             return held
-        entry = LogEntry(t, severity, kind, capture.folded(), node=node)
-        self._capture = entry
+        entry = LogEntry(t, severity, kind, shown, node=node)
+        self._bar = entry
         self.entries.append(entry)
         self.pending.append(entry)
         return entry
