@@ -42,7 +42,7 @@ async def test_the_simulated_hosts_first_log_line_says_where_kimitui_is_connecte
     model = CockpitModel()
     model.apply(events[:1])
     (line,) = [e.text for e in model.log_ring.entries if e.kind == "connection"]
-    assert line == "link connected to this machine: the simulated host, no SSH", line
+    assert line == "connected to this machine: the simulated host, no SSH", line  # its kind column says link
     assert isinstance(events[1], ConnectionState) and events[1].state == "closed"
 
 

@@ -81,7 +81,7 @@ class HeaderState:
         elif ev.state == "connected" and was in ("lost", "reconnecting", "failed"):
             self._log.notify("information", f"{ev.host}: connected again")
         self._log.say(ev.t, "warning" if ev.state in ("lost", "reconnecting", "failed") else "info",
-                      "connection", f"link {ev.state} {ev.detail}".strip())  # its kind says connection
+                      "connection", f"{ev.state} {ev.detail}".strip())  # the kind column says "link"
         return HEADER_LOG
 
     def _on_error(self, ev: ErrorEvent) -> Parts:
