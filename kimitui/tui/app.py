@@ -1,37 +1,32 @@
 """The cockpit: one screen over a Session, every action through a Controller.
 
-Events are never rendered one by one: a single timer (3 Hz) drains the
-subscription, folds the batch into the :class:`CockpitModel`, writes the log
-in one batch, redraws the panels that changed and are visible, and redraws the
-charts at most every ``chart_period`` seconds.  Controller calls are wrapped so
-a failure becomes a notification, never a traceback.
+The app is a composition of rooms: the painter (:mod:`kimitui.tui.painter`: the 3 Hz pump that folds the
+session's events and redraws what changed and can be seen), and the actions by what they act on, each a mixin over
+:class:`~kimitui.tui.cockpit_base.CockpitBase` (whose controller calls turn a failure into a notification, never a
+traceback): the host (:mod:`~kimitui.tui.host_actions`), the view (:mod:`~kimitui.tui.view_actions`), the replay's
+transport (:mod:`~kimitui.tui.replay_actions`) and quitting (:mod:`~kimitui.tui.quit_actions`).  What stays here:
+the screen's widgets, its start, which keys can fire now, the fleet's focus and the command palette.
 """
 
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import ClassVar
 
 from rich.console import RenderableType
 from textual import events
 from textual.actions import ActionParseResult
-from textual.actions import parse as parse_action
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.command import CommandPalette
 from textual.containers import Horizontal
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.theme import ThemeProvider
 
-from kimitui.analysis.causes.attribute import Attribution
-from kimitui.analysis.gap_evidence import gather
 from kimitui.capacity.slo import parse_slo
-from kimitui.control import Autopilot, Controller, Fleet, ProfileDirectories, ReplayControls
-from kimitui.events import Straggler, SweepSpec
+from kimitui.control import Controller, Fleet, ProfileDirectories, ReplayControls
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
                                   footer_shows)
@@ -39,25 +34,17 @@ from kimitui.tui.model.keys import profile_keys
 from kimitui.tui.model.fold import Notice, Part
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.cockpit_base import FAILED
-from kimitui.tui.painter import PANELS_BELOW_HEADER, Painter
+from kimitui.tui.host_actions import HostActions
+from kimitui.tui.painter import Painter
+from kimitui.tui.quit_actions import QuitActions
+from kimitui.tui.replay_actions import ReplayActions
+from kimitui.tui.view_actions import ViewActions
 from kimitui.tui.palette import cockpit_commands, without_textual_duplicates
-from kimitui.tui.render import clock
-from kimitui.tui.screens.compare import CompareScreen
-from kimitui.tui.screens.confirm import Confirm
 from kimitui.tui.screens.dialog import PALETTE_ID, Palette, palette_closing
-from kimitui.tui.screens.expert_heatmap import ExpertHeatmap
-from kimitui.tui.screens.fleet_gpus import FleetGpus
-from kimitui.tui.screens.gpu_processes import GpuProcesses
-from kimitui.tui.screens.help import HelpScreen
-from kimitui.tui.screens.straggler_detail import StragglerDetail
-from kimitui.tui.screens.swap_confirm import SwapConfirm
-from kimitui.tui.screens.sweep_form import SweepForm
-from kimitui.tui.screens.text_prompt import TextPrompt
-from kimitui.tui.screens.tune_screen import TuneScreen
 from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.footer import CockpitFooter
 from kimitui.tui.widgets.gpu_panel import GpuPanel
-from kimitui.tui.widgets.header_bar import HeaderBar, RecordingStatus
+from kimitui.tui.widgets.header_bar import HeaderBar
 from kimitui.tui.widgets.level_table import PANEL_TITLE, LevelTable
 from kimitui.tui.widgets.log_panel import LogPanel
 from kimitui.tui.model.layout_mode import LayoutMode
@@ -65,7 +52,6 @@ from kimitui.tui.widgets.panel import GpuBox, LogBox, Panel
 from kimitui.tui.widgets.profile_bar import ProfileBar
 from kimitui.tui.widgets.sweep_strip import SweepStrip
 from kimitui.tui.widgets.timeline_strip import TimelineStrip
-from kimitui.tui.replay_actions import ReplayActions
 from kimitui.tui.widgets.replay_bar import ReplayBar, ReplayToasts
 from kimitui.tui.widgets.server_panel import ServerPanel
 from kimitui.tui.widgets.spread_chart import SpreadChart
@@ -73,8 +59,9 @@ from kimitui.tui.widgets.straggler_list import StragglerList
 from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 
 
-class KimituiApp(ReplayActions):
-    """The cockpit.  ``controller`` is live (``LiveController``) or a replay (``ReplayController``)."""
+class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
+    """The cockpit.  ``controller`` is live (``LiveController``, ``FleetController``) or a replay
+    (``ReplayController``)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "kimitui"
@@ -109,7 +96,6 @@ class KimituiApp(ReplayActions):
         self._tick = tick
         self.painter = Painter(self, self.fleet, chart_period=chart_period, poll=self._poll, toast=self._toast)
         """The pump and redraw engine: what changed, drawn where it can be seen."""
-        self._shutdown_done = False
         self.started = False
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
         self._palette: Palette | None = None
@@ -212,15 +198,7 @@ class KimituiApp(ReplayActions):
             self.notify(notice.message, severity=notice.severity,
                         timeout=timeout or (6 if notice.severity != "error" else 10))
 
-    def _update_recording(self) -> None:
-        """The header's recording status; polled each tick (the recorder opens once the controller starts)."""
-        path = self._safe(lambda: self.controller.recording_path)
-        status = RecordingStatus(path, path is not None, self.controller.live)
-        header = self.query_one(HeaderBar)
-        if header.recording != status:
-            header.recording = status
-            self.painter.mark("header")
-
+    # ------------------------------------------------------------------ which keys can fire
     def _update_key_state(self) -> None:
         """Re-check which keys can fire (the footer dims the others) when a swap or sweep starts or ends."""
         state = (self._safe(lambda: self.controller.busy), self.model.profile_state, self._experts_useful(),
@@ -230,6 +208,12 @@ class KimituiApp(ReplayActions):
             bar = self.query_one(ProfileBar)
             bar.blocked = self._blocked("pick_profile") is not None
             bar.redraw()
+
+    def _log_focused(self) -> bool:
+        """The log panel has the focus on the main screen: the footer lists its four keys too (less room for the
+        others), under a dialog as well."""
+        focused = self.screen_stack[0].focused if self.screen_stack else None
+        return focused is not None and any(isinstance(node, LogBox) for node in focused.ancestors_with_self)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in FOOTER_WHEN and len(parameters) == (3 if action == "jump" else 1):  # the footer's copy of a key
@@ -259,243 +243,16 @@ class KimituiApp(ReplayActions):
                 return True
         return await super().run_action(action, default_namespace, namespaces)
 
-    # ------------------------------------------------------------------ actions: profiles
-    async def action_pick_profile(self, number: int) -> None:
-        keys = await self._call("profiles", lambda: profile_keys(self.controller))
-        if keys is FAILED:
-            return
-        by_key, _notes = keys
-        name = by_key.get(str(number))
-        if name is None:
-            taken = ", ".join(by_key) or "none"
-            self.notify(f"no profile on key {number} (profile keys: {taken})", severity="warning")
-            return
-        await self._offer_swap(name)
+    # ------------------------------------------------------------------ live or replay
+    async def action_jump(self, kind: str, forward: bool = True, footer: bool = False) -> None:
+        """A replay seeks to the next ``kind`` (:class:`ReplayActions`); live, ``j``/``J`` step through the straggler
+        list.  ``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
+        if self.replay is not None:
+            await self._replay_jump(kind, forward)
+        elif kind == "straggler":
+            self._step_straggler(forward)
 
-    async def action_swap_baseline(self) -> None:
-        """Back to the host's baseline profile, through the same confirm as a profile key (the compare view's ``b``)."""
-        reason = self._blocked("pick_profile")
-        if reason or not self.model.baseline:
-            self.notify(reason or "no baseline is marked on this host (b marks the running profile)", severity="warning")
-            return
-        await self._offer_swap(self.model.baseline)
-
-    async def _offer_swap(self, name: str) -> None:
-        """The swap's plan to confirm; an offered variant taken instead gets its own confirm (its diff) first."""
-        plan = await self._call("plan swap", self.controller.plan_swap, name)
-        if plan is FAILED:
-            return
-
-        def chosen(target: str | None) -> None:
-            if target and target != plan.target:
-                self.call_later(self._offer_swap, target)
-            elif target:
-                self.notify(f"swapping to {target}…")
-                self.background_call("swap", self.controller.swap, target)
-
-        self.push_screen(SwapConfirm(plan), chosen)
-
-    async def action_baseline(self) -> None:
-        name = await self._call("baseline", self.controller.mark_baseline)
-        if name is FAILED:
-            return
-        if name:
-            self.model.baseline = name
-            self.painter.mark("header")
-            self.notify(f"baseline: {name}")
-        else:
-            self.notify("no profile is running to mark as baseline", severity="warning")
-
-    # ------------------------------------------------------------------ actions: sweeps
-    async def action_sweep(self) -> None:
-        if self._safe(lambda: self.controller.busy) == "sweep":
-            self._ask_stop_sweep()
-            return
-        spec = await self._call("sweep defaults", self.controller.default_sweep_spec)
-        if spec is FAILED:
-            return
-
-        def chosen(new: SweepSpec | None) -> None:
-            if new is not None:
-                self.notify(f"sweep: levels {new.levels}, {new.mode}, {new.max_tokens} tokens")
-                self.background_call("sweep", self.controller.start_sweep, new)
-
-        self.push_screen(SweepForm(spec, self.model), chosen)
-
-    def _ask_stop_sweep(self) -> None:
-        """A sweep can take a quarter of an hour: one stray ``s`` must not end it."""
-        sw = self.model.sweep
-        where = ""
-        if sw is not None:
-            done = len({lv.concurrency for lv in sw.levels})
-            where = f" on {sw.profile or '?'} ({done} of {len(sw.spec.levels)} levels done, now C={sw.concurrency})"
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.notify("stopping the sweep (finished levels are kept)…", severity="warning")
-                self.background_call("stop sweep", self.controller.stop_sweep)
-
-        self.push_screen(Confirm(f"Stop the sweep{where}?\n"
-                                 "Finished levels are kept; the running level is recorded as aborted "
-                                 "(not a curve point).\n[dim]Enter or y: stop · Esc or n: keep sweeping[/]",
-                                 yes="Stop sweep", no="Keep sweeping", default=True), answered)
-
-    # ------------------------------------------------------------------ actions: recording
-    def action_note(self) -> None:
-        def chosen(text: str | None) -> None:
-            if text and text.strip():
-                self.run_worker(self._note(text.strip()), exit_on_error=False)
-
-        self.push_screen(TextPrompt("Note for the recording", "what did you just see or change?"), chosen)
-
-    async def _note(self, text: str) -> None:
-        if await self._call("note", self.controller.add_note, text) is not FAILED:
-            self.notify(f"note added: {text}")
-
-    async def action_marker(self) -> None:
-        label = clock(time.time())
-        if await self._call("marker", self.controller.add_marker, label) is not FAILED:
-            self.notify(f"marker dropped at {label}")
-
-    async def action_record(self) -> None:
-        on = await self._call("recording", self.controller.toggle_recording)
-        if on is FAILED:
-            return
-        self._update_recording()
-        path = self._safe(lambda: self.controller.recording_path)
-        self.notify(f"recording {'on: ' + str(path) if on else 'off'}")
-
-    # ------------------------------------------------------------------ actions: view
-    def action_help(self) -> None:
-        def now(action: str) -> str:
-            reason = self._blocked(action)
-            return f"  [dim](not now: {reason})[/]" if reason else ""
-
-        bindings = self.cockpit_bindings()
-        once = {b.id: b for b in reversed(bindings)}  # a key bound twice (FOOTER_WHEN) is listed once
-        keys = [(self.get_key_display(b), b.description + now(b.action.split("(")[0])) for b in bindings
-                if once.get(b.id) is b and not b.action.startswith("pick_profile")
-                and self.check_action(*self._help_check(b.action)) is not False]
-        found = self._safe(lambda: profile_keys(self.controller))
-        self.push_screen(HelpScreen(keys, found[0] if found else {}, now("pick_profile")))
-
-    @staticmethod
-    def _help_check(action: str) -> tuple[str, tuple[object, ...]]:
-        """What help asks ``check_action``: a jump's kind matters (live, only the straggler's); a footer copy's
-        flag does not (help lists the key whether or not the footer has room for it)."""
-        _, name, params = parse_action(action)
-        return name, params[:2] if name == "jump" else ()
-
-    def cockpit_bindings(self) -> list[Binding]:
-        """The app's bindings with the config's ``[keys]`` applied (what the operator presses)."""
-        keymap = {(n if n.startswith("kimitui.") else f"kimitui.{n}"): k for n, k in self.config_keys.items()}
-        return [replace(b, key=keymap.get(b.id or "", b.key)) for b in COCKPIT_BINDINGS]
-
-    def action_toggle_maximize(self, footer: bool = False) -> None:
-        """Maximise the focused panel, or restore it (``footer``: pressed as the footer's copy of the key)."""
-        screen = self.screen
-        if screen.maximized is not None:
-            screen.minimize()
-            self.painter.mark(*PANELS_BELOW_HEADER)
-            return
-        target = screen.focused
-        if target is None:
-            self.notify("Tab to a panel first, then z to maximise it", severity="information")
-            return
-        screen.maximize(target)
-
-    def action_minimize(self) -> None:
-        if self.screen.maximized is not None:
-            self.screen.minimize()
-            self.painter.mark(*PANELS_BELOW_HEADER)
-
-    # The log's own status line shows filter, search and pause: no toasts for them (each toast is a
-    # mount, an animation and a relayout).
-    def action_log_severity(self) -> None:
-        self.query_one(LogPanel).cycle_severity()
-
-    def action_log_kind(self) -> None:
-        self.query_one(LogPanel).cycle_kind()
-
-    def action_log_search(self) -> None:
-        panel = self.query_one(LogPanel)
-
-        def chosen(text: str | None) -> None:
-            if text is not None:
-                panel.set_search(text)
-
-        self.push_screen(TextPrompt("Search the log (empty clears)", "text", panel.search), chosen)
-
-    def action_log_pause(self) -> None:
-        self.query_one(LogPanel).toggle_pause()
-
-    def action_compare(self) -> None:
-        """The compare view: two runs overlaid with a verdict."""
-        self.push_screen(CompareScreen(self.model))
-
-    async def action_autopilot(self) -> None:
-        """Not running: its plan to confirm.  Running: its steps and curves, to pause, skip or stop it."""
-        ctl = self.controller
-        if not isinstance(ctl, Autopilot):
-            self.notify("the autopilot runs on a live host", severity="warning")
-            return
-        if self._safe(lambda: ctl.tune_running):
-            def steer(choice: str | None) -> None:
-                if choice:
-                    self.run_worker(self._tune_action(ctl, choice), exit_on_error=False)
-
-            self.push_screen(TuneScreen(self.model), steer)
-            return
-        lines = await self._call("autopilot", ctl.plan_tune)
-        if lines is FAILED:
-            return
-
-        def chosen(choice: str | None) -> None:
-            if choice == "start":
-                self.notify("autopilot: starting (a: its steps)")
-                self.background_call("autopilot", ctl.start_tune)
-
-        self.push_screen(TuneScreen(self.model, lines), chosen)
-
-    async def _tune_action(self, ctl: Autopilot, choice: str) -> None:
-        said = await self._call("autopilot", ctl.tune_action, choice)
-        if isinstance(said, str):
-            self.notify(said)
-
-    def on_straggler_list_chosen(self, message: StragglerList.Chosen) -> None:
-        self._open_straggler(message.straggler)
-
-    def action_newest_straggler(self, footer: bool = False) -> None:
-        """The newest straggler's gap, from anywhere, live and in a replay (``footer``: the footer's copy)."""
-        s = self.query_one(StragglerList).newest()
-        if s is None:
-            self.notify("no straggler yet: they are listed as each level ends", severity="information")
-            return
-        self._open_straggler(s)
-
-    def _step_straggler(self, forward: bool) -> None:
-        """Live ``j``/``J``: highlight the next (previous) straggler in the list and give it the focus; where the
-        layout hides the list (after a swap, or another panel maximised), open that straggler's gap instead."""
-        stragglers = self.query_one(StragglerList)
-        s = stragglers.step(forward)
-        if s is None:
-            self.notify("no straggler yet: they are listed as each level ends" if not stragglers.row_count
-                        else f"no {'later' if forward else 'earlier'} straggler")
-        elif self.painter.visible(stragglers, chart=True):
-            stragglers.focus()
-        else:
-            self._open_straggler(s)
-
-    def _open_straggler(self, s: Straggler) -> None:
-        sweep = self.model.sweep
-        result = sweep.straggler_result(s.request_id) if sweep is not None else None
-        def cause() -> Attribution | None:  # the newest answer (a late log line may still change it)
-            now = self.model.sweep
-            return now.attributions.get(s.request_id) if now is not None else None
-
-        self.push_screen(StragglerDetail(gather(s, result, self.model.history), cause(), cause))
-
-    # ------------------------------------------------------------------ actions: the fleet
+    # ------------------------------------------------------------------ the fleet
     async def action_focus_host(self, step: int = 1) -> None:
         """Focus the next (or previous) host: the whole cockpit shows it, every action goes to it."""
         await self.focus_host(self.fleet.step(step))
@@ -518,30 +275,6 @@ class KimituiApp(ReplayActions):
         self._set_up_profile_bar()
         self.pump(force_charts=True)
         self.notify(f"focused {host}", timeout=2)
-
-    def action_fleet_gpus(self) -> None:
-        self.push_screen(FleetGpus(self.fleet))
-
-    def action_gpu_processes(self) -> None:
-        self.push_screen(GpuProcesses(self.model))
-
-    def _log_focused(self) -> bool:
-        """The log panel has the focus on the main screen: the footer lists its four keys too (less room for the
-        others), under a dialog as well."""
-        focused = self.screen_stack[0].focused if self.screen_stack else None
-        return focused is not None and any(isinstance(node, LogBox) for node in focused.ancestors_with_self)
-
-    def action_experts(self, footer: bool = False) -> None:
-        """The expert heatmap (layers x GPUs) and the balance: live and in a replay (``footer``: the footer's copy)."""
-        self.push_screen(ExpertHeatmap(self.model))
-
-    async def action_jump(self, kind: str, forward: bool = True, footer: bool = False) -> None:
-        """A replay seeks to the next ``kind`` (:class:`ReplayActions`); live, ``j``/``J`` step through the straggler
-        list.  ``footer``: pressed as the footer's copy of ``j`` (see ``FOOTER_WHEN``)."""
-        if self.replay is not None:
-            await self._replay_jump(kind, forward)
-        elif kind == "straggler":
-            self._step_straggler(forward)
 
     # ------------------------------------------------------------------ command palette
     def action_command_palette(self) -> None:
@@ -572,56 +305,6 @@ class KimituiApp(ReplayActions):
         if isinstance(event, events.Key) and not self.screen_stack:
             return  # a key still on its way as the app shuts down: no screen to act on (ScreenStackError)
         await super().on_event(event)
-
-    # ------------------------------------------------------------------ quitting
-    def _quit_rule(self) -> str:
-        """What quitting does to the host's server, from the controller (a replay has no rule)."""
-        return self._safe(lambda: self.controller.quit_rule()) or ""
-
-    def _busy_for_quit(self) -> str | None:
-        """The work quitting would cut short: the focused host's, or in a fleet any host's (named)."""
-        ctl = self.controller
-        anywhere = self._safe(lambda: ctl.busy_anywhere if isinstance(ctl, Fleet) else None)  # 3.11 reads it to check
-        if anywhere:
-            return ", ".join(f"{what} on {host}" for host, what in anywhere.items())
-        return self._safe(lambda: self.controller.busy)
-
-    async def action_quit(self) -> None:
-        busy = self._busy_for_quit()
-        if busy:
-            def answered(yes: bool | None) -> None:
-                if yes:
-                    self.run_worker(self._quit(), exit_on_error=False)
-
-            rule = self._quit_rule() or "It will be stopped; everything so far stays in the recording."
-            self.push_screen(Confirm(f"A {busy} is running. Quit anyway?\n{rule}",
-                                     yes="Quit", no="Keep running"), answered)
-            return
-        await self._quit()
-
-    async def _quit(self) -> None:
-        if self._safe(lambda: self.controller.busy) == "swap":
-            # the controller's own rule: a start from nothing is called off at once, a real swap finished first
-            first_start = self._quit_rule().startswith("The server still starting is stopped at once")
-            self.notify("stopping the server still starting, then shutting down…" if first_start else
-                        "finishing the swap first (or rolling it back), then shutting down…", timeout=30)
-        else:
-            self.notify("shutting down (flushing the recording)…")
-        await self._stop_controller()
-        self.exit(0)
-
-    async def _stop_controller(self) -> None:
-        if self._shutdown_done:
-            return
-        self._shutdown_done = True
-        await self._call("shutdown", self.controller.shutdown)
-        self.painter.close()
-
-    async def on_unmount(self) -> None:
-        await self._stop_controller()
-        gc.unfreeze()
-
-
 
 
 def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None) -> int:
