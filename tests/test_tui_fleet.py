@@ -82,7 +82,6 @@ async def test_the_strip_names_every_host_and_o_focuses_the_next_one_everywhere(
 
         # a lost link on an unfocused host: its line says so, and a toast names it
         ctl.session.publish(ConnectionState(t=T0 + 5, host="gpu-c", state="lost", detail="keepalive timeout"))
-        app._last_fleet_draw = 0.0
         app.pump(force_charts=True)
         await pilot.pause()
         assert "lost" in strip_text(app).splitlines()[2]
@@ -135,7 +134,6 @@ async def test_a_fleet_recording_replays_as_a_fleet(tmp_path: Path) -> None:
                 break
         assert app.fleet.fleet and [m.profile for m in app.fleet.models.values()] == ["ep8-tuned", "pd-1p1d",
                                                                                       "ep16-2node"]
-        app._last_fleet_draw = 0.0
         app.pump(force_charts=True)
         await pilot.pause()
         assert len(strip_text(app).splitlines()) == 3
