@@ -102,7 +102,7 @@ def test_the_cockpit_model_imports_neither_textual_nor_rich() -> None:
            if _within(i.module, model)
            and (i.target.split(".")[0] in DRAWING or (_within(i.target, "kimitui.tui") and not _within(i.target, model)))]
     assert not bad, ("kimitui/tui/model/ is what the panels show, as plain data: it imports neither textual nor rich, "
-                     "nor the widgets, screens or paint beside it (move the drawing to tui/paint/ or the widget):\n"
+                     "nor the widgets, screens or paint beside it (move the drawing to tui/renderables/ or the widget):\n"
                      + "\n".join(bad))
 
 

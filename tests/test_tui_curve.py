@@ -18,7 +18,7 @@ from kimitui.report.sweep_summary import sweeps_of
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.sweep_view import CurvePoint
 from kimitui.tui.model.curve_series import curve_figure, level_ticks, nice_y_ticks, peak_point, x_limits
-from kimitui.tui.paint.curve_legend import fit_legend, legend_items, markup_len
+from kimitui.tui.renderables.curve_legend import fit_legend, legend_items, markup_len
 from kimitui.tui.widgets.panel import Panel
 from kimitui.tui.widgets.sweep_curve import SweepCurve, sweep_status
 from tests.support.fakecontrol import T0, level, spec, story_events

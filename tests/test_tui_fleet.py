@@ -9,7 +9,7 @@ from kimitui.events import ConnectionState, Event, ProfileState, ServerStats
 from kimitui.recording import RecordingWriter
 from kimitui.replay.controller import ReplayController
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.paint.fleet_render import fleet_gpus
+from kimitui.tui.renderables.fleet_render import fleet_gpus
 from kimitui.tui.screens.fleet_gpus import FleetGpus
 from kimitui.tui.widgets.fleet_strip import FleetStrip
 from kimitui.tui.widgets.header_bar import HeaderBar

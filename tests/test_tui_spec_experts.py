@@ -17,7 +17,7 @@ from kimitui.sglang.log import parse_line, to_event, to_stats
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.curve_series import curve_figure
-from kimitui.tui.paint.curve_legend import EPLB_MARK, fit_legend, legend_items
+from kimitui.tui.renderables.curve_legend import EPLB_MARK, fit_legend, legend_items
 from kimitui.tui.model.gpu_summary import figure_pieces
 from kimitui.tui.model.heatmap_data import HeatWindows, bands, expert_parallel, shade, why_no_heatmap
 from kimitui.tui.screens.expert_heatmap import ExpertHeatmap

@@ -5,7 +5,7 @@ testable without a terminal: only ``ok`` levels are points of a line or the
 peak; a failed, aborted or cut level is a hollow mark at the figure it reached
 (or on the floor), never joined in; x ticks sit at exactly the levels swept; a level an EPLB
 rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.model.level_eplb`).
-The marks, colours and legend that paint it are in :mod:`kimitui.tui.paint.curve_legend`.
+The marks, colours and legend that paint it are in :mod:`kimitui.tui.renderables.curve_legend`.
 """
 
 from __future__ import annotations

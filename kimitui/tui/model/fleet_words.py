@@ -1,6 +1,6 @@
 """What the fleet strip and the ``G`` view say, host by host and GPU by GPU, as plain words.
 
-The figures are chosen and worded here (testable alone); :mod:`kimitui.tui.paint.fleet_render`
+The figures are chosen and worded here (testable alone); :mod:`kimitui.tui.renderables.fleet_render`
 only lays them out and colours them.
 """
 

@@ -31,7 +31,7 @@ from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.report.verdict import VERDICT_WORDS
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.curve_series import level_ticks, x_limits
-from kimitui.tui.paint.curve_legend import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK
+from kimitui.tui.renderables.curve_legend import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 from kimitui.tui.screens.dialog import Dialog
 

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from kimitui.tui.paint.fleet_render import fleet_gpus
+from kimitui.tui.renderables.fleet_render import fleet_gpus
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.screens.dialog import Dialog
 

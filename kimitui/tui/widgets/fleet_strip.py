@@ -11,7 +11,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import Static
 
-from kimitui.tui.paint.fleet_render import fleet_strip
+from kimitui.tui.renderables.fleet_render import fleet_strip
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.widgets.model_view import WidgetOptions
 

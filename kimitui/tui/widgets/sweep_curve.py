@@ -28,7 +28,7 @@ from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.curve_series import (
     Hollow, ProfileSeries, curve_figure, dotted, level_ticks, nice_y_ticks, peak_point, short_tok, x_limits,
 )
-from kimitui.tui.paint.curve_legend import (
+from kimitui.tui.renderables.curve_legend import (
     AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK,
     STEADY_MARK, STEADY_STYLE, fit_legend, legend_items, markup_len,
 )
