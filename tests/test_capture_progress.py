@@ -136,3 +136,17 @@ def test_two_bars_of_shards_one_after_the_other_stay_two_entries() -> None:
     assert [e.text.split(":")[0] for e in ring.entries] == ["Loading safetensors checkpoint shards",
                                                              "Loading draft model checkpoint shards"]
     assert all("2/2" in e.text for e in ring.entries)
+
+
+def test_every_ranks_copy_of_the_shards_bar_is_one_entry_with_the_rank_set() -> None:
+    """A TP8 server prints the bar once per rank: one entry, its ranks merged, at the last redraw."""
+    ring = LogRing(50)
+    for done in (24, 28, 32):
+        for rank in range(8):
+            ring.add(1.0 + done, "info", "startup",
+                     f"[2026-12-06 10:21:{done} TP{rank} EP{rank}] Loading safetensors checkpoint shards: "
+                     f"{done * 100 // 64}% Completed "
+                     f"| {done}/64 [00:02<00:03, 10.52it/s]")
+    assert len(ring.entries) == 1, [e.text for e in ring.entries]
+    (entry,) = ring.entries
+    assert "32/64" in entry.text and "TP0–7" in entry.text, entry.text

@@ -13,6 +13,7 @@ Pure: no Textual; the log panel reads ``entries`` and drains ``pending``.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -42,6 +43,10 @@ class LogEntry:
     """Which process of a deployment printed it (``decode-0``, ``node-1@gpu-b``); None: a lone server, or kimitui."""
 
 
+_RANK_TAG = re.compile(r"^\[[^\]]*\]\s*")
+"""A rank tag before a message (``[TP0 EP0] ``): copies of one bar from every rank are one bar."""
+
+
 class LogRing:
     """The last ``size`` entries, and those the panel has not drawn yet (``pending``, as bounded)."""
 
@@ -57,6 +62,8 @@ class LogRing:
         self._bar: LogEntry | None = None
         """The entry of the progress bar (a CUDA-graph capture, the weights' shards) now being redrawn: the
         next redraw updates it, if it is still the last."""
+        self._bar_key = ""
+        """Which bar ``_bar`` shows (``Capturing batches ``, ``Loading safetensors checkpoint``)."""
 
     def add(self, t: float, severity: str, kind: str, text: str, node: str | None = None) -> LogEntry:
         """Hold a line; a rank's copy of a recent line updates that entry (returned) instead.
@@ -67,9 +74,6 @@ class LogRing:
         capture = capture_progress(text) if startup and "Capturing " in text else None
         if capture is not None:
             return self._bar_redraw(t, severity, kind, f"Capturing {capture.what} ", capture.folded(), node)
-        bar = shards_bar(text) if startup else None
-        if bar is not None:  # "Loading safetensors checkpoint shards: 38% Completed | 24/64 [...]", 16 redraws
-            return self._bar_redraw(t, severity, kind, bar, text, node)
         line = self._merger.add(t, severity, f"{kind}\0{node}" if node else kind, text)
         if line is None:
             joined = self._merger.last_joined
@@ -80,11 +84,21 @@ class LogRing:
                         self.widest, self._widest_from = merged.copies, entry
                     return entry
             line = MergedLine(t, severity, kind, text)  # joined a line the ring no longer tracks: keep it
+        shards = shards_bar(_RANK_TAG.sub("", text, count=1)) if startup else None
+        if shards is not None:  # "Loading safetensors checkpoint shards: 38% Completed | 24/64", 16 redraws
+            held = self._bar
+            if (held is not None and self.entries and self.entries[-1] is held and held.node == node
+                    and self._bar_key == shards):  # this bar's next redraw: its entry shows it (ranks merged)
+                held.t, held.text = t, line.shown
+                self._recent.append((line, held))
+                return held
         entry = LogEntry(t, severity, kind, text, polling=is_own_polling(kind, text), ranked=bool(line.ranks),
                          node=node)
         self._recent.append((line, entry))
         self.entries.append(entry)
         self.pending.append(entry)
+        if shards is not None:
+            self._bar, self._bar_key = entry, shards
         return entry
 
     def _bar_redraw(self, t: float, severity: str, kind: str, bar: str, shown: str, node: str | None) -> LogEntry:
@@ -92,11 +106,11 @@ class LogRing:
         updated when it is the last line, else a new entry."""
         held = self._bar
         if (held is not None and self.entries and self.entries[-1] is held and held.node == node
-                and held.text.startswith(bar)):  # this bar's last redraw, not the next bar
+                and self._bar_key == bar):  # this bar's last redraw, not the next bar
             held.t, held.text = t, shown
             return held
         entry = LogEntry(t, severity, kind, shown, node=node)
-        self._bar = entry
+        self._bar, self._bar_key = entry, bar
         self.entries.append(entry)
         self.pending.append(entry)
         return entry
