@@ -28,6 +28,7 @@ import re
 import time
 from typing import Unpack
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual import events
@@ -111,6 +112,28 @@ class SeverityHighlighter(Highlighter):
                 text.stylize("reverse", m.start(), m.end())
 
 
+class TailLog(Log):
+    """Textual's ``Log``, whose last line can be written again.
+
+    A progress bar's redraws are one entry of the ring, updated in place (a CUDA-graph capture's 52, the
+    weights' shards); written once, the line on screen kept the bar's first redraw.  ``Log`` has no call
+    to rewrite a line, so this reaches its line list and render cache (Textual is pinned exactly;
+    tests/test_log_tail_rewrite.py breaks if their names move)."""
+
+    def replace_last_line(self, text: str) -> bool:
+        """Show ``text`` in place of the last line; False when there is none."""
+        lines = self._lines
+        y = len(lines) - 1
+        if y >= 0 and lines[y] == "":
+            y -= 1  # a write that ended in a newline leaves an empty line after it
+        if y < 0:
+            return False
+        lines[y] = text
+        self._update_maximum_width(self._updates, cell_len(self._process_line(text)))
+        self.refresh_lines(y)
+        return True
+
+
 class LogPanel(Vertical, ModelView):
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
@@ -134,10 +157,12 @@ class LogPanel(Vertical, ModelView):
         """Writes what is held once it is due, should no new line come to flush it before."""
         self._noted = False
         """Whether the panel's subtitle says that no line matches (so it is cleared once one does)."""
+        self._tail: tuple[LogEntry, str] | None = None
+        """The last line written (its entry, its text then): a bar's entry redrawn since is written again."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
-        log = Log(highlight=True, max_lines=MAX_LINES, id="log")
+        log = TailLog(highlight=True, max_lines=MAX_LINES, id="log")
         log.highlighter = self._highlighter
         yield log
 
@@ -149,8 +174,8 @@ class LogPanel(Vertical, ModelView):
         self._status()
 
     @property
-    def log_widget(self) -> Log:
-        return self.query_one(Log)
+    def log_widget(self) -> TailLog:
+        return self.query_one(TailLog)
 
     def flush(self) -> int:
         """Write the model's pending lines (filtered); returns how many were written."""
@@ -158,16 +183,27 @@ class LogPanel(Vertical, ModelView):
             self._status()
             return 0
         now = time.monotonic()
+        self._rewrite_tail()
         self._held.extend((now, e) for e in self.model.log_pending)
         self.model.log_pending.clear()
         ready = self._ready(now)
-        lines = [format_entry(e) for e in self.model.filtered_logs(
-            self.min_severity, self.kind, self.search, ready)]
+        entries = self.model.filtered_logs(self.min_severity, self.kind, self.search, ready)
+        lines = [format_entry(e) for e in entries]
         if lines:  # the anchor keeps the view at the end; scroll_end=False repaints it (see the module doc)
             self.log_widget.write_lines(lines, scroll_end=False)
+            self._tail = (entries[-1], lines[-1])
         if self._held and self._release is None:
             self._release = self.set_timer(HOLD_S, self._release_held)
         return len(lines)
+
+    def _rewrite_tail(self) -> None:
+        """The last line again, if its entry changed since it was written (a progress bar's redraw)."""
+        if self._tail is None:
+            return
+        entry, shown = self._tail
+        text = format_entry(entry)
+        if text != shown and self.log_widget.replace_last_line(text):
+            self._tail = (entry, text)
 
     def _release_held(self) -> None:
         self._release = None
@@ -212,8 +248,10 @@ class LogPanel(Vertical, ModelView):
         log = self.log_widget
         log.clear()
         self._highlighter.search = self.search
-        lines = [format_entry(e) for e in self.model.filtered_logs(self.min_severity, self.kind, self.search)]
+        entries = self.model.filtered_logs(self.min_severity, self.kind, self.search)
+        lines = [format_entry(e) for e in entries]
         log.write_lines(lines[-MAX_LINES:], scroll_end=False)
+        self._tail = (entries[-1], lines[-1]) if entries else None
         log.anchor()
         self._status()
         self._caption_now()
