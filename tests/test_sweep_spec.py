@@ -60,7 +60,7 @@ def test_caps_follow_server_info() -> None:
     assert caps.spec_details and caps.labels == ["kimitui_level"] and caps.labels_header == "x-custom-labels"
     assert "kimitui_level via x-custom-labels" in caps.describe()[0] and "DFLASH" in caps.describe()[1]
     none = sweep_caps({"speculative_algorithm": None, "tokenizer_metrics_allowed_custom_labels": None})
-    assert not none.spec_details and none.labels == [] and "allows none" in none.describe()[0]
+    assert not none.spec_details and none.labels == [] and "takes none of kimitui's" in none.describe()[0]
     assert sweep_caps({}).labels == [] and not sweep_caps({}).spec_details  # vLLM: no /server_info, nothing extra
     assert not sweep_caps(None).known and "not read yet" in sweep_caps(None).describe()[0]
     spec = apply_caps(SweepSpec(url="http://x", model="m", levels=[1], spec_details=True, labels=["kimitui_sweep"]), none)
