@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -66,12 +67,11 @@ def with_causes(run: SweepRun, model: CockpitModel) -> None:
 
 
 def level_table(cmp: Comparison) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
     spec = has_spec(cmp.a) or has_spec(cmp.b)
     cols = ["C", "status A/B", "A agg", "B agg", "change", "verdict", *(["acc len A/B", "B/A decode"] if spec else []),
             "strag A→B", "fail A→B", "note"]
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right")
+    rows: list[list[str | Text]] = []
     ups = run_speedups(cmp.a, cmp.b) if spec else {}
     collapsed = collapsed_levels(cmp.b) if spec else {}
     for lv in cmp.levels:
@@ -100,13 +100,34 @@ def level_table(cmp: Comparison) -> Table:
                        "bold yellow" if lv.concurrency in collapsed else "")
             up = ups.get(lv.concurrency)
             extra = [acc, format_speedup(up.decode if up is not None else None)]
-        table.add_row(str(lv.concurrency), status,
+        rows.append([str(lv.concurrency), status,
                       Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
                       Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
                       f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict, *extra,
-                      f"{count_of(lv.stragglers[0], lv.requests[0])} → {count_of(lv.stragglers[1], lv.requests[1])}",
-                      f"{lv.failed[0]} → {lv.failed[1]}", note)
+                      _stragglers(lv.stragglers, lv.requests),
+                      f"{lv.failed[0]} → {lv.failed[1]}", note])
+    # One line a level, every figure whole: at 80 columns wrapped cells ran into the next row, and a shrunk
+    # column would cut "1010" to "101" (issue 32).  Only the note gives way; its reason is said in full below.
+    for i, col in enumerate(cols):
+        is_note = col == "note"
+        whole = max([cell_len(col.split()[0]), *(_cells(row[i]) for row in rows)])
+        table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right",
+                         no_wrap=True, overflow="ellipsis", min_width=None if is_note else whole,
+                         ratio=1 if is_note else None)
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def _stragglers(counts: tuple[int, int], requests: tuple[int, int]) -> str:
+    """``0 → 1 of 6`` (one total said once where both sides sent as many), else ``0 of 6 → 1 of 8``."""
+    if requests[0] == requests[1]:
+        return f"{counts[0]} → {count_of(counts[1], requests[1])}"
+    return f"{count_of(counts[0], requests[0])} → {count_of(counts[1], requests[1])}"
+
+
+def _cells(cell: str | Text) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
 class CompareScreen(Dialog[None]):
