@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
 
 from kimitui.live import LiveController
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.compare import CompareScreen
 from kimitui.tui.screens.swap_confirm import SwapConfirm
-from kimitui.tui.screens.sweep_form import SweepForm
+from tests.support.cockpit_drive import serving, swap, sweep
 from tests.support.tuiscreen import screen_text, settle, tick, wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -33,45 +32,18 @@ def short_sweeps(sim_home: Path) -> None:
     (state / "sweep-defaults.json").write_text(json.dumps({"requests_per_level": 4, "stop_on_oversaturation": False}))
 
 
-async def _serving(app: KimituiApp, profile: str) -> None:
-    await wait_for(app, lambda: app.model.profile == profile and app.model.profile_state == "serving", 90,
-                   f"{profile} to serve")
-
-
-async def _sweep(app: KimituiApp, pilot) -> None:
-    """One level (C=1, 64 tokens) of the running profile, to its end."""
-    before = app.model.sweep.sweep_id if app.model.sweep is not None else None
-    await pilot.press("s")
-    await wait_for(app, lambda: isinstance(app.screen, SweepForm), 10, "the sweep form")
-    app.screen.query_one("#sweep-max-tokens", Input).value = "64"
-    levels = app.screen.query_one("#sweep-levels", Input)
-    levels.value = "1"
-    levels.focus()
-    await tick(pilot)
-    await pilot.press("enter")
-    await wait_for(app, lambda: app.model.sweep is not None and app.model.sweep.sweep_id != before
-                   and app.model.sweep.outcome is not None, 90, "the sweep to end")
-
-
-async def _swap(app: KimituiApp, pilot, key: str, profile: str) -> None:
-    await pilot.press(key)
-    await wait_for(app, lambda: isinstance(app.screen, SwapConfirm), 10, f"the confirm for {profile}")
-    await pilot.press("y")
-    await _serving(app, profile)
-
-
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_b_in_the_compare_view_swaps_back_to_the_baseline_after_its_confirm(sim_home: Path,
                                                                                  size: tuple[int, int]):
     ctrl = LiveController(record=False)
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=size) as pilot:
-        await _serving(app, "ep8-tuned")
+        await serving(app, "ep8-tuned")
         await pilot.press("b")  # the known-good one
         await wait_for(app, lambda: app.model.baseline == "ep8-tuned", 10, "the baseline mark")
-        await _sweep(app, pilot)
-        await _swap(app, pilot, "6", "ep8-eplb")
-        await _sweep(app, pilot)
+        await sweep(app, pilot)
+        await swap(app, pilot, "6", "ep8-eplb")
+        await sweep(app, pilot)
 
         await pilot.press("c")
         await wait_for(app, lambda: isinstance(app.screen, CompareScreen), 10, "the compare view")
@@ -89,17 +61,17 @@ async def test_b_in_the_compare_view_swaps_back_to_the_baseline_after_its_confir
         assert "Swap ep8-eplb → ep8-tuned" in text and "enable_eplb" in text  # its diff
         assert "⚠" not in text and "✓ ep8-tuned is the baseline" in text, text  # no attention needed
         await pilot.press("y")
-        await _serving(app, "ep8-tuned")
+        await serving(app, "ep8-tuned")
 
 
 async def test_the_palette_offers_swap_to_baseline_through_the_same_confirm(sim_home: Path):
     ctrl = LiveController(record=False)
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _serving(app, "ep8-tuned")
+        await serving(app, "ep8-tuned")
         await pilot.press("b")
         await wait_for(app, lambda: app.model.baseline == "ep8-tuned", 10, "the baseline mark")
-        await _swap(app, pilot, "6", "ep8-eplb")
+        await swap(app, pilot, "6", "ep8-eplb")
         await pilot.press("ctrl+p")
         await tick(pilot)
         await pilot.press(*"baseline")

@@ -15,26 +15,12 @@ from textual.widgets import Button
 from kimitui.live import LiveController
 from kimitui.tui.app import KimituiApp
 from kimitui.tui.screens.swap_confirm import SwapConfirm
+from tests.support.cockpit_drive import serving_with_baseline, swap_dialog
 from tests.support.tuiscreen import screen_text, settle, tick, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 SIZES = [(200, 55), (120, 40), (80, 24)]
-
-
-async def _serving_with_baseline(app: KimituiApp, pilot, profile: str = "ep8-tuned") -> None:
-    await wait_for(app, lambda: app.model.profile == profile and app.model.profile_state == "serving", 90,
-                   f"{profile} to serve")
-    await pilot.press("b")  # the running profile is the known-good one
-    await wait_for(app, lambda: app.model.baseline == profile, 10, "the baseline mark")
-
-
-async def _dialog(app: KimituiApp, pilot, key: str) -> SwapConfirm:
-    await pilot.press(key)
-    await wait_for(app, lambda: isinstance(app.screen, SwapConfirm), 10, f"the swap dialog of key {key}")
-    await settle(app, pilot)
-    assert isinstance(app.screen, SwapConfirm)
-    return app.screen
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -43,8 +29,8 @@ async def test_taking_the_offered_variant_shows_its_diff_and_asks_before_any_swa
     ctrl = LiveController(record=False)
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=size) as pilot:
-        await _serving_with_baseline(app, pilot)
-        dialog = await _dialog(app, pilot, "8")  # ep8-v2: continuous decode 16 and EPLB at once
+        await serving_with_baseline(app, pilot)
+        dialog = await swap_dialog(app, pilot, "8")  # ep8-v2: continuous decode 16 and EPLB at once
         assert dialog.plan.target == "ep8-v2" and dialog.plan.confounded
         offered = [str(b.label) for b in dialog.query(Button) if (b.id or "").startswith("swap-variant")]
         # ep8-cont16 changes only a knob lint says has no effect: measuring it teaches nothing
@@ -74,8 +60,8 @@ async def test_tab_and_enter_never_start_a_swap_without_a_confirm_that_shows_the
     ctrl = LiveController(record=False)
     app = KimituiApp(ctrl, tick=None)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _serving_with_baseline(app, pilot)
-        await _dialog(app, pilot, "8")
+        await serving_with_baseline(app, pilot)
+        await swap_dialog(app, pilot, "8")
         for _ in range(tabs):
             await pilot.press("tab")
         focused = app.focused.id if app.focused is not None else None

@@ -89,14 +89,12 @@ async def capture(out: Path, size: tuple[int, int]) -> None:
 
 async def confound(out: Path, size: tuple[int, int]) -> None:
     from kimitui.tui.screens.swap_confirm import SwapConfirm
+    from tests.support.cockpit_drive import serving_with_baseline, swap_dialog
     from tests.support.tuiscreen import settle, wait_for
 
     async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
-        await pilot.press("b")
-        await wait_for(app, lambda: app.model.baseline == "ep8-tuned", 10, "baseline")
-        await pilot.press("8")  # ep8-v2: two knobs at once
-        await wait_for(app, lambda: isinstance(app.screen, SwapConfirm), 10, "the confound dialog")
-        await settle(app, pilot)
+        await serving_with_baseline(app, pilot)
+        await swap_dialog(app, pilot, "8")  # ep8-v2: two knobs at once
         _save(app, out, f"confound-{size[0]}x{size[1]}")
         await pilot.press("enter")  # take the offer: its own confirm, with its diff
         await wait_for(app, lambda: isinstance(app.screen, SwapConfirm) and app.screen.plan.target != "ep8-v2",
@@ -108,36 +106,16 @@ async def confound(out: Path, size: tuple[int, int]) -> None:
 
 
 async def compare(out: Path, size: tuple[int, int]) -> None:
-    from textual.widgets import Input
-
     from kimitui.tui.screens.compare import CompareScreen
     from kimitui.tui.screens.swap_confirm import SwapConfirm
-    from kimitui.tui.screens.sweep_form import SweepForm
-    from tests.support.tuiscreen import settle, tick, wait_for
+    from tests.support.cockpit_drive import serving_with_baseline, swap, sweep
+    from tests.support.tuiscreen import settle, wait_for
 
     async def body(app, pilot) -> None:  # type: ignore[no-untyped-def]
-        async def sweep() -> None:
-            before = app.model.sweep.sweep_id if app.model.sweep is not None else None
-            await pilot.press("s")
-            await wait_for(app, lambda: isinstance(app.screen, SweepForm), 10, "the sweep form")
-            app.screen.query_one("#sweep-max-tokens", Input).value = "64"
-            field = app.screen.query_one("#sweep-levels", Input)
-            field.value = "1,4"
-            field.focus()
-            await tick(pilot)
-            await pilot.press("enter")
-            await wait_for(app, lambda: app.model.sweep is not None and app.model.sweep.sweep_id != before
-                           and app.model.sweep.outcome is not None, 180, "the sweep's end")
-
-        await pilot.press("b")
-        await wait_for(app, lambda: app.model.baseline == "ep8-tuned", 10, "baseline")
-        await sweep()
-        await pilot.press("6")
-        await wait_for(app, lambda: isinstance(app.screen, SwapConfirm), 10, "the swap's confirm")
-        await pilot.press("y")
-        await wait_for(app, lambda: app.model.profile == "ep8-eplb" and app.model.profile_state == "serving",
-                       180, "ep8-eplb serving")
-        await sweep()
+        await serving_with_baseline(app, pilot)
+        await sweep(app, pilot, "1,4", timeout=180)
+        await swap(app, pilot, "6", "ep8-eplb", timeout=180)
+        await sweep(app, pilot, "1,4", timeout=180)
         await pilot.press("c")
         await wait_for(app, lambda: isinstance(app.screen, CompareScreen), 10, "the compare view")
         await settle(app, pilot, rounds=4)
