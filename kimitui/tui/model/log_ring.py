@@ -84,7 +84,7 @@ class LogRing:
                         self.widest, self._widest_from = merged.copies, entry
                     return entry
             line = MergedLine(t, severity, kind, text)  # joined a line the ring no longer tracks: keep it
-        shards = shards_bar(_RANK_TAG.sub("", text, count=1)) if startup else None
+        shards = shards_bar(_RANK_TAG.sub("", text, count=1)) if startup and "shards:" in text else None
         if shards is not None:  # "Loading safetensors checkpoint shards: 38% Completed | 24/64", 16 redraws
             held = self._bar
             if (held is not None and self.entries and self.entries[-1] is held and held.node == node
