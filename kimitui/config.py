@@ -39,6 +39,11 @@ Example::
     [metrics]
     port = 9470                       # serve kimitui's figures for Prometheus (docs/prometheus.md)
 
+    [cost]
+    gpu_hour = 2.10                   # currency per GPU-hour: cost per million tokens per level (docs/sweeps.md)
+    kwh = 0.18                        # currency per kWh of the GPUs' own draw
+    currency = "USD"                  # a label only
+
 Every mistake is a :class:`ConfigError` whose message starts with
 ``FILE:LINE:`` and names the field, e.g.
 ``config.toml:7: hosts.gpu1.port: Input should be less than or equal to 65535``.
@@ -50,9 +55,13 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from kimitui.analysis.cost import CostRates
 
 ENV_VAR = "KIMITUI_CONFIG"
 SIM_HOST = "sim"
@@ -215,6 +224,36 @@ class CapacityConfig(BaseModel):
         return slo
 
 
+class CostConfig(BaseModel):
+    """``[cost]``: prices for the cost per million output tokens of each level (:mod:`kimitui.analysis.cost`).
+
+    Either or both; neither (the default): no cost is shown anywhere."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_hour: float | None = Field(default=None, gt=0, lt=1e6)
+    """Currency per GPU-hour (rent or amortisation), times the host's GPUs."""
+    kwh: float | None = Field(default=None, gt=0, lt=1e6)
+    """Currency per kWh of the GPUs' own measured draw."""
+    currency: str = Field(default="", max_length=12)
+    """A label printed beside the figures (``USD``, ``EUR``); no conversion."""
+
+    @field_validator("currency")
+    @classmethod
+    def _a_label(cls, currency: str) -> str:
+        if currency and not re.fullmatch(r"[A-Za-z$€£¥]{1,12}", currency):
+            raise ValueError(f"{currency!r} is not a currency label (letters or a symbol, e.g. \"USD\")")
+        return currency
+
+    def rates(self) -> "CostRates | None":
+        """The prices for :func:`kimitui.analysis.cost.level_cost`; None when none is configured."""
+        from kimitui.analysis.cost import CostRates
+
+        if self.gpu_hour is None and self.kwh is None:
+            return None
+        return CostRates(self.gpu_hour, self.kwh, self.currency)
+
+
 class Config(BaseModel):
     """The whole file.  An empty Config means: run on the simulated host."""
 
@@ -237,6 +276,8 @@ class Config(BaseModel):
     """``[fleet] hosts``: several hosts in one cockpit session (docs/fleet.md)."""
     otlp: OtlpConfig = Field(default_factory=OtlpConfig)
     """``[otlp] endpoint``: finished sweeps as traces to an OpenTelemetry collector (docs/prometheus.md)."""
+    cost: CostConfig = Field(default_factory=CostConfig)
+    """``[cost] gpu_hour/kwh/currency``: cost per million output tokens per level (docs/sweeps.md)."""
     path: Path | None = Field(default=None, exclude=True)
     """The file this was read from (None: no file)."""
 
