@@ -459,8 +459,8 @@ class EnergyFolder:
         elif isinstance(event, RequestResult):
             end = event.sent + (event.e2e_s or 0.0)
             self._last_busy[event.host] = max(self._last_busy.get(event.host, end), end)
-            key = self._current.get((event.sweep_id, event.concurrency))
-            lv = self._open.get(key) if key is not None else None
+            running = self._current.get((event.sweep_id, event.concurrency))
+            lv = self._open.get(running) if running is not None else None
             if lv is not None and lv.result is None and event.ok and not event.warmup:
                 lv.first_send = event.sent if lv.first_send is None else min(lv.first_send, event.sent)
                 lv.last_end = end if lv.last_end is None else max(lv.last_end, end)
