@@ -124,11 +124,13 @@ def test_gpu_state_follows_load_power_cap_and_eplb_imbalance():
     assert all(g.util_pct == 0 and "gpu_idle" in g.throttle_reasons for g in idle.gpus)
     busy.generated_total = 1500
     time.sleep(0.05)  # a fixed wait on purpose: the model's token rate is tokens over elapsed monotonic time
-    loaded = tuned.state(boot, busy)
+    for _ in range(12):  # power is smoothed like NVML's one-second average
+        loaded = tuned.state(boot, busy)
     assert all(g.util_pct > 90 for g in loaded.gpus)
-    assert all("sw_power_cap" in g.throttle_reasons and g.power_w <= 600 for g in loaded.gpus)
+    assert all(400 < g.power_w < 600 and "sw_power_cap" not in g.throttle_reasons for g in loaded.gpus)  # tests/test_sim_power.py: the cap
     assert all(g.pcie_tx_kbps > 0 and g.pid == 4242 for g in loaded.gpus)
-    light = tuned.state(boot, SchedStats(running=1, batch=1, busy_until=time.monotonic() + 10))
+    for _ in range(12):
+        light = tuned.state(boot, SchedStats(running=1, batch=1, busy_until=time.monotonic() + 10))
     assert all(light.gpus[i].power_w < loaded.gpus[i].power_w for i in range(8))
 
     eplb = GpuModel(load_settings("ep8-eplb"), pid=1, rank_title=str)

@@ -4,8 +4,12 @@ The fake NVML (``kimitui.sim.nvml``) reads the state file this module writes
 (``kimitui.sim.gpustate``).  Values follow the load:
 - memory: CUDA context, then weights filling during loading, then the KV pool
   and CUDA graphs (about 85 GB per GPU for ep8-tuned while serving);
-- utilisation and power with the batch size (a decode pass keeps the SMs busy
-  in proportion to how much of the expert weights it touches);
+- utilisation with the batch size (a decode pass keeps the SMs busy in
+  proportion to how much of the expert weights it touches); power from
+  :mod:`kimitui.sim.power_model` (what each part of the pass draws: batch,
+  profile, drafter), the loaded idle draw between passes and during an EPLB
+  rebalance, smoothed like NVML's one-second average, with a little noise drawn
+  from the server's seed;
 - PCIe traffic with the EP all-to-all (or TP all-reduce) bytes of each step,
   host-to-device traffic while loading, a burst of expert weights during an
   EPLB rebalance;
@@ -17,19 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kimitui.sim.gpustate import GPU_POWER_LIMIT_W, NUM_GPUS, SimGpu, SimGpuState, idle_state, shard_dir, write_state
-from kimitui.sim.perf_model import HIDDEN, NUM_LAYERS, experts_touched
+from kimitui.sim.perf_model import HIDDEN, NUM_LAYERS, PerfModel, experts_touched
+from kimitui.sim.power_model import PowerModel
 from kimitui.sim.scheduler import SchedStats
 from kimitui.sim.settings import ServerSettings
 from kimitui.sim.startup import BootState
 
-IDLE_POWER_W = 38.0
-LOADED_IDLE_POWER_W = 92.0
 WRITE_INTERVAL_S = 0.25
+POWER_SMOOTHING = 0.5
+"""Share of the way to the new draw each write (4 a second) moves: NVML's power is a one-second average."""
+HOT_RANK_W = 45.0
+"""Modelled: the rank EPLB's static dispatch overloads multiplies more tokens through its experts."""
 PCIE_GEN5_X16_KBPS = 63.0e6
 """A Gen5 x16 link per direction, in NVML's KB/s."""
 
@@ -63,6 +71,10 @@ class GpuModel:
         self._last_t = time.monotonic()
         self._tok_rate = 0.0
         self._temps = [33.0 + 0.7 * i % 3 for i in range(NUM_GPUS)]
+        self.power = PowerModel(PerfModel(settings))
+        self._watts: list[float | None] = [None] * NUM_GPUS
+        self._noise = random.Random(settings.seed * 104729 + 31)
+        """The power's noise: from the server's seed, so a run's draws repeat with its requests."""
 
     def state(self, boot: BootState, stats: SchedStats | None) -> SimGpuState:
         now = time.monotonic()
@@ -79,9 +91,12 @@ class GpuModel:
 
     def _gpu(self, i: int, boot: BootState, stats: SchedStats | None, now: float, in_use: bool) -> SimGpu:
         if not in_use:
+            self._watts[i] = None
             return SimGpu(index=i, temp_c=round(self._temps[i], 1))
         phase = boot.phase
         util = 0.0
+        draw: float | None = None
+        """Watts the GPU's work asks for now, before smoothing (None: a share of the utilisation)."""
         pcie_rx = pcie_tx = 0.0
         mem = boot.mem_used_gb * 1024
         if phase == "loading":
@@ -92,34 +107,41 @@ class GpuModel:
         elif phase in ("serving", "warmup") and stats is not None:
             busy = 1.0 if (now < stats.busy_until or stats.running) and not stats.frozen else 0.0
             batch = max(stats.batch, stats.running)
+            draw = self.power.loaded_idle_w
             if stats.frozen:
                 util = 0.0  # a stuck collective: no kernel runs
             elif stats.in_rebalance:
                 util = 8.0
+                draw = self.power.waiting_w(rebalancing=True)  # the GPUs wait while experts move: lower power
                 pcie_tx = pcie_rx = 9.5e6 + 1.2e6 * math.sin(now * 7 + i)  # expert weights moving between GPUs
             elif busy:
                 touched = experts_touched(batch) / 384.0
                 util = min(100.0, 58.0 + 40.0 * touched)
+                draw = self.power.pass_w(batch, stats.kv_tokens, graph=stats.cuda_graph)
                 # dispatch + combine, bf16 hidden states, per layer, spread over the peers
                 bytes_per_tok = NUM_LAYERS * HIDDEN * 2 * 2 * (1.0 if self.s.ep_size > 1 else 2.0)
                 kbps = self._tok_rate * bytes_per_tok / max(1, self.s.tp_size) / 1000.0
                 pcie_tx = kbps * (1.0 + 0.04 * math.sin(now + i))
                 pcie_rx = kbps * (1.0 + 0.04 * math.cos(now + i))
         hot = self._hot_gpu(stats)
+        base = self.power.loaded_idle_w if mem > 4096 else self.power.idle_w
+        if draw is None:  # loading the weights, capturing graphs: a share of the utilisation (modelled)
+            draw = base + util / 100.0 * 400.0
         if hot == i and util > 20:
             util = min(100.0, util * 1.12 + 6.0)
+            draw += HOT_RANK_W
         episode = stats.episode if stats is not None and phase == "serving" and util > 20 else None
         if episode == "slow_gpu" and stats is not None:
             util = 100.0 if i == stats.episode_gpu else 40.0  # the others wait for it in every all-to-all
+            if i != stats.episode_gpu:
+                draw = base + (draw - base) * 0.45
         elif episode == "pcie_saturation":  # another process's traffic fills the links (Gen5 x16: 63 GB/s)
             pcie_tx = pcie_rx = PCIE_GEN5_X16_KBPS * (0.86 + 0.02 * math.sin(now * 3 + i))
         mem_util = util * 0.55
-        power = (LOADED_IDLE_POWER_W if mem > 4096 else IDLE_POWER_W) + util / 100.0 * 545.0
-        if hot == i and util > 20:
-            power += 45.0
+        power = self._smoothed(i, draw, base)
         throttle: list[str] = []
-        if power >= GPU_POWER_LIMIT_W - 2:
-            power = GPU_POWER_LIMIT_W - 1.0 + math.sin(now * 11 + i)
+        if power >= self.power.cap_w - 2:
+            power = self.power.cap_w - 1.5 + self._noise.random()  # the limiter holds it just under the cap
             throttle.append("sw_power_cap")
         elif util < 1.0:
             throttle.append("gpu_idle")
@@ -150,6 +172,14 @@ class GpuModel:
             pid=self.pid if phase not in ("failed",) else None,
             proc_title=self.rank_title(self._tp_rank(i)) if phase not in ("failed",) else None,
         )
+
+    def _smoothed(self, i: int, draw: float, base: float) -> float:
+        """NVML's one-second average of the draw, with a little seeded noise on what work adds."""
+        draw += (draw - base) * 0.03 * (self._noise.random() - 0.5)
+        last = self._watts[i]
+        watts = draw if last is None else last + (draw - last) * POWER_SMOOTHING
+        self._watts[i] = watts
+        return watts
 
     def _tp_rank(self, gpu: int) -> int:
         """The TP rank on this GPU: ``base_gpu_id`` is TP rank 0 of this node's first rank."""

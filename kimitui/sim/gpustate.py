@@ -32,6 +32,10 @@ NUM_GPUS = 8
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPU_MEMORY_MIB = 97_887.0  # 96 GB class card as NVML reports it
 GPU_POWER_LIMIT_W = 600.0
+"""The board power limit: the datasheet's 600 W (/work/shared/reference/gpu-anchors.md, section 3.5)."""
+IDLE_POWER_W = 38.0
+"""Modelled (no published figure in our references): an idle card with nothing in its memory, P8.
+An idle GPU draws this, not 0 W, so the idle power measured before a sweep is a real card's kind of figure."""
 
 
 class SimGpu(BaseModel):
@@ -43,7 +47,7 @@ class SimGpu(BaseModel):
     mem_used_mib: float = 0.0
     util_pct: float = 0.0
     mem_util_pct: float = 0.0
-    power_w: float = 0.0
+    power_w: float = IDLE_POWER_W
     temp_c: float = 32.0
     sm_clock_mhz: float = 180.0
     mem_clock_mhz: float = 405.0

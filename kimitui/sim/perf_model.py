@@ -57,11 +57,15 @@ class ModelParams:
     spec_tok_ms: float
 
 
+def tp_share(s: ServerSettings) -> float:
+    """Fraction of the MoE that still needs a TP all-reduce: 0 for EP == TP, 1 for pure TP."""
+    moe_tp = max(1, s.tp_size // max(1, s.ep_size))
+    return 0.0 if s.tp_size <= 1 else (moe_tp - 1) / (s.tp_size - 1)
+
+
 def default_params(s: ServerSettings) -> ModelParams:
     """Per-profile constants; ``[sim.tuning]`` in a profile overrides any of them by name."""
-    # Fraction of the MoE that still needs a TP all-reduce: 0 for EP == TP, 1 for pure TP.
-    moe_tp = max(1, s.tp_size // max(1, s.ep_size))
-    f = 0.0 if s.tp_size <= 1 else (moe_tp - 1) / (s.tp_size - 1)
+    f = tp_share(s)
     p = dict(
         t0_ms=12.8 + 23.2 * f,
         tx_ms=2.25,
@@ -136,18 +140,46 @@ class PerfModel:
         (``spec_tok_ms`` each: logits, sampling, KV writes) grow with the verified tokens, plus the
         drafter's own pass (EAGLE's steps as ``spec_step_factor``, DFLASH's one block pass as
         ``spec_draft_ms``).  ``graph``: whether the step runs as a CUDA graph (default: when the batch fits one).
+        The pass is the sum of :meth:`decode_phases_ms` (the power model weighs the same parts).
         """
+        return sum(self.decode_phases_ms(batch, kv_tokens, graph).values()) / 1000.0
+
+    def decode_phases_ms(self, batch: int, kv_tokens: int, graph: bool | None = None) -> dict[str, float]:
+        """What one decode pass spends its time on, in simulated ms, by kind of work (the parts of
+        :meth:`decode_step_s`): ``launch`` (kernel launches, collective latency, eager gaps), ``allreduce``
+        (the latency of TP's all-reduce of the MoE, and the network of a multi-node pass), ``allreduce_bytes``
+        (its per-token bytes over PCIe), ``a2a`` (EP's dispatch and
+        combine), ``experts`` (expert weights read and multiplied), ``tokens`` (per-token compute),
+        ``attention`` (the KV in use), ``verify`` and ``draft`` (speculative decoding: the target's check of
+        the drafted tokens, the drafter's own passes), ``eplb`` (its
+        recorder).  Splits of ``t0_ms`` and ``tt_ms`` into communication and compute follow the TP share
+        of the MoE (``default_params``' ``f``); half of EP's per-token cost is its all-to-all."""
         p = self.p
         tokens = self.spec.verify_tokens(batch) if self.spec is not None else batch
         per_gpu = experts_touched(tokens) / max(1, self.s.tp_size)
-        ms = p.t0_ms + p.tx_ms * per_gpu + p.tt_ms * tokens + p.attn_ms_per_ktok * kv_tokens / 1000.0
-        ms += p.spec_tok_ms * (tokens - batch)  # each drafted token verified: logits, sampling, KV writes
-        ms += p.eplb_fixed_ms + p.eplb_tok_ms * batch
-        if self.spec is not None:
-            ms = ms * p.spec_step_factor + p.spec_draft_ms
+        f = tp_share(self.s)
+        ar_t0 = 23.2 * f / (12.8 + 23.2 * f)  # the all-reduce's part of the fixed cost at the default constants
+        ar_tt = 0.31 * f / (0.125 + 0.31 * f)
+        tt = p.tt_ms * tokens
+        ph = {
+            "launch": p.t0_ms * (1.0 - ar_t0),
+            "allreduce": p.t0_ms * ar_t0,
+            "allreduce_bytes": tt * ar_tt,
+            "a2a": tt * (1.0 - ar_tt) * (0.5 if self.s.ep_size > 1 else 0.0),
+            "experts": p.tx_ms * per_gpu,
+            "tokens": tt * (1.0 - ar_tt) * (0.5 if self.s.ep_size > 1 else 1.0),
+            "attention": p.attn_ms_per_ktok * kv_tokens / 1000.0,
+            "verify": p.spec_tok_ms * (tokens - batch),  # each drafted token verified: logits, sampling, KV writes
+            "eplb": p.eplb_fixed_ms + p.eplb_tok_ms * batch,
+            "draft": 0.0,
+        }
+        if self.spec is not None:  # the drafter's own passes: EAGLE's steps (a share of the target's), DFLASH's block
+            ph["draft"] = sum(ph.values()) * (p.spec_step_factor - 1.0) + p.spec_draft_ms
         if not (self.uses_cuda_graph(batch) if graph is None else graph):
-            ms = ms * p.eager_factor + p.eager_fixed_ms
-        return ms / 1000.0 + self.internode_s(tokens)
+            ph = {k: v * p.eager_factor for k, v in ph.items()}
+            ph["launch"] += p.eager_fixed_ms
+        ph["allreduce"] += 1000.0 * self.internode_s(tokens)
+        return ph
 
     def prefill_s(self, new_tokens: int) -> float:
         p = self.p
