@@ -23,7 +23,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
@@ -126,6 +126,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--level-time-limit", type=positive(float), metavar="S", help="stop the sweep when a level runs longer")
     p.add_argument("--max-error-rate", type=float, metavar="F", help="stop after a level failing more than F (0.5)")
     p.add_argument("--profile", help="label the sweep with the profile it ran against")
+    p.add_argument("--host", metavar="NAME",
+                   help="stream this configured host's GPUs and follow its server's log beside the sweep, as the "
+                        "cockpit does ('sim': the simulated host); the URL is its server's unless --url is given")
+    p.add_argument("--idle-s", type=float, metavar="S", default=None,
+                   help="with --host: stream the GPUs S seconds before the first level to measure idle power (10; 0: no)")
     p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip while recording if it ends in .gz)")
     p.add_argument("--otlp-endpoint", metavar="URL", default=None,
                    help="send the finished sweep as a trace to this OpenTelemetry collector (OTLP/HTTP; overrides "
@@ -174,10 +179,14 @@ def build_spec(args: argparse.Namespace, *, require_url: bool = True) -> SweepSp
 
 def run(args: argparse.Namespace) -> int:
     try:
-        spec = build_spec(args)
+        spec = build_spec(args, require_url=not getattr(args, "host", None))
     except (ValueError, RecordingError, ValidationError) as exc:
         print(f"kimitui sweep: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGS
+    if getattr(args, "host", None):
+        from kimitui.commands.sweep_host import run_on_host  # the host's GPUs and log beside the sweep
+
+        return run_on_host(spec, args)
     if not spec.model:
         from kimitui.loadgen.sweep import resolve_model  # lazily: the load generator costs ~0.13 s, and every command module is imported to build the parser
 
@@ -218,11 +227,14 @@ async def say_drive_limit(session: Session, spec: SweepSpec, host: str) -> None:
         session.publish(ErrorEvent(host=host, source="sweep", severity="warning", message=line))
 
 
-async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
+async def _run(spec: SweepSpec, args: argparse.Namespace, *, session: Session | None = None,
+               host_name: str | None = None, before: Callable[[], Awaitable[None]] | None = None) -> int:
+    """The sweep; ``session`` and ``host_name``: a ``--host`` sweep's, whose GPU and log events share it;
+    ``before``: run once the recording is open, before anything is sent (the idle power is measured there)."""
     from kimitui.loadgen.runner import SweepRunner  # lazily, as in run
 
-    host = urlparse(spec.url).hostname or "sweep"
-    session = Session(host=host)
+    host = host_name or urlparse(spec.url).hostname or "sweep"
+    session = session if session is not None else Session(host=host)
     writer = None
     if args.out:
         try:
@@ -237,6 +249,8 @@ async def _run(spec: SweepSpec, args: argparse.Namespace) -> int:
         progress.start()
     session.add_sink(_Problems(progress).on_event)
     otlp = start_otlp_if_asked(args, session)
+    if before is not None:
+        await before()
     await publish_server_info(session, spec.url, host)
     from kimitui.live.sweeps import with_server_caps  # the cockpit's rule: ask only what /server_info allows
 
@@ -288,7 +302,7 @@ class _Problems:
         self.said: set[str] = set()
 
     def on_event(self, ev: Event) -> None:
-        if not isinstance(ev, ErrorEvent) or ev.source != "sweep" or ev.message in self.said:
+        if not isinstance(ev, ErrorEvent) or ev.source not in ("sweep", "telemetry") or ev.message in self.said:
             return
         self.said.add(ev.message)
         text = f"kimitui sweep: {ev.message}" + (f" ({ev.detail})" if ev.detail else "")
