@@ -33,6 +33,10 @@ PANELS_BELOW_HEADER: frozenset[Part] = frozenset(PANELS) - {"header"}
 FLEET_PERIOD_S = 0.9
 """The fleet strip redraws at most this often (its figures move a few times a second)."""
 
+GPU_PERIOD_S = 0.6
+"""The GPU panel redraws at most this often: its samples come at 4 Hz and each one moves a figure (power by a
+watt), which no one reads 3 times a second; every other pump of the 3 Hz timer (docs/screen.md)."""
+
 KeyState = tuple[str | None, str, bool, int]
 """What decides which keys can fire (busy, the profile's state, experts useful, the footer's room)."""
 
@@ -40,17 +44,21 @@ KeyState = tuple[str | None, str, bool, int]
 class Painter:
     """The pump and redraw engine of one app: its dirty parts, its view map, the layout it shows."""
 
-    KEPT: ClassVar[frozenset[str]] = frozenset({"app", "fleet", "chart_period", "poll", "toast", "sub", "held",
-                                                "renders"})
+    KEPT: ClassVar[frozenset[str]] = frozenset({"app", "fleet", "chart_period", "periods", "poll", "toast", "sub",
+                                                "held", "renders"})
     """What :meth:`reset` keeps: what the painter was made with, its subscription, the hold, the count of redraws.
     Every other field describes the screen drawn last, and a reset puts it as a new painter has it."""
 
     def __init__(self, app: App[int], fleet: FleetModels, *, chart_period: float,
-                 poll: Callable[[], None], toast: Callable[[list[Notice]], None]) -> None:
-        """``poll`` reads the controller each tick (after the fold); ``toast`` shows the models' notices."""
+                 poll: Callable[[], None], toast: Callable[[list[Notice]], None],
+                 gpu_period: float = GPU_PERIOD_S) -> None:
+        """``poll`` reads the controller each tick (after the fold); ``toast`` shows the models' notices.
+        The charts redraw at most every ``chart_period`` s, the GPU panel every ``gpu_period`` s."""
         self.app = app
         self.fleet = fleet
         self.chart_period = chart_period
+        self.periods: dict[Part, float] = {**{part: chart_period for part in CHARTS}, "gpus": gpu_period}
+        """The parts redrawn at most this often: what changes with every sample and costs a frame each time."""
         self.poll = poll
         self.toast = toast
         self.sub: Subscription | None = None
@@ -64,7 +72,14 @@ class Painter:
     def reset(self) -> None:
         """Start over on the screen as it is now (mounted, or recomposed around another host): every part is
         drawn, the layout and the keys worked out again, the log views rebuilt from their model's ring."""
-        self.dirty: set[Part] = set(PANELS)
+        self.dirty: set[Part] = set()
+        self.stale: dict[Part, set[int] | None] = {}
+        """Part -> the views (by id) still to redraw since it last changed; None: all of them.  A part shown by a
+        hidden widget and a visible one stays dirty for the hidden one only: the visible one is not redrawn each
+        pump meanwhile (the monitor layout's sweep strip was, 3 times a second, with the curve hidden; issue 33)."""
+        self.captions: dict[int, tuple[object, object]] = {}
+        """Panel (by id) -> the title and subtitle it shows: set again only when they change (each set repaints)."""
+        self.mark(*PANELS)
         self.views: dict[Part, list[ModelView]] = self._map_views()
         """Part -> the widgets that show it (``ModelView.shows``)."""
         self.layout_shown: LayoutMode | None = None
@@ -74,7 +89,8 @@ class Painter:
         self._restart_logs()
         self.keys_shown: KeyState | None = None
         """What the footer's keys were last checked against (``keys_changed``)."""
-        self.last_chart = 0.0
+        self.last_drawn: dict[Part, float] = {}
+        """A periodic part -> when it was drawn last (``periods``)."""
         self.fleet_changed = True
         self.last_fleet_draw = 0.0
         self.apply_layout()  # at once: the first frame has the layout's panels
@@ -96,8 +112,10 @@ class Painter:
             self.sub.close()
 
     def mark(self, *parts: Part) -> None:
-        """Redraw these parts at the next pump."""
+        """Redraw these parts, in every widget that shows them, at the next pump."""
         self.dirty.update(parts)
+        for part in parts:
+            self.stale[part] = None
 
     def keys_changed(self, state: KeyState) -> bool:
         """Whether the keys must be checked again (a swap or a sweep started or ended, the screen was resized)."""
@@ -108,7 +126,7 @@ class Painter:
     def pump(self, force_charts: bool = False) -> set[Part]:
         """Drain events, fold them, redraw what changed and is visible; returns the parts redrawn.
 
-        ``force_charts``: the charts and the fleet strip now, whenever they were drawn last.
+        ``force_charts``: the charts, the GPU panel and the fleet strip now, whenever they were drawn last.
         """
         app = self.app
         if self.held or not app.is_running:  # shutting down: the screens may be gone (ScreenStackError)
@@ -133,10 +151,11 @@ class Painter:
             self.fleet_changed, self.last_fleet_draw = False, now
             for strip in self.app.query(FleetStrip):
                 strip.redraw()
-        charts_due = force or now - self.last_chart >= self.chart_period
-        drawn = self.draw(set(self.dirty) if charts_due else self.dirty - CHARTS)
-        if drawn & CHARTS:
-            self.last_chart = now
+        waiting = {part for part, period in self.periods.items()
+                   if not force and now - self.last_drawn.get(part, 0.0) < period}
+        drawn = self.draw(self.dirty - waiting)
+        for part in drawn & self.periods.keys():
+            self.last_drawn[part] = now
         return drawn
 
     def fold(self) -> None:
@@ -145,7 +164,7 @@ class Painter:
             events = self.sub.drain(limit=50_000)
             if events:
                 dirty, changed = self.fleet.apply(events)
-                self.dirty |= dirty
+                self.mark(*dirty)
                 self.fleet_changed |= changed
 
     # ------------------------------------------------------------------ drawing
@@ -171,7 +190,7 @@ class Painter:
             self.layout_shown = mode
             stack[0].set_class(mode == "monitor", "-monitor")
             stack[0].set_class(mode == "sweep", "-sweep")
-            self.dirty |= PANELS_BELOW_HEADER
+            self.mark(*PANELS_BELOW_HEADER)
 
     def visible(self, widget: Widget, *, chart: bool = False) -> bool:
         """Shown, not behind a maximised panel; a chart also not hidden by the layout (its redraw is the costly one)."""
@@ -200,21 +219,35 @@ class Painter:
         return views
 
     def _redraw(self, part: Part) -> bool:
-        """Redraw the widgets that show ``part``; False if one is hidden (the part stays dirty) or none is mounted."""
+        """Redraw the widgets that show ``part`` and have not since it changed; False while one is hidden (the
+        part stays dirty for that one alone) or none is mounted."""
         views = self.views.get(part)
         if not views:
             return False
-        shown = True
+        stale = self.stale.get(part)
+        hidden: set[int] = set()
         for view in views:
             assert isinstance(view, Widget)  # every ModelView is a widget (see _map_views)
+            if stale is not None and id(view) not in stale:
+                continue  # drawn since the part last changed
             if not view.drawn_when_maximized and not self.visible(view, chart=part in CHARTS):
-                shown = False
+                hidden.add(id(view))
                 continue
             view.redraw()
-            title, subtitle = view.caption()
-            if (title is not None or subtitle is not None) and isinstance(view.parent, Panel):
-                if title is not None:
-                    view.parent.border_title = title
-                if subtitle is not None:
-                    view.parent.border_subtitle = subtitle
-        return shown
+            self._caption(view)
+        self.stale[part] = hidden
+        return not hidden
+
+    def _caption(self, view: ModelView) -> None:
+        """The view's title and subtitle on its panel's border, set only where they changed."""
+        title, subtitle = view.caption()
+        panel = view.parent  # type: ignore[attr-defined]  # a ModelView is a widget
+        if (title is None and subtitle is None) or not isinstance(panel, Panel):
+            return
+        shown = self.captions.get(id(panel), (None, None))
+        if title is not None and title != shown[0]:
+            panel.border_title = title
+        if subtitle is not None and subtitle != shown[1]:
+            panel.border_subtitle = subtitle
+        self.captions[id(panel)] = (title if title is not None else shown[0],
+                                    subtitle if subtitle is not None else shown[1])
