@@ -152,3 +152,36 @@ def test_start_up_phases_are_kept_apart() -> None:
     assert {k: v for k, v in extra.items() if k.startswith("startup_time_seconds.")} == {
         f"startup_time_seconds.{phase}": float(v) for phase, v in phases.items()}
     assert extra["startup_time_seconds.tokenizer_e2e"] > extra["startup_time_seconds.load_weight"]
+
+
+@pytest.mark.parametrize(("model", "name"), SCRAPES)
+def test_the_parser_is_handed_no_bucket_and_the_figures_are_those_of_the_whole_text(
+        model: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Buckets and ``_created`` stamps are two thirds of a real scrape and nothing reads them (issue 33: parsing them
+    was the idle cockpit's largest cost): they are dropped before prometheus_client's parser, and every figure,
+    ``extra`` included, is what the library gives on the whole text (two scrapes each, so the rates are compared)."""
+    from kimitui.telemetry import metrics_poll
+
+    text = _metrics(model, name)
+    seen: list[str] = []
+    library = metrics_poll.text_string_to_metric_families
+
+    def whole(handed: str):  # type: ignore[no-untyped-def]
+        return library(text)  # the library on every line of the scrape
+
+    def spy(handed: str):  # type: ignore[no-untyped-def]
+        seen.append(handed)
+        return library(handed)
+
+    monkeypatch.setattr(metrics_poll, "text_string_to_metric_families", whole)
+    rates_whole = CounterRates()
+    want = [stats_from_metrics(text, host="h", rates=rates_whole, now=1.0).model_dump(exclude={"t"}),
+            stats_from_metrics(text, host="h", rates=rates_whole, now=2.0).model_dump(exclude={"t"})]
+    seen.clear()
+    monkeypatch.setattr(metrics_poll, "text_string_to_metric_families", spy)
+    rates = CounterRates()
+    got = [stats_from_metrics(text, host="h", rates=rates, now=1.0).model_dump(exclude={"t"}),
+           stats_from_metrics(text, host="h", rates=rates, now=2.0).model_dump(exclude={"t"})]
+    assert got == want
+    unread = re.compile(r"^[^#\n{ ]*_(?:bucket|created)[{ ]", re.M)
+    assert unread.search(text) and seen and not any(unread.search(handed) for handed in seen)

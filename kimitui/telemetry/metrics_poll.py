@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -91,6 +92,12 @@ def known_metric_names(stats: ServerStats) -> bool:
     return any(getattr(stats, field) is not None for field, _ in GAUGES.values()) or stats.cuda_graph is not None
 
 
+UNREAD_SAMPLES = re.compile(r"^[^#\n{ ]*_(?:bucket|created)[{ ][^\n]*\n?", re.M)
+"""Histogram buckets and ``_created`` stamps: nothing here reads them (a histogram gives its ``_sum`` and
+``_count``), and they are two thirds of a real SGLang scrape's lines.  Dropped before the parser, they cost
+0.4 ms a scrape instead of ~12 ms (the 0.5.18 capture: 18 -> 6 ms; the idle cockpit's largest cost, issue 33)."""
+
+
 def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = None,
                        now: float | None = None) -> ServerStats:
     """Prometheus text -> ServerStats; ranks/DP workers combined (sums, or means for ratios).
@@ -101,7 +108,7 @@ def stats_from_metrics(text: str, *, host: str, rates: CounterRates | None = Non
     values: dict[str, list[float]] = {}
     hist: dict[str, list[float]] = {}
     passes: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(UNREAD_SAMPLES.sub("", text)):
         if family.name == CUDA_GRAPH_PASSES:
             for sample in family.samples:
                 if sample.name.endswith("_total"):
