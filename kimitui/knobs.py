@@ -16,7 +16,7 @@ Pure functions over names; no I/O, no kimitui imports (sources and consumers bot
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 REDACTED = "***"
@@ -174,5 +174,38 @@ def redact_line(text: str) -> str:
             return m.group(0)
         return m.group(0)[: m.start("value") - m.start()] + _hidden(value)
 
-    out = _ASSIGNED.sub(assigned, text)
+    out = _sub_at_hints(_ASSIGNED, assigned, text)
     return _FLAGGED.sub(flagged, out) if "--" in out else out
+
+
+_ASSIGNED_STARTS = ("key", "Key", "KEY", "token", "Token", "TOKEN", "secret", "Secret", "SECRET",
+                    "passw", "Passw", "PASSW")
+"""The literals an ``_ASSIGNED`` match starts with: found by ``str.find``, the regex tried only there."""
+
+
+def _sub_at_hints(pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str) -> str:
+    """``pattern.sub(repl, text)`` for a pattern whose every match starts with one of ``_ASSIGNED_STARTS``: the
+    same leftmost, non-overlapping matches, but the regex runs only where a literal is (issue 33: the engine tried
+    its alternation at every character of a 20k-character ``ServerArgs`` dump, 0.45 ms; its ~40 hints, 0.05 ms)."""
+    starts: list[int] = []
+    for word in _ASSIGNED_STARTS:
+        at = text.find(word)
+        while at >= 0:
+            starts.append(at)
+            at = text.find(word, at + 1)
+    if not starts:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for at in sorted(starts):
+        if at < done:
+            continue  # inside the previous match
+        m = pattern.match(text, at)
+        if m is None:
+            continue
+        pieces += [text[done:at], repl(m)]
+        done = m.end()
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)

@@ -23,7 +23,7 @@ from kimitui.sglang.log.eplb import eplb
 from kimitui.sglang.log.kinds import LineKind
 from kimitui.sglang.log.prefix import CUSTOM, JOURNAL, LEVEL_SEVERITY, PREFIX, UVICORN_LEVEL, clean, ranks
 from kimitui.sglang.log.problems import problem
-from kimitui.sglang.log.secrets import FLAG_KINDS, NO_SECRETS, redact_secrets
+from kimitui.sglang.log.secrets import FLAG_KINDS, redact_secrets
 from kimitui.sglang.log.startup import startup
 from kimitui.sglang.log.values import MAX_LINE_CHARS, Fields, as_int
 
@@ -87,9 +87,10 @@ def _parse_bounded(raw: str) -> tuple[LineKind, LogSeverity, Fields, str]:
     """The line's kind, severity and fields, and the text kept (bounded, secrets ``***``)."""
     text, length = (raw, None) if len(raw) <= MAX_LINE_CHARS else _bounded(raw)
     try:
+        if "=" in text:  # a setting's value may be a secret: hidden before the one parse, so the fields hold ***
+            text = redact_secrets(text)  # (substring checks first; decode and prefill lines carry no "=")
         kind, severity, fields = _parse(text)
-        # the gate inline: most lines stop at a kind or one character's scan
-        if kind not in NO_SECRETS and ("=" in text or (kind in FLAG_KINDS and "--" in text)):
+        if kind in FLAG_KINDS and "--" in text and "=" not in text:  # a command line's ``--api-key VALUE``
             shown = redact_secrets(text)
             if shown != text:  # rare: parse what is kept, so the fields hold *** too
                 text = shown

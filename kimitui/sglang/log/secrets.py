@@ -3,18 +3,17 @@
 SGLang logs ``server_args=ServerArgs(... api_key='…', admin_api_key='…', ssl_keyfile_password='…')``
 at start, and a logged command line may carry ``--api-key VALUE``.  :func:`redact_secrets` writes
 each secret-named setting's value as ``***`` (the names by :func:`kimitui.knobs.is_secret`) and the
-line is parsed again, before it becomes the event's fields and ``raw``, so recordings, the cockpit's
-log and reports only ever see ``***``.  It stays off the hot path: decode, prefill and EPLB lines
-skip it, an access line is checked for ``=`` only, and a line with no ``=`` or ``--``, or naming no
-key, token, secret or password, is passed by substring checks alone, never a regex.
+line is parsed once, redacted, so recordings, the cockpit's log and reports only ever see ``***``
+(a line with ``=`` is redacted before its parse; a plain, warning or error line with ``--`` only is
+parsed, and parsed again where it held a secret).  It stays off the hot path: decode and prefill lines
+carry no ``=``, and a line with no ``=`` or ``--``, or naming no key, token, secret or password, is
+passed by substring checks alone, never a regex; where one is, the regex runs only at those words.
 """
 
 from __future__ import annotations
 
 from kimitui.knobs import REDACTED, redact_line
 
-NO_SECRETS = frozenset({"decode", "prefill", "eplb"})
-"""Line kinds whose format carries only figures: not scanned for secrets (they are most of a busy log)."""
 FLAG_KINDS = frozenset({"plain", "error", "warning"})
 """Where a command line's ``--api-key VALUE`` is logged (a wrapper's echo, argparse's complaint): the kinds
 scanned for ``--`` as well as ``=``.  SGLang's own startup and access lines carry settings as ``name=value``."""
