@@ -205,11 +205,11 @@ def test_json_is_stable_and_documented_keys() -> None:
     assert data["schema"] == "kimitui-report" and data["version"] == 2
     sweep = data["recordings"][0]["sweeps"][0]
     assert set(sweep) == {"sweep_id", "profile", "host", "started", "outcome", "reason", "spec", "knobs",
-                          "knobs_source", "peak", "levels"}
+                          "knobs_source", "peak", "idle_power", "knee", "levels"}
     level = sweep["levels"][0]
     assert set(level) == {"concurrency", "repeats", "requests", "ok", "failed", "failures", "agg_tok_s",
                           "steady_tok_s", "ttft", "tpot", "itl", "decode_tok_s", "e2e_tok_s", "stragglers", "stopped",
-                          "status", "status_reason", "errors", "prompt_tokens", "client", "client_distorted", "spec", "eplb", "loss"}
+                          "status", "status_reason", "errors", "prompt_tokens", "client", "client_distorted", "spec", "eplb", "loss", "energy", "cost"}
     assert level["spec"] is None and level["eplb"] is None  # no drafter, no EPLB lines in this recording
     c = data["comparison"]
     assert c["verdict"] == "regressed" and c["knob_diff"] == {"enable_eplb": [False, True]}

@@ -138,7 +138,7 @@ def test_json_and_csv_carry_the_figures_with_their_units(tmp_path: Path) -> None
     assert levels[32]["spec"]["collapsed"] and levels[64]["spec"]["accept_len"] == pytest.approx(2.0)
     assert all(lv["eplb"] is None for lv in levels.values())
     rows = {r["concurrency"]: r for r in csv.DictReader(io.StringIO(render_csv([summarize(path)])))}
-    assert list(rows["1"])[-9:-4] == list(LEVEL_COLUMNS[-9:-4]) == ["accept_len", "accept_rate_p50", "spec_collapsed",
+    assert list(rows["1"])[-12:-7] == list(LEVEL_COLUMNS[-12:-7]) == ["accept_len", "accept_rate_p50", "spec_collapsed",
                                                                     "eplb_rebalances", "eplb_stall_s"]
     assert (rows["1"]["accept_len"], rows["1"]["accept_rate_p50"], rows["1"]["spec_collapsed"]) == ("6.4", "0.36", "no")
     assert rows["32"]["spec_collapsed"] == "yes" and rows["64"]["eplb_rebalances"] == ""

@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kimitui.analysis.cost import CostRates
+from kimitui.config import ConfigError, load_config
 from kimitui.recording import RecordingError
 from kimitui.report.compare import compare
-from kimitui.report.sweep_summary import pick_sweep, summarize
+from kimitui.report.sweep_summary import RecordingSummary, pick_sweep, summarize
 from kimitui.report.render import RENDERERS, STRAGGLER_DETAIL
 from kimitui.report.verdict import DEFAULT_MIN_EFFECT
 
@@ -44,9 +46,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
+def cost_rates(args: argparse.Namespace) -> CostRates | None:
+    """The config's ``[cost]`` prices (None: none configured); a bad config raises ConfigError (file:line: field)."""
+    return load_config(getattr(args, "config", None)).cost.rates()
+
+
+def priced(summary: RecordingSummary, rates: CostRates | None) -> RecordingSummary:
+    """Every sweep of the summary priced with ``rates`` (cost per million tokens per level)."""
+    for sweep in summary.sweeps:
+        sweep.set_cost(rates)
+    return summary
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        summaries = [summarize(args.file)]
+        rates = cost_rates(args)
+    except ConfigError as exc:
+        print(f"kimitui report: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        summaries = [priced(summarize(args.file), rates)]
         comparison = None
         if args.vs is None and args.vs_sweep:  # two sweeps of one recording (e.g. before and after a swap)
             if not args.sweep:
@@ -56,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             comparison = compare(a, b, min_effect=args.min_effect, seed=args.seed)
         else:
             if args.vs:
-                summaries.append(summarize(args.vs))
+                summaries.append(priced(summarize(args.vs), rates))
             chosen = [pick_sweep(s, sel) if sel else None for s, sel in zip(summaries, (args.sweep, args.vs_sweep))]
             for s, run_ in zip(summaries, chosen):
                 if run_ is not None:  # --sweep / --vs-sweep: report only that sweep

@@ -20,6 +20,7 @@ from kimitui.report.unsure import Side, explain
 from kimitui.report.verdict import (
     CLIENT_TIMED,
     DEFAULT_MIN_EFFECT,
+    ENERGY_FIGURES,
     FIGURES,
     Figure,
     VERDICT_WORDS,
@@ -318,6 +319,22 @@ class Comparison:
         out += [line for side, run in (("A", self.a), ("B", self.b)) if (line := eplb_line(run, side)) is not None]
         return out
 
+    def energy_lines(self) -> list[str]:
+        """Per figure (J/token, cost/Mtok), B against A at every judged level, with each verdict: how much more
+        (or less) energy and money a token costs on B, beyond noise or not; nothing when neither side has it."""
+        out = []
+        for name, label in (("j_per_token", "energy per token (J/token)"), ("cost_per_mtok", "cost per M tokens")):
+            figs = [f for lv in self.levels if lv.judged for f in lv.figures if f.figure == name]
+            if not figs:
+                continue
+            said = [f"C={f.concurrency} {f.change_pct:+.0f} % ({VERDICT_WORDS[f.verdict]})" for f in figs
+                    if f.change_pct is not None]
+            if said:
+                out.append(f"{label}, B vs A: " + ", ".join(said))
+            else:
+                out.append(f"{label}: {figs[0].note or 'not judged'}")
+        return out
+
     def summary_lines(self) -> list[str]:
         """Plain sentences, most important first (the compare view's and the report's headline)."""
         head = f"{self.a.label} vs {self.b.label}"
@@ -331,6 +348,7 @@ class Comparison:
         if client := self.client_line():
             lines.append(client)
         lines += self.spec_and_eplb_lines()
+        lines += self.energy_lines()
         lines += self.loss_lines()
         if self.peak is not None and self.peak.ratio is not None and self.peak_at is not None:
             (ca, va), (cb, vb) = self.peak_at
@@ -382,12 +400,16 @@ def _run_of(source: Source, sweep: str | None) -> SweepRun:
     return pick_sweep(summary, sweep)
 
 
+PER_THROUGHPUT = {"j_per_token": "agg_tok_s", "tokens_per_kj": "agg_tok_s", "cost_per_mtok": "agg_tok_s"}
+"""Figures whose per-request noise is the aggregate throughput's (see ``ENERGY_FIGURES``)."""
+
+
 def _noise(row: LevelRow, fig: Figure, *, seed: int, key: str, use_repeats: bool) -> tuple[float | None, str]:
-    if use_repeats and fig.name in ("agg_tok_s", "steady_tok_s"):
-        se = noise.log_se_of_repeats([getattr(r, fig.name) for r in row.repeats])
+    if use_repeats and fig.name in ("agg_tok_s", "steady_tok_s", *PER_THROUGHPUT):
+        se = noise.log_se_of_repeats(row.repeat_figure(fig.name))
         if se is not None:
             return se, "repeats"
-    how = noise.request_statistic(fig.name, row.requests)
+    how = noise.request_statistic(PER_THROUGHPUT.get(fig.name, fig.name), row.requests)
     if how is None:
         return None, "unknown"
     n, stat = how
@@ -460,16 +482,31 @@ def _level(c: int, la: LevelRow, lb: LevelRow, *, seed: int, min_effect: float, 
                          (la.n_failed, lb.n_failed), status=(la.status, lb.status), not_judged=_not_judged(c, la, lb),
                          distorted=(la.client_distorted, lb.client_distorted),
                          limited=(la.client_limited, lb.client_limited))
-    for fig in FIGURES:
+    energy = [fig for fig in ENERGY_FIGURES if la.figure(fig.name) is not None or lb.figure(fig.name) is not None]
+    for fig in FIGURES + tuple(energy):
         if lv.not_judged or (fig.name == "steady_tok_s" and steady_note):
             lv.figures.append(FigureComparison(fig.name, fig.label, c, la.figure(fig.name), lb.figure(fig.name), None,
                                                None, None, "unknown", "n/a", fig.higher_is_better, fig.primary,
                                                note=f"not judged: {lv.not_judged}" if lv.not_judged else steady_note))
             continue
         distorted = bool(lv.distortion) if fig.name in CLIENT_TIMED else lv.throughput_distorted
-        lv.figures.append(_figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c),
-                                  b_key=str(c), distorted=distorted))
+        judged = _figure(fig, la, lb, seed=seed, min_effect=min_effect, concurrency=c, a_key=str(c), b_key=str(c),
+                         distorted=distorted)
+        if fig in energy and judged.verdict == "n/a":
+            judged.note = _missing(fig.name, la, lb)
+        lv.figures.append(judged)
     return lv
+
+
+def _missing(name: str, la: LevelRow, lb: LevelRow) -> str:
+    """Why an energy or cost figure is not judged: which side lacks it, and why."""
+    out = []
+    for side, row in (("A", la), ("B", lb)):
+        if row.figure(name) is None:
+            cost = row.cost
+            why = (cost.reason if name == "cost_per_mtok" and cost is not None and cost.reason else row.energy_reason)
+            out.append(f"{side}: {why or 'no figure'}")
+    return "not judged: " + "; ".join(out)
 
 
 def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | None = None,

@@ -18,6 +18,9 @@ from kimitui.analysis.spec import format_speedup
 from kimitui.events import Percentiles, Straggler
 from kimitui.report.charts import line_chart
 from kimitui.report.compare import Comparison, FigureComparison
+from kimitui.report.energy_render import (
+    cost_dict, energy_cells, energy_dict, energy_header, energy_lines, idle_dict, knee_dict, shows_energy,
+)
 from kimitui.report.spec_eplb import (
     accept_len, accept_rate_p50, collapsed_levels, eplb_dict, eplb_line, has_eplb, has_spec, run_speedups, spec_dict,
     speedup_rows,
@@ -102,6 +105,8 @@ def level_dict(row: LevelRow, run: SweepRun | None = None) -> dict[str, Any]:
     d["client_distorted"] = row.client_distorted
     d["spec"] = spec_dict(row, collapsed_levels(run)) if run is not None else None
     d["eplb"] = eplb_dict(run, row) if run is not None else None
+    d["energy"] = energy_dict(row)
+    d["cost"] = cost_dict(row)
     return d
 
 
@@ -118,6 +123,8 @@ def sweep_dict(run: SweepRun) -> dict[str, Any]:
         "knobs": run.knobs,
         "knobs_source": run.knobs_source or None,
         "peak": {"concurrency": peak[0], "agg_tok_s": _clean(peak[1])} if peak else None,
+        "idle_power": idle_dict(run.idle),
+        "knee": knee_dict(run.knee),
         "levels": [level_dict(r, run) for r in run.ordered_levels],
     }
 
@@ -200,10 +207,12 @@ LEVEL_COLUMNS = (
     "steady_tok_s", "decode_tok_s_p50", "decode_tok_s_p90", "decode_tok_s_p99", "ttft_p50", "ttft_p90", "ttft_p99",
     "tpot_p50", "e2e_tok_s_p50", "stragglers", "stopped", "status", "status_reason", "prompt_tokens_p50",
     "client_distorted", "accept_len", "accept_rate_p50", "spec_collapsed", "eplb_rebalances", "eplb_stall_s",
-    "expected_tok_s", "loss_main_cause", "loss_main_share", "straggler_causes",
+    "expected_tok_s", "loss_main_cause", "loss_main_share", "straggler_causes", "j_per_token", "tokens_per_kj",
+    "cost_per_mtok",
 )
-"""The last four (issue 18): the aggregate the level's median decode pace promised, the cause behind most of
-the loss and its share, and its stragglers' causes (``eplb:6;unknown:1``)."""
+"""``expected_tok_s`` to ``straggler_causes`` (issue 18): the aggregate the level's median decode pace promised,
+the cause behind most of the loss and its share, and its stragglers' causes (``eplb:6;unknown:1``); the last
+three (issue 34): J per output token, tokens per kJ (= tok/s per kW) and the configured cost per M tokens."""
 COMPARE_COLUMNS = ("concurrency", "figure", "a", "b", "ratio", "low", "high", "change_pct", "noise_pct", "noise",
                    "verdict", "note")
 
@@ -232,7 +241,8 @@ def render_csv(summaries: list[RecordingSummary], comparison: Comparison | None 
                                 _num(row.prompt_tokens_p50), row.client_distorted or "",
                                 _num(spec.get("accept_len")), _num(spec.get("accept_rate_p50")),
                                 "" if not spec else "yes" if spec.get("collapsed") else "no",
-                                eplb.get("rebalances", ""), _num(eplb.get("stall_s")), *_loss_cells(run, row)])
+                                eplb.get("rebalances", ""), _num(eplb.get("stall_s")), *_loss_cells(run, row),
+                                _num(row.j_per_token), _num(row.tokens_per_kj), _num(row.cost_per_mtok)])
         return buf.getvalue()
     w.writerow(COMPARE_COLUMNS)
     figs = ([comparison.peak] if comparison.peak else []) + comparison.rows()
@@ -325,6 +335,7 @@ def sweep_md(run: SweepRun, stragglers: bool = False) -> list[str]:
     peak = run.peak
     if peak:
         out += ["", f"Peak (seed-comparable aggregate, ok levels only): **{peak[1]:,.0f} tok/s at C={peak[0]}**."]
+    out += [""] + [f"- {_md_text(line, 400)}" for line in energy_lines(run)]
     ok_rows = [r for r in run.ordered_levels if r.valid]
     chart = line_chart({"aggregate": [(r.concurrency, r.agg_tok_s) for r in ok_rows],
                         "steady": [(r.concurrency, r.steady_tok_s) for r in ok_rows]},
@@ -380,12 +391,13 @@ def _level_table_md(run: SweepRun) -> list[str]:
     """The level table, its footnotes and the collapse lines; the accept-length and EPLB columns appear only
     when the sweep has speculative figures or rebalances (an old recording's table is unchanged)."""
     spec, eplb = has_spec(run), has_eplb(run)
+    energy = energy_header(run) if shows_energy(run) else []
     collapsed = collapsed_levels(run) if spec else {}
     out = ["| C | status | req | ok | failed | prompt tok | agg tok/s | steady tok/s | decode p50 | p90 | p99 | "
            "TTFT p50 | p99 | TPOT p50 | stragglers |" + (" accept len | accept rate |" if spec else "")
-           + (" EPLB |" if eplb else ""),
+           + (" EPLB |" if eplb else "") + "".join(f" {h} |" for h in energy),
            "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if spec else "")
-           + ("--:|" if eplb else "")]
+           + ("--:|" if eplb else "") + "--:|" * len(energy)]
     notes: list[str] = []
     for row in run.ordered_levels:
         dec, ttft, tpot = _pct(row, "decode_tok_s"), _pct(row, "ttft"), _pct(row, "tpot")
@@ -397,7 +409,8 @@ def _level_table_md(run: SweepRun) -> list[str]:
             f"{strike(_f(row.steady_tok_s))} | {_f(dec['p50'], 1)} | {_f(dec['p90'], 1)} | {_f(dec['p99'], 1)} | "
             f"{_f(ttft['p50'], 2)} s | {_f(ttft['p99'], 2)} s | {_f(None if tpot['p50'] is None else tpot['p50'] * 1000, 1)} ms | "
             f"{len(row.stragglers)} |" + (f" {_spec_cell(row, collapsed)} | {_rate_cell(row)} |" if spec else "")
-            + (f" {_eplb_cell(run, row)} |" if eplb else ""))
+            + (f" {_eplb_cell(run, row)} |" if eplb else "")
+            + ("".join(f" {c} |" for c in energy_cells(run, row)) if energy else ""))
     notes += [f"- {text}" for text in collapsed.values()]
     return out + ([""] + notes if notes else [])
 
@@ -498,6 +511,7 @@ def _brief_summary(cmp: Comparison) -> list[str]:
     if client := cmp.client_line():
         lines.append(client)
     lines += cmp.spec_and_eplb_lines()
+    lines += cmp.energy_lines()
     lost = [loss for loss in cmp.candidate_losses() if loss.loss_fraction >= SMALL_LOSS]
     if lost:
         worst = max(lost, key=lambda x: (x.loss_fraction, -x.concurrency))
@@ -663,9 +677,11 @@ def sweep_text(run: SweepRun, stragglers: bool = False) -> list[str]:
                      _f(row.prompt_tokens_p50), fig(_f(row.agg_tok_s)), fig(_f(row.steady_tok_s)), _f(dec["p50"], 1),
                      _f(ttft["p50"], 2), _f(None if tpot["p50"] is None else tpot["p50"] * 1000, 1),
                      str(len(row.stragglers))] + ([_spec_cell(row, collapsed), _rate_cell(row)] if spec else [])
-                    + ([_eplb_cell(run, row)] if eplb else []))
+                    + ([_eplb_cell(run, row)] if eplb else [])
+                    + (energy_cells(run, row) if shows_energy(run) else []))
     header = ["C", "status", "req", "failed", "prompt tok", "agg tok/s", "steady tok/s", "decode p50", "TTFT p50 s",
               "TPOT p50 ms", "stragglers"] + (["accept len", "accept rate"] if spec else []) + (["EPLB"] if eplb else [])
+    header += energy_header(run) if shows_energy(run) else []
     out += ["  " + line for line in _columns(header, rows, right=set(range(len(header))) - {1})]
     out += [f"  {text}" for text in collapsed.values()]
     for row in run.ordered_levels:
@@ -681,6 +697,7 @@ def sweep_text(run: SweepRun, stragglers: bool = False) -> list[str]:
     peak = run.peak
     if peak:
         out.append(f"  peak (seed-comparable aggregate, ok levels only): {peak[1]:,.0f} tok/s at C={peak[0]}")
+    out += [f"  {line}" for line in energy_lines(run)]
     lines = [cause_line(cc, run) for cc in cause_counts(run)] + ([reb] if (reb := eplb_line(run)) else [])
     out += [f"  cause: {line}" for line in lines]
     if stragglers:

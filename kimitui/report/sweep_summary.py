@@ -14,6 +14,9 @@ from typing import Any, Iterable
 from kimitui.analysis.causes.attribute import Attribution
 from kimitui.analysis.causes.sweep_causes import sweep_causes
 from kimitui.analysis.causes.tail import LevelLoss
+from kimitui.analysis.cost import CostRates, LevelCost, level_cost
+from kimitui.analysis.energy import EnergyFolder, LevelEnergy, WindowPower
+from kimitui.analysis.knee import CurvePoint, Knee, find_knee
 from kimitui.analysis.eplb import LevelRebalances, Rebalance, RebalanceTracker, level_rebalances, rebalances_in
 from kimitui.analysis.level_stats import client_limited_throughput, effective_status
 from kimitui.events import (
@@ -83,6 +86,12 @@ class LevelRow:
     """Measured (non-warmup) requests of every repeat."""
     spec: SweepSpec | None = None
     """The sweep's workload (its ``max_error_rate`` derives old recordings' status)."""
+    energy: list[LevelEnergy] = field(default_factory=list)
+    """Each repeat's energy figures (:mod:`kimitui.analysis.energy`), in repeat order; empty: none folded."""
+    rates: CostRates | None = None
+    """The configured prices (``[cost]``); None: no cost is shown."""
+    gpus_hint: int | None = None
+    """GPUs the server runs on when no power samples say (the knobs' ``tp_size`` x ``pp_size``)."""
 
     @property
     def status(self) -> str:
@@ -180,14 +189,92 @@ class LevelRow:
     def stopped(self) -> str | None:
         return next((r.stopped for r in self.repeats if r.stopped), None)
 
+    def _energy(self, attr: str) -> float | None:
+        """The mean over repeats of an energy figure; None unless every repeat has it (a repeat the GPUs did not
+        cover would tilt the mean to the others)."""
+        vals = [getattr(e, attr) for e in self.energy]
+        if not vals or len(vals) < len(self.repeats) or any(v is None or not math.isfinite(v) for v in vals):
+            return None
+        return sum(vals) / len(vals)
+
+    @property
+    def j_per_token(self) -> float | None:
+        """J per output token over the seed-comparable aggregate window (repeats' mean)."""
+        return self._energy("j_per_token")
+
+    @property
+    def j_per_token_steady(self) -> float | None:
+        return self._energy("j_per_token_steady")
+
+    @property
+    def tokens_per_kj(self) -> float | None:
+        """Aggregate tok/s per kW of all GPUs (= tokens per kJ)."""
+        return self._energy("tokens_per_kj")
+
+    @property
+    def marginal_j_per_token(self) -> float | None:
+        return self._energy("marginal_j_per_token")
+
+    @property
+    def mean_w(self) -> float | None:
+        return self._energy("mean_w")
+
+    @property
+    def peak_w(self) -> float | None:
+        vals = [e.peak_w for e in self.energy if e.peak_w is not None]
+        return max(vals) if vals and len(vals) == len(self.repeats) else None
+
+    @property
+    def gpus(self) -> int | None:
+        """GPUs counted: from the power samples, else the server's ``tp_size`` x ``pp_size``."""
+        seen = max((e.gpus for e in self.energy), default=0)
+        return seen or self.gpus_hint
+
+    @property
+    def energy_reason(self) -> str:
+        """Why there are no energy figures (empty when there are)."""
+        if self.j_per_token is not None:
+            return ""
+        if not self.energy:
+            return "no GPU samples cover this level"
+        return next((f"repeat {e.repeat}: {e.reason}" if len(self.repeats) > 1 else e.reason
+                     for e in self.energy if e.reason), "no output tokens")
+
+    @property
+    def cost(self) -> LevelCost | None:
+        """Cost per million output tokens at this level's aggregate rate; None when no price is configured."""
+        return level_cost(self.rates, tok_s=self.agg_tok_s, gpus=self.gpus, j_per_token=self.j_per_token)
+
+    @property
+    def cost_per_mtok(self) -> float | None:
+        cost = self.cost
+        return cost.per_mtok if cost is not None else None
+
     def figure(self, name: str) -> float | None:
-        """A named figure (see ``FIGURES`` in :mod:`kimitui.report.verdict`)."""
+        """A named figure (see ``FIGURES`` and ``ENERGY_FIGURES`` in :mod:`kimitui.report.verdict`)."""
         if name == "agg_tok_s":
             return self.agg_tok_s
         if name == "steady_tok_s":
             return self.steady_tok_s
+        if name in ("j_per_token", "tokens_per_kj", "cost_per_mtok"):
+            value: float | None = getattr(self, name)
+            return value
         attr, _, q = name.rpartition("_")
         return self._pct(attr, q)
+
+    def repeat_figure(self, name: str) -> list[float | None]:
+        """A figure per repeat (the noise of repeats): throughputs from the results, energy and cost per repeat."""
+        if name in ("agg_tok_s", "steady_tok_s"):
+            return [getattr(r, name) for r in self.repeats]
+        if name in ("j_per_token", "tokens_per_kj"):
+            return [getattr(e, name) for e in self.energy]
+        if name == "cost_per_mtok":
+            out: list[float | None] = []
+            for r, e in zip(self.repeats, self.energy):
+                c = level_cost(self.rates, tok_s=r.agg_tok_s, gpus=self.gpus, j_per_token=e.j_per_token)
+                out.append(c.per_mtok if c is not None else None)
+            return out
+        return []
 
 
 def count_rebalances(records: Iterable[Rebalance]) -> LevelRebalances:
@@ -223,6 +310,32 @@ class SweepRun:
     """Request id -> why that straggler was slow (:mod:`kimitui.analysis.causes`)."""
     losses: dict[tuple[int, int], LevelLoss] = field(default_factory=dict)
     """(C, repeat) -> where the level's throughput went, by cause."""
+    idle: WindowPower | None = None
+    """All GPUs' idle power before the sweep (:func:`kimitui.analysis.energy.idle_window`); None: not folded."""
+
+    def set_cost(self, rates: CostRates | None) -> None:
+        """Price every level with the configured ``[cost]`` (None: no cost anywhere)."""
+        for row in self.levels.values():
+            row.rates = rates
+
+    @property
+    def rates(self) -> CostRates | None:
+        return next((row.rates for row in self.levels.values()), None)
+
+    @property
+    def has_energy(self) -> bool:
+        """Whether any level has energy figures (GPU power samples covered it)."""
+        return any(row.j_per_token is not None for row in self.levels.values())
+
+    @property
+    def knee(self) -> Knee:
+        """The knee of this sweep's throughput-vs-concurrency curve (:mod:`kimitui.analysis.knee`)."""
+        points = [CurvePoint(row.concurrency, row.agg_tok_s, row._pct("tpot", "p50"), row._pct("ttft", "p99"),
+                             usable=row.valid and not row.client_limited,
+                             why="" if row.valid and not row.client_limited else
+                             f"C={row.concurrency} {row.status if not row.valid else 'client-limited'}")
+                  for row in self.ordered_levels]
+        return find_knee(points)
 
     def row_losses(self, row: LevelRow) -> list[LevelLoss]:
         """The losses of a level's repeats."""
@@ -336,6 +449,25 @@ def _assign_causes(runs: list[SweepRun], events: list[Event]) -> None:
         run.losses = {(c, rep): loss for (sid, c, rep), loss in causes.losses.items() if sid == run.sweep_id}
 
 
+def _assign_energy(runs: Iterable[SweepRun], folder: EnergyFolder) -> None:
+    """Each level's energy figures (every repeat's, in order) and each sweep's idle power."""
+    folder.finish()
+    for run in runs:
+        run.idle = folder.idle_of(run.sweep_id)
+        hint = _gpus_of(run.knobs)
+        for row in run.levels.values():
+            row.gpus_hint = hint
+            row.energy = [e for r in row.repeats if (e := folder.level(run.sweep_id, row.concurrency, r.repeat))]
+
+
+def _gpus_of(knobs: dict[str, Any] | None) -> int | None:
+    """GPUs a server runs on by its args (``tp_size`` x ``pp_size``); None when they do not say."""
+    if not knobs:
+        return None
+    tp, pp = knobs.get("tp_size"), knobs.get("pp_size") or 1
+    return tp * pp if isinstance(tp, int) and isinstance(pp, int) and tp > 0 and pp > 0 else None
+
+
 def _assign_rebalances(runs: list[SweepRun], records: list[Rebalance]) -> None:
     for n, run in enumerate(runs):
         end = runs[n + 1].started if n + 1 < len(runs) else None
@@ -344,11 +476,13 @@ def _assign_rebalances(runs: list[SweepRun], records: list[Rebalance]) -> None:
 
 def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
     tracker = RebalanceTracker(keep=100_000)
+    energy = EnergyFolder()
     runs: dict[str, SweepRun] = {}
     info: dict[str, ServerInfo] = {}
     switch: dict[str, ProfileSwitch] = {}
     run: SweepRun | None
     for ev in events:
+        energy.add(ev)
         if isinstance(ev, ServerInfo):
             info[ev.host] = ev
         elif isinstance(ev, ProfileSwitch):
@@ -384,6 +518,7 @@ def sweeps_of(events: list[Event], source: str = "") -> list[SweepRun]:
             tracker.feed(ev)
     for run in runs.values():  # a level with requests but no result (the recording ended mid-level)
         run.levels = {c: row for c, row in run.levels.items() if row.repeats}
+    _assign_energy(runs.values(), energy)
     ordered = sorted(runs.values(), key=lambda r: r.started)
     _assign_rebalances(ordered, tracker.records)
     _assign_causes(ordered, events)

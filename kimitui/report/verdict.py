@@ -44,7 +44,17 @@ spread ~±4 % in aggregate and decode rate, ~±9 % in the steady-state figure (i
 depends on the ramp) and by up to 2x in TTFT p50 at C=256 (where a request lands in the
 prefill queue) — so TTFT is not primary: its verdict is shown, the overall verdict is the
 throughput's.  Repeats, when recorded, measure the spread directly; the floor still applies."""
-FIGURE_BY_NAME = {f.name: f for f in FIGURES}
+ENERGY_FIGURES: tuple[Figure, ...] = (
+    Figure("j_per_token", "J/token", False, "J", 0.03, primary=False),
+    Figure("cost_per_mtok", "cost/Mtok", False, "/Mtok", 0.03, primary=False),
+)
+"""Energy and cost per output token (issue 34), judged per level by the same rule; lower is better.  Shown with
+their own verdict, not deciding the overall one (which stays the throughput's: with the power nearly flat they
+mostly mirror it, and a verdict should not count one effect twice).  Judged only where a side has the figure
+(GPU power samples cover the level; a ``[cost]`` is configured).  Noise: the spread between repeats where
+there are some, else the bootstrap of the aggregate throughput (J/token = mean power / aggregate tok/s, and
+the power's own noise over a level is far below the rate's); floor: the aggregate's 3 %."""
+FIGURE_BY_NAME = {f.name: f for f in FIGURES + ENERGY_FIGURES}
 
 CLIENT_TIMED = frozenset({"steady_tok_s", "decode_tok_s_p50", "ttft_p50"})
 """Figures built from when the client stamped each chunk: a lagging load process (its event loop
