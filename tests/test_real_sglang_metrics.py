@@ -165,20 +165,21 @@ def test_the_parser_is_handed_no_bucket_and_the_figures_are_those_of_the_whole_t
     text = _metrics(model, name)
     seen: list[str] = []
     library = metrics_poll.text_string_to_metric_families
+    reader = metrics_poll.prom_families
 
     def whole(handed: str):  # type: ignore[no-untyped-def]
-        return library(text)  # the library on every line of the scrape
+        return library(text)  # prometheus_client's parser on every line of the scrape
 
     def spy(handed: str):  # type: ignore[no-untyped-def]
         seen.append(handed)
-        return library(handed)
+        return reader(handed)
 
-    monkeypatch.setattr(metrics_poll, "text_string_to_metric_families", whole)
+    monkeypatch.setattr(metrics_poll, "prom_families", whole)
     rates_whole = CounterRates()
     want = [stats_from_metrics(text, host="h", rates=rates_whole, now=1.0).model_dump(exclude={"t"}),
             stats_from_metrics(text, host="h", rates=rates_whole, now=2.0).model_dump(exclude={"t"})]
     seen.clear()
-    monkeypatch.setattr(metrics_poll, "text_string_to_metric_families", spy)
+    monkeypatch.setattr(metrics_poll, "prom_families", spy)
     rates = CounterRates()
     got = [stats_from_metrics(text, host="h", rates=rates, now=1.0).model_dump(exclude={"t"}),
            stats_from_metrics(text, host="h", rates=rates, now=2.0).model_dump(exclude={"t"})]
