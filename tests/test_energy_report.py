@@ -182,3 +182,26 @@ def test_kimitui_report_prices_levels_from_the_config(tmp_path: Path, capsys: py
     config.write_text("[cost]\ngpu_hour = -2\n")
     assert main(["--config", str(config), "report", str(path)]) == 2
     assert f"{config}:2: cost.gpu_hour: Input should be greater than 0" in capsys.readouterr().err
+
+
+def test_kimitui_sweeps_json_and_tables_carry_the_energy_of_each_level(capsys: pytest.CaptureFixture[str]) -> None:
+    from kimitui.analysis.energy import fold
+    from kimitui.commands.sweep import print_tables, summary
+
+    events = sweep("ep8-tuned", LEVELS)
+    folder = fold(events)
+    levels = [e for e in events if isinstance(e, LevelResult)]
+    result = next(e for e in events if isinstance(e, SweepResult))
+    spec = next(e for e in events if isinstance(e, SweepStarted)).spec
+    out = summary(spec, result, levels, None, folder, CostRates(kwh=0.18, currency="USD"))
+    assert out["levels"][2]["energy"]["j_per_token"] == pytest.approx(2.5)
+    assert out["levels"][2]["cost"]["per_mtok"] == pytest.approx(0.125)
+    assert out["idle_power"]["mean_w"] == pytest.approx(800.0)
+    assert out["knee"]["status"] in ("knee", "none", "unsure") and out["knee"]["line"]
+    json.dumps(out)  # JSON-safe
+    print_tables(levels, result, None, folder, CostRates(kwh=0.18, currency="USD"))
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps at the terminal's width
+    assert "energy: 4,000 W mean (4,000 peak) over 8 GPUs, 2.5 J/token, 400 tok/s per kW; cost 0.12 USD/Mtok" in text
+    assert "idle power before the sweep: 800 W over 8 GPUs (10 s)" in text
+    print_tables(levels, result, None, None, None)
+    assert "energy: not measured (no GPU samples cover this level)" in " ".join(capsys.readouterr().out.split())

@@ -48,6 +48,8 @@ from kimitui.events import (
 )
 
 if TYPE_CHECKING:
+    from kimitui.analysis.cost import CostRates
+    from kimitui.analysis.energy import EnergyFolder
     from rich.table import Table
 
 EXIT_BAD_ARGS = 2
@@ -243,6 +245,10 @@ async def _run(spec: SweepSpec, args: argparse.Namespace, *, session: Session | 
             print(f"kimitui sweep: --out: {exc}", file=sys.stderr)
             return EXIT_BAD_ARGS
         session.add_sink(writer)
+    from kimitui.analysis.energy import EnergyFolder  # lazily, as the load generator
+
+    energy = EnergyFolder()  # each level's energy from the GPU samples a --host sweep streams (issue 34)
+    session.add_sink(energy.add)
     progress = None if (args.no_progress or args.json and not sys.stderr.isatty()) else _Progress(spec)
     if progress is not None:
         session.add_sink(progress.on_event)
@@ -275,10 +281,12 @@ async def _run(spec: SweepSpec, args: argparse.Namespace, *, session: Session | 
         path = await writer.aclose() if writer is not None else None
         if otlp is not None:
             await asyncio.to_thread(otlp.close)  # the sweep's trace goes out before the command returns
+    energy.finish()
+    rates = cost_rates(args)
     if args.json:
-        print(json.dumps(summary(spec, result, runner.levels, str(path) if path else None)))
+        print(json.dumps(summary(spec, result, runner.levels, str(path) if path else None, energy, rates)))
     else:
-        print_tables(runner.levels, result, str(path) if path else None)
+        print_tables(runner.levels, result, str(path) if path else None, energy, rates)
     code = {"completed": 0, "stopped": 0, "aborted": 130}.get(result.outcome, 1)
     dead = all_failed(runner.levels)
     for lv in dead:
@@ -312,8 +320,24 @@ class _Problems:
             print(text, file=sys.stderr)
 
 
-def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], recording: str | None) -> dict[str, Any]:
-    """The ``--json`` output: one object."""
+def cost_rates(args: argparse.Namespace) -> CostRates | None:
+    """The config's ``[cost]`` prices for the tables (None: none, or a config that cannot be read: said once)."""
+    from kimitui.config import ConfigError, load_config
+
+    try:
+        return load_config(getattr(args, "config", None)).cost.rates()
+    except ConfigError as exc:
+        print(f"kimitui sweep: no cost per million tokens: {exc}", file=sys.stderr)
+        return None
+
+
+def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], recording: str | None,
+            energy: EnergyFolder | None = None, rates: CostRates | None = None) -> dict[str, Any]:
+    """The ``--json`` output: one object (each level's ``energy`` and ``cost`` as in ``kimitui report``'s JSON)."""
+    from kimitui.analysis.knee import knee_of_levels
+    from kimitui.report.energy_render import idle_dict, knee_dict
+
+    idle = energy.idle_of(result.sweep_id) if energy is not None else None
     return {
         "sweep_id": result.sweep_id,
         "outcome": result.outcome,
@@ -321,13 +345,20 @@ def summary(spec: SweepSpec, result: SweepResult, levels: list[LevelResult], rec
         "peak_tok_s": result.peak_tok_s,
         "recording": recording,
         "spec": spec.model_dump(mode="json"),
-        "levels": [_level_json(lv) for lv in levels],
+        "idle_power": idle_dict(idle),
+        "knee": knee_dict(knee_of_levels(levels)),
+        "levels": [_level_json(lv, energy, rates) for lv in levels],
     }
 
 
-def _level_json(lv: LevelResult) -> dict[str, Any]:
+def _level_json(lv: LevelResult, energy: EnergyFolder | None = None, rates: CostRates | None = None) -> dict[str, Any]:
     out = lv.model_dump(mode="json", exclude={"kind", "host", "sweep_id"})
     out["valid"] = lv.valid
+    from kimitui.report.energy_render import cost_dict, energy_dict, one_level
+
+    row = one_level(lv, energy.level(lv.sweep_id, lv.concurrency, lv.repeat) if energy is not None else None, rates)
+    out["energy"] = energy_dict(row)
+    out["cost"] = cost_dict(row)
     return out
 
 
@@ -418,13 +449,19 @@ def peak_text(levels: list[LevelResult]) -> str:
     return f"peak {peak.agg_tok_s:,.0f} tok/s at C={peak.concurrency} (seed-comparable aggregate{steady})"
 
 
-def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None) -> None:
+def print_tables(levels: list[LevelResult], result: SweepResult, recording: str | None,
+                 energy: EnergyFolder | None = None, rates: CostRates | None = None) -> None:
     from rich.console import Console  # where it draws, as in _Progress
     from rich.markup import escape
+
+    from kimitui.analysis.knee import knee_of_levels
+    from kimitui.report.energy_render import level_energy_line
 
     console = Console()
     for lv in levels:
         console.print(level_table(lv))
+        figures = energy.level(lv.sweep_id, lv.concurrency, lv.repeat) if energy is not None else None
+        console.print(f"  {escape(level_energy_line(lv, figures, rates))}", highlight=False)
         status, reason = effective_status(lv)
         if status != "ok":
             console.print(f"  [bold]{status}:[/bold] {escape(reason)}; not a peak")
@@ -446,5 +483,11 @@ def print_tables(levels: list[LevelResult], result: SweepResult, recording: str 
     console.print(f"sweep {result.sweep_id}: {escape(result.outcome)}"
                   + (f" ({escape(result.reason)})" if result.reason else "") + f"; {peak_text(levels)}",
                   highlight=False)
+    idle = energy.idle_of(result.sweep_id) if energy is not None else None
+    if idle is not None:
+        console.print(f"idle power before the sweep: {idle.mean_w:,.0f} W over {idle.gpus} GPUs ({idle.seconds:.0f} s)"
+                      if idle.mean_w is not None else f"idle power not measured: {escape(idle.reason)}",
+                      highlight=False)
+    console.print(escape(knee_of_levels(levels).line()), highlight=False)
     if recording:
         console.print(f"recorded to {recording}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kimitui.analysis.energy import WindowPower
+from kimitui.analysis.cost import CostRates
+from kimitui.analysis.energy import LevelEnergy, WindowPower
 from kimitui.analysis.knee import Knee
+from kimitui.events import LevelResult
 from kimitui.report.sweep_summary import LevelRow, SweepRun
 
 
@@ -119,3 +121,29 @@ def energy_lines(run: SweepRun) -> list[str]:
                    + (f" ({cost.reason})" if cost is not None else ""))
     out.append(run.knee.line())
     return out
+
+
+# --------------------------------------------------------------------------- one level result (kimitui sweep)
+
+
+def one_level(lv: LevelResult, energy: LevelEnergy | None, rates: CostRates | None) -> LevelRow:
+    """A level result and its energy as a one-repeat row, so ``kimitui sweep`` says what the report says."""
+    return LevelRow(lv.concurrency, repeats=[lv], energy=[energy] if energy is not None else [], rates=rates)
+
+
+def level_energy_line(lv: LevelResult, energy: LevelEnergy | None, rates: CostRates | None) -> str:
+    """``energy: 3,980 W mean (4,100 peak) over 8 GPUs, 2.49 J/token (steady 2.41), 402 tok/s per kW;
+    cost 3.04 USD/Mtok``, or why there are none."""
+    row = one_level(lv, energy, rates)
+    if row.j_per_token is None or energy is None:
+        text = f"energy: not measured ({row.energy_reason})"
+    else:
+        steady = f" (steady {energy.j_per_token_steady:.3g})" if energy.j_per_token_steady is not None else ""
+        peak = f" ({energy.peak_w:,.0f} peak)" if energy.peak_w is not None else ""
+        per_kw = f", {row.tokens_per_kj:,.0f} tok/s per kW" if row.tokens_per_kj is not None else ""
+        text = (f"energy: {energy.mean_w:,.0f} W mean{peak} over {energy.gpus} GPUs, "
+                f"{row.j_per_token:.3g} J/token{steady}{per_kw}")
+    cost = row.cost
+    if cost is not None:
+        text += f"; cost {cost.text()}" + (f" ({cost.reason})" if cost.reason else "")
+    return text
