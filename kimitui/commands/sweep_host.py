@@ -43,9 +43,10 @@ def _fail(message: str) -> int:
 
 
 async def sweep_on_host(spec: SweepSpec, args: argparse.Namespace, *, host_factory: object = None,
-                        gpu_interval: float | None = None) -> int:
+                        gpu_interval: float | None = None, session: Session | None = None) -> int:
     """Connect, stream, follow, sweep, close.  ``host_factory``: a test's own host (``() -> Host``) instead of
-    the config's; ``gpu_interval``: the agent's tick (default the cockpit's)."""
+    the config's; ``gpu_interval``: the agent's tick (default the cockpit's); ``session``: one to publish into
+    (a test's, to watch the sweep), else a new one named after the host."""
     from kimitui.commands.sweep import _run  # the sweep itself, shared with --url
 
     try:
@@ -53,7 +54,7 @@ async def sweep_on_host(spec: SweepSpec, args: argparse.Namespace, *, host_facto
         host = host_factory() if callable(host_factory) else make_host(config, args.host, None)
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
-    session = Session(host=host.name)
+    session = session if session is not None else Session(host=host.name)
     session.bind_loop(asyncio.get_running_loop())
     host.set_event_callback(session.publish)
     entry = config.hosts.get(host.name)
