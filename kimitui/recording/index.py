@@ -1,13 +1,15 @@
 """Random access to a recording for replay: kinds and times up front, events parsed on demand.
 
-Memory is the decoded text once (one buffer, not an object per line), a few compact arrays
-per event (line offsets, running-max times) and a bounded LRU of parsed events: replaying a
-file never makes it grow (a parsed ``request_result`` is ~8x its line).
+Opening reads the index beside the recording (``NAME.idx``, see :mod:`kimitui.recording.index_file`)
+or, when there is none or it is stale or damaged, scans the recording once
+(:mod:`kimitui.recording.scan`) and writes one.  Memory is a few compact arrays per event (offsets,
+running-max times, kinds, hosts), the rare lines' bytes, a bounded LRU of parsed events and, for
+gzip, the last two decoded members: never the file.  Lines are read from the file when played.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -17,17 +19,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kimitui.events import Event
-from kimitui.recording.format import PathLike, Recording, RecordingHeader, SkippedLine, resolve_path
-from kimitui.recording.reader import TRUNCATED, _event_error, parse_line, read_text
+from kimitui.recording import index_file
+from kimitui.recording.format import PathLike, Recording, RecordingError, RecordingHeader, SkippedLine, resolve_path
+from kimitui.recording.index_file import IndexData, IndexFileError, StaleIndex
+from kimitui.recording.reader import _event_error, _parse_header, parse_line
+from kimitui.recording.scan import scan
+from kimitui.recording.source import GzipSource, TextSource, open_source
 
-_PREFIX_PATTERN = (
-    rb'\{"kind":"([a-z_]+)","t":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?),"host":"([^"\\\x00-\x1f]*)"')
-_PREFIX = re.compile(_PREFIX_PATTERN)
-"""``dump_event``'s prefix: a strict JSON number for ``t`` and a host without escapes or control bytes, so
-a line this takes apart is one the JSON parser also reads (``1.004.02`` or a stray byte goes the slow way)."""
-
-_LINE_PREFIX = re.compile(b"\n" + _PREFIX_PATTERN)
-"""The prefix at a line start, found over the whole text at C speed (a JSON string holds no raw newline)."""
+log = logging.getLogger(__name__)
 
 CACHE_EVENTS = 64
 """At most this many parsed events are kept (an LRU): replay parses each event once as it plays, and a
@@ -35,36 +34,25 @@ jump's look-ups (a level result, then its requests) come back to the few just pa
 CACHE_BYTES = 512 << 10
 """...and at most this many bytes of their lines (a parsed event takes ~5-10x its line)."""
 
-
-def _prefix_fields(m: re.Match[bytes] | None) -> tuple[str, float, str] | None:
-    """(kind, t, host) from a matched prefix; None when the line must be parsed to be judged."""
-    if m is None:
-        return None
-    try:
-        return m[1].decode(), float(m[2]), m[3].decode()
-    except ValueError:  # UnicodeDecodeError: a stray byte in the host
-        return None
-
-
 class RecordingIndex:
     """Random access to a recording without parsing every event up front.
 
-    Opening reads the decoded text once and keeps it as one buffer; each line's
-    ``kind``, ``t`` and ``host`` come from its prefix (``dump_event`` always starts
-    ``{"kind":..,"t":..,"host":..``) and only its offsets are kept.  Events are
-    parsed on access; the last few are kept in a bounded LRU (``cache_events``
-    events, ``cache_bytes`` bytes of their lines), never in place of the bytes, so
-    memory stays flat however much is played.  ``times`` is the running maximum of
-    ``t`` (play order is file order; a source's late timestamp never makes time
-    run backwards), so it is sorted and seekable by bisection.
+    ``kinds``, ``hosts``, ``times`` and ``line_nos`` are known for every event from the index;
+    events are parsed from their lines on access and the last few kept in a bounded LRU
+    (``cache_events`` events, ``cache_bytes`` bytes of their lines), so memory stays flat however
+    much is played.  ``times`` is the running maximum of ``t`` (play order is file order; a
+    source's late timestamp never makes time run backwards), so it is sorted and seekable by
+    bisection.  ``rare`` lists the positions of the rare lines (see ``scan.BULK_KINDS``), whose
+    bytes the index holds.
     """
 
-    def __init__(self, header: RecordingHeader, text: bytes | bytearray | None, starts: array, ends: array,
+    def __init__(self, header: RecordingHeader, source: TextSource | None, starts: array, ends: array,
                  times: array, kinds: list[str], hosts: list[str], line_nos: array, skipped: list[SkippedLine],
-                 path: Path | None, *, events: list[Event] | None = None,
+                 path: Path | None, *, events: list[Event] | None = None, rare: array | None = None,
+                 rare_lines: dict[int, bytes] | None = None, text_size: int = 0,
                  cache_events: int = CACHE_EVENTS, cache_bytes: int = CACHE_BYTES) -> None:
         self.header = header
-        self._text = memoryview(text) if text is not None else None
+        self._source = source
         self._starts = starts
         self._ends = ends
         self._events = events
@@ -75,6 +63,10 @@ class RecordingIndex:
         self.line_nos = line_nos
         self.skipped = skipped
         self.path = path
+        self.rare = rare if rare is not None else array("q")
+        """Positions of the rare events (every kind but the high-rate ones, and severe log lines), in order."""
+        self._rare_lines = rare_lines or {}
+        self.text_size = text_size
         self.cache_events = cache_events
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[int, Event] = OrderedDict()
@@ -82,103 +74,107 @@ class RecordingIndex:
         self._bad: set[int] = set()
         self.parsed = 0
         """Lines parsed so far (a cache miss each)."""
+        self.index_status = "in memory"
+        """How the index was had: read from its file, or built (and written, or kept in memory) and why."""
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def open(cls, path: PathLike, *, cache_events: int = CACHE_EVENTS,
-             cache_bytes: int = CACHE_BYTES) -> "RecordingIndex":
+    def open(cls, path: PathLike, *, cache_events: int = CACHE_EVENTS, cache_bytes: int = CACHE_BYTES,
+             write_index: bool = True) -> "RecordingIndex":
+        """The index of the recording at ``path``: read from ``NAME.idx`` when it is the recording's own,
+        else built by a scan and written there (``write_index``); a folder that cannot be written is fine."""
         p = resolve_path(path)
-        header, text, skipped = read_text(p)
-        hdr_end = text.find(b"\n")
-        last_nl = text.rfind(b"\n")
-        if hdr_end < 0:  # the header line itself is cut: nothing after it
-            skipped.append(SkippedLine(1, TRUNCATED))
-            hdr_end = last_nl = len(text)
-        elif text[last_nl + 1:].strip():  # the text after the final newline: empty unless the last line is cut
-            skipped.append(SkippedLine(text.count(b"\n") + 1, TRUNCATED))
-        made = cls._open_fast(header, text, hdr_end, last_nl, skipped, p)
-        if made is None:
-            made = cls._open_slow(header, text, hdr_end, last_nl, skipped, p)
+        source = open_source(p)
+        try:
+            made = cls._open(p, source, write_index)
+        except BaseException:
+            source.close()
+            raise
         made.cache_events, made.cache_bytes = cache_events, cache_bytes
         return made
 
     @classmethod
-    def _open_fast(cls, header: RecordingHeader, text: bytes | bytearray, hdr_end: int, last_nl: int,
-                   skipped: list[SkippedLine], p: Path) -> "RecordingIndex | None":
-        """Every line written by ``dump_line``: one regex pass, no split; None when some line is not."""
-        n_body = text.count(b"\n", hdr_end, last_nl)  # newlines before the last one: the body lines
-        starts = array("q")
-        times = array("d")
-        kinds: list[str] = []
-        hosts: list[str] = []
-        kind_names: dict[bytes, str] = {}
-        host_names: dict[bytes, str] = {}
-        add_start, add_time, add_kind, add_host = starts.append, times.append, kinds.append, hosts.append
-        tmax = float("-inf")
+    def _open(cls, p: Path, source: TextSource, write_index: bool) -> "RecordingIndex":
         try:
-            for m in _LINE_PREFIX.finditer(text, hdr_end, last_nl):
-                k, t, h = m.groups()
-                add_start(m.start() + 1)
-                kind = kind_names.get(k)
-                if kind is None:
-                    kind = kind_names[k] = k.decode()
-                host = host_names.get(h)
-                if host is None:
-                    host = host_names[h] = h.decode()
-                tv = float(t)
-                if tv > tmax:
-                    tmax = tv
-                add_time(tmax)
-                add_kind(kind)
-                add_host(host)
-        except UnicodeDecodeError:  # a stray byte in a host name: find its line the slow way
-            return None
-        if len(starts) != n_body:
-            return None  # a blank, hand-written or malformed line somewhere
-        ends = array("q", starts[1:])  # a line ends where the next begins, less its newline
-        for j in range(len(ends)):
-            ends[j] -= 1
-        if starts:
-            ends.append(last_nl)
-        line_nos = array("q", range(2, len(starts) + 2))
-        return cls(header, text, starts, ends, times, kinds, hosts, line_nos, skipped, p)
+            ident = index_file.identity(source.fd, source.size)
+        except OSError as exc:
+            raise RecordingError(f"{p}: cannot read: {exc}") from exc
+        ipath = index_file.index_path(p)
+        why = "no index yet"
+        try:
+            data = index_file.load(ipath, ident)
+            made = cls._from_data(_parse_header(p, data.header_line), data, source, p)
+            made.index_status = f"read from {ipath.name}"
+            return made
+        except FileNotFoundError:
+            pass
+        except StaleIndex as exc:
+            why = f"{ipath.name}: {exc}"
+            log.info("replay index %s; rebuilding it", why)
+        except IndexFileError as exc:
+            why = f"{ipath}: {exc}"
+            log.warning("replay index %s; rebuilding it", why)
+        except OSError as exc:
+            why = f"{ipath}: cannot read ({exc})"
+            log.warning("replay index %s; rebuilding it", why)
+        header, data = scan(source)
+        made = cls._from_data(header, data, source, p)
+        made.index_status = f"built ({why})"
+        if write_index:
+            try:
+                index_file.save(ipath, data, ident)
+            except OSError as exc:
+                made.index_status += f"; kept in memory: cannot write {ipath} ({exc.strerror or exc})"
+                log.info("replay index %s", made.index_status)
+            else:
+                made.index_status += f"; written to {ipath.name}"
+        return made
 
     @classmethod
-    def _open_slow(cls, header: RecordingHeader, text: bytes | bytearray, hdr_end: int, last_nl: int,
-                   skipped: list[SkippedLine], p: Path) -> "RecordingIndex":
-        """Line by line: blank lines, hand-written or reordered JSON, malformed lines."""
-        starts, ends, times, line_nos = array("q"), array("q"), array("d"), array("q")
-        kinds: list[str] = []
-        hosts: list[str] = []
-        tmax = float("-inf")
-        pos, line_no = hdr_end + 1, 2
-        while pos <= last_nl:
-            end = text.find(b"\n", pos)
-            fields = _prefix_fields(_PREFIX.match(text, pos, end))
-            if fields is not None:
-                kind, t, host = fields
-            else:
-                raw = bytes(text[pos:end])
-                if not raw.strip():
-                    pos, line_no = end + 1, line_no + 1
-                    continue
-                try:
-                    ev = parse_line(raw)
-                except ValidationError as exc:
-                    skipped.append(SkippedLine(line_no, _event_error(exc)))
-                    pos, line_no = end + 1, line_no + 1
-                    continue
-                kind, t, host = ev.kind, ev.t, ev.host
-            tmax = t if t > tmax else tmax
-            starts.append(pos)
-            ends.append(end)
-            times.append(tmax)
-            kinds.append(kind)
-            hosts.append(host)
-            line_nos.append(line_no)
-            pos, line_no = end + 1, line_no + 1
-        skipped.sort(key=lambda s: s.line_no)
-        return cls(header, text, starts, ends, times, kinds, hosts, line_nos, skipped, p)
+    def _from_data(cls, header: RecordingHeader, data: IndexData, source: TextSource, p: Path) -> "RecordingIndex":
+        a = data.arrays
+        n = len(a["starts"])
+        if (any(len(a[k]) != n for k in ("ends", "times", "line_nos", "kind_codes", "host_codes"))
+                or len(a["rare_ends"]) != len(a["rare"]) or len(a["blocks"]) % 4
+                or data.compressed != isinstance(source, GzipSource)
+                or (n and (max(a["kind_codes"]) >= len(data.kind_names) or max(a["host_codes"]) >= len(data.host_names)))
+                or (n and max(a["ends"]) > data.text_size)):
+            raise IndexFileError("damaged (its arrays disagree)")
+        if isinstance(source, GzipSource) and not source.blocks:
+            source.blocks = a["blocks"]
+            source._starts = list(a["blocks"][0::4])
+        kinds = list(map(data.kind_names.__getitem__, a["kind_codes"]))
+        hosts = list(map(data.host_names.__getitem__, a["host_codes"]))
+        rare_lines: dict[int, bytes] = {}
+        blob, prev = data.rare_blob, 0
+        for i, end in zip(a["rare"], a["rare_ends"]):
+            if end < 0:
+                break
+            rare_lines[i] = blob[prev:end]
+            prev = end
+        skipped = [SkippedLine(line_no, reason) for line_no, reason in data.skipped]
+        return cls(header, source, a["starts"], a["ends"], a["times"], kinds, hosts, a["line_nos"], skipped, p,
+                   rare=a["rare"], rare_lines=rare_lines, text_size=data.text_size)
+
+    @classmethod
+    def write_index(cls, path: PathLike) -> str:
+        """Scan the recording at ``path`` and write its index beside it (the writer does, on close).
+
+        Returns what was done; an error is said, never raised (the recording itself is whole)."""
+        try:
+            return cls.open(path, cache_events=1).close_status()
+        except (RecordingError, OSError) as exc:
+            return f"not indexed: {exc}"
+
+    def close_status(self) -> str:
+        status = self.index_status
+        self.close()
+        return status
+
+    def close(self) -> None:
+        """Let go of the file (an index from memory has none); reading after this raises."""
+        if self._source is not None:
+            self._source.close()
 
     @classmethod
     def from_recording(cls, rec: Recording) -> "RecordingIndex":
@@ -214,20 +210,46 @@ class RecordingIndex:
         return self.times[-1] if self.times else self.header.started
 
     @property
+    def on_disk(self) -> bool:
+        """Read from a file (``rare`` then lists every rare event); False for a recording built in memory."""
+        return self._source is not None
+
+    @property
     def cached(self) -> int:
         """Parsed events held now (never more than ``cache_events``)."""
         return len(self._cache)
 
     @property
     def text_bytes(self) -> int:
-        """Bytes of decoded text held (the file's lines, once)."""
-        return self._text.nbytes if self._text is not None else 0
+        """Bytes of decoded text the recording holds (read from the file as played, not held)."""
+        return self.text_size
 
     def raw(self, i: int) -> bytes | None:
         """Line ``i`` as written (for cheap byte tests before parsing); None for a recording built in memory."""
-        if self._text is None:
+        if self._source is None:
             return None
-        return self._text[self._starts[i]:self._ends[i]].tobytes()
+        line = self._rare_lines.get(i)
+        if line is not None:
+            return line
+        return self._source.read(self._starts[i], self._ends[i])
+
+    def parse(self, i: int) -> Event | None:
+        """Event ``i`` parsed from its line, past the cache (a seek's thousands would only churn it);
+        None if its line is malformed."""
+        if self._events is not None:
+            return self._events[i]
+        ev = self._cache.get(i)
+        if ev is not None or i in self._bad:
+            return ev
+        raw = self.raw(i)
+        assert raw is not None
+        self.parsed += 1
+        try:
+            return parse_line(raw)
+        except ValidationError as exc:
+            self._bad.add(i)
+            self.skipped.append(SkippedLine(self.line_nos[i], _event_error(exc)))
+            return None
 
     def event(self, i: int) -> Event | None:
         """Event ``i``, parsed from its line (the last few are cached); None if its line is malformed."""

@@ -95,29 +95,45 @@ def _next_member(data: bytes, start: int) -> int | None:
     return None
 
 
-def _gunzip(data: bytes) -> tuple[bytearray, list[Damage]]:
-    """Decompress every gzip member, streaming, so damage never costs what came before it.
+def gunzip_members(data: bytes) -> Iterator[tuple[int, int, bytearray, Damage | None]]:
+    """Decode every gzip member in turn, streaming, so damage never costs what came before it.
 
-    A stream cut short (a crashed or running writer) yields what was decodable.  At damaged
-    bytes the decoded text is cut back to its last whole line, the damage is listed, and
-    reading resumes at the next intact member (the writer starts a new one every few MB).
+    Yields (where the member starts in ``data``, where its decoded bytes end there, its decoded
+    text, the damage that stopped it).  A stream cut short (a crashed or running writer) yields
+    what was decodable.  At damaged bytes the member's text is cut back to its last whole line,
+    the damage is named, and decoding resumes at the next intact member (the writer starts a new
+    one every ``writer.MEMBER_BYTES``).  The replay index keeps the first two numbers per member:
+    a member decodes alone, so any line is found by decoding its member only.
     """
-    out = bytearray()
-    damage: list[Damage] = []
-    pos = 0
-    while pos < len(data):
+    total = 0
+    pos, n = 0, len(data)
+    while pos < n:
         member_start = pos
+        out = bytearray()
         pos, ended, bad = _inflate_member(data, pos, out)
         if bad is None:
+            total += len(out)
+            yield member_start, pos, out, None
             if not ended:
                 break
             continue
         del out[out.rfind(b"\n") + 1:]  # a line the damage went through is not a line
+        total += len(out)
         resume = _next_member(data, max(member_start + 1, bad[0] - 8))
-        damage.append(Damage(len(out), bad[0], len(data), bad[1], resume))
+        yield member_start, bad[0], out, Damage(total, bad[0], n, bad[1], resume)
         if resume is None:
             break
         pos = resume
+
+
+def _gunzip(data: bytes) -> tuple[bytearray, list[Damage]]:
+    """The whole decoded text (see :func:`gunzip_members`) and where damage cut it."""
+    out = bytearray()
+    damage: list[Damage] = []
+    for _, _, part, dmg in gunzip_members(data):
+        out += part
+        if dmg is not None:
+            damage.append(dmg)
     return out, damage  # not bytes(out): a copy would double the peak for a big file
 
 

@@ -210,9 +210,11 @@ class Replayer(SupervisedTask):
         A seek then walks only these before the history window, instead of every event of the file.
         """
         if self._sparse is None:
-            kinds = self.index.kinds
-            self._sparse = (array("q", (i for i, k in enumerate(kinds) if k not in HIGH_RATE_KINDS)),
-                            array("q", (i for i, k in enumerate(kinds) if k == "level_started")))
+            idx = self.index
+            kinds = idx.kinds
+            rare = idx.rare if idx.on_disk else range(len(kinds))  # every kind a seek always delivers is rare
+            self._sparse = (array("q", (i for i in rare if kinds[i] not in HIGH_RATE_KINDS)),
+                            array("q", (i for i in rare if kinds[i] == "level_started")))
         return self._sparse
 
     def _rebuild(self, t: float, hi: int) -> Iterable[Event]:
@@ -229,8 +231,9 @@ class Replayer(SupervisedTask):
         k = bisect_left(level_starts, hi)
         level_start = level_starts[k - 1] if k else 0
         lo = min(since, level_start)
+        parse = idx.parse  # not through the cache: a seek's thousands would only churn it
         for i in sparse[:bisect_left(sparse, lo)]:  # before both windows only these are delivered
-            ev = idx.event(i)
+            ev = parse(i)
             if ev is not None:
                 yield ev
         for i in range(hi - 1, since - 1, -1):
@@ -254,7 +257,7 @@ class Replayer(SupervisedTask):
                     continue
                 if kind == "log_line" and i < first_log:
                     continue
-            ev = idx.event(i)
+            ev = parse(i)
             if ev is not None:
                 yield ev
 
@@ -285,7 +288,10 @@ class Replayer(SupervisedTask):
 
     def _find_targets(self, kind: str) -> Iterable[float]:
         idx = self.index
-        for i, k in enumerate(idx.kinds):
+        kinds = idx.kinds
+        # every target is a rare event (the index keeps their places, and their bytes): no need to read the file
+        for i in (idx.rare if idx.on_disk else range(len(kinds))):
+            k = kinds[i]
             if kind == "straggler" and k == "level_result":
                 ev = idx.event(i)
                 if isinstance(ev, LevelResult):
