@@ -39,7 +39,7 @@ def test_the_named_path_is_the_path_written(tmp_path: Path, name: str) -> None:
     session.publish_many(events)
     assert writer.path == tmp_path / name
     final = writer.close()
-    assert final == tmp_path / name and [p.name for p in tmp_path.iterdir()] == [name]
+    assert final == tmp_path / name and sorted(p.name for p in tmp_path.iterdir()) == [f".{name}.idx", name]
     data = final.read_bytes()
     assert (data[:2] == b"\x1f\x8b") == name.endswith(".gz")  # compressed exactly when the name says so
     text = gzip.decompress(data) if name.endswith(".gz") else data  # a complete gzip file once closed
@@ -248,7 +248,7 @@ def test_a_recording_of_several_profiles_is_named_after_all_of_them(tmp_path: Pa
     assert w.path == path  # while recording: the name on disk
     final = w.close()
     assert final.name == "ct200-20260304-104107-ep8-tuned+ep8-v2.jsonl.gz" and w.path == final
-    assert [p.name for p in final.parent.iterdir()] == [final.name]
+    assert sorted(p.name for p in final.parent.iterdir()) == [f".{final.name}.idx", final.name]  # with its index
     assert len(read_recording(final).events) == 3
 
 

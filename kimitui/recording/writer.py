@@ -28,9 +28,10 @@ from kimitui.recording.format import PathLike, RecordingError, RecordingHeader
 
 log = logging.getLogger(__name__)
 
-MEMBER_BYTES = 4 << 20
+MEMBER_BYTES = 1 << 20
 """Uncompressed bytes per gzip member: a damaged byte costs at most the rest of its member
-(readers resume at the next one), and a member's CRC checks what it holds."""
+(readers resume at the next one), a member's CRC checks what it holds, and a replay finds any line by
+decoding its member alone (1 MB: ~3 ms; the file is 0.6 % bigger than with 4 MB members)."""
 
 PROGRESS_INTERVAL_S = 1.0
 """A recording keeps at most one ``sweep_progress`` per sweep and second (the Session gets every one)."""
@@ -54,7 +55,7 @@ class RecordingWriter:
     The file is the path named.  A name ending in ``.gz`` is written as gzip while
     recording: each flush ends with a zlib sync flush (so everything flushed can be
     decoded, even after a ``kill -9``), and a new gzip member starts every
-    ``MEMBER_BYTES``.  Level 9 by default: 6 % smaller than 6 on a realistic session for about
+    ``MEMBER_BYTES``.  ``close()`` writes the replay index beside the file (``.NAME.idx``).  Level 9 by default: 6 % smaller than 6 on a realistic session for about
     0.1 % of a core (bench/bench_recording.py --size-only).  ``rename``, given the profiles the recording saw, names the
     file on close (the cockpit's default names list every profile that ran).
     """
@@ -71,6 +72,7 @@ class RecordingWriter:
         progress_interval: float = PROGRESS_INTERVAL_S,
         rename: Callable[[list[str]], PathLike] | None = None,
         compresslevel: int = 9,
+        index: bool = True,
     ) -> None:
         self.path = Path(path)
         gz = self.path.name.endswith(".gz")
@@ -96,6 +98,9 @@ class RecordingWriter:
         self.error: str | None = None
         """The last write error (disk full...); the unwritten bytes are kept and retried."""
         self._rename = rename
+        self._index = index
+        self.index_status: str | None = None
+        """What writing the replay index on close did (``.NAME.idx``; None before close or without one)."""
         self._level = compresslevel
         self._buf: list[Event] = []
         self._progress: dict[tuple[str, str], tuple[float, SweepProgress | None]] = {}
@@ -276,7 +281,19 @@ class RecordingWriter:
             raise RecordingError(f"{self.path}: {len(self._unwritten)} bytes could not be written: {self.error}")
         if self._rename is not None:
             self._rename_to(Path(self._rename(list(self.profiles))))
+        if self._index:
+            self._write_index()
         return self.path
+
+    def _write_index(self) -> None:
+        """The replay index beside the closed file, so a replay opens and seeks without scanning it.
+
+        Built by the reader's own scan of the file as written (one code path: what a reader would
+        build is what it finds); a failure is logged, never raised: the recording itself is whole."""
+        from kimitui.recording.index import RecordingIndex  # the index reads recordings; it never writes one
+
+        self.index_status = RecordingIndex.write_index(self.path)
+        log.debug("recording %s: index %s", self.path, self.index_status)
 
     def _rename_to(self, target: Path) -> None:
         if target == self.path:
