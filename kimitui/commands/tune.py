@@ -46,8 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--variant", action="append", metavar="PROFILE",
                    help="a profile whose one knob family change to try (repeatable; replaces the defaults)")
     p.add_argument("--draft-model", metavar="PATH", help="a DFlash draft model on the host: try the drafter too")
-    p.add_argument("--objective", default="peak", metavar="peak|level:C|capacity",
-                   help="what 'better' means: peak aggregate tok/s (default), aggregate at level C, or capacity at --slo")
+    p.add_argument("--objective", default="peak", metavar="peak|level:C|capacity|tokens_per_kj|cost_per_mtok",
+                   help="what 'better' means: peak aggregate tok/s (default), aggregate at level C, capacity at --slo, "
+                        "the most tokens per kJ of GPU energy, or the lowest cost per million tokens ([cost] in the "
+                        "config)")
     p.add_argument("--slo", metavar="TERMS", help="the SLO of --objective capacity, e.g. 'ttft_p99<=2s,decode_p50>=20'")
     add_workload_args(p)
     p.add_argument("--levels", type=levels_arg, help=f"concurrency levels (default {','.join(map(str, TUNE_LEVELS))})")
@@ -158,7 +160,7 @@ def build_plan(args: argparse.Namespace, host: str) -> "TunePlan":
         found, skipped = cands.default_candidates(start, good, draft_model=args.draft_model)
     _check_objective(args.objective, args.slo)
     return TunePlan(start=start.name, candidates=found, skipped=skipped, workload=_workload(args),
-                    objective=args.objective, slo=args.slo, repeat_limit=args.repeat_limit,
+                    objective=args.objective, slo=args.slo, cost=_cost(args), repeat_limit=args.repeat_limit,
                     max_steps=args.max_steps, time_budget_s=args.time_budget, sim_time_scale=args.time_scale)
 
 
@@ -201,8 +203,31 @@ def _running(args: argparse.Namespace) -> str | None:
     return found[0] if found else None
 
 
+def _cost(args: argparse.Namespace) -> dict[str, float | str] | None:
+    """The config's ``[cost]`` for the plan; ``--objective cost_per_mtok`` without one is an error naming the file."""
+    from kimitui.config import ConfigError, config_path, load_config
+
+    try:
+        config = load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+    rates = config.cost.rates()
+    if rates is None:
+        if args.objective == "cost_per_mtok":
+            where = config.path or config_path(getattr(args, "config", None))[0]
+            raise ValueError(f"--objective cost_per_mtok needs prices: add [cost] gpu_hour = ... and/or kwh = ... "
+                             f"to {where}")
+        return None
+    cost: dict[str, float | str] = {"currency": rates.currency}
+    if rates.gpu_hour is not None:
+        cost["gpu_hour"] = rates.gpu_hour
+    if rates.kwh is not None:
+        cost["kwh"] = rates.kwh
+    return cost
+
+
 def _check_objective(objective: str, slo: str | None) -> None:
-    if objective == "peak":
+    if objective in ("peak", "tokens_per_kj", "cost_per_mtok"):
         return
     if objective.startswith("level:") and objective[6:].isdigit() and int(objective[6:]) > 0:
         return
@@ -213,7 +238,8 @@ def _check_objective(objective: str, slo: str | None) -> None:
 
         parse_slo(slo)
         return
-    raise ValueError(f"--objective {objective!r}: peak, level:C (e.g. level:1) or capacity")
+    raise ValueError(f"--objective {objective!r}: peak, level:C (e.g. level:1), capacity, tokens_per_kj or "
+                     "cost_per_mtok")
 
 
 def _workload(args: argparse.Namespace) -> "SweepSpec":

@@ -509,6 +509,36 @@ def _missing(name: str, la: LevelRow, lb: LevelRow) -> str:
     return "not judged: " + "; ".join(out)
 
 
+EFFICIENCY_FIGURES: dict[str, Figure] = {
+    "tokens_per_kj": Figure("tokens_per_kj", "best tokens per kJ", True, "tok/kJ", 0.03, primary=False),
+    "cost_per_mtok": Figure("cost_per_mtok", "lowest cost/Mtok", False, "/Mtok", 0.03, primary=False),
+}
+"""The efficiency objectives (``kimitui tune --objective tokens_per_kj|cost_per_mtok``): each side's best level by
+the figure among the levels judged on both, compared as the peak is (noise: the J/token's, ``ENERGY_FIGURES``)."""
+
+
+def best_level_figure(cmp: Comparison, name: str) -> FigureComparison | None:
+    """Each side's best judged level by an efficiency figure (most tokens per kJ, lowest cost), B against A;
+    None when no judged level has the figure on both sides (no GPU power samples, no ``[cost]``)."""
+    fig = EFFICIENCY_FIGURES[name]
+    judged = [lv for lv in cmp.levels if lv.judged and not lv.throughput_distorted]
+
+    def best(run: SweepRun) -> int | None:
+        vals = [(v, lv.concurrency) for lv in judged
+                if (row := run.levels.get(lv.concurrency)) is not None and (v := row.figure(name)) is not None]
+        if not vals:
+            return None
+        return (max(vals) if fig.higher_is_better else min(vals))[1]
+
+    ca, cb = best(cmp.a), best(cmp.b)
+    if ca is None or cb is None:
+        return None
+    out = _figure(fig, cmp.a.levels[ca], cmp.b.levels[cb], seed=cmp.seed, min_effect=cmp.min_effect,
+                  concurrency=None, a_key=f"{ca}", b_key=f"{cb}")
+    out.note = out.note or f"A at C={ca}, B at C={cb}"
+    return out
+
+
 def compare(a: Source, b: Source, *, sweep_a: str | None = None, sweep_b: str | None = None,
             min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0) -> Comparison:
     """Compare sweep B against reference sweep A (recordings, paths, summaries or sweeps).

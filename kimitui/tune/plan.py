@@ -54,7 +54,8 @@ def plan_lines(plan: TunePlan, host: str, simulated: bool) -> list[str]:
     w = plan.workload
     size = f"{w.requests_per_level} requests" if w.requests_per_level else (
         f"{w.duration_s:.0f} s" if w.duration_s else "2C requests")
-    objective = {"peak": "peak aggregate tok/s"}.get(plan.objective, plan.objective)
+    objective = {"peak": "peak aggregate tok/s", "tokens_per_kj": "the most tokens per kJ of GPU energy (any level)",
+                 "cost_per_mtok": "the lowest cost per million tokens (any level)"}.get(plan.objective, plan.objective)
     if plan.objective.startswith("level:"):
         objective = f"aggregate tok/s at C={plan.objective[6:]}"
     if plan.objective == "capacity" and plan.slo:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kimitui.analysis.cost import CostRates
 from kimitui.events import SweepSpec
 from kimitui.paths import state_dir
 from kimitui.private_files import DIR_MODE, private_dir, write_private
@@ -90,13 +91,25 @@ class TunePlan(BaseModel):
     """Changes not tried, each with why (``num_continuous_decode_steps 4: has no effect in this SGLang``)."""
     workload: SweepSpec
     objective: str = "peak"
-    """``peak`` (peak aggregate tok/s), ``level:C`` (aggregate tok/s at C), ``capacity`` (C at the SLO)."""
+    """``peak`` (peak aggregate tok/s), ``level:C`` (aggregate tok/s at C), ``capacity`` (C at the SLO),
+    ``tokens_per_kj`` (the most tokens per kJ of GPU energy over the levels), ``cost_per_mtok`` (the lowest cost
+    per million tokens at ``cost``)."""
+    cost: dict[str, float | str] | None = None
+    """The config's ``[cost]`` when the plan was made (``gpu_hour``, ``kwh``, ``currency``): a resumed tune prices
+    its steps as its first did."""
     slo: str | None = None
     repeat_limit: int = 3
     """Sweeps of one candidate at most, while its verdict against the best is not beyond noise."""
     max_steps: int | None = None
     time_budget_s: float | None = None
     sim_time_scale: float | None = None
+
+    def cost_rates(self) -> CostRates | None:
+        """The prices of ``cost`` (None: none recorded)."""
+        if not self.cost:
+            return None
+        gpu, kwh, cur = self.cost.get("gpu_hour"), self.cost.get("kwh"), self.cost.get("currency", "")
+        return CostRates(float(gpu) if gpu is not None else None, float(kwh) if kwh is not None else None, str(cur))
 
 
 class TuneState(BaseModel):

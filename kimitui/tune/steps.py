@@ -3,7 +3,9 @@
 The comparison is ``kimitui report --vs``'s (:func:`kimitui.report.compare.compare`): the same
 ratios, noise (repeats, else a bootstrap over requests, never under the figures' run-to-run floor)
 and causes.  The objective decides keep or revert: ``peak`` (peak aggregate tok/s), ``level:C``
-(aggregate tok/s at C) or ``capacity`` (the highest C at which the SLO holds).  A candidate whose
+(aggregate tok/s at C), ``capacity`` (the highest C at which the SLO holds), ``tokens_per_kj`` (each side's most
+tokens per kJ of GPU energy over its levels) or ``cost_per_mtok`` (each side's lowest cost per million tokens at
+the configured ``[cost]``; issue 34).  A candidate whose
 objective moved at least :data:`~kimitui.report.verdict.DEFAULT_MIN_EFFECT` but not beyond noise is
 measured again (its repeats pooled) until it is, or the repeat limit is reached.
 
@@ -22,7 +24,8 @@ from typing import Literal
 from kimitui.capacity.answer import CapacityAnswer
 from kimitui.capacity.search import capacity_from_levels
 from kimitui.capacity.slo import parse_slo
-from kimitui.report.compare import Comparison, FigureComparison, compare
+from kimitui.analysis.cost import CostRates
+from kimitui.report.compare import EFFICIENCY_FIGURES, Comparison, FigureComparison, best_level_figure, compare
 from kimitui.events import SweepSpec
 from kimitui.report.sweep_summary import LevelRow, SweepRun
 from kimitui.report.verdict import DEFAULT_MIN_EFFECT
@@ -61,8 +64,10 @@ def merge_runs(runs: list[SweepRun]) -> SweepRun:
         merged.attributions.update(run.attributions)
         merged.rebalances.extend(run.rebalances)
         for c, row in sorted(run.levels.items()):
-            into = merged.levels.setdefault(c, LevelRow(c, spec=merged.spec))
+            into = merged.levels.setdefault(c, LevelRow(c, spec=merged.spec, rates=row.rates,
+                                                         gpus_hint=row.gpus_hint))
             into.requests.extend(row.requests)
+            into.energy.extend(row.energy)  # in repeat order, as the repeats below
             for lv in row.repeats:
                 n = rep.get(c, 0)
                 rep[c] = n + 1
@@ -75,7 +80,9 @@ def merge_runs(runs: list[SweepRun]) -> SweepRun:
 
 
 def objective_figure(cmp: Comparison, objective: str) -> FigureComparison | None:
-    """The figure the objective reads: the peak, or the aggregate at ``level:C``."""
+    """The figure the objective reads: the peak, the aggregate at ``level:C``, or the best level's efficiency."""
+    if objective in EFFICIENCY_FIGURES:
+        return best_level_figure(cmp, objective)
     if objective.startswith("level:"):
         c = int(objective.split(":", 1)[1])
         lv = cmp.level(c)
@@ -86,8 +93,12 @@ def objective_figure(cmp: Comparison, objective: str) -> FigureComparison | None
 
 
 def judge_step(best: SweepRun, cand: SweepRun, objective: str, *, slo: str | None = None,
-               min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0) -> StepJudgement:
-    """Better, worse, the same, or not sure yet (a change as large as ``min_effect`` inside the noise)."""
+               min_effect: float = DEFAULT_MIN_EFFECT, seed: int = 0, rates: CostRates | None = None) -> StepJudgement:
+    """Better, worse, the same, or not sure yet (a change as large as ``min_effect`` inside the noise);
+    ``rates``: the prices of ``cost_per_mtok`` (both sides priced alike)."""
+    if rates is not None:
+        best.set_cost(rates)
+        cand.set_cost(rates)
     cmp = compare(best, cand, min_effect=min_effect, seed=seed)
     lines = _level_lines(cmp)
     if cmp.verdict == "not_comparable":
@@ -96,7 +107,10 @@ def judge_step(best: SweepRun, cand: SweepRun, objective: str, *, slo: str | Non
         return _by_capacity(best, cand, slo, cmp, lines)
     fig = objective_figure(cmp, objective)
     if fig is None or fig.ratio is None:
-        return StepJudgement("not_comparable", cmp, f"{objective}: no judged figure", lines)
+        why = {"tokens_per_kj": " (no level has GPU power samples on both sides)",
+               "cost_per_mtok": " (no level has a cost on both sides: [cost] prices and, for kwh, GPU power samples)",
+               }.get(objective, "")
+        return StepJudgement("not_comparable", cmp, f"{objective}: no judged figure{why}", lines)
     text = _change_text(fig, objective)
     where = _where(cmp)
     if fig.verdict == "improved":
@@ -120,8 +134,10 @@ def remeasure_spec(workload: SweepSpec, j: StepJudgement, objective: str, *, gro
     if objective.startswith("level:"):
         levels = [int(objective.split(":", 1)[1])]
     else:
+        figure = {"tokens_per_kj": "j_per_token"}.get(objective, objective if objective in EFFICIENCY_FIGURES
+                                                      else "agg_tok_s")
         unsure = [lv.concurrency for lv in cmp.levels if lv.judged for f in lv.figures
-                  if f.figure == "agg_tok_s" and f.verdict == "unsure"]
+                  if f.figure == figure and f.verdict == "unsure"]
         peaks = [c for c, _ in cmp.peak_at] if cmp.peak_at is not None else []
         levels = sorted(set(unsure) | set(peaks)) or list(workload.levels)
     have = max((max(lv.requests) for lv in cmp.levels if lv.concurrency in levels), default=0)
@@ -170,6 +186,10 @@ def _where(cmp: Comparison) -> str:
 
 def _change_text(fig: FigureComparison, objective: str) -> str:
     noise = f"±{fig.noise_pct:.0f} %" if fig.noise_pct is not None else "noise unknown"
+    if objective == "tokens_per_kj":
+        return (f"tokens per kJ {fig.a:,.0f} -> {fig.b:,.0f} ({fig.change_pct:+.0f} %, {noise}; {fig.note})")
+    if objective == "cost_per_mtok":
+        return (f"cost per M tokens {fig.a:,.3g} -> {fig.b:,.3g} ({fig.change_pct:+.0f} %, {noise}; {fig.note})")
     name = "peak" if objective == "peak" else f"C={fig.concurrency} aggregate"
     return f"{name} {fig.a:,.0f} -> {fig.b:,.0f} tok/s ({fig.change_pct:+.0f} %, {noise})"
 

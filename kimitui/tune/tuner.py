@@ -174,7 +174,8 @@ class Tuner:
                 runs.append(run)
                 step.runs.append(measured)
                 assert self._best_run is not None
-                judgement = judge_step(self._best_run, merge_runs(runs), st.plan.objective, slo=st.plan.slo)
+                judgement = judge_step(self._best_run, merge_runs(runs), st.plan.objective, slo=st.plan.slo,
+                                       rates=st.plan.cost_rates())
                 if judgement.decided:
                     break
         except TuneAborted:
