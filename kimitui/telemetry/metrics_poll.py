@@ -229,6 +229,16 @@ def _metric_names(text: str) -> set[str]:
         return set()
 
 
+QUIET_AFTER = 5
+"""Scrapes in a row with nothing running or queued before the figures that only move with traffic are polled
+``QUIET_FACTOR`` times less often."""
+QUIET_FACTOR = 3.0
+"""An idle server's /metrics and /v1/loads every 3 s instead of every second (issue 33: the cockpit at rest costs
+near nothing; at 8 hosts its polls were a third of it).  The first scrape that sees a request, or a loads poll that
+does, brings the usual interval back; a request that starts meanwhile is seen within one quiet interval."""
+QUIET_POLLS = frozenset({"metrics", "loads"})
+
+
 class MetricsPoller(SupervisedTask):
     """Polls one SGLang server; ``start()``/``stop()``; publishes into the Session.
 
@@ -284,6 +294,8 @@ class MetricsPoller(SupervisedTask):
         self._said_vllm = False
         self._old_get_load = False
         """This server has no /v1/loads: /get_load is polled instead."""
+        self.quiet_scrapes = 0
+        """Scrapes in a row that found nothing running and nothing queued (``QUIET_AFTER``)."""
 
     def set_expected(self, expected_args: dict[str, Any] | None) -> None:
         """A new profile is meant to run (after a swap): judge drift against it."""
@@ -336,7 +348,18 @@ class MetricsPoller(SupervisedTask):
                 raise
             except Exception as exc:  # noqa: BLE001 - failures are events, never raised
                 self._failed(name, exc)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+            await asyncio.sleep(max(0.0, self.interval_now(name, interval) - (time.monotonic() - began)))
+
+    def interval_now(self, name: str, interval: float) -> float:
+        """``interval``, or ``QUIET_FACTOR`` times it for a traffic figure of a server that has been idle a while."""
+        if name in QUIET_POLLS and self.quiet_scrapes >= QUIET_AFTER:
+            return interval * QUIET_FACTOR
+        return interval
+
+    def _note_traffic(self, stats: ServerStats) -> None:
+        """Count the scrapes in a row that saw no request (running and queued both 0, or unknown as 0)."""
+        busy = (stats.running_reqs or 0) > 0 or (stats.queued_reqs or 0) > 0
+        self.quiet_scrapes = 0 if busy else self.quiet_scrapes + 1
 
     # -- one poll each ---------------------------------------------------------------
     async def _get(self, path: str, timeout: float | None = None) -> httpx.Response:
@@ -366,6 +389,7 @@ class MetricsPoller(SupervisedTask):
             self._unknown_metrics_since = None
         elif not self._said_unknown_metrics:
             self._check_unknown_metrics(resp.text, stats)
+        self._note_traffic(stats)
         self.session.publish(stats)
         return stats
 
@@ -433,6 +457,8 @@ class MetricsPoller(SupervisedTask):
             stats = stats_from_loads(data, host=self.host)
         else:
             raise ValueError(f"{resp.url.path} did not return an object")
+        if (stats.running_reqs or 0) > 0 or (stats.queued_reqs or 0) > 0 or "metrics" in self.stopped_polls:
+            self._note_traffic(stats)  # traffic seen here ends the quiet at once; without /metrics, loads count it
         self.session.publish(stats)
         return stats
 

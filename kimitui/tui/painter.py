@@ -33,9 +33,9 @@ PANELS_BELOW_HEADER: frozenset[Part] = frozenset(PANELS) - {"header"}
 FLEET_PERIOD_S = 0.9
 """The fleet strip redraws at most this often (its figures move a few times a second)."""
 
-GPU_PERIOD_S = 0.6
+GPU_PERIOD_S = 0.9
 """The GPU panel redraws at most this often: its samples come at 4 Hz and each one moves a figure (power by a
-watt), which no one reads 3 times a second; every other pump of the 3 Hz timer (docs/screen.md)."""
+watt), which no one reads 3 times a second: once a second, every third pump of the 3 Hz timer (docs/screen.md)."""
 
 KeyState = tuple[str | None, str, bool, int]
 """What decides which keys can fire (busy, the profile's state, experts useful, the footer's room)."""
