@@ -474,14 +474,15 @@ class EnergyFolder:
             self._last_busy[lv.host] = max(self._last_busy.get(lv.host, event.t), event.t)
         return self._settle(event.t)
 
-    def finish(self) -> list[LevelEnergy]:
-        """Settle every level that has its result, with the samples there are (the end of a recording)."""
-        return self._settle(math.inf)
+    def finish(self, sweep_id: str | None = None) -> list[LevelEnergy]:
+        """Settle every level that has its result (only ``sweep_id``'s, if named), with the samples there are:
+        the end of a recording, or a sweep's result (an exporter that will not wait for a late sample)."""
+        return self._settle(math.inf, sweep_id)
 
-    def _settle(self, now: float) -> list[LevelEnergy]:
+    def _settle(self, now: float, only: str | None = None) -> list[LevelEnergy]:
         out: list[LevelEnergy] = []
         for key, lv in list(self._open.items()):
-            if lv.result is None:
+            if lv.result is None or (only is not None and key[0] != only):
                 continue
             window = lv.window()
             end = window[1] if window is not None else lv.result.t

@@ -1,9 +1,10 @@
 """Finished sweeps to an OpenTelemetry collector, as traces (OTLP over HTTP), with the OpenTelemetry SDK.
 
 A sweep is a trace: its root span lasts from the sweep's start to its result (host, profile, mode,
-levels, outcome, peak) and each level is a child span over the level's own time (C, aggregate and
-steady tok/s, requests, failures, TTFT/TPOT/ITL/decode percentiles), each straggler an event on
-its level's span.  Where the team's other services report traces (Tempo, Jaeger, any OTLP
+levels, outcome, peak, idle power) and each level is a child span over the level's own time (C, aggregate
+and steady tok/s, requests, failures, TTFT/TPOT/ITL/decode percentiles, its GPUs' energy: power, J per
+token, tokens per kJ, and the cost per million tokens where ``[cost]`` is given), each straggler an event
+on its level's span.  Where the team's other services report traces (Tempo, Jaeger, any OTLP
 backend), a sweep lands on the same timeline as the deploys and incidents around it.
 
 A session sink like the recorder: it keeps the started sweeps' spec and level starts (bounded), and
@@ -29,6 +30,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.util.types import AttributeValue
 
+from kimitui.analysis.cost import CostRates, level_cost
+from kimitui.analysis.energy import EnergyFolder, LevelEnergy
 from kimitui.events import Event, LevelResult, LevelStarted, Percentiles, SweepResult, SweepStarted
 from kimitui.session import Session
 
@@ -75,11 +78,38 @@ def level_attributes(lv: LevelResult) -> dict[str, AttributeValue]:
     return out
 
 
+ENERGY_ATTRIBUTES = ("mean_w", "peak_w", "energy_j", "j_per_token", "j_per_token_steady", "tokens_per_kj",
+                     "marginal_j_per_token")
+"""A level's energy figures as ``level.energy.*`` attributes (docs/sweeps.md); one not measured is left out."""
+
+
+def energy_attributes(e: LevelEnergy | None, lv: LevelResult, rates: CostRates | None = None
+                      ) -> dict[str, AttributeValue]:
+    """A level's energy (and, with ``rates``, cost) attributes; without GPU samples, only why."""
+    if e is None:
+        return {}
+    out: dict[str, AttributeValue] = {f"{NS}.level.energy.{name}": float(v) for name in ENERGY_ATTRIBUTES
+                                      if (v := getattr(e, name)) is not None}
+    if e.gpus:
+        out[f"{NS}.level.energy.gpus"] = e.gpus
+    if e.reason:
+        out[f"{NS}.level.energy.reason"] = e.reason
+    cost = level_cost(rates, tok_s=lv.agg_tok_s, gpus=e.gpus or None, j_per_token=e.j_per_token)
+    if cost is not None and cost.per_mtok is not None:
+        out[f"{NS}.level.cost_per_mtok"] = cost.per_mtok
+        if cost.currency:
+            out[f"{NS}.level.cost_currency"] = cost.currency
+    return out
+
+
 class SweepTraces:
     """The session sink: remembers sweeps as they run, hands each finished one to the tracer as one trace."""
 
-    def __init__(self, provider: TracerProvider) -> None:
+    def __init__(self, provider: TracerProvider, rates: CostRates | None = None) -> None:
         self.provider = provider
+        self.rates = rates
+        self.energy = EnergyFolder()
+        """Each level's energy from the GPU samples the session carries (settled at the sweep's result)."""
         self.tracer = provider.get_tracer(f"{NS}.sweeps")
         self.exported = 0
         """Sweeps turned into traces so far."""
@@ -92,6 +122,7 @@ class SweepTraces:
             log.warning("otlp: %s", exc)
 
     def _fold(self, event: Event) -> None:
+        self.energy.add(event)
         if isinstance(event, SweepStarted):
             self._open[event.sweep_id] = _OpenSweep(event)
             while len(self._open) > KEEP_OPEN_SWEEPS:
@@ -106,6 +137,7 @@ class SweepTraces:
                 sweep.levels.append(event)
         elif isinstance(event, SweepResult):
             sweep = self._open.pop(event.sweep_id, None)
+            self.energy.finish(event.sweep_id)  # a late sample is not waited for: the trace goes now
             if sweep is not None:
                 self._export(sweep, event)
 
@@ -118,14 +150,19 @@ class SweepTraces:
                         f"{NS}.sweep.levels": list(spec.levels), f"{NS}.sweep.max_tokens": spec.max_tokens,
                         f"{NS}.sweep.url": spec.url, f"{NS}.sweep.outcome": result.outcome,
                         **({f"{NS}.sweep.peak_tok_s": result.peak_tok_s} if result.peak_tok_s is not None else {}),
-                        **({f"{NS}.sweep.reason": result.reason} if result.reason else {})})
+                        **({f"{NS}.sweep.reason": result.reason} if result.reason else {}),
+                        **({f"{NS}.sweep.idle_power_w": idle.mean_w}
+                           if (idle := self.energy.idle_of(result.sweep_id)) is not None and idle.mean_w is not None
+                           else {})})
         if result.outcome != "completed":
             root.set_status(trace.Status(trace.StatusCode.ERROR, result.reason or result.outcome))
         parent = trace.set_span_in_context(root)
         for lv in sweep.levels:
             start = sweep.level_starts.get((lv.concurrency, lv.repeat), lv.t - lv.wall_s)
+            energy = self.energy.level(lv.sweep_id, lv.concurrency, lv.repeat)
             span = self.tracer.start_span(f"level C={lv.concurrency}", context=parent, start_time=_ns(start),
-                                          attributes=level_attributes(lv))
+                                          attributes={**level_attributes(lv),
+                                                      **energy_attributes(energy, lv, self.rates)})
             for s in lv.stragglers:
                 at = s.gap_start if s.gap_start is not None else lv.t
                 span.add_event("straggler", timestamp=_ns(at), attributes={
@@ -249,7 +286,8 @@ class OneLineExporter(SpanExporter):
 
 
 def start_otlp(session: Session, endpoint: str, *, headers: dict[str, str] | None = None,
-               exporter: SpanExporter | None = None, say: Callable[[str], None] | None = None) -> OtlpExport:
+               exporter: SpanExporter | None = None, say: Callable[[str], None] | None = None,
+               rates: CostRates | None = None) -> OtlpExport:
     """Export ``session``'s finished sweeps to the collector at ``endpoint`` (OTLP/HTTP, protobuf).
 
     ``say`` gets kimitui's one line when sends fail (default: a warning on this module's logger,
@@ -259,5 +297,5 @@ def start_otlp(session: Session, endpoint: str, *, headers: dict[str, str] | Non
     span_exporter = OneLineExporter(
         exporter or OTLPSpanExporter(endpoint=url, headers=headers or None, timeout=10), url, say or log.warning)
     provider.add_span_processor(BatchSpanProcessor(span_exporter, schedule_delay_millis=1000))
-    traces = SweepTraces(provider)
+    traces = SweepTraces(provider, rates)
     return OtlpExport(traces, traces_url(endpoint), session.add_sink(traces))

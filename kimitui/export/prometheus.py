@@ -21,6 +21,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kimitui.analysis.cost import CostRates, level_cost
+from kimitui.analysis.energy import EnergyFolder, LevelEnergy, WindowPower
 from kimitui.events import (
     ConnectionState,
     Event,
@@ -93,13 +95,21 @@ class _Kept:
     events: dict[tuple[str, str], int] = field(default_factory=dict)
     levels: list[tuple[str, str, str, LevelResult]] = field(default_factory=list)
     """Only in a snapshot: (host, profile, sweep, level) of every kept level."""
+    energy: dict[tuple[str, str, int, int], LevelEnergy] = field(default_factory=dict)
+    """(host, sweep, C, repeat) -> the level's energy figures (issue 34), once its GPU samples settled them."""
+    idle: dict[tuple[str, str], WindowPower] = field(default_factory=dict)
+    """(host, sweep) -> all GPUs' idle power before the sweep."""
 
 
 class MetricsExporter(Collector):
     """A session sink (``exporter(event)``) and the Prometheus collector of what it kept."""
 
-    def __init__(self, session: Session | None = None) -> None:
+    def __init__(self, session: Session | None = None, rates: CostRates | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self.rates = rates
+        """The config's ``[cost]``: with it, each level's cost per million tokens is exported too."""
+        self._energy = EnergyFolder()
+        """Each level's energy from the host's GPU samples (loop thread only; what it settles is kept)."""
         self._lock = threading.Lock()
         self._kept = _Kept()
         self._hosts: dict[str, HostSweeps] = {}
@@ -135,6 +145,25 @@ class MetricsExporter(Collector):
                 handler(event)
         if isinstance(event, LevelResult):  # attributes its stragglers outside the lock (it can take a while)
             self._on_level(event)
+        self._fold_energy(event)
+
+    def _fold_energy(self, event: Event) -> None:
+        """Each level's energy once settled, and each sweep's idle power (only the kept sweeps' stay)."""
+        settled = self._energy.add(event)
+        idle = self._energy.idle_of(event.sweep_id) if isinstance(event, SweepStarted) else None
+        if not settled and idle is None:
+            return
+        with self._lock:
+            if isinstance(event, SweepStarted) and idle is not None:
+                self._kept.idle[(event.host, event.sweep_id)] = idle
+            for e in settled:
+                host = self._energy.sweep_host.get(e.sweep_id, event.host)
+                self._kept.energy[(host, e.sweep_id, e.concurrency, e.repeat)] = e
+            kept = {(h, sw) for h, hs in self._hosts.items() for sw in hs.sweeps}
+            for gone in [k for k in self._kept.energy if (k[0], k[1]) not in kept]:
+                del self._kept.energy[gone]
+            for idle_key in [k for k in self._kept.idle if k not in kept]:
+                del self._kept.idle[idle_key]
 
     def _on_gpu(self, ev: Event) -> None:
         assert isinstance(ev, GpuSample)
@@ -204,7 +233,8 @@ class MetricsExporter(Collector):
             levels = [(host, sw.profile, sweep_id, lv) for host, hs in self._hosts.items()
                       for sweep_id, sw in hs.sweeps.items() for lv in sw.levels.values()]
             return _Kept(dict(k.gpus), {h: dict(s) for h, s in k.stats.items()}, dict(k.health), dict(k.links),
-                         dict(k.profiles), dict(k.swaps), dict(k.stragglers), dict(k.events), levels)
+                         dict(k.profiles), dict(k.swaps), dict(k.stragglers), dict(k.events), levels,
+                         dict(k.energy), dict(k.idle))
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot()
@@ -212,6 +242,7 @@ class MetricsExporter(Collector):
         yield from server_families(snap)
         yield from profile_families(snap)
         yield from level_families(snap.levels)
+        yield from energy_families(snap, self.rates)
         yield from counter_families(snap)
 
 
@@ -311,6 +342,49 @@ def level_families(levels: list[tuple[str, str, str, LevelResult]]) -> Iterator[
                     qfam.add_metric([*labels, q], value)
     yield from (fam for fam, _ in scalars)
     yield from (fam for fam, _ in quantiled)
+
+
+ENERGY_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("kimitui_level_power_watts", "mean_w", "all GPUs' mean power over the level's aggregate window"),
+    ("kimitui_level_power_peak_watts", "peak_w", "all GPUs' highest summed power at a sample inside the window"),
+    ("kimitui_level_energy_joules", "energy_j", "all GPUs' energy over the level's aggregate window"),
+    ("kimitui_level_joules_per_token", "j_per_token", "energy per output token over the aggregate window"),
+    ("kimitui_level_joules_per_token_steady", "j_per_token_steady", "energy per output token over the steady window"),
+    ("kimitui_level_tokens_per_kilojoule", "tokens_per_kj", "output tokens per kJ (= aggregate tok/s per kW)"),
+    ("kimitui_level_marginal_joules_per_token", "marginal_j_per_token", "energy per output token above idle power"),
+)
+"""(metric, LevelEnergy attribute, help): a level's energy (docs/sweeps.md); a figure GPU samples did not cover
+has no sample, never a zero."""
+
+
+def energy_families(snap: _Kept, rates: CostRates | None = None) -> Iterator[Metric]:
+    """Each kept level's energy figures (and cost, with ``rates``), labelled as its other figures; each sweep's idle
+    power, labelled host, profile and sweep."""
+    profiles = {(host, sweep): profile for host, profile, sweep, _ in snap.levels}
+    results = {(host, sweep, lv.concurrency, lv.repeat): lv for host, _, sweep, lv in snap.levels}
+    fams = [(GaugeMetricFamily(name, doc, labels=LEVEL_LABELS), attr) for name, attr, doc in ENERGY_FIELDS]
+    cost = GaugeMetricFamily("kimitui_level_cost_per_million_tokens",
+                             "cost per million output tokens at the configured [cost] (currency label)",
+                             labels=[*LEVEL_LABELS, "currency"])
+    for (host, sweep, c, rep), e in sorted(snap.energy.items()):
+        labels = [host, profiles.get((host, sweep), ""), sweep, str(c), str(rep)]
+        for fam, attr in fams:
+            value = getattr(e, attr)
+            if value is not None:
+                fam.add_metric(labels, float(value))
+        lv = results.get((host, sweep, c, rep))
+        priced = level_cost(rates, tok_s=lv.agg_tok_s if lv is not None else None, gpus=e.gpus or None,
+                            j_per_token=e.j_per_token)
+        if priced is not None and priced.per_mtok is not None:
+            cost.add_metric([*labels, priced.currency], priced.per_mtok)
+    idle = GaugeMetricFamily("kimitui_sweep_idle_power_watts", "all GPUs' mean power before the sweep started",
+                             labels=["host", "profile", "sweep"])
+    for (host, sweep), w in sorted(snap.idle.items()):
+        if w.mean_w is not None:
+            idle.add_metric([host, profiles.get((host, sweep), ""), sweep], w.mean_w)
+    yield from (fam for fam, _ in fams)
+    yield cost
+    yield idle
 
 
 def counter_families(snap: _Kept) -> Iterator[Metric]:

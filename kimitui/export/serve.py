@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from kimitui.analysis.cost import CostRates
 from kimitui.export.prometheus import MetricsExporter
 from kimitui.session import Session
 
@@ -196,11 +197,13 @@ def serve(exporter: MetricsExporter, port: int, addr: str = DEFAULT_ADDR, *,
     return MetricsServer(exporter, addr, int(sock.getsockname()[1]), endpoint)
 
 
-def start_metrics(session: Session, port: int, addr: str = DEFAULT_ADDR) -> MetricsServer:
-    """An exporter sinking ``session``, served on ``addr:port``: what ``kimitui run --metrics-port`` starts.
+def start_metrics(session: Session, port: int, addr: str = DEFAULT_ADDR, *,
+                  rates: CostRates | None = None) -> MetricsServer:
+    """An exporter sinking ``session``, served on ``addr:port``: what ``kimitui run --metrics-port`` starts;
+    ``rates`` (the config's ``[cost]``): each level's cost per million tokens too.
 
     Raises :class:`MetricsPortError` (and leaves the session as it was) when the port cannot be bound."""
-    exporter = MetricsExporter(session)
+    exporter = MetricsExporter(session, rates)
     try:
         return serve(exporter, port, addr)
     except MetricsPortError:
