@@ -45,6 +45,9 @@ class CurvePoint:
     goodput: float | None
     measurements: int
     source: str | None = None
+    tpot_p50_s: float | None = None
+    """The level's TPOT p50 and TTFT p99 (mean over its measurements): the knee reads them (issue 34)."""
+    ttft_p99_s: float | None = None
 
     @property
     def values(self) -> dict[str, float | None]:
@@ -80,9 +83,13 @@ def point_of(slo: Slo, x: float, probes: Sequence[Probe]) -> CurvePoint:
         check = slo.check([r for p in probes for r in p.requests], [lv for p in probes for lv in p.levels])
     rates = [lv.agg_tok_s for p in probes for lv in p.levels if lv.agg_tok_s is not None]
     sources = {p.source for p in probes if p.source is not None}
+    tpots = [lv.tpot.p50 for p in probes for lv in p.levels if lv.tpot.p50 is not None]
+    ttfts = [lv.ttft.p99 for p in probes for lv in p.levels if lv.ttft.p99 is not None]
     return CurvePoint(x=x, holds=check.holds, confidence=check.confidence, check=check,
                       agg_tok_s=sum(rates) / len(rates) if rates else None, goodput=goodput(slo, probes),
-                      measurements=sum(len(p.levels) for p in probes), source=", ".join(sorted(sources)) or None)
+                      measurements=sum(len(p.levels) for p in probes), source=", ".join(sorted(sources)) or None,
+                      tpot_p50_s=sum(tpots) / len(tpots) if tpots else None,
+                      ttft_p99_s=sum(ttfts) / len(ttfts) if ttfts else None)
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,19 @@ import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from kimitui.commands.sweep import positive, add_workload_args, build_spec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
+
+    from kimitui.analysis.knee import Knee
+    from kimitui.capacity.efficiency import Efficiency
+    from kimitui.session import Session
 
     from kimitui.capacity import CapacityAnswer, CurvePoint, SearchParams, Slo
     from kimitui.capacity.answer import Probe
@@ -71,6 +77,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "it can drive)")
     p.add_argument("--reuse", action="append", default=[], metavar="RECORDING",
                    help="take points from this recording where its workload matches (repeatable)")
+    p.add_argument("--objective", choices=("capacity", "tokens_per_kj", "cost_per_mtok"), default="capacity",
+                   help="besides the capacity: the point within the SLO with the most tokens per kJ of GPU energy, "
+                        "or the lowest cost per million tokens ([cost] in the config); GPU power is streamed with "
+                        "--host (default: the capacity alone)")
     p.add_argument("--profile", help="label the sweeps with the profile they ran against")
     p.add_argument("--out", metavar="FILE.jsonl", help="record every event to this file (gzip if it ends in .gz)")
     p.add_argument("--json", action="store_true", help="print one machine-readable object instead of tables")
@@ -126,9 +136,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _on_host(host: Host, spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace) -> int:
-    """The search against the server kimitui runs on ``host`` (reached through the link over SSH)."""
+    """The search against the server kimitui runs on ``host`` (reached through the link over SSH), with the
+    host's GPUs streamed into the search's session: each probe gets its power and energy (issue 34)."""
     from kimitui.launcher.reach import reach_server
     from kimitui.launcher.select import find_running
+    from kimitui.live.headless_host import HeadlessHost
+    from kimitui.live.profiles import ProfileBook
+    from kimitui.session import Session
 
     found = await find_running(host)
     if found is None:
@@ -138,10 +152,19 @@ async def _on_host(host: Host, spec: SweepSpec, slo: Slo, params: SearchParams, 
     url = await reach_server(host, record.extra.get("bind_host"), record.port)
     if args.profile is None:
         args.profile = record.profile
-    return await _measure(spec.model_copy(update={"url": url}), slo, params, args)
+    session = Session(host=host.name)
+    session.bind_loop(asyncio.get_running_loop())
+    host.set_event_callback(session.publish)
+    telemetry = HeadlessHost(host, session, profiles=ProfileBook(list(getattr(args, "profiles", None) or [])))
+    try:
+        await telemetry.start_gpus()
+        return await _measure(spec.model_copy(update={"url": url}), slo, params, args, session=session)
+    finally:
+        await telemetry.close()
 
 
-async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace) -> int:
+async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace, *,
+                   session: Session | None = None) -> int:
     """Resolve the model, scale the SLO to a simulator's clock, check what the client can drive, take what
     recordings have, run the search; print and return the exit code."""
     from kimitui.capacity.probe import recorded_probes
@@ -169,7 +192,7 @@ async def _measure(spec: SweepSpec, slo: Slo, params: SearchParams, args: argpar
         recorded = recorded_probes(args.reuse, spec, slo, rate=params.rate)
     except (RecordingError, OSError, ValueError) as exc:
         return _fail(f"--reuse: {exc}")
-    return await _search(spec, slo, params, args, recorded)
+    return await _search(spec, slo, params, args, recorded, session=session)
 
 
 def search_levels(params: SearchParams) -> list[int]:
@@ -204,7 +227,7 @@ def refusal(line: str, drive: DriveCheck, params: SearchParams) -> str:
 
 
 async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argparse.Namespace,
-                  recorded: dict[float, Probe]) -> int:
+                  recorded: dict[float, Probe], *, session: Session | None = None) -> int:
     from kimitui.capacity import find_capacity
     from kimitui.capacity.probe import LiveProbe, ProbeAborted, ReusingProbe
     from kimitui.commands.sweep import publish_server_info
@@ -212,8 +235,10 @@ async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argpars
     from kimitui.recording import RecordingError, RecordingWriter
     from kimitui.session import Session
 
-    host = urlparse(spec.url).hostname or "capacity"
-    session = Session(host=host)
+    session = session if session is not None else Session(host=urlparse(spec.url).hostname or "capacity")
+    host = session.host
+    energy = _Energy()
+    session.add_sink(energy)
     writer = None
     if args.out:
         try:
@@ -248,11 +273,66 @@ async def _search(spec: SweepSpec, slo: Slo, params: SearchParams, args: argpars
     if answer is None:
         print(f"{PROG}: interrupted" + (f"; recorded to {recording}" if recording else ""), file=sys.stderr)
         return 130
+    beside = energy.beside(answer, args)
     if args.json:
-        print(json.dumps({**answer.to_json(), "recording": recording, "spec": spec.model_dump(mode="json")}))
+        print(json.dumps({**answer.to_json(), **beside.to_json(), "recording": recording,
+                          "spec": spec.model_dump(mode="json")}))
     else:
-        print_answer(answer, recording)
+        print_answer(answer, recording, beside.lines(answer))
     return 0 if answer.answer is not None else EXIT_FAILS_AT_START
+
+
+class _Energy:
+    """A session sink: each probe's level and its energy from the GPU samples, for what is said beside the answer."""
+
+    def __init__(self) -> None:
+        from kimitui.analysis.energy import EnergyFolder
+
+        self.folder = EnergyFolder()
+        self.levels: dict[float, list[tuple[str, int, int]]] = {}
+        """x (C) -> each measured level's (sweep, C, repeat)."""
+
+    def __call__(self, ev: Event) -> None:
+        from kimitui.events import LevelResult
+
+        self.folder.add(ev)
+        if isinstance(ev, LevelResult):
+            self.levels.setdefault(float(ev.concurrency), []).append((ev.sweep_id, ev.concurrency, ev.repeat))
+
+    def beside(self, answer: CapacityAnswer, args: argparse.Namespace) -> Beside:
+        from kimitui.capacity.efficiency import knee_of, most_efficient, point_energy
+        from kimitui.config import ConfigError, load_config
+
+        self.folder.finish()
+        rates = None
+        if args.objective == "cost_per_mtok":
+            try:
+                rates = load_config(getattr(args, "config", None)).cost.rates()
+            except ConfigError as exc:
+                print(f"{PROG}: no cost: {exc}", file=sys.stderr)
+        points = {}
+        for p in answer.curve:
+            got = [e for key in self.levels.get(p.x, []) if (e := self.folder.level(*key)) is not None]
+            points[p.x] = point_energy(p.x, got, rates)
+        best = most_efficient(answer, points, args.objective) if args.objective != "capacity" else None
+        return Beside(knee_of(answer), best, rates.currency if rates is not None else "")
+
+
+class Beside:
+    """The knee and, with an efficiency objective, the most efficient point within the SLO (issue 34)."""
+
+    def __init__(self, knee: Knee | None, best: Efficiency | None, currency: str) -> None:
+        self.knee, self.best, self.currency = knee, best, currency
+
+    def lines(self, answer: CapacityAnswer) -> list[str]:
+        out = [self.knee.line()] if self.knee is not None else []
+        return out + ([self.best.line(answer, self.currency)] if self.best is not None else [])
+
+    def to_json(self) -> dict[str, Any]:
+        from kimitui.report.energy_render import knee_dict
+
+        return {"knee": knee_dict(self.knee) if self.knee is not None else None,
+                "efficiency": self.best.to_json() if self.best is not None else None}
 
 
 # --------------------------------------------------------------------------- output
@@ -288,13 +368,16 @@ def probe_table(answer: CapacityAnswer) -> list[str]:
     return [_row(r, widths) for r in rows]
 
 
-def print_answer(answer: CapacityAnswer, recording: str | None) -> None:
+def print_answer(answer: CapacityAnswer, recording: str | None, beside: Sequence[str] = ()) -> None:
+    """The SLO, the probes' table, the answer's sentence and beside it the knee (and the most efficient point)."""
     note = answer.slo.scale_note()
     print(f"SLO: {answer.slo.describe()}" + (f" ({note})" if note else ""))
     for line in probe_table(answer):
         print(line)
     reused = sum(1 for p in answer.curve if p.source)
     print(answer.sentence())
+    for line in beside:
+        print(line)
     print(f"{answer.measured} level(s) measured" + (f", {reused} point(s) taken from recordings" if reused else ""))
     if recording:
         print(f"recorded to {recording}")
