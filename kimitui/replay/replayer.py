@@ -20,10 +20,12 @@ the curve and the straggler list are complete.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from kimitui.events import ErrorEvent, Event, GpuEvent, LevelResult, LogLine, ReplayState, RequestResult
 from kimitui.recording import PathLike, Recording, RecordingIndex
@@ -182,25 +184,26 @@ class Replayer(SupervisedTask):
     async def seek(self, t: float) -> float:
         """Show the state as of ``t`` (clamped to the recording); returns the new position."""
         t = min(max(t, self.start_t), self.end_t)
-        async with self._lock:
-            hi = self.index.position_after(t)
-            self._cursor = hi
-            self._anchor_pos = t
-            self._anchor_wall = asyncio.get_running_loop().time()
-            if self.finished:
-                self._finished.set()
-            else:
-                self._finished.clear()
-            self.session.publish(self._state(reset=True))
-            batch = 0
-            for ev in self._rebuild(t, hi):
-                self.session.publish(ev)
-                self.published += 1
-                batch += 1
-                if batch >= _BATCH:
-                    batch = 0
-                    await asyncio.sleep(0)
-            self._anchor_wall = asyncio.get_running_loop().time()
+        with _collector_paused():
+            async with self._lock:
+                hi = self.index.position_after(t)
+                self._cursor = hi
+                self._anchor_pos = t
+                self._anchor_wall = asyncio.get_running_loop().time()
+                if self.finished:
+                    self._finished.set()
+                else:
+                    self._finished.clear()
+                self.session.publish(self._state(reset=True))
+                batch = 0
+                for ev in self._rebuild(t, hi):
+                    self.session.publish(ev)
+                    self.published += 1
+                    batch += 1
+                    if batch >= _BATCH:
+                        batch = 0
+                        await asyncio.sleep(0)
+                self._anchor_wall = asyncio.get_running_loop().time()
         self._poke()
         return t
 
@@ -368,6 +371,24 @@ class Replayer(SupervisedTask):
                 if self._speed is None:
                     self._anchor_pos = idx.times[self._cursor - 1]
             await asyncio.sleep(0)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a seek rebuilds state.
+
+    A rebuild makes thousands of events at once, every one kept (by the consumers' queues), none of
+    them garbage; each batch of them made the collector run, promote them and rescan the whole heap:
+    half a seek's CPU (13-190 ms a seek at 200 MB, ``bench/bench_replay_memory.py``).  Paused, they are
+    collected once, as young objects, after the seek.  The collector is left as it was found.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _maybe_error_line(idx: RecordingIndex, i: int) -> bool:
