@@ -35,6 +35,7 @@ import contextlib
 import functools
 import json
 import math
+import operator
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -524,27 +525,25 @@ def token_itls(trace: RequestTrace) -> list[float]:
     ns, tok = trace.chunk_ns, trace.chunk_tok
     if len(ns) < 2:
         return []
-    per_chunk: list[float] | None = None
     if not trace.multi_token and trace.usage_tokens is not None and trace.usage_tokens > len(ns):
         # No per-chunk usage but the final count shows chunks carried several tokens: spread evenly.
-        per_chunk = [(trace.usage_tokens - 1) / (len(ns) - 1)] * len(ns)
-    return [
-        (ns[i] - ns[i - 1]) / 1e9 / (per_chunk[i] if per_chunk else tok[i])
-        for i in range(1, len(ns))
-    ]
+        each = (trace.usage_tokens - 1) / (len(ns) - 1)
+        return [(b - a) / 1e9 / each for a, b in zip(ns, ns[1:])]
+    if not trace.multi_token:  # every chunk one token: x / 1 is x, so the division by it is left out
+        return [(b - a) / 1e9 for a, b in zip(ns, ns[1:])]
+    return [(b - a) / 1e9 / n for a, b, n in zip(ns, ns[1:], tok[1:])]
 
 
 def max_gap(trace: RequestTrace) -> tuple[float | None, int | None]:
     """The largest gap between content chunks (an incomplete request's trailing silence counts too)."""
-    stamps = list(trace.chunk_ns)
+    stamps = trace.chunk_ns
     if not trace.ok and stamps and trace.end_ns is not None:
-        stamps.append(trace.end_ns)
-    best, at = None, None
-    for i in range(1, len(stamps)):
-        gap = stamps[i] - stamps[i - 1]
-        if best is None or gap > best:
-            best, at = gap, stamps[i - 1]
-    return (best / 1e9 if best is not None else None), at
+        stamps = [*stamps, trace.end_ns]
+    if len(stamps) < 2:
+        return None, None
+    gaps = list(map(operator.sub, stamps[1:], stamps))
+    best = max(gaps)
+    return best / 1e9, stamps[gaps.index(best)]  # the first of equal gaps, as ever
 
 
 def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: bool = True,

@@ -28,6 +28,7 @@ incomplete), and abort.  Whatever finished is always reported.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import math
 import os
@@ -67,6 +68,14 @@ CLOUD_BINS = (16, 12)
 """(elapsed, tok/s) grid of a progress snapshot's cloud: at most 192 cells whatever C is."""
 
 
+def _rate_of(row: tuple[str, float, int, float | None]) -> float:
+    return row[3] or 0.0
+
+
+def _minus_elapsed(row: tuple[str, float, int, float | None]) -> float:
+    return -row[1]
+
+
 def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: int = SweepProgress.IN_FLIGHT_DETAIL,
                       bins: tuple[int, int] = CLOUD_BINS) -> tuple[list[InFlight], list[tuple[float, float, int]]]:
     """(request_id, elapsed_s, tokens, tok_s) of every in-flight request -> (listed, cloud) of a SweepProgress.
@@ -78,9 +87,11 @@ def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: in
         chosen = rows
         rest: list[tuple[str, float, int, float | None]] = []
     else:
-        rated = sorted((r for r in rows if r[3] is not None), key=lambda r: r[3] or 0.0)  # (never None: filtered)
-        picked = {r[0] for r in rated[:keep // 2]}
-        for r in sorted(rows, key=lambda r: -r[1]):
+        # heapq.nsmallest(n, ...) is sorted(...)[:n] without sorting all C rows; the oldest needed are at most
+        # ``keep`` (the slowest already picked are among them or not, either way ``keep`` suffice).
+        rated = heapq.nsmallest(keep // 2, (r for r in rows if r[3] is not None), key=_rate_of)
+        picked = {r[0] for r in rated}
+        for r in heapq.nsmallest(keep, rows, key=_minus_elapsed):
             if len(picked) >= keep:
                 break
             picked.add(r[0])
@@ -88,18 +99,24 @@ def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: in
         rest = [r for r in rows if r[0] not in picked]
     listed = [InFlight(request_id=rid, elapsed_s=round(el, 3), tokens=n,
                        tok_s=round(rate, 2) if rate is not None else None) for rid, el, n, rate in chosen]
-    rated_rest = [(el, rate) for _, el, _, rate in rest if rate is not None and math.isfinite(rate)]
+    isfinite = math.isfinite
+    rated_rest = [(el, rate) for _, el, _, rate in rest if rate is not None and isfinite(rate)]
     if not rated_rest:
         return listed, []
     ex = max(el for el, _ in rated_rest) or 1.0
     ry = max(rate for _, rate in rated_rest) or 1.0
+    bx, by = bins
     cells: dict[tuple[int, int], list[float]] = {}
-    for el, rate in rated_rest:
-        key = (min(bins[0] - 1, int(el / ex * bins[0])), min(bins[1] - 1, int(rate / ry * bins[1])))
-        cell = cells.setdefault(key, [0.0, 0.0, 0])
-        cell[0] += el
-        cell[1] += rate
-        cell[2] += 1
+    for el, rate in rated_rest:  # the same arithmetic as ever (el / ex * bx): a cell's edge must not move
+        kx, ky = int(el / ex * bx), int(rate / ry * by)
+        key = (kx if kx < bx else bx - 1, ky if ky < by else by - 1)
+        cell = cells.get(key)
+        if cell is None:
+            cells[key] = [el, rate, 1]
+        else:
+            cell[0] += el
+            cell[1] += rate
+            cell[2] += 1
     # a cell is a sixteenth of the spread wide: 0.1 s and three digits of tok/s say where it is
     cloud = [(round(e / n, 1), float(f"{r / n:.3g}"), int(n)) for e, r, n in (cells[k] for k in sorted(cells))]
     return listed, cloud
