@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from typing import cast
 
 import yarl
@@ -36,6 +37,10 @@ from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter
 _perf_ns = time.perf_counter_ns
 _MAX_SIZE_LINE = 1024
 """A chunk-size line (hex size and extensions) longer than this is not HTTP/1.1 from a real server."""
+
+
+WARM_BATCH = 32
+"""Connects started in one turn of the event loop when a pool warms (see :data:`kimitui.loadgen.modes.RAMP_BATCH`)."""
 
 
 class ConnectFailed(Exception):
@@ -87,7 +92,13 @@ class Pool:
         """Open connections until ``n`` are idle (set-up before a burst, not part of its dispatch)."""
         missing = n - sum(1 for c in self.idle if c.open)
         if missing > 0:
-            got = await asyncio.gather(*(self.connect() for _ in range(missing)), return_exceptions=True)
+            loop = asyncio.get_running_loop()
+            tasks = []
+            for i in range(missing):  # WARM_BATCH connects a turn: 2048 in one turn stalled the loop ~100 ms
+                if i and i % WARM_BATCH == 0:
+                    await asyncio.sleep(0)
+                tasks.append(loop.create_task(self.connect()))
+            got = await asyncio.gather(*tasks, return_exceptions=True)
             self.idle.extend(c for c in got if isinstance(c, Conn))
             failed = [e for e in got if isinstance(e, BaseException)]
             if failed:
@@ -376,11 +387,12 @@ class Conn(asyncio.Protocol):
 
 
 async def run_request(pool: Pool, data: bytes, trace: RequestTrace, deadlines: Deadlines,
-                      conn: Conn | None = None) -> RequestTrace:
+                      conn: Conn | None = None, sent: Callable[[], object] | None = None) -> RequestTrace:
     """Send ``data`` (from :meth:`Pool.request_bytes`) and fill ``trace``; never raises except on outside cancellation.
 
     ``conn`` already carrying ``trace`` (sent by the caller, as a burst does)
-    is only awaited.  ``trace.cancel_reason`` set before cancelling the task
+    is only awaited.  ``sent`` is called once the request's bytes are written (after its connect, when it
+    needed one).  ``trace.cancel_reason`` set before cancelling the task
     (``aborted``, ``cancelled``) makes the request end incomplete instead of raising.
     """
     remaining_s = (deadlines.total_s - (_perf_ns() - trace.sent_ns) / 1e9) if conn is not None else None
@@ -394,6 +406,8 @@ async def run_request(pool: Pool, data: bytes, trace: RequestTrace, deadlines: D
                     trace.sent_ns = _perf_ns()
                     conn = await pool.acquire()
                     done = conn.send(trace, data)
+                    if sent is not None:
+                        sent()
                 else:
                     assert conn.done is not None
                     done = conn.done

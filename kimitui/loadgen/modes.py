@@ -22,14 +22,16 @@ import gc
 import math
 import random
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from kimitui.events import SWEEP_MODES, SweepMode, SweepSpec
 from kimitui.loadgen import h1client
 from kimitui.loadgen.client import RequestTrace
 
 _perf_ns = time.perf_counter_ns
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,28 @@ class Mode(Protocol):
         ...
 
 
+RAMP_BATCH = 16
+"""Slots a ramp starts in one turn of the event loop.  A slot's set-up (its request's bytes, a connect, then
+its send and announcement) takes ~250 us of wall at load average 5 on 2 cores, so 16 keep a turn to a few
+ms; C=2048 started in one turn stalled the loop 290-380 ms (issue 33), and every stream's chunk stamps and
+the level's dispatch delays carried it."""
+
+
+async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
+               batch: int = RAMP_BATCH) -> list[asyncio.Task[T]]:
+    """``n`` tasks of ``start()``, created ``batch`` per turn of the loop (a yield between batches).
+
+    A slot's intended send time is when its task first runs, so a slot the ramp holds back a few
+    turns carries no dispatch delay for it: what the ramp spreads is set-up, not a late send."""
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[T]] = []
+    for i in range(n):
+        if i and i % batch == 0:
+            await asyncio.sleep(0)  # the previous batch runs (and its connects complete) in this turn, not all at once
+        tasks.append(loop.create_task(start()))
+    return tasks
+
+
 class Sustained:
     name: SweepMode = "sustained"
 
@@ -122,7 +146,7 @@ class Sustained:
                 if not done.ok and not done.warmup and await level.hold_after_failure():
                     intended = _perf_ns()  # held back by the stop rule, not free: no dispatch delay
 
-        await asyncio.gather(*(slot() for _ in range(plan.concurrency)))
+        await asyncio.gather(*await ramp(plan.concurrency, slot))
 
 
 class Burst:
@@ -164,7 +188,11 @@ class Burst:
         Everything but the sends happens before the clock starts: request bytes, traces and
         connections (set-up is not dispatch: a refused one is tried again, and reported, at send)."""
         pool = level.pool
-        prepared = [level.prepare(idx + k, False, 0) for k in range(n)]
+        prepared = []
+        for k in range(n):  # the bytes of RAMP_BATCH requests a turn: not C set-ups in one stall of the loop
+            if k and k % RAMP_BATCH == 0:
+                await asyncio.sleep(0)
+            prepared.append(level.prepare(idx + k, False, 0))
         with contextlib.suppress(h1client.ConnectFailed):
             await pool.warm(n)
         loop = asyncio.get_running_loop()

@@ -405,12 +405,21 @@ class SweepEngine:
         assert task is not None and self._pool is not None
         self._inflight[rid] = (trace, task)
         loop = asyncio.get_running_loop()
-        # Announce after the send: in a burst every task sends before any announcement is built.
-        loop.call_soon(self._announce, trace)
+        # Announced after the send (its time is the send's stamp): in a burst every task sends before any
+        # announcement is built; a request that opens its connection first is announced once it is written.
+        announced: list[asyncio.Handle] = []
+
+        def sent() -> None:
+            announced.append(loop.call_soon(self._announce, trace))
+
+        if conn is not None:
+            sent()
         try:
-            await h1client.run_request(self._pool, data, trace, self.deadlines, conn)
+            await h1client.run_request(self._pool, data, trace, self.deadlines, conn, sent)
         finally:
             self._inflight.pop(rid, None)
+        if not announced:  # never written (its connect failed, or it was cancelled first): announced at its end
+            self._announce(trace)
         if not trace.warmup:
             self._count(trace.ok)
         # Results are built after this slot's next send, so their cost never shows as dispatch delay.

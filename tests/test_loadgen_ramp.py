@@ -1,0 +1,93 @@
+"""A level opens its connections a batch per turn of the event loop, never C at once (issue 33).
+
+C=2048 started in one turn stalled the loop ~300 ms: every chunk stamp and dispatch delay of the level carried
+it.  Counted here in turns of the loop (a callback that re-schedules itself each turn), never in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from kimitui.events import Event, RequestResult, RequestStarted, SweepSpec
+from kimitui.loadgen import h1client
+from kimitui.loadgen.modes import RAMP_BATCH
+from kimitui.loadgen.sweep import SweepEngine
+from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
+
+
+class TurnCounter:
+    """Counts turns of the running loop; ``connects`` holds how many connects each turn started."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.connects: Counter[int] = Counter()
+        self._stop = False
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            self.turn += 1
+            if not self._stop:
+                loop.call_soon(tick)
+
+        loop.call_soon(tick)
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+@pytest.fixture
+def turns(monkeypatch: pytest.MonkeyPatch) -> Iterator[TurnCounter]:
+    counter = TurnCounter()
+    connect = h1client.Pool.connect
+
+    async def counted(self: h1client.Pool) -> h1client.Conn:
+        counter.connects[counter.turn] += 1
+        return await connect(self)
+
+    monkeypatch.setattr(h1client.Pool, "connect", counted)
+    yield counter
+    counter.stop()
+
+
+async def _run(spec: SweepSpec, turns: TurnCounter) -> list[Event]:
+    events: list[Event] = []
+    turns.start()
+    try:
+        await SweepEngine(spec, events.append).run()
+    finally:
+        turns.stop()
+    return events
+
+
+async def test_sustained_ramp_opens_a_batch_of_connections_per_turn(minimal_server, turns: TurnCounter) -> None:
+    c = 160
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[c], max_tokens=3, requests_per_level=c,
+                     extra_body={"ttft_ms": 300, "tick_ms": 1})  # none ends (and frees its connection) in the ramp
+    events = await _run(spec, turns)
+    results = [e for e in events if isinstance(e, RequestResult)]
+    assert len(results) == c and all(r.ok for r in results)
+    assert sum(turns.connects.values()) == c
+    assert max(turns.connects.values()) <= RAMP_BATCH, turns.connects  # was all 160 in one turn
+    assert len(turns.connects) >= c // RAMP_BATCH
+    # the start of each request stays the moment it was sent, and the ramp is no dispatch delay of its own
+    started = {e.request_id: e.t for e in events if isinstance(e, RequestStarted)}
+    for r in results:
+        assert started[r.request_id] == r.sent and r.sent >= r.intended_send
+
+
+async def test_burst_warms_its_connections_a_batch_per_turn(minimal_server, turns: TurnCounter) -> None:
+    c = 100
+    spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[c], mode="burst", max_tokens=3,
+                     extra_body={"tick_ms": 1})
+    events = await _run(spec, turns)
+    results = [e for e in events if isinstance(e, RequestResult)]
+    assert len(results) == c and all(r.ok for r in results)
+    assert len({r.intended_send for r in results}) == 1  # still one burst, sent back to back
+    assert max(turns.connects.values()) <= h1client.WARM_BATCH, turns.connects  # was all 100 in one turn
+    assert minimal_server.state.connections == c
