@@ -342,6 +342,9 @@ class SweepSpec(BaseModel):
     labels: list[str] = Field(default_factory=list)
     """Which of kimitui's labels (:data:`SWEEP_LABELS`) the server allows
     (``tokenizer_metrics_allowed_custom_labels``): each request carries those, as JSON in ``labels_header``."""
+    workers: int = Field(default=1, ge=1)
+    """Load processes sharing each level (``--workers``): for a target that streams more than one core of
+    client can read (~40-55k events/s); their results are merged as one process's (docs/load-worker.md)."""
 
     def level_requests(self, concurrency: int) -> int | None:
         """Measured requests a level at this C gets; None when it runs for ``duration_s`` instead.
