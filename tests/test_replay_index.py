@@ -106,6 +106,10 @@ def test_a_seek_into_a_big_gzip_decodes_a_few_members_not_the_file(tmp_path: Pat
 
     asyncio.run(seek())
     assert 1 <= index._source.decoded <= 2 < members  # type: ignore[union-attr]  # the window's members only
+    forward = [index.raw(i) for i in range(len(index))]
+    backward = [index.raw(i) for i in reversed(range(len(index)))]  # a walk back decodes members again
+    assert backward[::-1] == forward and [index.event(i) for i in (0, len(index) // 2, len(index) - 1)] == [
+        events[0], events[len(events) // 2], events[-1]]
 
 
 def _append_line(path: Path, event: Event) -> None:

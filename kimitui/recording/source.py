@@ -1,10 +1,10 @@
 """A recording's decoded text, read piece by piece: once in order (to index it) or at any offset (to replay it).
 
-Plain files are read with ``pread`` at the offsets asked for.  Gzip files are read by *block*: a gzip
+Plain files are read with ``pread`` at the offsets asked for.  Gzip files are read by *member*: a gzip
 member (the writer starts one every ``writer.MEMBER_BYTES`` of text, at a line boundary) decodes on
-its own, so a line is found by decoding only its member, never the members before it.  The last two
-decoded blocks are kept (a replay plays through one, a seek reads a window of a few), so memory is a
-couple of blocks, not the file.
+its own, so a line is found by decoding only its member, never the members before it.  Decoding goes
+on from where the last read stopped (a replay, a seek's window read in order), 64 KB at a time, and
+keeps only the text not yet read: memory is one decoder and a window, not a member, not the file.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ READ_BYTES = 8 << 20
 READ_AHEAD = 256 << 10
 """Plain text read at a time while playing: a replay or a seek reads on in order, one ``pread`` per this."""
 
-KEEP_BLOCKS = 2
-"""Decoded gzip blocks kept: the one being played and the one before it (a line never spans more)."""
+STEP = 64 << 10
+"""Gzip text decoded at a time while playing: only the lines still to be read are kept, never a whole member."""
+FEED = 16 << 10
+"""Compressed bytes read at a time."""
+KEEP_BEHIND = 256 << 10
+"""Text kept before the offset asked for when a read goes back within a member."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,15 @@ class GzipSource(TextSource):
         self.blocks = blocks if blocks is not None else array("q")
         """Flat (text offset, text length, file offset, file length) per decodable stretch, in text order."""
         self._starts: list[int] = list(self.blocks[0::4])
-        self._kept: dict[int, bytes] = {}
+        self._k = -1
+        """The member being decoded, and its decoder, the compressed bytes fed to it, the text window."""
+        self._d = zlib.decompressobj(wbits=31)
+        self._fed = 0
+        self._buf = b""
+        self._at = 0
+        self._keep_from = 0
         self.decoded = 0
-        """Blocks decoded for random access so far (each costs one member's inflate)."""
+        """Members decoded from their start for random access so far."""
 
     def pieces(self) -> Iterator[Piece]:
         """Every member in order (a damaged one cut at its last whole line); records the block table."""
@@ -133,40 +143,57 @@ class GzipSource(TextSource):
         self.blocks = blocks
         self._starts = list(blocks[0::4])
 
-    def _block(self, k: int) -> bytes:
-        got = self._kept.get(k)
-        if got is not None:
-            return got
-        u_off, u_len, c_off, c_len = self.blocks[4 * k:4 * k + 4]
-        d = zlib.decompressobj(wbits=31)
-        try:
-            out = d.decompress(self._pread(c_len, c_off), u_len)
-        except zlib.error as exc:
-            raise RecordingError(f"{self.path}: gzip data at byte {c_off} no longer decodes ({exc}); "
-                                 "the file changed since it was indexed") from exc
-        if len(out) != u_len:
-            raise RecordingError(f"{self.path}: gzip member at byte {c_off} decodes to {len(out)} bytes, "
-                                 f"not {u_len}; the file changed since it was indexed")
+    def _restart(self, k: int, keep_from: int) -> None:
+        """Decode member ``k`` from its start (a member decodes alone), keeping text from ``keep_from`` on."""
+        u_off, _, c_off, _ = self.blocks[4 * k:4 * k + 4]
+        self._k, self._d, self._fed = k, zlib.decompressobj(wbits=31), 0
+        self._buf, self._at, self._keep_from = b"", u_off, keep_from
         self.decoded += 1
-        if len(self._kept) >= KEEP_BLOCKS:
-            self._kept.pop(next(iter(self._kept)))
-        self._kept[k] = out
-        return out
+
+    def _more(self) -> None:
+        """Decode the next ``STEP`` bytes of the current member into the window."""
+        k = self._k
+        u_off, u_len, c_off, c_len = self.blocks[4 * k:4 * k + 4]
+        d = self._d
+        try:
+            if d.unconsumed_tail:
+                out = d.decompress(d.unconsumed_tail, STEP)
+            else:
+                chunk = self._pread(min(FEED, c_len - self._fed), c_off + self._fed)
+                if not chunk:
+                    raise RecordingError(f"{self.path}: gzip member at byte {c_off} ends before its "
+                                         f"{u_len} bytes of text; the file changed since it was indexed")
+                self._fed += len(chunk)
+                out = d.decompress(chunk, STEP)
+        except zlib.error as exc:
+            raise RecordingError(f"{self.path}: gzip data at byte {c_off + self._fed} no longer decodes ({exc}); "
+                                 "the file changed since it was indexed") from exc
+        drop = max(0, min(self._keep_from, self._at + len(self._buf)) - self._at)
+        self._buf = self._buf[drop:] + out
+        self._at += drop
 
     def read(self, lo: int, hi: int) -> bytes:
-        k = bisect_right(self._starts, lo) - 1
+        """Text ``[lo, hi)``.  Decoding goes on from where the last read stopped (a replay, a seek's window);
+        an earlier offset decodes its member again, keeping ``KEEP_BEHIND`` bytes so a walk backwards
+        restarts once per that many, not once per line."""
         parts: list[bytes] = []
         while lo < hi:
-            if k < 0 or k >= len(self._starts):
+            k = bisect_right(self._starts, lo) - 1
+            if k < 0 or lo >= self._starts[k] + self.blocks[4 * k + 1]:
                 raise RecordingError(f"{self.path}: text offset {lo} is in no gzip member (stale index?)")
-            start = self._starts[k]
-            block = self._block(k)
-            part = block[lo - start:hi - start]
-            if not part:
-                raise RecordingError(f"{self.path}: text offset {lo} is past its gzip member (stale index?)")
-            parts.append(part)
-            lo += len(part)
-            k += 1
+            end = min(hi, self._starts[k] + self.blocks[4 * k + 1])
+            if k != self._k or lo < self._at:
+                self._restart(k, max(self._starts[k], lo - KEEP_BEHIND) if k == self._k else lo)
+            else:
+                self._keep_from = lo
+            while self._at + len(self._buf) < end:
+                try:
+                    self._more()
+                except RecordingError:
+                    self._k = -1  # decode it again next time
+                    raise
+            parts.append(self._buf[lo - self._at:end - self._at])
+            lo = end
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
