@@ -10,7 +10,6 @@ the screen's widgets, its start, which keys can fire now, the fleet's focus and 
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
@@ -36,6 +35,7 @@ from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.cockpit_base import FAILED
 from kimitui.tui.host_actions import HostActions
 from kimitui.tui.painter import Painter
+from kimitui.tui.quiet_collector import QuietCollector
 from kimitui.tui.quit_actions import QuitActions
 from kimitui.tui.replay_actions import ReplayActions
 from kimitui.tui.view_actions import ViewActions
@@ -97,6 +97,7 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         self.painter = Painter(self, self.fleet, chart_period=chart_period, poll=self._poll, toast=self._toast)
         """The pump and redraw engine: what changed, drawn where it can be seen."""
         self.started = False
+        self.collector = QuietCollector()
         self._profile_keys: tuple[dict[str, str], list[str]] | None = None
         self._palette: Palette | None = None
         """The last command palette opened: ctrl+p waits while it is closing (:func:`palette_closing`)."""
@@ -143,9 +144,9 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         ok = await start("start", self.controller.start)
         self.started = ok is not FAILED
         # The ~300k objects alive now (Textual, the widgets, the controller) live as long as the
-        # app: out of the collector's view a full collection takes ~20 ms, not ~150 ms that a key
-        # press would wait for.  Refcounting still frees them; on_unmount hands them back.
-        gc.freeze()
+        # app: frozen out of the collector's view; its full collections then run when no key is
+        # pressed (QuietCollector).  Refcounting still frees them; on_unmount hands them back.
+        self.collector.start()
         found = self._safe(lambda: profile_keys(self.controller))
         self._profile_keys = found
         self._set_up_profile_bar()
@@ -167,8 +168,11 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
 
     # ------------------------------------------------------------------ rendering
     def pump(self, force_charts: bool = False) -> set[Part]:
-        """One tick of the painter (:meth:`Painter.pump`); tests call it with ``tick=None``."""
-        return self.painter.pump(force_charts)
+        """One tick of the painter (:meth:`Painter.pump`); tests call it with ``tick=None``.  A full garbage
+        collection, when due and no key came lately, runs after it (:class:`QuietCollector`)."""
+        drawn = self.painter.pump(force_charts)
+        self.collector.tick()
+        return drawn
 
     @property
     def dirty(self) -> frozenset[Part]:
@@ -302,8 +306,10 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         super().exit(result, return_code, message)
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not self.screen_stack:
-            return  # a key still on its way as the app shuts down: no screen to act on (ScreenStackError)
+        if isinstance(event, events.Key):
+            self.collector.key()
+            if not self.screen_stack:
+                return  # a key still on its way as the app shuts down: no screen to act on (ScreenStackError)
         await super().on_event(event)
 
 

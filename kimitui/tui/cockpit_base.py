@@ -21,6 +21,7 @@ from kimitui.tui.model.heatmap_data import expert_parallel
 from kimitui.tui.model.keys import blocked_reason
 from kimitui.tui.model.tune_view import tune_active
 from kimitui.tui.painter import Painter
+from kimitui.tui.quiet_collector import QuietCollector
 
 T = TypeVar("T")
 
@@ -45,6 +46,8 @@ class CockpitBase(App[int]):
     replay: ReplayControls | None
     """The controller's replay controls; None live."""
     painter: Painter
+    collector: QuietCollector
+    """Python's full garbage collections, run between key presses (issue 33)."""
 
     @property
     def model(self) -> CockpitModel:

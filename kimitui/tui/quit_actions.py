@@ -6,7 +6,6 @@ does to each server (:meth:`~kimitui.control.Controller.quit_rule`).
 
 from __future__ import annotations
 
-import gc
 
 from kimitui.control import Fleet
 from kimitui.tui.cockpit_base import CockpitBase
@@ -64,4 +63,4 @@ class QuitActions(CockpitBase):
 
     async def on_unmount(self) -> None:
         await self._stop_controller()
-        gc.unfreeze()
+        self.collector.stop()
