@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 EXIT_BAD_ARGS = 2
 _SPEC_OPTIONS = ("url", "model", "levels", "mode", "max_tokens", "prompts", "duration", "requests", "warmup", "rate",
                  "repeats", "flush_cache", "stall_timeout", "request_timeout", "level_time_limit", "max_error_rate",
-                 "extra_body", "no_ignore_eos", "like")
+                 "extra_body", "no_ignore_eos", "like", "workers")
 
 
 def levels_arg(text: str) -> list[int]:
@@ -109,6 +109,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--requests", type=positive(int), metavar="N", help="measure N requests per level")
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per level (not measured)")
     p.add_argument("--rate", type=positive(float), metavar="RPS", help="arrival rate for --mode rate")
+    p.add_argument("--workers", type=positive(int), metavar="N",
+                   help="load processes sharing each level (default 1; docs/load-worker.md)")
     p.add_argument("--flush-cache", action="store_true", default=None, help="POST /flush_cache before each level")
     p.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (lengths then vary)")
     p.add_argument("--stall-timeout", type=positive(float), metavar="S",
@@ -157,7 +159,7 @@ def build_spec(args: argparse.Namespace, *, require_url: bool = True) -> SweepSp
         "repeats": args.repeats, "flush_cache": args.flush_cache,
         "stall_timeout_s": args.stall_timeout, "request_timeout_s": args.request_timeout,
         "level_time_limit_s": args.level_time_limit, "max_error_rate": args.max_error_rate,
-        "extra_body": args.extra_body,
+        "extra_body": args.extra_body, "workers": args.workers,
     }
     if args.no_ignore_eos:
         given["ignore_eos"] = False
