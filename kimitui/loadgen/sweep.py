@@ -28,6 +28,7 @@ incomplete), and abort.  Whatever finished is always reported.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import json
 import math
@@ -37,7 +38,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from kimitui.loadgen import h1client
+from kimitui.loadgen import h1client, shards
 from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.modes import LevelPlan, mode_for
@@ -226,6 +227,12 @@ class SweepEngine:
         """The server answered 404 to /flush_cache: said once, not asked again this sweep."""
         self._labels_for: int | None = None
         self._labels_bytes = b""
+        self._prompt_words: int | None = None
+        """The calibrated word count of ``random:N`` prompts (helpers of a shared level are told it)."""
+        self._sharded: shards.ShardedLevel | None = None
+        """The helper processes of a level shared by ``spec.workers`` processes, while it runs."""
+        self._shard: tuple[int, int, int] | None = None
+        """This process as a helper: (its index, of how many, its slots); request i is index + i x of."""
 
     # -- control -----------------------------------------------------------------
     def abort(self, reason: str = "aborted by operator") -> None:
@@ -234,8 +241,27 @@ class SweepEngine:
             self._aborted = reason
         self._cancel_inflight("aborted")
 
+    def cancel_level(self) -> None:
+        """Cut the running level: stop dispatching, cancel what is in flight (class ``cancelled``)."""
+        self._cancel_inflight("cancelled")
+
+    def cut(self, reason: str) -> None:
+        """Cut the running level for ``reason`` (the sweep stops after it, saying so)."""
+        if self._cut is None:
+            self._cut = reason
+        self._cancel_inflight("cancelled")
+
+    def stop_dispatch(self) -> None:
+        """Send nothing more this level; what is in flight goes on (a shared level's stop rule)."""
+        self._stop_dispatch = True
+        for waiter in [*self._wakers, *self._held]:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def _cancel_inflight(self, why: str) -> None:
         self._stop_dispatch = True
+        if self._sharded is not None:
+            self._sharded.cancel(why)
         for waiter in list(self._wakers):
             if not waiter.done():
                 waiter.set_result(None)
@@ -254,7 +280,7 @@ class SweepEngine:
         try:
             if self._setup_error:
                 raise ValueError(self._setup_error)
-            unfit = self.mode.check(spec)
+            unfit = self.mode.check(spec) or shards.unfit(spec)
             if unfit:
                 raise ValueError(unfit)
             if not self._model or self._model == "auto":
@@ -307,7 +333,8 @@ class SweepEngine:
         self._n_ok = self._n_failed = self._tokens_done = 0
         self._cut = None
         self._stop_dispatch = False
-        self.emit(LevelStarted(host=self.host, sweep_id=self.sweep_id, concurrency=c, repeat=repeat))
+        if self._shard is None:  # a helper's level is announced by its coordinator
+            self.emit(LevelStarted(host=self.host, sweep_id=self.sweep_id, concurrency=c, repeat=repeat))
         if spec.flush_cache and not self._no_flush_cache:
             await self._flush_cache()
         if self._aborted:  # aborted while the cache was flushed: send nothing
@@ -319,9 +346,16 @@ class SweepEngine:
         if spec.level_time_limit_s:
             timer = loop.call_later(spec.level_time_limit_s, self._level_time_up)
         progress = loop.create_task(self._progress_loop())
+        plan = LevelPlan.of(spec, c)
+        if self._shard is not None:
+            plan = dataclasses.replace(plan, concurrency=self._shard[2])
         try:
-            self._pool = h1client.Pool(self._endpoint, self.deadlines)  # one per level: no carry-over
-            await self.mode.run(self, LevelPlan.of(spec, c))
+            if spec.workers > 1:
+                self._sharded = shards.ShardedLevel(self, c, repeat, self._prompt_words)
+                await self._sharded.run()
+            else:
+                self._pool = h1client.Pool(self._endpoint, self.deadlines)  # one per level: no carry-over
+                await self.mode.run(self, plan)
         finally:
             if self._pool is not None:
                 self._pool.close()
@@ -331,8 +365,46 @@ class SweepEngine:
             progress.cancel()
             self._finish_pending()
         self._publish_progress()
+        client = self.health.end_level()
+        if self._sharded is not None:
+            client, self._sharded = self._sharded.client(client), None
         return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time(),
-                            aborted=self._aborted, cut=self._cut, client=self.health.end_level())
+                            aborted=self._aborted, cut=self._cut, client=client)
+
+    async def run_shard(self, index: int, of: int, concurrency: int, share: int, repeat: int,
+                        clock_offset_s: float, prompt_words: int | None = None) -> LevelResult:
+        """As helper ``index`` of ``of`` (:mod:`kimitui.loadgen.shards`): ``share`` slots of one level at C=``concurrency``.
+
+        Its requests, results and its own LevelResult (for its client figures) go out through ``emit``;
+        stamped on the coordinator's clock (``clock_offset_s``), with the coordinator's calibrated prompts."""
+        self.clock.offset_s = clock_offset_s
+        self._shard = (index, of, share)
+        if self._model == "auto" or not self._model:
+            raise ValueError("a helper needs its coordinator's model")
+        if prompt_words is not None:
+            self._prompt = prompt_source(self.spec.prompts, self.spec.seed, words=prompt_words)
+        await self.health.start()
+        try:
+            level = await self._run_level(concurrency, repeat)
+        finally:
+            await self.health.stop()
+        self.emit(level)
+        return level
+
+    @property
+    def model(self) -> str:
+        """The model the requests name (resolved from ``/v1/models`` when the spec says ``auto``)."""
+        return self._model
+
+    def take_result(self, result: RequestResult) -> None:
+        """A helper's finished request, taken as this process's own (counted, kept, published)."""
+        self._results.append(result)
+        if not result.warmup:
+            self._tokens_done += result.completion_tokens
+            self._count(result.ok)
+            if self._stop_dispatch and self._sharded is not None:
+                self._sharded.stop_dispatch()
+        self.emit(result)
 
     def _level_time_up(self) -> None:
         self._cut = f"level time limit {self.spec.level_time_limit_s:g} s reached at C={self._c}"
@@ -368,6 +440,8 @@ class SweepEngine:
     def prepare(self, idx: int, warm: bool, intended_ns: int) -> tuple[RequestTrace, bytes]:
         """The trace and whole request bytes of one request, built before its send is due."""
         spec = self.spec
+        if self._shard is not None:  # a helper's i-th request is the level's index + i x of
+            idx = self._shard[0] + idx * self._shard[1]
         trace = RequestTrace(f"{self.sweep_id}-c{self._c}-r{self._repeat}-{idx}", self._c, warm, intended_ns)
         max_tokens = min(spec.max_tokens, 32) if warm else spec.max_tokens
         body = build_body(self._model, self._prompt(idx), max_tokens, temperature=spec.temperature,
@@ -536,6 +610,7 @@ class SweepEngine:
         finally:
             pool.close()
         self._prompt = prompt_source(spec.prompts, spec.seed, words=words)
+        self._prompt_words = words
         probes = ", ".join(f"{w}->{t}" for w, t in points)
         self.emit(ErrorEvent(host=self.host, source="sweep", severity="info",
                              message=f"prompt calibration: {spec.prompts} = {words} words per prompt",
@@ -549,6 +624,9 @@ class SweepEngine:
             self._publish_progress()
 
     def _publish_progress(self) -> None:
+        if self._sharded is not None:
+            self._publish_shared_progress()
+            return
         now = _perf_ns()
         rows = []
         for tr, _ in self._inflight.values():
@@ -565,6 +643,15 @@ class SweepEngine:
             level_elapsed_s=round((now - self._level_start_ns) / 1e9, 3),
             running=len(rows), cloud=cloud,
         ))
+
+    def _publish_shared_progress(self) -> None:
+        """A shared level's snapshot: the counts here, the in-flight requests from the helpers' latest ones."""
+        assert self._sharded is not None
+        listed, cloud, running, in_flight_tokens = self._sharded.snapshot()
+        self.emit(SweepProgress(
+            host=self.host, sweep_id=self.sweep_id, concurrency=self._c, done=self._n_ok, failed=self._n_failed,
+            in_flight=listed, level_tokens=self._tokens_done + in_flight_tokens,
+            level_elapsed_s=round((_perf_ns() - self._level_start_ns) / 1e9, 3), running=running, cloud=cloud))
 
     async def _flush_cache(self) -> None:
         """POST /flush_cache between levels so the prefix cache does not carry over."""

@@ -7,7 +7,8 @@ Protocol (all JSON lines):
 
 * stdin, first line: ``{"spec": {...SweepSpec...}, "sweep_id": str, "host": str, "profile": str|null}``.
 * stdin, later lines: ``abort`` aborts the sweep.  End of stdin (the parent
-  went away) aborts it too.
+  went away) aborts it too.  A helper of a shared level (a ``shard`` in the first line,
+  :mod:`kimitui.loadgen.shards`) also reads ``cancel`` (cut the level) and ``stop`` (send no more).
 * stdout: one event per line (:func:`kimitui.events.dump_event`), ending with
   a ``sweep_result``.  Writes go through a non-blocking pipe transport, so a
   slow reader never stalls the load loop.
@@ -62,14 +63,22 @@ async def _amain(cfg: dict[str, Any]) -> int:
             if not line:
                 engine.abort("control pipe closed (parent gone)")
                 return
-            if line.strip() == b"abort":
+            command = line.strip()
+            if command == b"abort":
                 engine.abort()
+            elif command == b"cancel":
+                engine.cancel_level()
+            elif command == b"stop":
+                engine.stop_dispatch()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, engine.abort, f"signal {sig.name}")
     ctl = loop.create_task(control())
     try:
-        await engine.run()
+        if cfg.get("shard"):
+            await engine.run_shard(**cfg["shard"])
+        else:
+            await engine.run()
     finally:
         ctl.cancel()
         await out.close()
