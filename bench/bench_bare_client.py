@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -324,6 +325,18 @@ def compare(url: str, model: str, levels: list[int], trials: int, tokens: int, r
     return checks
 
 
+def minimal_server() -> tuple[subprocess.Popen[str], str]:
+    """tests/support/minimal_server.py writing each response at once: far cheaper per event than the
+    simulator, so the client, not the server, is what saturates."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "minimal_server.py"), "--port", "0",
+                             "--uvloop", "--tick-ms", "0"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("listening "):
+        raise RuntimeError(f"minimal server did not start: {line!r}")
+    return proc, line.split()[1]
+
+
 def scaling(url: str, model: str, c: int, workers: int, trials: int, tokens: int, rounds: int, tmp: Path) -> None:
     """Events per second at saturation with 1 and ``workers`` load processes (interleaved)."""
     rates: dict[int, list[float]] = {1: [], workers: []}
@@ -357,19 +370,35 @@ def main() -> None:
     ap.add_argument("--scaling", type=int, metavar="C", help="also measure 1 vs --workers processes at this C")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-compare", action="store_true", help="only the scaling measurement")
+    ap.add_argument("--scaling-server", choices=("minimal", "sim"), default="minimal",
+                    help="what --scaling streams from: the minimal server (cheap per event: the client saturates) "
+                         "or the simulator")
     args = ap.parse_args()
     from tests.support.simserver import start_sim
 
     tmp = Path(tempfile.mkdtemp(prefix="kimitui-bare-"))
     checks: list[bool] = []
-    with start_sim(args.profile, time_scale=args.time_scale) as sim:
-        print(f"simulated server {sim.url}, profile {args.profile}, time scale {args.time_scale:g}; {args.tokens} tokens "
-              f"per request, {args.rounds} x C requests per level  [{load_average()}]", flush=True)
-        if not args.no_compare:
+    with contextlib.ExitStack() as stack:
+        if args.no_compare and args.scaling_server == "minimal":
+            sim = None
+        else:
+            sim = stack.enter_context(start_sim(args.profile, time_scale=args.time_scale))
+            print(f"simulated server {sim.url}, profile {args.profile}, time scale {args.time_scale:g}; "
+                  f"{args.tokens} tokens per request, {args.rounds} x C requests per level  [{load_average()}]",
+                  flush=True)
+        if sim is not None and not args.no_compare:
             checks += compare(sim.url, sim.model, [int(x) for x in args.levels.split(",")], args.trials, args.tokens,
                               args.rounds, tmp)
-        if args.scaling:
+        if sim is not None and args.scaling and args.scaling_server == "sim":
             scaling(sim.url, sim.model, args.scaling, args.workers, args.trials, args.tokens, args.rounds, tmp)
+    if args.scaling and args.scaling_server == "minimal":
+        server, url = minimal_server()
+        try:
+            print(f"minimal server {url} (whole responses at once)  [{load_average()}]", flush=True)
+            scaling(url, "minimal", args.scaling, args.workers, args.trials, args.tokens, args.rounds, tmp)
+        finally:
+            server.terminate()
+            server.wait()
     exit_on(checks)
 
 
