@@ -205,3 +205,13 @@ def test_kimitui_sweeps_json_and_tables_carry_the_energy_of_each_level(capsys: p
     assert "idle power before the sweep: 800 W over 8 GPUs (10 s)" in text
     print_tables(levels, result, None, None, None)
     assert "energy: not measured (no GPU samples cover this level)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_comparisons_tables_give_joules_per_token_their_decimals() -> None:
+    from kimitui.report.render import comparison_text
+
+    more = {c: (d, w * 1.2, tpot) for c, (d, w, tpot) in LEVELS.items()}
+    a = summarize(rec(sweep("ep8-tuned", LEVELS, jitter=0.2))).sweeps[0]
+    b = summarize(rec(sweep("ep8-eplb", more, jitter=0.2))).sweeps[0]
+    row = next(line for line in comparison_text(compare(a, b)) if " 64  J/token" in line)
+    assert "2.500" in row and "3.000" in row  # not "2" and "3"

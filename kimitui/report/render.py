@@ -558,11 +558,19 @@ def _level_table_cmp_md(cmp: Comparison) -> list[str]:
     return out
 
 
+def _digits(figure: str) -> int:
+    """Decimals a comparison table gives a figure: seconds 2, decode 1, J/token and cost 3 (0.58 J, 0.79 USD),
+    throughputs none."""
+    if figure in ("j_per_token", "cost_per_mtok"):
+        return 3
+    return 2 if figure.startswith("ttft") else 1 if figure.startswith("decode") else 0
+
+
 def _figure_table_md(cmp: Comparison) -> list[str]:
     out = ["| C | figure | A | B | change | noise (95 %) | verdict |", "|--:|---|--:|--:|--:|--:|---|"]
     figs = ([cmp.peak] if cmp.peak else []) + cmp.rows()
     for f in figs:
-        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        digits = _digits(f.figure)
         verdict = "not judged" if f.note.startswith("not judged") else MD_VERDICT_WORDS[f.verdict]
         flag = ""
         out.append(f"| {'peak' if f.concurrency is None else f.concurrency} | {f.label} | {_f(f.a, digits)} | "
@@ -716,7 +724,7 @@ def comparison_text(cmp: Comparison) -> list[str]:
         return out
     rows = []
     for f in ([cmp.peak] if cmp.peak else []) + cmp.rows():
-        digits = 2 if f.figure.startswith("ttft") else 1 if f.figure.startswith("decode") else 0
+        digits = _digits(f.figure)
         verdict = "not judged" if f.note.startswith("not judged") else VERDICT_WORDS[f.verdict]
         rows.append(["peak" if f.concurrency is None else str(f.concurrency), f.label, _f(f.a, digits),
                      _f(f.b, digits), _change(f), _noise(f),
