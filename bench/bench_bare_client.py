@@ -41,6 +41,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+if os.environ.get("KIMITUI_BENCH_ROOT"):  # --vs: kimitui's worker as it was at another revision (a git archive)
+    sys.path.insert(0, os.environ["KIMITUI_BENCH_ROOT"])
 sys.path.insert(0, str(ROOT / "bench"))
 from benchutil import exit_on, load_average, verdict  # noqa: E402
 
@@ -254,13 +256,24 @@ def run_bare(url: str, c: int, n: int, tokens: int, tmp: Path) -> dict[str, Any]
     return res
 
 
-def run_kimitui(url: str, model: str, c: int, n: int, tokens: int, tmp: Path, workers: int = 1) -> dict[str, Any]:
+def checkout(rev: str, tmp: Path) -> Path:
+    """kimitui's package as it was at ``rev`` (``git archive``), for the old worker beside the new."""
+    where = tmp / f"rev-{rev.replace('/', '_')}"
+    where.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "kimitui"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where
+
+
+def run_kimitui(url: str, model: str, c: int, n: int, tokens: int, tmp: Path, workers: int = 1,
+                root: Path | None = None) -> dict[str, Any]:
     out, events_path = tmp / "kimitui.json", tmp / "events.jsonl"
     config = {"spec": spec_for(url, model, c, n, tokens, workers), "sweep_id": "bench", "host": "bench"}
     with open(events_path, "wb") as f:
         # stdin stays open while it runs: its end means "the parent went away" (abort)
+        env = dict(os.environ, KIMITUI_BENCH_ROOT=str(root)) if root is not None else None
         proc = subprocess.Popen([sys.executable, __file__, "--child", "kimitui", str(out)], stdin=subprocess.PIPE,
-                                stdout=f, cwd=ROOT)
+                                stdout=f, cwd=ROOT, env=env)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(config).encode() + b"\n")
         proc.stdin.flush()
@@ -296,15 +309,24 @@ def us_per_event(res: dict[str, Any], events: int) -> float:
     return res["cpu_s"] / events * 1e6
 
 
-def compare(url: str, model: str, levels: list[int], trials: int, tokens: int, rounds: int, tmp: Path) -> list[bool]:
+def compare(url: str, model: str, levels: list[int], trials: int, tokens: int, rounds: int, tmp: Path,
+            old: tuple[str, Path] | None = None) -> list[bool]:
     checks = []
     for c in levels:
         n = rounds * c
         ratios, lags, bare_us, kim_us = [], [], [], []
+        old_ratios: list[float] = []
         for trial in range(trials):  # interleaved: bare, kimitui, bare, kimitui, ...
             b = run_bare(url, c, n, tokens, tmp)
             k = run_kimitui(url, model, c, n, tokens, tmp)
             per_req = b["events"] / b["requests"]
+            if old is not None:  # the worker at another revision, in the same turn
+                o = run_kimitui(url, model, c, n, tokens, tmp, root=old[1])
+                ou = us_per_event(o, int(per_req * o["requests"]))
+                old_ratios.append(ou / us_per_event(b, b["events"]))
+                print(f"C={c:<5} trial {trial + 1}: kimitui at {old[0]} {ou:6.2f} us/event ({o['cpu_s']:.2f} s CPU; ramp "
+                      f"lag {o['ramp_lag_ms']:.1f} ms, dispatch p99 {o['dispatch_p99_ms']} ms) | ratio {old_ratios[-1]:.2f}x",
+                      flush=True)
             bu, ku = us_per_event(b, b["events"]), us_per_event(k, int(per_req * k["requests"]))
             bare_us.append(bu)
             kim_us.append(ku)
@@ -316,6 +338,9 @@ def compare(url: str, model: str, levels: list[int], trials: int, tokens: int, r
                   f"{k['level_lag_ms']:.1f} ms, health lag {k['health_lag_ms']} ms, dispatch p99 {k['dispatch_p99_ms']} ms)"
                   f" | ratio {ku / bu:.2f}x  [{load_average()}]", flush=True)
         ratio = statistics.median(ratios)
+        if old is not None:
+            print(f"C={c} kimitui at {old[0]} / bare client: {statistics.median(old_ratios):.2f}x (median of {trials}; "
+                  f"ratios {', '.join(f'{r:.2f}' for r in old_ratios)})", flush=True)
         checks.append(verdict(f"C={c} kimitui / bare client CPU per event",
                               f"{ratio:.2f}x (median of {trials}: kimitui {statistics.median(kim_us):.2f} us, "
                               f"bare {statistics.median(bare_us):.2f} us; ratios {', '.join(f'{r:.2f}' for r in ratios)})",
@@ -369,6 +394,7 @@ def main() -> None:
     ap.add_argument("--profile", default="tp8", help="a profile that runs 2048 requests at once")
     ap.add_argument("--scaling", type=int, metavar="C", help="also measure 1 vs --workers processes at this C")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--vs", metavar="REV", help="also run kimitui's worker as it was at this git revision, interleaved")
     ap.add_argument("--no-compare", action="store_true", help="only the scaling measurement")
     ap.add_argument("--scaling-server", choices=("minimal", "sim"), default="minimal",
                     help="what --scaling streams from: the minimal server (cheap per event: the client saturates) "
@@ -387,8 +413,9 @@ def main() -> None:
                   f"{args.tokens} tokens per request, {args.rounds} x C requests per level  [{load_average()}]",
                   flush=True)
         if sim is not None and not args.no_compare:
+            old = (args.vs, checkout(args.vs, tmp)) if args.vs else None
             checks += compare(sim.url, sim.model, [int(x) for x in args.levels.split(",")], args.trials, args.tokens,
-                              args.rounds, tmp)
+                              args.rounds, tmp, old)
         if sim is not None and args.scaling and args.scaling_server == "sim":
             scaling(sim.url, sim.model, args.scaling, args.workers, args.trials, args.tokens, args.rounds, tmp)
     if args.scaling and args.scaling_server == "minimal":
