@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from pathlib import Path
 
@@ -36,8 +37,9 @@ CURVE = [point(1, 100, 0.02), point(2, 200, 0.02), point(4, 400, 0.021), point(8
 def test_the_knee_of_the_curve_the_search_measured() -> None:
     answer = answer_from_points(SLO, CURVE, rate=False, measured=4)
     knee = knee_of(answer)
-    # gains per doubling +100 %, +100 %, +2.5 %: log2 C = 1.5 + 0.9 / 0.975 (tests/test_knee.py works it by hand)
-    assert knee is not None and knee.status == "knee" and knee.concurrency == pytest.approx(2 ** (1.5 + 0.9 / 0.975))
+    # tests/test_knee.py works this curve by hand: g = 2 x 0.5125^u - 1 crosses 10 % at u = ln 0.55 / ln 0.5125
+    u = math.log(0.55) / math.log(0.5125)
+    assert knee is not None and knee.status == "knee" and knee.concurrency == pytest.approx(2 ** (1 + u), rel=1e-6)
     assert knee_of(answer_from_points(SLO, CURVE, rate=True, measured=4)) is None  # the rate axis has no C
 
 

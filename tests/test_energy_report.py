@@ -132,7 +132,7 @@ def test_the_knee_is_in_the_report_and_its_json() -> None:
               8: (19.0, 300.0, 0.040), 16: (37.0, 300.0, 0.08)}
     s = summarize(rec(sweep("ep8-tuned", levels)))
     knee = s.sweeps[0].knee
-    assert knee.status == "knee" and knee.concurrency is not None and 4 <= knee.concurrency <= 8
+    assert knee.status == "knee" and knee.concurrency is not None and 2 < knee.concurrency < 4  # 8 buys +5 % on 4
     assert knee.line() in render_md([s])
     data = json.loads(render_json([s]))["recordings"][0]["sweeps"][0]["knee"]
     assert data["status"] == "knee" and data["line"].startswith("knee at C≈")

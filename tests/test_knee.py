@@ -1,4 +1,8 @@
-"""The knee of the throughput-vs-concurrency curve (issue 34): hand-built curves, the rule worked by hand."""
+"""The knee of the throughput-vs-concurrency curve (issue 34): hand-built curves, each knee worked out by hand.
+
+The curve is log-linear between levels; ``g(C) = T(2C) / T(C) - 1`` is what doubling buys from C, and the knee
+is the C past which it stays under 10 %.  A plateau (or a log-linear stretch) makes ``g`` solvable on paper.
+"""
 
 from __future__ import annotations
 
@@ -11,58 +15,52 @@ from kimitui.events import LevelResult, Percentiles
 
 
 def curve(cs: list[int], toks: list[float], tpots: list[float] | None = None,
-          ttfts: list[float] | None = None) -> list[CurvePoint]:
+          ttfts: list[float | None] | None = None) -> list[CurvePoint]:
     tpots = tpots or [0.02 * (1 + 0.1 * i) ** 2 for i in range(len(cs))]
-    ttfts = ttfts or [None] * len(cs)  # type: ignore[list-item]
+    ttfts = ttfts or [None] * len(cs)
     return [CurvePoint(c, t, p, f) for c, t, p, f in zip(cs, toks, tpots, ttfts)]
 
 
-def test_the_knee_is_where_the_gain_per_doubling_falls_under_ten_percent_for_good() -> None:
-    cs = [16, 32, 64, 128, 256]
-    knee = find_knee(curve(cs, [400, 800, 1000, 1050, 1060], [0.02, 0.022, 0.025, 0.035, 0.05]))
-    # gains per doubling: +100 % (mid log2 4.5), +25 % (5.5), +5 % (6.5), +1 % (7.5); 25 % -> 5 % crosses 10 %
-    # three quarters of the way: log2 C = 5.5 + 0.15 / 0.20 = 6.25, C = 76.1
+def test_a_plateau_puts_the_knee_where_doubling_first_buys_under_ten_percent() -> None:
+    # T doubles with C up to 8, then stays 800.  For C in [4, 8]: T(C) = 100 C and T(2C) = 800, so
+    # g(C) = 8 / C - 1, under 10 % from C = 8 / 1.1 = 7.27 on
+    knee = find_knee(curve([1, 2, 4, 8, 16, 32], [100, 200, 400, 800, 800, 800],
+                           [0.02, 0.02, 0.02, 0.02, 0.04, 0.08]))
     assert knee.status == "knee"
-    assert knee.concurrency == pytest.approx(2 ** 6.25)
-    # beyond it: log2 C 6.25 -> 7.25, each end a quarter into its segment (geometric)
-    t0, t1 = 1000 * 1.05 ** 0.25, 1050 * (1060 / 1050) ** 0.25
-    p0, p1 = 0.025 * (0.035 / 0.025) ** 0.25, 0.035 * (0.05 / 0.035) ** 0.25
-    assert knee.gain == pytest.approx(t1 / t0 - 1)
-    assert knee.tpot_rise == pytest.approx(p1 / p0 - 1)
-    assert knee.line() == "knee at C≈76: beyond it +4 % tokens for +41 % TPOT"
+    assert knee.concurrency == pytest.approx(8 / 1.1, rel=1e-6)
+    # beyond it, to C=32: 800 / 727.3 tok/s = +10 %; TPOT 0.02 -> 0.08 s = +300 %
+    assert knee.gain == pytest.approx(0.1, rel=1e-6) and knee.tpot_rise == pytest.approx(3.0, rel=1e-6)
+    assert knee.until == 32
+    assert knee.line() == "knee at C≈7: beyond it +10 % tokens for +300 % TPOT (to C=32)"
 
 
-def test_levels_that_do_not_double_are_judged_per_doubling() -> None:
-    # 1 -> 8 is three doublings: x8 throughput is +100 % per doubling; 8 -> 32 x1.3225 = +15 % per doubling;
-    # 32 -> 48 (0.585 doublings) +2 %: per doubling 1.02 ** (1 / 0.585) - 1 = +3.4 %
-    cs = [1, 8, 32, 48]
-    knee = find_knee(curve(cs, [100, 800, 1058, 1079.16]))
-    g2 = 1.02 ** (1 / math.log2(48 / 32)) - 1
-    mid1, mid2 = (3 + 5) / 2, (5 + math.log2(48)) / 2
-    assert knee.status == "knee"
-    assert knee.concurrency == pytest.approx(2 ** (mid1 + (0.15 - 0.10) / (0.15 - g2) * (mid2 - mid1)))
-    assert knee.until == pytest.approx(2 * knee.concurrency)
+def test_levels_that_do_not_double_read_on_the_same_footing() -> None:
+    # 3 -> 6 -> 12 double, 12 -> 40 does not: T = 100 C up to 12, then 1200.  For C in [6, 12]: g(C) = 12 / C - 1,
+    # under 10 % from C = 12 / 1.1 = 10.9; below 6 every doubling buys +100 %
+    knee = find_knee(curve([1, 3, 6, 12, 40], [100, 300, 600, 1200, 1200], [0.02, 0.02, 0.02, 0.03, 0.09]))
+    assert knee.status == "knee" and knee.concurrency == pytest.approx(12 / 1.1, rel=1e-6)
+    assert knee.until == 40
 
 
-def test_beyond_the_knee_stops_at_the_highest_level() -> None:
-    # gains +100 %, +100 %, +2.5 %: log2 C = 1.5 + 0.9 / 0.975 = 2.42 (C≈5.4); twice that is past C=8
+def test_a_gentle_bend_is_found_inside_its_segment() -> None:
+    # 1, 2, 4, 8 at 100, 200, 400, 410.  With u = log2 C - 1 in [0, 1]: T(C) = 200 x 2^u and
+    # T(2C) = 400 x 1.025^u, so g = 2 x 0.5125^u - 1 = 0.1 at u = ln 0.55 / ln 0.5125
     knee = find_knee(curve([1, 2, 4, 8], [100, 200, 400, 410]))
-    assert knee.concurrency == pytest.approx(2 ** (1.5 + 0.9 / 0.975))
-    assert knee.until == pytest.approx(8)
-    assert knee.line().endswith("(to C=8)")
+    u = math.log(0.55) / math.log(0.5125)
+    assert knee.concurrency == pytest.approx(2 ** (1 + u), rel=1e-6)
 
 
 def test_too_few_levels_are_unsure_and_say_why() -> None:
     knee = find_knee(curve([8, 64], [100, 120]))
     assert knee.status == "unsure"
     assert knee.line() == "knee unsure: too few levels to see a bend: 2 usable, need 3"
+    assert find_knee(curve([8, 10, 12], [100, 110, 120])).reason == "the levels span less than a doubling (C=8–12)"
 
 
 def test_a_curve_that_never_bends_has_no_knee_within_the_levels_measured() -> None:
     knee = find_knee(curve([1, 2, 4, 8], [100, 190, 350, 600]))
     assert knee.status == "none"
-    assert knee.line() == ("no knee: no knee within the levels measured (C=1–8): doubling C from 4 to 8 still "
-                           "bought +71 % per doubling")
+    assert knee.line() == "no knee: no knee within the levels measured (C=1–8): doubling C from 4 to 8 still bought +71 %"
 
 
 def test_a_flat_curve_whose_latency_does_not_rise_is_not_a_saturation_knee() -> None:
@@ -78,9 +76,15 @@ def test_ttft_rising_alone_is_latency_rising() -> None:
 
 
 def test_a_dip_that_recovers_is_not_the_knee() -> None:
-    # +4 % at 2->4 then +40 % at 4->8: the curve bent for good only after 8
+    # +4 % from 2 to 4, then +40 % from 4 to 8: the curve bends for good only after 8
     knee = find_knee(curve([1, 2, 4, 8, 16, 32], [100, 200, 208, 291, 300, 303]))
-    assert knee.status == "knee" and knee.concurrency is not None and knee.concurrency > 8
+    assert knee.status == "knee" and knee.concurrency is not None and knee.concurrency > 4
+
+
+def test_under_the_threshold_from_the_first_level_is_a_knee_at_the_lowest_level() -> None:
+    knee = find_knee(curve([1, 2, 4], [100, 105, 108], tpots=[0.02, 0.04, 0.08]))
+    assert knee.status == "knee" and knee.concurrency == pytest.approx(1.0)
+    assert "already from the lowest level, C=1" in knee.reason
 
 
 def level(c: int, tok_s: float, tpot: float, *, status: str = "ok", repeat: int = 0) -> LevelResult:

@@ -4,13 +4,14 @@
 (10 %) more output tokens per second while latency keeps rising (TPOT p50 up by :data:`TPOT_RISE`, or
 TTFT p99 up by :data:`TTFT_RISE`, per doubling).  Past it an operator pays latency for little throughput.
 
-**How.** The curve is the valid levels' seed-comparable aggregate tok/s (repeats pooled by their mean) on a
-log2 C axis.  Between two neighbouring levels the *gain per doubling* is ``(T2/T1) ** (1 / log2(C2/C1)) - 1``,
-so levels that do not double (1, 8, 32, 48, 64) are judged on the same footing; it belongs to the segment's
-midpoint on log2 C.  The knee is where that gain falls below the threshold for the last time (every later
-segment stays below it), found by linear interpolation of the gain on log2 C between the two midpoints
-either side: ``C≈96`` lies between measured levels.  "Beyond it" is from the knee to twice its C (or to the
-highest level measured, if lower), both ends interpolated (log throughput, log latency, on log2 C).
+**How.**  The curve is the valid levels' seed-comparable aggregate tok/s T (repeats pooled by their mean),
+log-linear between measured levels on a log2 C axis, so levels that do not double (1, 8, 32, 48) read on
+the same footing.  What doubling buys from C is ``g(C) = T(2C) / T(C) - 1`` (for C up to half the highest
+level); the knee is the C past which ``g`` stays under the threshold: the last point where it crosses it,
+found on a 1/64-doubling grid and refined by bisection.  A sharp bend between two levels is found inside
+the segment (a plateau from C=256 puts the knee where doubling first buys under 10 %, C≈224, not half way
+to the next level).  "Beyond it" runs from the knee to the highest level measured: what the rest of the
+measured curve buys, in tokens and in latency.
 
 **Why 10 %.** A doubling of C doubles the requests in flight, the KV cache they hold and, at the same
 throughput, each request's wait: buying under a tenth more tokens for that is past the point of return.
@@ -70,7 +71,7 @@ class Knee:
     tpot_rise: float | None = None
     ttft_rise: float | None = None
     until: float | None = None
-    """The C "beyond it" reaches: twice the knee's, or the highest level measured."""
+    """The C "beyond it" reaches: the highest level measured."""
     reason: str = ""
     """Why there is no knee or it is unsure; for a knee, how it was found (the gains either side)."""
     left_out: tuple[str, ...] = field(default_factory=tuple)
@@ -95,7 +96,7 @@ class Knee:
         if self.ttft_rise is not None and (self.tpot_rise is None or self.ttft_rise > self.tpot_rise):
             lat.append(f"{self.ttft_rise * 100:+.0f} % TTFT p99")
         beyond = " for ".join([parts[0], " and ".join(lat)] if parts and lat else parts or lat)
-        reach = "" if self.until is None or self.until >= 2 * self.concurrency * 0.999 else f" (to C={self.until:.0f})"
+        reach = "" if self.until is None else f" (to C={self.until:.0f})"
         return f"knee at C≈{self.c_text}: beyond it {beyond}{reach}" if beyond else f"knee at C≈{self.c_text}"
 
 
@@ -121,79 +122,98 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _per_doubling(a: float | None, b: float | None, doublings: float) -> float | None:
-    if a is None or b is None or a <= 0 or b <= 0 or doublings <= 0:
+GRID = 64
+"""Grid points per doubling on which ``g`` is evaluated before the last crossing is bisected."""
+
+
+class _Curve:
+    """The usable points as log-linear functions of log2 C."""
+
+    def __init__(self, points: Sequence[CurvePoint]) -> None:
+        self.points = list(points)
+        self.xs = [math.log2(p.concurrency) for p in points]
+
+    def at(self, x: float, attr: str) -> float | None:
+        """A figure at log2 C = ``x``, interpolated geometrically between the points either side."""
+        xs = self.xs
+        for i in range(len(xs) - 1):
+            if xs[i] <= x <= xs[i + 1]:
+                a, b = getattr(self.points[i], attr), getattr(self.points[i + 1], attr)
+                if a is None or b is None or a <= 0 or b <= 0:
+                    return None
+                f = (x - xs[i]) / (xs[i + 1] - xs[i]) if xs[i + 1] > xs[i] else 0.0
+                return math.exp(math.log(a) + f * (math.log(b) - math.log(a)))
         return None
-    return (b / a) ** (1.0 / doublings) - 1.0
 
-
-def _at(points: Sequence[CurvePoint], x: float, attr: str) -> float | None:
-    """A figure at log2 C = ``x``, interpolated geometrically between the points either side."""
-    xs = [math.log2(p.concurrency) for p in points]
-    for i in range(len(points) - 1):
-        if xs[i] <= x <= xs[i + 1]:
-            a, b = getattr(points[i], attr), getattr(points[i + 1], attr)
-            if a is None or b is None or a <= 0 or b <= 0:
-                return None
-            f = (x - xs[i]) / (xs[i + 1] - xs[i]) if xs[i + 1] > xs[i] else 0.0
-            return math.exp(math.log(a) + f * (math.log(b) - math.log(a)))
-    return None
+    def gain(self, x: float) -> float:
+        """What doubling C from 2**x buys in throughput (a fraction)."""
+        x = max(self.xs[0], x)
+        a, b = self.at(x, "tok_s"), self.at(min(x + 1.0, self.xs[-1]), "tok_s")
+        assert a is not None and b is not None  # usable points have a positive rate
+        return b / a - 1.0
 
 
 def _rise(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or a <= 0 else b / a - 1.0
 
 
+def _last_crossing(curve: _Curve, min_gain: float) -> float | None:
+    """The log2 C past which doubling buys under ``min_gain`` for good; None when it never falls under it
+    by half the highest level (no knee within the levels)."""
+    lo, hi = curve.xs[0], curve.xs[-1] - 1.0
+    n = max(1, math.ceil((hi - lo) * GRID))
+    grid = [lo + (hi - lo) * k / n for k in range(n + 1)]
+    above = [x for x in grid if curve.gain(x) >= min_gain]
+    if not above:
+        return lo
+    last = above[-1]
+    if last >= hi:
+        return None
+    a, b = last, grid[grid.index(last) + 1]
+    for _ in range(40):
+        mid = (a + b) / 2.0
+        a, b = (mid, b) if curve.gain(mid) >= min_gain else (a, mid)
+    return (a + b) / 2.0
+
+
 def find_knee(points: Sequence[CurvePoint], *, min_gain: float = KNEE_GAIN) -> Knee:
     """The knee of the curve (see the module doc for the rule and why)."""
     left_out = tuple(p.why or f"C={p.concurrency} has no throughput" for p in points
                      if not p.usable or not p.tok_s)
-    curve = sorted((p for p in points if p.usable and p.tok_s and p.concurrency > 0), key=lambda p: p.concurrency)
-    if len(curve) < MIN_LEVELS:
-        return Knee("unsure", reason=f"too few levels to see a bend: {len(curve)} usable, need {MIN_LEVELS}",
+    usable = sorted((p for p in points if p.usable and p.tok_s and p.concurrency > 0), key=lambda p: p.concurrency)
+    if len(usable) < MIN_LEVELS:
+        return Knee("unsure", reason=f"too few levels to see a bend: {len(usable)} usable, need {MIN_LEVELS}",
                     left_out=left_out)
-    xs = [math.log2(p.concurrency) for p in curve]
-    gains: list[float] = []
-    mids: list[float] = []
-    for i in range(len(curve) - 1):
-        g = _per_doubling(curve[i].tok_s, curve[i + 1].tok_s, xs[i + 1] - xs[i])
-        assert g is not None  # usable points have a positive rate
-        gains.append(g)
-        mids.append((xs[i] + xs[i + 1]) / 2.0)
-    last_above = max((i for i, g in enumerate(gains) if g >= min_gain), default=None)
-    span = f"C={curve[0].concurrency}–{curve[-1].concurrency}"
-    if last_above == len(gains) - 1:
-        return Knee("none", reason=f"no knee within the levels measured ({span}): doubling C from "
-                                   f"{curve[-2].concurrency} to {curve[-1].concurrency} still bought "
-                                   f"{gains[-1] * 100:+.0f} % per doubling", left_out=left_out)
-    if last_above is None:  # below the threshold from the first segment on
-        x_knee = xs[0]
-        how = f"already below {min_gain * 100:.0f} % per doubling from the lowest level, C={curve[0].concurrency}"
-    else:
-        g0, g1 = gains[last_above], gains[last_above + 1]
-        m0, m1 = mids[last_above], mids[last_above + 1]
-        x_knee = m0 + (g0 - min_gain) / (g0 - g1) * (m1 - m0) if g0 != g1 else m0
-        how = (f"gain per doubling {g0 * 100:+.0f} % around C≈{2 ** m0:.0f}, {g1 * 100:+.0f} % around "
-               f"C≈{2 ** m1:.0f}; under {min_gain * 100:.0f} % from C≈{2 ** x_knee:.0f} on")
-    x_end = min(x_knee + 1.0, xs[-1])
-    tput = _rise(_at(curve, x_knee, "tok_s"), _at(curve, x_end, "tok_s"))
-    tpot = _rise(_at(curve, x_knee, "tpot_p50_s"), _at(curve, x_end, "tpot_p50_s"))
-    ttft = _rise(_at(curve, x_knee, "ttft_p99_s"), _at(curve, x_end, "ttft_p99_s"))
-    if x_end <= x_knee:  # the knee sits on the highest level: the last segment says what lies beyond
-        tput = _rise(curve[-2].tok_s, curve[-1].tok_s)
-        tpot = _rise(curve[-2].tpot_p50_s, curve[-1].tpot_p50_s)
-        ttft = _rise(curve[-2].ttft_p99_s, curve[-1].ttft_p99_s)
-    doublings = max(x_end - x_knee, 1e-9) if x_end > x_knee else xs[-1] - xs[-2]
+    curve = _Curve(usable)
+    first, last = usable[0].concurrency, usable[-1].concurrency
+    if curve.xs[-1] - curve.xs[0] < 1.0:
+        return Knee("unsure", reason=f"the levels span less than a doubling (C={first}–{last})", left_out=left_out)
+    x_knee = _last_crossing(curve, min_gain)
+    if x_knee is None:
+        top = curve.xs[-1] - 1.0
+        return Knee("none", reason=f"no knee within the levels measured (C={first}–{last}): doubling C from "
+                                   f"{2 ** top:.0f} to {last} still bought {curve.gain(top) * 100:+.0f} %",
+                    left_out=left_out)
+    c_knee, x_end = 2 ** x_knee, curve.xs[-1]
+    tput = _rise(curve.at(x_knee, "tok_s"), curve.at(x_end, "tok_s"))
+    tpot = _rise(curve.at(x_knee, "tpot_p50_s"), curve.at(x_end, "tpot_p50_s"))
+    ttft = _rise(curve.at(x_knee, "ttft_p99_s"), curve.at(x_end, "ttft_p99_s"))
+    doublings = max(x_end - x_knee, 1e-9)
     rising = ((tpot is not None and (1 + tpot) ** (1 / doublings) - 1 >= TPOT_RISE)
               or (ttft is not None and (1 + ttft) ** (1 / doublings) - 1 >= TTFT_RISE))
-    c_knee = 2 ** x_knee
+    if x_knee <= curve.xs[0]:
+        how = f"doubling C buys under {min_gain * 100:.0f} % already from the lowest level, C={first}"
+    else:
+        before = max(curve.xs[0], x_knee - 1.0)
+        how = (f"doubling C buys under {min_gain * 100:.0f} % from C≈{c_knee:.0f} on (from C≈{2 ** before:.0f} "
+               f"it bought {curve.gain(before) * 100:+.0f} %)")
     if not rising:
         lat = ", ".join(f"{name} {r * 100:+.0f} %" for name, r in (("TPOT p50", tpot), ("TTFT p99", ttft))
                         if r is not None) or "no latency figures"
-        return Knee("unsure", concurrency=c_knee, gain=tput, tpot_rise=tpot, ttft_rise=ttft, until=2 ** x_end,
+        return Knee("unsure", concurrency=c_knee, gain=tput, tpot_rise=tpot, ttft_rise=ttft, until=float(last),
                     reason=(f"throughput flattens past C≈{c_knee:.0f} but latency does not rise ({lat}): not the "
                             "server saturating; the client or the workload may hold it"), left_out=left_out)
-    return Knee("knee", concurrency=c_knee, gain=tput, tpot_rise=tpot, ttft_rise=ttft, until=2 ** x_end,
+    return Knee("knee", concurrency=c_knee, gain=tput, tpot_rise=tpot, ttft_rise=ttft, until=float(last),
                 reason=how, left_out=left_out)
 
 
