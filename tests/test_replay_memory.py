@@ -1,4 +1,4 @@
-"""Replay memory stays flat: the index keeps a recording's bytes once and a bounded cache of parsed events.
+"""Replay memory stays flat: the index keeps compact arrays (never the text) and a bounded cache of parsed events.
 
 (``bench/bench_replay_memory.py`` measures RSS over a 100x replay of a 200 MB recording; these are the
 cheap guards of the bounds behind it.)
@@ -24,6 +24,7 @@ from kimitui.events import (
     SweepProgress,
 )
 from kimitui.recording import RecordingIndex, write_recording
+from kimitui.recording.index_file import index_path
 from kimitui.replay import HIGH_RATE_KINDS, LATEST_KINDS, LEVEL_DETAIL_KINDS, Replayer
 from kimitui.replay.replayer import SKIP_KINDS
 from kimitui.session import Session
@@ -98,18 +99,25 @@ def test_an_evicted_event_reads_back_equal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_open_holds_the_text_once(tmp_path: Path, compress: bool) -> None:
-    """Opening peaks near the plain size (not 2x: no list of per-line bytes next to the text)."""
+def test_open_never_holds_the_text(tmp_path: Path, compress: bool) -> None:
+    """With its index an open holds the arrays, not the text; without one the scan peaks near the plain
+    size at most (one piece at a time, no list of per-line bytes)."""
     path = write_recording(tmp_path / "big.jsonl", _many_events(6000), hosts=["sim"], compress=compress)
-    tracemalloc.start()
-    try:
-        index = RecordingIndex.open(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peaks = []
+    for _ in ("with its index", "scanned"):
+        tracemalloc.start()
+        try:
+            index = RecordingIndex.open(path, write_index=False)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        peaks.append(peak)
+        index_path(path).unlink(missing_ok=True)  # the second open scans (and, told so, writes nothing)
+    assert not index_path(path).exists()
     plain = index.text_bytes
     assert plain > 4_000_000
-    assert peak < 1.45 * plain + 2_000_000, (peak, plain)
+    assert peaks[0] < 0.1 * plain, (peaks, plain)
+    assert peaks[1] < 1.45 * plain + 2_000_000, (peaks, plain)
 
 
 def _reference_rebuild(idx: RecordingIndex, t: float, hi: int, history_s: float, max_logs: int) -> list[Event]:

@@ -16,7 +16,10 @@ Life of a file:
 * sweep progress is recorded at most once a second per sweep (the Session
   still gets every one; a level's last progress is always kept);
 * :meth:`RecordingWriter.close` ends the gzip stream and, for the cockpit's
-  default names, renames the file after every profile that ran.
+  default names, renames the file after every profile that ran; then it writes
+  the replay index beside it (``.NAME.idx``, :mod:`kimitui.recording.index_file`),
+  so :class:`RecordingIndex` opens and seeks it without scanning it (a missing,
+  stale or damaged index is rebuilt by the reader).
 
 Readers accept either form and format versions 1 and 2.  A truncated last line
 (a crash mid-write, or a writer still running), malformed lines in the middle

@@ -10,6 +10,7 @@ keeps only the text not yet read: memory is one decoder and a window, not a memb
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from array import array
 from bisect import bisect_right
@@ -56,6 +57,8 @@ class TextSource:
         self.fd = fd
         self.size = size
         """File bytes this source reads (the file as it was opened: a running writer may append more)."""
+        self._lock = threading.Lock()
+        """Reads share a read-ahead window (and for gzip a decoder): one at a time, whatever thread asks."""
 
     def pieces(self) -> Iterator[Piece]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -98,6 +101,10 @@ class PlainSource(TextSource):
             pos += len(data)
 
     def read(self, lo: int, hi: int) -> bytes:
+        with self._lock:
+            return self._read(lo, hi)
+
+    def _read(self, lo: int, hi: int) -> bytes:
         at = self._at
         if at <= lo and hi <= at + len(self._buf):
             return self._buf[lo - at:hi - at]
@@ -173,6 +180,10 @@ class GzipSource(TextSource):
         self._at += drop
 
     def read(self, lo: int, hi: int) -> bytes:
+        with self._lock:
+            return self._read(lo, hi)
+
+    def _read(self, lo: int, hi: int) -> bytes:
         """Text ``[lo, hi)``.  Decoding goes on from where the last read stopped (a replay, a seek's window);
         an earlier offset decodes its member again, keeping ``KEEP_BEHIND`` bytes so a walk backwards
         restarts once per that many, not once per line."""
