@@ -99,6 +99,28 @@ def test_a_new_gzip_member_every_few_mb_bounds_what_damage_costs(tmp_path: Path,
     assert any(f"resumed at byte {starts[2]}" in s.reason for s in rec.skipped), rec.skipped
 
 
+def test_one_big_flush_is_still_written_as_members_of_member_bytes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole recording written at once (write_recording, a full buffer) ends a member at each line end past
+    MEMBER_BYTES: every member decodes alone, so a replay reaches any line by decoding one (issue 33)."""
+    import zlib
+
+    from kimitui.recording import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "MEMBER_BYTES", 20_000)
+    events = busy_minute(seconds=30)
+    path = write_recording(tmp_path / "once.jsonl.gz", events, hosts=["sim"])  # one flush of everything
+    data, pos, texts = path.read_bytes(), 0, []
+    while pos < len(data):
+        d = zlib.decompressobj(wbits=31)
+        texts.append(d.decompress(data[pos:]))
+        pos = len(data) - len(d.unused_data)
+    longest = max(len(line) for t in texts for line in t.split(b"\n"))
+    assert len(texts) > 4 and all(t.endswith(b"\n") for t in texts)  # whole lines in each
+    assert all(len(t) <= 20_000 + longest for t in texts)
+    assert read_recording(path).events == events
+
+
 def test_flushed_within_a_second_and_readable_while_written(tmp_path: Path) -> None:
     writer = RecordingWriter(tmp_path / "live.jsonl", hosts=["sim"], flush_interval=0.1).start()
     try:

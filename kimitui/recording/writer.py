@@ -217,16 +217,7 @@ class RecordingWriter:
         """Compress (if gzip) and write ``data``; bytes the disk refused are kept and retried next time."""
         self.bytes_in += len(data)
         if self.compress:
-            if self._z is None:
-                self._z = zlib.compressobj(self._level, zlib.DEFLATED, 31)
-            out = self._z.compress(data)
-            self._member_in += len(data)
-            if finish or self._member_in >= MEMBER_BYTES:
-                out += self._z.flush(zlib.Z_FINISH)  # a whole member: its CRC checks what it holds
-                self._z, self._member_in = None, 0
-            else:
-                out += self._z.flush(zlib.Z_SYNC_FLUSH)  # decodable up to here without the rest
-            data = out
+            data = self._compress(data, finish)
         pending = memoryview(self._unwritten + data)
         try:
             while pending:
@@ -237,6 +228,31 @@ class RecordingWriter:
         else:
             self.error = None
         self._unwritten = bytes(pending)
+
+    def _compress(self, data: bytes, finish: bool) -> bytes:
+        """``data`` as gzip: a member ends (at a line end) once it holds ``MEMBER_BYTES``, however much one
+        flush writes (a whole recording written at once is still members of ~1 MB, each decodable alone);
+        otherwise a sync flush, so everything written so far decodes without the rest."""
+        out: list[bytes] = []
+        view = memoryview(data)
+        pos, n = 0, len(data)
+        while True:
+            room = MEMBER_BYTES - self._member_in
+            cut = n
+            if n - pos > room:  # end this member at the last line end that fits (or the first after, for a long line)
+                cut = (data.rfind(b"\n", pos, pos + room) + 1) or (data.find(b"\n", pos + room) + 1) or n
+            if self._z is None:
+                self._z = zlib.compressobj(self._level, zlib.DEFLATED, 31)
+            out.append(self._z.compress(view[pos:cut]))
+            self._member_in += cut - pos
+            pos = cut
+            if pos < n or finish or self._member_in >= MEMBER_BYTES:
+                out.append(self._z.flush(zlib.Z_FINISH))  # a whole member: its CRC checks what it holds
+                self._z, self._member_in = None, 0
+            else:
+                out.append(self._z.flush(zlib.Z_SYNC_FLUSH))  # decodable up to here without the rest
+            if pos >= n:
+                return b"".join(out)
 
     def _line(self, event: Event) -> str:
         """One event as a line; a value JSON cannot hold (bytes, a set...) is written as its repr."""
