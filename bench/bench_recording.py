@@ -21,7 +21,7 @@ them through a Session into a RecordingWriter, then measures:
 
 * the sink cost per event (what ``publish`` pays for recording),
 * the file size (gzip, written while recording) — goal <= 20 MB per hour,
-* the time to close, to open the index, to seek (middle, end)
+* the time to close (which writes the replay index), to open the index, to seek (middle, end)
   and to jump to a straggler — goal <= 1 s for open + seek,
 * the time for a full ``read_recording`` (every event validated), for reference.
 
@@ -413,7 +413,7 @@ def main() -> None:
         per_hour = gz_mb * 60 / args.minutes
         print(f"size: {raw_mb:.1f} MB plain -> {gz_mb:.2f} MB gzip ({per_hour:.2f} MB per hour; goal <= 20)")
         checks.append(verdict("an hour with a sweep, gzip", f"{per_hour:.2f} MB/h", "<= 20 MB/h", per_hour <= 20))
-        print(f"close (end the gzip stream): {close_s:.2f} s")
+        print(f"close (end the gzip stream, write the replay index .NAME.idx): {close_s:.2f} s")
         r = asyncio.run(measure_replay(final))
         print(f"open index: {r['open_index_s']:.3f} s wall, {r['open_index_cpu_s']:.3f} s CPU")
         print(f"seek middle: {r['seek_middle_s']:.3f} s wall, {r['seek_middle_cpu_s']:.3f} s CPU "

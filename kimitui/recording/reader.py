@@ -133,6 +133,7 @@ def _gunzip(data: bytes) -> tuple[bytearray, list[Damage]]:
     for _, _, part, dmg in gunzip_members(data):
         out += part
         if dmg is not None:
+            del out[out.rfind(b"\n") + 1:]  # a line cut before the damaged member is not a line either
             damage.append(dmg)
     return out, damage  # not bytes(out): a copy would double the peak for a big file
 

@@ -198,6 +198,7 @@ def scan(source: TextSource) -> tuple[RecordingHeader, IndexData]:
                 raise RecordingError(f"{source.path}: line 1: {piece.damage.reason(0)}; the header line is lost, "
                                      "so nothing is readable")
             b.skipped.append(SkippedLine(line_no, piece.damage.reason(line_no - 1)))
+            carry = b""  # a line cut before the damaged member is not a line either (the reader drops it too)
     if header_line is None:  # the header line itself is cut: nothing after it
         header_line = bytes(carry)
         carry = b""
