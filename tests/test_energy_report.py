@@ -114,7 +114,7 @@ def test_cost_per_million_tokens_at_the_configured_prices() -> None:
     assert row.cost_per_mtok == pytest.approx(16.8 / (1600 * 3600) * 1e6 + 0.125)
     md = render_md([s])
     assert "| cost/Mtok |" in md and "3.04 USD" in md
-    assert "cost per million output tokens at 2.1 per GPU-hour + 0.18 per kWh USD" in md
+    assert "cost per million output tokens at 2.1 USD per GPU-hour + 0.18 USD per kWh" in md
 
 
 def test_without_gpu_samples_a_report_says_energy_was_not_measured() -> None:

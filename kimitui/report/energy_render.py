@@ -114,10 +114,10 @@ def energy_lines(run: SweepRun) -> list[str]:
         out.append(f"energy: not measured ({why})" if why else "energy: not measured")
     if run.rates is not None:
         cost = next((lc for row in run.ordered_levels if (lc := row.cost) is not None and lc.reason), None)
-        parts = [f"{run.rates.gpu_hour:g} per GPU-hour" if run.rates.gpu_hour is not None else "",
-                 f"{run.rates.kwh:g} per kWh" if run.rates.kwh is not None else ""]
+        cur = f" {run.rates.currency}" if run.rates.currency else ""
+        parts = [f"{run.rates.gpu_hour:g}{cur} per GPU-hour" if run.rates.gpu_hour is not None else "",
+                 f"{run.rates.kwh:g}{cur} per kWh" if run.rates.kwh is not None else ""]
         out.append("cost per million output tokens at " + " + ".join(p for p in parts if p)
-                   + (f" {run.rates.currency}" if run.rates.currency else "")
                    + (f" ({cost.reason})" if cost is not None else ""))
     out.append(run.knee.line())
     return out
