@@ -22,7 +22,7 @@ from kimitui.recording import index as index_module
 from kimitui.recording.index_file import index_path
 from kimitui.recording.scan import BULK_KINDS
 from kimitui.recording.writer import MEMBER_BYTES
-from kimitui.replay import HIGH_RATE_KINDS, Replayer
+from kimitui.replay import HIGH_RATE_KINDS, ReplayController, Replayer
 from kimitui.session import Session
 from tests.support.recordings import busy_minute, synthetic_sweep
 
@@ -176,6 +176,7 @@ def test_a_damaged_index_is_rebuilt_and_named(tmp_path: Path, damage: str, caplo
     with caplog.at_level(logging.WARNING, logger="kimitui.recording.index"):
         index = RecordingIndex.open(path)
     assert index.index_status.startswith(f"built ({idx_file}: ")  # says which file and why
+    assert ReplayController(index).index_status == index.index_status  # what a notice can show
     assert any(str(idx_file) in r.getMessage() for r in caplog.records)
     _same_as_a_scan(index, path)
     assert RecordingIndex.open(path).index_status.startswith("read from")  # rewritten whole

@@ -82,6 +82,12 @@ class ReplayController:
         a malformed line in the middle joins the list when playback reaches it."""
         return list(self.replayer.index.skipped)
 
+    @property
+    def index_status(self) -> str:
+        """How the replay index was had (read from ``.NAME.idx``, or built and why: none yet, stale, damaged),
+        for a notice; a damaged index is also logged as a warning naming it."""
+        return self.replayer.index.index_status
+
     def now(self) -> float:
         """The replay's clock (use instead of ``time.time()`` for ages like "5 s ago")."""
         return self.replayer.position
