@@ -77,8 +77,12 @@ class Painter:
         """Part -> the views (by id) still to redraw since it last changed; None: all of them.  A part shown by a
         hidden widget and a visible one stays dirty for the hidden one only: the visible one is not redrawn each
         pump meanwhile (the monitor layout's sweep strip was, 3 times a second, with the curve hidden; issue 33)."""
-        self.captions: dict[int, tuple[object, object]] = {}
-        """Panel (by id) -> the title and subtitle it shows: set again only when they change (each set repaints)."""
+        self.sizes: dict[int, tuple[int, int]] = {}
+        """View (by id) -> the size it was drawn at: a view whose size changed is drawn again (its caption, its
+        columns and its legend fit the room it has)."""
+        self.captions: dict[int, tuple[object, object, object, object]] = {}
+        """Panel (by id) -> the title set here and what the panel then showed, the same for the subtitle: set again
+        only when one changed (each set repaints)."""
         self.mark(*PANELS)
         self.views: dict[Part, list[ModelView]] = self._map_views()
         """Part -> the widgets that show it (``ModelView.shows``)."""
@@ -145,6 +149,7 @@ class Painter:
             self.generation = self.fleet.model.generation
             self._restart_logs()
         self.apply_layout()
+        self._mark_resized()
         self.toast(self.fleet.notices())
         now = time.monotonic()
         if self.fleet_changed and (force or now - self.last_fleet_draw >= FLEET_PERIOD_S):
@@ -156,6 +161,7 @@ class Painter:
         drawn = self.draw(self.dirty - waiting)
         for part in drawn & self.periods.keys():
             self.last_drawn[part] = now
+        self._captions()
         return drawn
 
     def fold(self) -> None:
@@ -234,20 +240,48 @@ class Painter:
                 hidden.add(id(view))
                 continue
             view.redraw()
-            self._caption(view)
+            self.sizes[id(view)] = (view.size.width, view.size.height)
         self.stale[part] = hidden
         return not hidden
 
+    def _captions(self) -> None:
+        """Every shown view's caption, checked each pump: a caption may say what its part does not carry (the
+        curve's subtitle names the timeline's marks), and a set repaints only where the words changed."""
+        seen: set[int] = set()
+        for part, views in self.views.items():
+            for view in views:
+                assert isinstance(view, Widget)
+                if id(view) in seen or not self.visible(view, chart=part in CHARTS):
+                    continue
+                seen.add(id(view))
+                self._caption(view)
+
+    def _mark_resized(self) -> None:
+        """Views drawn at another size than they have now are owed a redraw (a part drawn once per change would
+        otherwise keep what it drew for the size it had before the layout settled)."""
+        for part, views in self.views.items():
+            for view in views:
+                assert isinstance(view, Widget)
+                drawn = self.sizes.get(id(view))
+                if drawn is not None and drawn != (view.size.width, view.size.height):
+                    del self.sizes[id(view)]
+                    self.dirty.add(part)
+                    stale = self.stale.get(part)
+                    if stale is not None:
+                        stale.add(id(view))
+
     def _caption(self, view: ModelView) -> None:
-        """The view's title and subtitle on its panel's border, set only where they changed."""
+        """The view's title and subtitle on its panel's border, set only where they changed (others may set them
+        too: the app sets the curve's subtitle, so what the panel shows is checked, not only what was set here)."""
         title, subtitle = view.caption()
         panel = view.parent  # type: ignore[attr-defined]  # a ModelView is a widget
         if (title is None and subtitle is None) or not isinstance(panel, Panel):
             return
-        shown = self.captions.get(id(panel), (None, None))
-        if title is not None and title != shown[0]:
+        said = self.captions.get(id(panel), (None, None, None, None))
+        if title is not None and (title != said[0] or panel.border_title != said[1]):
             panel.border_title = title
-        if subtitle is not None and subtitle != shown[1]:
+            said = (title, panel.border_title, *said[2:])
+        if subtitle is not None and (subtitle != said[2] or panel.border_subtitle != said[3]):
             panel.border_subtitle = subtitle
-        self.captions[id(panel)] = (title if title is not None else shown[0],
-                                    subtitle if subtitle is not None else shown[1])
+            said = (*said[:2], subtitle, panel.border_subtitle)
+        self.captions[id(panel)] = said
