@@ -16,7 +16,7 @@ to the library on real SGLang scrapes, the simulator's, vLLM's and fuzzed text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,17 +32,29 @@ _ALLOWED_SUFFIXES = {"counter": ("",), "gauge": ("",), "summary": ("_count", "_s
 
 
 class SampleLike(Protocol):
-    name: str
-    value: float
+    """What kimitui reads of a sample: this reader's :class:`Sample` or the library's."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> float: ...
 
     @property
     def labels(self) -> dict[str, str]: ...
 
 
 class FamilyLike(Protocol):
-    name: str
-    type: str
-    samples: list[SampleLike]
+    """What kimitui reads of a family: this reader's :class:`Family` or the library's ``Metric``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def samples(self) -> Sequence[SampleLike]: ...
 
 
 class _Unsure(Exception):
