@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import heapq
 import json
 import math
@@ -360,6 +361,10 @@ class SweepEngine:
             if self._pool is not None:
                 self._pool.close()
             self._pool = None
+            if gc.isenabled() and gc.get_freeze_count():  # the ramp froze the level's objects: thaw, collect
+                gc.unfreeze()  # once, here where nothing is in flight, and freeze what lives on (the imports)
+                gc.collect()
+                gc.freeze()
             if timer is not None:
                 timer.cancel()
             progress.cancel()
