@@ -31,10 +31,12 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -228,7 +230,7 @@ def kimitui_child(out: str) -> None:
         finally:
             tick.cancel()
 
-    worker._amain = amain  # type: ignore[assignment]
+    worker._amain = amain
     cpu0, t0 = time.process_time(), time.perf_counter_ns()
     rc = worker.main()
     offset_ns = int((time.time() - time.perf_counter_ns() / 1e9) * 1e9)  # wall = perf + offset, for the events
@@ -270,14 +272,19 @@ def run_kimitui(url: str, model: str, c: int, n: int, tokens: int, tmp: Path, wo
     out, events_path = tmp / "kimitui.json", tmp / "events.jsonl"
     config = {"spec": spec_for(url, model, c, n, tokens, workers), "sweep_id": "bench", "host": "bench"}
     with open(events_path, "wb") as f:
-        # stdin stays open while it runs: its end means "the parent went away" (abort)
+        # Events through a pipe, as SweepRunner reads them (the worker's non-blocking pipe transport; a file
+        # would be a blocking write that a busy disk can stall); this process copies them to the file.
+        # stdin stays open while it runs: its end means "the parent went away" (abort).
         env = dict(os.environ, KIMITUI_BENCH_ROOT=str(root)) if root is not None else None
         proc = subprocess.Popen([sys.executable, __file__, "--child", "kimitui", str(out)], stdin=subprocess.PIPE,
-                                stdout=f, cwd=ROOT, env=env)
-        assert proc.stdin is not None
+                                stdout=subprocess.PIPE, cwd=ROOT, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        copier = threading.Thread(target=shutil.copyfileobj, args=(proc.stdout, f, 1 << 20))
+        copier.start()
         proc.stdin.write(json.dumps(config).encode() + b"\n")
         proc.stdin.flush()
         rc = proc.wait(timeout=900)
+        copier.join()
         proc.stdin.close()
     if rc != 0:
         raise RuntimeError(f"kimitui's worker exited with {rc}")
