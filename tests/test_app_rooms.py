@@ -67,7 +67,7 @@ async def test_a_reset_leaves_the_painter_as_a_new_one_on_the_same_screen() -> N
         assert markers  # the screen's state is there to reset
         painter.reset()
         fresh = Painter(app, app.fleet, chart_period=painter.chart_period, poll=painter.poll, toast=painter.toast,
-                        gpu_period=painter.periods["gpus"])
+                        paced=painter.paced)
         assert ({k: v for k, v in vars(painter).items() if k not in Painter.KEPT}
                 == {k: v for k, v in vars(fresh).items() if k not in Painter.KEPT})
         assert painter.dirty == set(PANELS) and painter.views["gpus"]

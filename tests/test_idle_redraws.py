@@ -8,15 +8,16 @@ was redrawn with every pump.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from kimitui.tui.app import KimituiApp
-from kimitui.tui.painter import GPU_PERIOD_S
+from kimitui.tui.painter import GPU_PERIOD_S, LEVELS_PERIOD_S
 from kimitui.tui.widgets.gpu_panel import GpuPanel
 from kimitui.tui.widgets.panel import Panel
 from kimitui.tui.widgets.sweep_curve import SweepCurve
 from kimitui.tui.widgets.sweep_strip import SweepStrip
-from tests.support.fakecontrol import T0, FakeController, gpu_sample
+from tests.support.fakecontrol import T0, FakeController, gpu_sample, story_events
 
 
 def _count_redraws(app: KimituiApp, *types: type) -> Counter[str]:
@@ -79,7 +80,8 @@ async def test_the_gpu_panel_is_redrawn_at_most_every_gpu_period() -> None:
         await pilot.pause()
         app.pump(force_charts=True)
         await pilot.pause()
-        app.painter.periods["gpus"] = GPU_PERIOD_S  # the timer's cockpit (a test's pump, tick=None, draws at once)
+        app.painter.paced, app.painter.periods["gpus"] = True, GPU_PERIOD_S  # as the timer's cockpit draws
+        app.painter.last_drawn["gpus"] = time.monotonic()  # drawn just now
         counts = _count_redraws(app, GpuPanel)
         session = app.controller.session
         for i in range(4):
@@ -90,3 +92,24 @@ async def test_the_gpu_panel_is_redrawn_at_most_every_gpu_period() -> None:
         app.pump()
         assert counts["GpuPanel"] == 1 and "gpus" not in app.painter.dirty
         assert app.fleet.model.gpus[0].reading.util_pct == 43.0  # the newest sample is what it drew
+
+
+async def test_the_timers_cockpit_draws_one_chart_a_pump_and_the_levels_once_a_second() -> None:
+    """Curve and spread chart due at once are two costly renders in one frame (a key pressed then waits for both):
+    the shown chart that waited longest goes first, the other a pump later; the levels table waits for its period."""
+    app = KimituiApp(FakeController(initial=story_events()), tick=None)
+    async with app.run_test(size=(200, 55)) as pilot:
+        await pilot.pause()
+        app.pump(force_charts=True)
+        await pilot.pause()
+        assert app.layout_shown == "sweep"
+        painter = app.painter
+        painter.paced, painter.periods["levels"] = True, LEVELS_PERIOD_S
+        now = time.monotonic()
+        painter.last_drawn.update({"curve": now - 5, "spread": now - 3, "levels": now})
+        painter.mark("curve", "spread", "levels")
+        assert app.pump() & {"curve", "spread", "levels"} == {"curve"}
+        assert app.pump() & {"curve", "spread", "levels"} == {"spread"}
+        assert app.pump() & {"curve", "spread", "levels"} == set()
+        painter.last_drawn["levels"] -= LEVELS_PERIOD_S
+        assert "levels" in app.pump()

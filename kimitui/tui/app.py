@@ -34,7 +34,7 @@ from kimitui.tui.model.fold import Notice, Part
 from kimitui.tui.model.fleet_state import FleetModels
 from kimitui.tui.cockpit_base import FAILED
 from kimitui.tui.host_actions import HostActions
-from kimitui.tui.painter import GPU_PERIOD_S, Painter
+from kimitui.tui.painter import Painter
 from kimitui.tui.quiet_collector import QuietCollector
 from kimitui.tui.quit_actions import QuitActions
 from kimitui.tui.replay_actions import ReplayActions
@@ -95,7 +95,7 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         self._replay_toasts = ReplayToasts()
         self._tick = tick
         self.painter = Painter(self, self.fleet, chart_period=chart_period, poll=self._poll, toast=self._toast,
-                               gpu_period=GPU_PERIOD_S if tick is not None else 0.0)  # a test's pump draws the GPUs
+                               paced=tick is not None)  # a test's pump draws what changed at once
         """The pump and redraw engine: what changed, drawn where it can be seen."""
         self.started = False
         self.collector = QuietCollector()

@@ -36,6 +36,9 @@ FLEET_PERIOD_S = 0.9
 GPU_PERIOD_S = 0.9
 """The GPU panel redraws at most this often: its samples come at 4 Hz and each one moves a figure (power by a
 watt), which no one reads 3 times a second: once a second, every third pump of the 3 Hz timer (docs/screen.md)."""
+LEVELS_PERIOD_S = 0.9
+"""The levels table likewise: a sweep's progress comes at 5 Hz and moves the running level's figures; once a second
+is as fast as they are read, and the table (a DataTable) is one of the costliest frames (issue 33)."""
 
 KeyState = tuple[str | None, str, bool, int]
 """What decides which keys can fire (busy, the profile's state, experts useful, the footer's room)."""
@@ -44,20 +47,24 @@ KeyState = tuple[str | None, str, bool, int]
 class Painter:
     """The pump and redraw engine of one app: its dirty parts, its view map, the layout it shows."""
 
-    KEPT: ClassVar[frozenset[str]] = frozenset({"app", "fleet", "chart_period", "periods", "poll", "toast", "sub",
-                                                "held", "renders"})
+    KEPT: ClassVar[frozenset[str]] = frozenset({"app", "fleet", "chart_period", "paced", "periods", "poll", "toast",
+                                                "sub", "held", "renders"})
     """What :meth:`reset` keeps: what the painter was made with, its subscription, the hold, the count of redraws.
     Every other field describes the screen drawn last, and a reset puts it as a new painter has it."""
 
     def __init__(self, app: App[int], fleet: FleetModels, *, chart_period: float,
                  poll: Callable[[], None], toast: Callable[[list[Notice]], None],
-                 gpu_period: float = GPU_PERIOD_S) -> None:
+                 paced: bool = True) -> None:
         """``poll`` reads the controller each tick (after the fold); ``toast`` shows the models' notices.
-        The charts redraw at most every ``chart_period`` s, the GPU panel every ``gpu_period`` s."""
+        The charts redraw at most every ``chart_period`` s; ``paced`` (the timer's cockpit, not a test's pump):
+        the GPU panel and the levels table at most once a second, and one chart a pump."""
         self.app = app
         self.fleet = fleet
         self.chart_period = chart_period
-        self.periods: dict[Part, float] = {**{part: chart_period for part in CHARTS}, "gpus": gpu_period}
+        self.paced = paced
+        self.periods: dict[Part, float] = {part: chart_period for part in CHARTS}
+        if paced:
+            self.periods |= {"gpus": GPU_PERIOD_S, "levels": LEVELS_PERIOD_S}
         """The parts redrawn at most this often: what changes with every sample and costs a frame each time."""
         self.poll = poll
         self.toast = toast
@@ -93,6 +100,8 @@ class Painter:
         self._restart_logs()
         self.keys_shown: KeyState | None = None
         """What the footer's keys were last checked against (``keys_changed``)."""
+        self.touched: set[Part] = set()
+        """The parts some widget redrew in this pump (a part is done once all its widgets are)."""
         self.last_drawn: dict[Part, float] = {}
         """A periodic part -> when it was drawn last (``periods``)."""
         self.fleet_changed = True
@@ -128,7 +137,8 @@ class Painter:
 
     # ------------------------------------------------------------------ the pump
     def pump(self, force_charts: bool = False) -> set[Part]:
-        """Drain events, fold them, redraw what changed and is visible; returns the parts redrawn.
+        """Drain events, fold them, redraw what changed and is visible; returns the parts redrawn (in one of their
+        widgets at least).
 
         ``force_charts``: the charts, the GPU panel and the fleet strip now, whenever they were drawn last.
         """
@@ -158,11 +168,23 @@ class Painter:
                 strip.redraw()
         waiting = {part for part, period in self.periods.items()
                    if not force and now - self.last_drawn.get(part, 0.0) < period}
-        drawn = self.draw(self.dirty - waiting)
-        for part in drawn & self.periods.keys():
+        due = self.dirty - waiting
+        charts: list[Part] = []
+        if self.paced and not force:  # one costly render a frame: the shown chart that waited longest
+            charts = sorted((part for part in due & CHARTS if self._shown(part)),
+                            key=lambda part: self.last_drawn.get(part, 0.0))[:1]
+            due -= CHARTS
+        self.touched = set()
+        drawn = self.draw(due | set(charts))
+        for part in self.touched & self.periods.keys():
             self.last_drawn[part] = now
         self._captions()
-        return drawn
+        return drawn | self.touched
+
+    def _shown(self, part: Part) -> bool:
+        """Whether any widget that shows ``part`` is on screen now."""
+        return any(self.visible(view, chart=part in CHARTS) for view in self.views.get(part, [])
+                   if isinstance(view, Widget))
 
     def fold(self) -> None:
         """Fold what the subscription holds into the models (drawn by the pump)."""
@@ -240,6 +262,7 @@ class Painter:
                 hidden.add(id(view))
                 continue
             view.redraw()
+            self.touched.add(part)
             self.sizes[id(view)] = (view.size.width, view.size.height)
         self.stale[part] = hidden
         return not hidden
