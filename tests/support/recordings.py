@@ -7,6 +7,7 @@ import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
+import annotated_types
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -73,11 +74,25 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
 def model_strategy(cls: type[BaseModel]) -> st.SearchStrategy[BaseModel]:
     hints = typing.get_type_hints(cls)
     fields = {}
-    for name in cls.model_fields:
+    for name, info in cls.model_fields.items():
         if name == "kind":
             continue
-        fields[name] = strategy_for(hints[name])
+        fields[name] = _bounded(strategy_for(hints[name]), info.metadata)
     return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
+
+
+def _bounded(strategy: st.SearchStrategy[Any], metadata: list[Any]) -> st.SearchStrategy[Any]:
+    """Values a field's own bounds allow (``Field(ge=1)``: SweepSpec.workers), not every int or float."""
+    for bound in metadata:
+        if isinstance(bound, annotated_types.Ge):
+            strategy = strategy.filter(lambda v, b=bound.ge: v is None or v >= b)
+        elif isinstance(bound, annotated_types.Gt):
+            strategy = strategy.filter(lambda v, b=bound.gt: v is None or v > b)
+        elif isinstance(bound, annotated_types.Le):
+            strategy = strategy.filter(lambda v, b=bound.le: v is None or v <= b)
+        elif isinstance(bound, annotated_types.Lt):
+            strategy = strategy.filter(lambda v, b=bound.lt: v is None or v < b)
+    return strategy
 
 
 any_event: st.SearchStrategy[Event] = st.one_of(*(model_strategy(c) for c in EVENT_TYPES.values()))
