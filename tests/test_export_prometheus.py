@@ -355,3 +355,29 @@ async def test_live_controller_on_the_simulated_host_scrapes_real_gpu_and_server
     assert m["kimitui_profile_info"] == [({"host": host, "profile": "ep8-tuned", "state": "serving"}, 1.0)]
     assert value(m, "kimitui_profile_swaps_total", host=host, outcome="ok") == 1.0
     assert value(m, "kimitui_exporter_events_total", host=host, kind="gpu_sample") >= 1.0
+
+
+def test_kimitui_runs_exporters_price_levels_from_the_configs_cost(sim_home: Path) -> None:
+    """``[cost]`` in the config reaches ``kimitui run``'s Prometheus endpoint and its OTLP export (issue 34): each
+    level's cost per million tokens is exported beside its energy, as the report prices it."""
+    from kimitui.commands.common import start_otlp_if_asked
+
+    cfg = sim_home / "config.toml"
+    cfg.write_text(f"[metrics]\nport = {free_port()}\n\n[cost]\ngpu_hour = 2.10\nkwh = 0.18\n\n"
+                   "[otlp]\nendpoint = \"http://127.0.0.1:9\"\n")
+    args = _run_args("--config", str(cfg), "run")
+    controller = LiveController(config_path=args.config, record=False)
+    want = controller.config.cost.rates()
+    assert want is not None
+    server = run.start_metrics(args, controller)
+    assert server is not None
+    try:
+        assert server.exporter.rates == want
+    finally:
+        server.close()
+    otlp = start_otlp_if_asked(args, controller.session, controller.config)
+    assert otlp is not None
+    try:
+        assert otlp.traces.rates == want
+    finally:
+        otlp.close()

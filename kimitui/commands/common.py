@@ -139,4 +139,4 @@ def start_otlp_if_asked(args: argparse.Namespace, session: Session, config: Conf
         return None
     from kimitui.export.otlp import start_otlp  # noqa: PLC0415
 
-    return start_otlp(session, endpoint, headers=dict(config.otlp.headers))
+    return start_otlp(session, endpoint, headers=dict(config.otlp.headers), rates=config.cost.rates())

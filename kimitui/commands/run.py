@@ -114,7 +114,8 @@ def start_metrics(args: argparse.Namespace, controller: LiveController | FleetCo
     port = flag if flag is not None else conf.port
     if port is None:
         return None
-    return serve_session(controller.session, port, getattr(args, "metrics_addr", None) or conf.addr)
+    return serve_session(controller.session, port, getattr(args, "metrics_addr", None) or conf.addr,
+                         rates=controller.config.cost.rates())  # [cost]: each level's cost per M tokens too
 
 
 def _config_keys(controller: LiveController | FleetController) -> dict[str, str]:
