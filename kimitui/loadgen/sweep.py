@@ -361,16 +361,16 @@ class SweepEngine:
             if self._pool is not None:
                 self._pool.close()
             self._pool = None
-            if gc.isenabled() and gc.get_freeze_count():  # the ramp froze the level's objects: thaw, collect
-                gc.unfreeze()  # once, here where nothing is in flight, and freeze what lives on (the imports)
-                gc.collect()
-                gc.freeze()
             if timer is not None:
                 timer.cancel()
             progress.cancel()
             self._finish_pending()
         self._publish_progress()
         client = self.health.end_level()
+        if gc.isenabled() and gc.get_freeze_count():  # the ramp froze the level's objects: thaw and collect
+            gc.unfreeze()  # once, after the level's client figures (nothing in flight: no stamp waits on it),
+            gc.collect()  # and freeze what lives on (the imports)
+            gc.freeze()
         if self._sharded is not None:
             client, self._sharded = self._sharded.client(client), None
         return level_result(self.sweep_id, c, repeat, spec, self._results, host=self.host, t=time.time(),
