@@ -495,10 +495,10 @@ class RequestResult(Event):
             return value
         per_ms, deltas = value.get("per_ms"), value.get("deltas")
         if (set(value) != {"per_ms", "deltas"} or type(per_ms) is not int or per_ms <= 0
-                or not isinstance(deltas, list) or not all(type(d) is int for d in deltas)):
+                or not isinstance(deltas, list) or not set(map(type, deltas)) <= {int}):
             raise ValueError('expected a list of floats or {"per_ms": <int > 0>, "deltas": [<int>, ...]}')
-        # C-speed running sum and division: a replay's seek re-reads thousands of these
-        return [steps / per_ms for steps in itertools.accumulate(deltas)]
+        # C-speed type check, running sum and division: a replay's seek re-reads thousands of these
+        return list(map(per_ms.__rtruediv__, itertools.accumulate(deltas)))
 
     @field_serializer("chunk_offsets_ms", when_used="json")
     def _write_offsets(self, value: list[float] | None, info: SerializationInfo) -> Any:
