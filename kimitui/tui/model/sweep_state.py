@@ -20,7 +20,12 @@ from kimitui.tui.model.log_state import LogState
 from kimitui.tui.model.packing import KeptResult, strip_chunks
 from kimitui.tui.model.server_state import ServerState
 from kimitui.tui.model.straggler_state import StragglerState
+from kimitui.tui.model.sweep_energy import SweepEnergy
 from kimitui.tui.model.sweep_view import CurvePoint, SweepView
+
+
+ENERGY_PARTS: Parts = frozenset({"levels", "curve"})
+"""What a level's energy figures change: its row (J/token, tok/s per kW, cost) and the curve's caption."""
 
 
 class SweepState:
@@ -37,12 +42,24 @@ class SweepState:
         replaces the last at its C, so the profiles and levels swept bound it."""
         self.slo: Slo | None = parse_slo(DEFAULT_SLO)
         """The SLO each sweep's capacity is judged on (the app sets the config's ``[capacity] slo``)."""
+        self.energy = SweepEnergy()
+        """Each level's power and energy from the GPU samples beside it, the idle power, the prices."""
         self.client_said: set[tuple[str, bool]] = set()
         """(sweep, throughput held back?) already worded in the log: said once per sweep, not once per level
         (the sweeps the compare book keeps only: see ``forget``)."""
 
     def fold(self, ev: Event) -> Parts:
-        return _FOLD.fold(self, ev)
+        parts = _FOLD.fold(self, ev)
+        finals = self.energy.add(ev)  # the GPU samples and the sweep's events: each level's power
+        sw = self.sweep
+        if sw is not None and isinstance(ev, SweepStarted) and ev.sweep_id == sw.sweep_id:
+            sw.idle = self.energy.idle(sw.sweep_id)
+        mine = [e for e in finals if sw is not None and e.sweep_id == sw.sweep_id]
+        if sw is not None and mine:
+            for e in mine:
+                sw.energy[(e.concurrency, e.repeat)] = e
+            return parts | ENERGY_PARTS
+        return parts
 
     def forget(self, sweep_ids: list[str]) -> None:
         """The compare book no longer keeps these sweeps: nor does what was said about them."""

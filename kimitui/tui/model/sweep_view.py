@@ -10,6 +10,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kimitui.analysis.causes.attribute import Attribution
+from kimitui.analysis.energy import LevelEnergy, WindowPower
+from kimitui.analysis.knee import Knee, knee_of_levels
 from kimitui.analysis.causes.tail import LevelLoss
 from kimitui.capacity.answer import CapacityAnswer
 from kimitui.capacity.answer import CurvePoint as CapacityPoint
@@ -47,6 +49,16 @@ class SweepView:
     """C -> the SLO judged on that level's requests (its last repeat): :attr:`capacity` reads them."""
     capacity: CapacityAnswer | None = None
     """The highest finished level at which the cockpit's SLO holds (``[capacity] slo``)."""
+    energy: dict[tuple[int, int], LevelEnergy] = field(default_factory=dict)
+    """(C, repeat) -> the finished level's power and energy figures (:mod:`kimitui.tui.model.sweep_energy`),
+    once a GPU sample past its window arrived; a level with no figures says why (``reason``)."""
+    idle: WindowPower | None = None
+    """All GPUs' idle power before the sweep (measured once; None: not measured yet)."""
+
+    @property
+    def knee(self) -> Knee:
+        """Where this sweep's throughput curve bends, from its finished levels (:mod:`kimitui.analysis.knee`)."""
+        return knee_of_levels(self.levels)
 
     def straggler_result(self, request_id: str) -> RequestResult | None:
         """A straggler's full request result (chunk offsets to 0.1 ms), if this sweep kept it."""

@@ -30,6 +30,7 @@ from kimitui.analysis.sweep_eta import SweepEta, duration, eta_text, level_reque
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.sweep_view import SweepView
 from kimitui.tui.model.level_eplb import rebalances_by_level
+from kimitui.tui.model.sweep_energy import j_text, per_kw_text, watts_text
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
 
 COLUMNS = ("C", "status", "agg", "steady", "reqs", "time", "TTFT p50/99", "TPOT p50/99", "decode p50/99", "fail",
@@ -43,8 +44,12 @@ decoding stalled (``≡1 9s``): the dip of that level's aggregate, explained whe
 LOSS_COLUMN = "loss"
 """After the EPLB column when a level delivered 5 % or more under its own median decode pace: the cause
 behind most of that loss and its share (``EPLB 96%``, :mod:`kimitui.analysis.causes.tail`)."""
+ENERGY_COLUMNS = ("J/tok", "tok/s/kW", "cost/M")
+"""Issue 34, before ``fail`` when the levels have power figures: joules per output token (the aggregate window),
+tokens per second per kW of all GPUs' mean power, and (``[cost]`` configured) the cost per million output
+tokens.  Last in :data:`PRIORITY`: where the panel is narrow they give way first, and its subtitle says so."""
 PRIORITY = ("C", "status", "agg", "decode p50/99", LOSS_COLUMN, "acc len", EPLB_COLUMN, "steady", "×base", "fail",
-            "strag", "reqs", "TTFT p50/99", "time", "TPOT p50/99")
+            "strag", "reqs", "TTFT p50/99", "time", "TPOT p50/99", *ENERGY_COLUMNS)
 """Issue 32: which columns a narrow panel keeps, first to last (shown in ``COLUMNS`` order, ``why`` last where
 room is left): the per-user decode pace before the extras that explain the aggregate, TPOT (its inverse) last.
 A ``status`` column where every level is plain ``ok`` says nothing and comes after ``steady``; while a level
@@ -142,9 +147,16 @@ class LevelExtras:
         """Row key (``C:repeat``) -> the loss cell; none for the running level (it has lost nothing yet)."""
         self.worst: LevelLoss | None = None
         """The level that lost the most (5 % or more) of what its median pace promised."""
+        self.energy = False
+        self.cost = False
+        self.energy_cells: dict[str, dict[str, str | Text]] = {}
+        """Row key (``C:repeat``) -> its J/tok, tok/s/kW and cost cells."""
+        self.idle = ""
+        """``idle 736 W``: all GPUs' power before the sweep, said once in the subtitle."""
         sw = model.sweep
         if sw is None:
             return
+        self._energy(model, sw)
         base = (model.profile_levels.get(model.baseline or "", {})
                 if model.baseline and model.baseline != sw.profile else {})
         ups = speedups(sw.levels, list(base.values()))
@@ -175,6 +187,23 @@ class LevelExtras:
             self.cells.setdefault(str(live.concurrency), {})["acc len"] = f"{live.mean:.2f}…"
 
 
+    def _energy(self, model: CockpitModel, sw: SweepView) -> None:
+        energy_state = model.sweep_state.energy
+        if sw.idle is not None and sw.idle.ok:
+            self.idle = f"idle {watts_text(sw.idle.mean_w)}"
+        for lv in sw.levels:
+            e = sw.energy.get((lv.concurrency, lv.repeat))
+            if e is None:
+                continue
+            cost = energy_state.cost(lv, e)
+            self.energy = self.energy or e.j_per_token is not None
+            self.cost = self.cost or cost is not None
+            missing = Text("no power", "dim") if e.j_per_token is None else None
+            self.energy_cells[f"{lv.concurrency}:{lv.repeat}"] = {
+                "J/tok": missing or j_text(e.j_per_token), "tok/s/kW": missing or per_kw_text(e.tokens_per_kj),
+                "cost/M": "-" if cost is None or cost.per_mtok is None else f"{cost.per_mtok:.2f}"}
+
+
 def level_extras(model: CockpitModel) -> LevelExtras:
     return LevelExtras(model)
 
@@ -203,8 +232,14 @@ class LevelTable(DataTable[str | Text], ModelView):
     def caption(self) -> tuple[str | None, str | None]:
         # the panel's border keeps a few cells for its corners and title gap
         width = max(20, self.size.width - 4)
-        return (loss_title(self._extras.worst, width),
-                summary(self._eta, width) if self._eta is not None else None)
+        sub = summary(self._eta, width) if self._eta is not None else None
+        extra = [self._extras.idle] if self._extras.idle else []
+        if self._extras.energy and not any(c in self._columns for c in ENERGY_COLUMNS):
+            extra.append("J/tok hidden: widen")  # the energy columns gave way first
+        for word in extra:
+            if sub is None or len(sub) + len(word) + 3 <= width:
+                sub = word if sub is None else f"{sub} · {word}"
+        return loss_title(self._extras.worst, width), sub
 
     def on_mount(self) -> None:
         self._columns = COLUMNS
@@ -222,6 +257,9 @@ class LevelTable(DataTable[str | Text], ModelView):
             cols.insert(at, EPLB_COLUMN)
         if extra.spec:
             cols[at:at] = SPEC_COLUMNS
+        if extra.energy:
+            at = cols.index("fail")
+            cols[at:at] = ENERGY_COLUMNS if extra.cost else ENERGY_COLUMNS[:2]
         return tuple(cols)
 
     def on_resize(self) -> None:
@@ -278,7 +316,8 @@ class LevelTable(DataTable[str | Text], ModelView):
             return cells
         extra = {**self._extras.cells.get(str(cells[0]).removeprefix(RUNNING).split("#")[0], {})}
         extra[LOSS_COLUMN] = self._extras.losses.get(key, "")
-        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN)
+        extra.update(self._extras.energy_cells.get(key, {}))
+        return tuple(extra.get(col, "") if col in SPEC_COLUMNS or col in (EPLB_COLUMN, LOSS_COLUMN, *ENERGY_COLUMNS)
                      else cells[COLUMNS.index(col)] for col in columns)
 
     def _rows(self) -> list[tuple[str, tuple[str | Text, ...]]]:

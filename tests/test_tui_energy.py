@@ -1,0 +1,44 @@
+"""The cockpit's energy figures (issue 34): the levels table's J/tok, tok/s per kW and cost per M tokens,
+and the idle power, from GPU samples built by hand (the arithmetic as tests/test_energy.py works it out)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kimitui.analysis.cost import CostRates
+from kimitui.tui.model.cockpit_state import CockpitModel
+from kimitui.tui.widgets.level_table import ENERGY_COLUMNS, LevelExtras
+from tests.test_energy import _sweep_events
+
+
+def folded(rates: CostRates | None = None, *, gpus_on: bool = True) -> CockpitModel:
+    model = CockpitModel()
+    model.sweep_state.energy.rates = rates
+    model.apply(_sweep_events(gpus_on=gpus_on))
+    return model
+
+
+def test_a_levels_energy_reaches_the_cockpit_and_its_table() -> None:
+    model = folded()
+    sw = model.sweep
+    assert sw is not None
+    e = sw.energy[(2, 0)]
+    assert e.mean_w == pytest.approx(600.0) and e.j_per_token == pytest.approx(600.0 * 8 / 2000)  # 2.4 J/token
+    assert sw.idle is not None and sw.idle.mean_w == pytest.approx(200.0)
+    extras = LevelExtras(model)
+    assert extras.energy and not extras.cost
+    # 2000 tokens / 8 s = 250 tok/s at 0.6 kW: 417 tok/s per kW
+    assert extras.energy_cells["2:0"]["J/tok"] == "2.40" and extras.energy_cells["2:0"]["tok/s/kW"] == "417"
+    assert extras.idle == "idle 200 W"
+
+
+def test_a_configured_price_gives_the_cost_column() -> None:
+    # 2 GPUs at 2.10 per hour making 250 tok/s: 4.20 / (250 * 3600 / 1e6) = 4.67 per M tokens
+    extras = LevelExtras(folded(CostRates(gpu_hour=2.10, currency="USD")))
+    assert extras.cost and extras.energy_cells["2:0"]["cost/M"] == "4.67"
+
+
+def test_no_gpu_samples_no_energy_columns() -> None:
+    extras = LevelExtras(folded(gpus_on=False))
+    assert not extras.energy and extras.idle == ""
+    assert set(ENERGY_COLUMNS) == {"J/tok", "tok/s/kW", "cost/M"}
