@@ -42,3 +42,17 @@ def test_no_gpu_samples_no_energy_columns() -> None:
     extras = LevelExtras(folded(gpus_on=False))
     assert not extras.energy and extras.idle == ""
     assert set(ENERGY_COLUMNS) == {"J/tok", "tok/s/kW", "cost/M"}
+
+
+def test_the_live_cockpit_prices_levels_from_the_configs_cost(sim_home) -> None:  # type: ignore[no-untyped-def]
+    """``[cost]`` in the config reaches every host's model, so the levels table has its cost column (issue 34)."""
+    from kimitui.live import LiveController
+    from kimitui.tui.app import KimituiApp
+
+    cfg = sim_home / "config.toml"
+    cfg.write_text("[cost]\ngpu_hour = 2.10\ncurrency = \"EUR\"\n")
+    app = KimituiApp(LiveController(config_path=str(cfg), record=False), tick=None)
+    rates = app.fleet.model.sweep_state.energy.rates
+    assert rates is not None and rates.gpu_hour == 2.10 and rates.currency == "EUR"
+    plain = KimituiApp(LiveController(record=False), tick=None)
+    assert plain.fleet.model.sweep_state.energy.rates is None  # nothing configured: no cost column

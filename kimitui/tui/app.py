@@ -87,10 +87,12 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         self.config_keys = dict(config_keys or {})
         hosts = (list(controller.hosts) if isinstance(controller, Fleet) else []) or [controller.host_name]
         self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
-        if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo
+        if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo and [cost] prices
             slo = parse_slo(controller.config.capacity.slo)
+            rates = controller.config.cost.rates()
             for model in self.fleet.models.values():
                 model.slo = slo
+                model.sweep_state.energy.rates = rates
         self.replay = controller if isinstance(controller, ReplayControls) else None
         self._replay_toasts = ReplayToasts()
         self._tick = tick
