@@ -8,7 +8,9 @@ last few), so a long session of back-to-back sweeps does not grow without end (i
 from __future__ import annotations
 
 from kimitui.events import Event, ProfileSwitch, RequestResult, ServerInfo, SweepStarted
+from kimitui.report.sweep_summary import SweepRun, sweeps_of
 from kimitui.tui.model.packing import PackedFigures, pack_figures, unpack_figures
+from kimitui.tui.model.sweep_energy import SweepEnergy
 
 COMPARE_KINDS = frozenset({"server_info", "profile_switch", "sweep_started", "level_result", "request_result",
                            "sweep_result"})
@@ -94,3 +96,13 @@ class CompareBook:
                 if isinstance(ev, SweepStarted):
                     out.extend(unpack_figures(v) for v in self._requests.get(sid, ()))
         return out
+
+    def runs(self, energy: SweepEnergy | None = None) -> list[SweepRun]:
+        """The kept sweeps with results, as ``kimitui.report`` compares them; with ``energy`` (the cockpit's
+        folder, which saw every GPU sample the book does not keep) each level's J/token, the idle power and the
+        prices, so the compare view judges energy and cost per token too (issue 34)."""
+        runs = [r for r in sweeps_of(self.events(), "this session") if r.levels]
+        if energy is not None:
+            for run in runs:
+                energy.attach(run)
+        return runs

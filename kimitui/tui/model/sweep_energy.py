@@ -11,6 +11,7 @@ from __future__ import annotations
 from kimitui.analysis.cost import CostRates, LevelCost, level_cost
 from kimitui.analysis.energy import EnergyFolder, LevelEnergy, WindowPower
 from kimitui.events import Event, GpuSample, LevelResult, LevelStarted, RequestResult, SweepStarted
+from kimitui.report.sweep_summary import SweepRun
 
 ENERGY_EVENTS = (GpuSample, SweepStarted, LevelStarted, RequestResult, LevelResult)
 """What the folder reads (every other event passes it by)."""
@@ -35,6 +36,15 @@ class SweepEnergy:
 
     def idle(self, sweep_id: str) -> WindowPower | None:
         return self.folder.idle_of(sweep_id)
+
+    def attach(self, run: SweepRun) -> None:
+        """Give ``run`` (rebuilt from the compare book, which keeps no GPU samples) each level's energy, the idle
+        power and the prices this folder has, as the report's ``sweeps_of`` does from a recording; a level whose
+        figures are not final yet has none (its row says no GPU samples cover it)."""
+        run.idle = self.idle(run.sweep_id)
+        for row in run.levels.values():
+            row.energy = [e for r in row.repeats if (e := self.level(run.sweep_id, row.concurrency, r.repeat))]
+        run.set_cost(self.rates)
 
     def cost(self, level: LevelResult, energy: LevelEnergy | None) -> LevelCost | None:
         """The level's cost per million output tokens at its aggregate throughput; None when no price is set."""

@@ -26,12 +26,13 @@ from textual_plot.plot_widget import LegendLocation
 
 from kimitui.analysis.spec import format_speedup
 from kimitui.report.cause_summary import count_of
-from kimitui.report.compare import Comparison, compare
+from kimitui.report.compare import Comparison, FigureComparison, LevelComparison, compare
 from kimitui.report.spec_eplb import accept_len, collapsed_levels, has_spec, run_speedups
-from kimitui.report.sweep_summary import SweepRun, sweeps_of
+from kimitui.report.sweep_summary import SweepRun
 from kimitui.report.verdict import VERDICT_WORDS
 from kimitui.tui.model.cockpit_state import CockpitModel
 from kimitui.tui.model.curve_series import level_ticks, x_limits
+from kimitui.tui.model.sweep_energy import j_text
 from kimitui.tui.renderables.curve_legend import AGG_MARK, HOLLOW_MARK, OVERLAY_MARK
 from kimitui.tui.widgets.sweep_curve import NOT_OK_STYLE, ConcurrencyAxis, LevelAxis
 from kimitui.tui.screens.dialog import Dialog
@@ -66,10 +67,66 @@ def with_causes(run: SweepRun, model: CockpitModel) -> None:
         run.attributions = dict(sw.attributions)
 
 
-def level_table(cmp: Comparison) -> Table:
+ENERGY_COLUMNS = (("j_per_token", "J/tok A/B", "J/tok"), ("cost_per_mtok", "cost/Mtok A/B", "cost"))
+"""Energy and cost per token beside the throughput (issue 34): both sides' figures, then B's change and verdict."""
+
+NOTE_MIN = 8
+"""Cells the note keeps before an energy column gives way (its reason is said in full below the table)."""
+
+
+def energy_names(cmp: Comparison) -> list[str]:
+    """The energy figures ``compare`` judged at some level (a side has GPU samples; ``[cost]`` set)."""
+    return [name for name, _, _ in ENERGY_COLUMNS if any(f.figure == name for lv in cmp.levels for f in lv.figures)]
+
+
+def energy_cells(lv: LevelComparison, name: str) -> list[str | Text]:
+    """``2.53/2.71`` and ``+7 % worse``; a side without the figure ``-`` and why (``no energy A``)."""
+    fig = next((f for f in lv.figures if f.figure == name), None)
+    if fig is None:
+        return ["-", Text("no energy A/B", "yellow")]
+    values = "/".join("-" if v is None else _figure_text(name, v) for v in (fig.a, fig.b))
+    return [values, _energy_verdict(fig, lv)]
+
+
+def _figure_text(name: str, v: float) -> str:
+    return j_text(v) if name == "j_per_token" else f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def _energy_verdict(fig: FigureComparison, lv: LevelComparison) -> Text:
+    if not lv.judged:
+        return Text("not judged", "bold yellow")
+    if fig.change_pct is None:
+        sides = "/".join(side for side, v in (("A", fig.a), ("B", fig.b)) if v is None)
+        return Text(f"no energy {sides}" if fig.figure == "j_per_token" else f"no cost {sides}", "yellow")
+    return Text(f"{fig.change_pct:+.0f} % {VERDICT_WORDS[fig.verdict]}", VERDICT_STYLE.get(fig.verdict, ""))
+
+
+def level_table(cmp: Comparison, width: int | None = None) -> Table:
+    """One line a level; the energy columns (cost first) give way where ``width`` cells cannot hold them whole."""
+    energy = energy_names(cmp)
+    while True:
+        table = _level_table(cmp, energy)
+        if not energy or width is None or _min_width(table) <= width:
+            return table
+        energy = energy[:-1]
+
+
+def energy_hidden(cmp: Comparison, width: int | None) -> list[str]:
+    """The energy columns ``level_table`` leaves out at ``width`` (said under the table: they are below)."""
+    shown = {c.header for c in level_table(cmp, width).columns}
+    return [head.split()[0] for name, head, _ in ENERGY_COLUMNS if name in energy_names(cmp) and head not in shown]
+
+
+def _min_width(table: Table) -> int:
+    cols = table.columns
+    return sum(NOTE_MIN if c.header == "note" else (c.min_width or 0) for c in cols) + 2 * (len(cols) - 1)
+
+
+def _level_table(cmp: Comparison, energy: list[str]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
     spec = has_spec(cmp.a) or has_spec(cmp.b)
     cols = ["C", "status A/B", "A agg", "B agg", "change", "verdict", *(["acc len A/B", "B/A decode"] if spec else []),
+            *(head for name, *heads in ENERGY_COLUMNS if name in energy for head in heads),
             "strag A→B", "fail A→B", "note"]
     rows: list[list[str | Text]] = []
     ups = run_speedups(cmp.a, cmp.b) if spec else {}
@@ -104,6 +161,7 @@ def level_table(cmp: Comparison) -> Table:
                       Text(f"{agg.a:.1f}" if agg.a is not None else "-", strike if lv.status[0] != "ok" else ""),
                       Text(f"{agg.b:.1f}" if agg.b is not None else "-", strike if lv.status[1] != "ok" else ""),
                       f"{agg.change_pct:+.0f} %" if agg.change_pct is not None else "-", verdict, *extra,
+                      *(cell for name in energy for cell in energy_cells(lv, name)),
                       _stragglers(lv.stragglers, lv.requests),
                       f"{lv.failed[0]} → {lv.failed[1]}", note])
     # One line a level, every figure whole: at 80 columns wrapped cells ran into the next row, and a shrunk
@@ -111,7 +169,7 @@ def level_table(cmp: Comparison) -> Table:
     for i, col in enumerate(cols):
         is_note = col == "note"
         whole = max([cell_len(col.split()[0]), *(_cells(row[i]) for row in rows)])
-        table.add_column(col, justify="left" if col in ("status A/B", "verdict", "note") else "right",
+        table.add_column(col, justify="left" if col in ("status A/B", "verdict", "J/tok", "cost", "note") else "right",
                          no_wrap=True, overflow="ellipsis", min_width=None if is_note else whole,
                          ratio=1 if is_note else None)
     for row in rows:
@@ -148,7 +206,7 @@ class CompareScreen(Dialog[None]):
     def __init__(self, model: CockpitModel) -> None:
         super().__init__()
         self.model = model
-        self.runs = [r for r in sweeps_of(list(model.sweep_events), "this session") if r.levels]
+        self.runs = model.compare.runs(model.sweep_state.energy)  # with each level's J/token, the idle, the prices
         for run in self.runs:
             with_causes(run, model)
         self.pair = default_pair(self.runs, model.baseline)
@@ -274,7 +332,14 @@ class CompareScreen(Dialog[None]):
             grid.add_row(Text(lines[0], "bold"))
             if client:
                 grid.add_row(Text(client, "yellow"))
-            grid.add_row(level_table(cmp))
+            width = self.query_one("#compare-body", Static).content_size.width or None
+            grid.add_row(level_table(cmp, width))
+            hidden = energy_hidden(cmp, width)
+            if hidden:  # energy_lines below say each level's change and verdict
+                cols = "their columns" if len(hidden) > 1 else "its column"
+                grid.add_row(Text(f"{' and '.join(hidden)}: below (widen for {cols})", "dim"))
+            elif not energy_names(cmp):
+                grid.add_row(Text("J/tok: no energy on either side (no GPU power samples cover their levels)", "dim"))
             rest = [line for line in lines[1:-1] if line != client]
             grid.add_row(Text("\n" + "\n".join([lines[-1], *rest])))
         self.query_one("#compare-body", Static).update(grid)
