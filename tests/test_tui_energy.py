@@ -56,3 +56,14 @@ def test_the_live_cockpit_prices_levels_from_the_configs_cost(sim_home) -> None:
     assert rates is not None and rates.gpu_hour == 2.10 and rates.currency == "EUR"
     plain = KimituiApp(LiveController(record=False), tick=None)
     assert plain.fleet.model.sweep_state.energy.rates is None  # nothing configured: no cost column
+
+
+def test_a_sweep_the_compare_book_forgets_leaves_no_energy_behind() -> None:
+    """Energy figures are kept per sweep; when the compare book drops a sweep, so does the folder (issue 30)."""
+    model = folded()
+    sweep_id = model.sweep.sweep_id  # type: ignore[union-attr]
+    energy = model.sweep_state.energy
+    assert energy.level(sweep_id, 2) is not None and energy.idle(sweep_id) is not None
+    model.sweep_state.forget([sweep_id])
+    assert energy.level(sweep_id, 2) is None and energy.idle(sweep_id) is None
+    assert not [k for k in energy.folder.levels if k[0] == sweep_id]

@@ -37,6 +37,15 @@ class SweepEnergy:
     def idle(self, sweep_id: str) -> WindowPower | None:
         return self.folder.idle_of(sweep_id)
 
+    def forget(self, sweep_ids: list[str]) -> None:
+        """The compare book no longer keeps these sweeps: nor does the folder their figures (a session of many
+        sweeps stays flat, issue 30)."""
+        gone = set(sweep_ids)
+        for key in [k for k in self.folder.levels if k[0] in gone]:
+            del self.folder.levels[key]
+        for sweep_id in gone:
+            self.folder.idle.pop(sweep_id, None)
+
     def attach(self, run: SweepRun) -> None:
         """Give ``run`` (rebuilt from the compare book, which keeps no GPU samples) each level's energy, the idle
         power and the prices this folder has, as the report's ``sweeps_of`` does from a recording; a level whose

@@ -65,6 +65,7 @@ class SweepState:
         """The compare book no longer keeps these sweeps: nor does what was said about them."""
         if sweep_ids:
             self.client_said = {k for k in self.client_said if k[0] not in sweep_ids}
+            self.energy.forget(sweep_ids)
 
     def _on_sweep_started(self, ev: SweepStarted) -> Parts:
         self.sweep = SweepView(ev.sweep_id, ev.profile or self._header.profile, ev.spec, ev.t)
