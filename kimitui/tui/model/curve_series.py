@@ -4,7 +4,9 @@ Kept apart from the widget (no Textual) so the rules an operator relies on are
 testable without a terminal: only ``ok`` levels are points of a line or the
 peak; a failed, aborted or cut level is a hollow mark at the figure it reached
 (or on the floor), never joined in; x ticks sit at exactly the levels swept; a level an EPLB
-rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.model.level_eplb`).
+rebalance fell into carries ``≡`` beside its point (:mod:`kimitui.tui.model.level_eplb`); the knee of
+this sweep's curve (:mod:`kimitui.analysis.knee`) is marked at its C with the knee's own one line, and
+only a found knee is: "none" and "unsure" draw nothing (the report says why).
 The marks, colours and legend that paint it are in :mod:`kimitui.tui.renderables.curve_legend`.
 """
 
@@ -85,6 +87,12 @@ class CurveFigure:
     ymax: float
     eplb: list[XY] = field(default_factory=list)
     """(C, the point's tok/s) of this run's levels that had an EPLB rebalance: marked ``≡`` beside the point."""
+    knee: tuple[float, float] | None = None
+    """(C at the knee, the current curve's tok/s there): where the vertical knee marker stands; None: no knee."""
+    knee_note: str = ""
+    """The knee's one line (``knee at C≈96: beyond it +6 % tokens for +38 % TPOT``); empty with no knee."""
+    knee_label: str = ""
+    """The marker's short label (``knee C≈96``) where the one line has no room."""
 
 
 def curve_figure(model: CockpitModel) -> CurveFigure:
@@ -110,8 +118,26 @@ def curve_figure(model: CockpitModel) -> CurveFigure:
     ys += _figures(current) if current is not None else []
     ys += [live[1]] if live is not None else []
     finite = [y for y in ys if math.isfinite(y)]
-    return CurveFigure(current, overlays, live, sorted(c for c in levels if c > 0), max([10.0, *finite]),
-                       eplb_points(current, rebalances_by_level(model)) if current is not None else [])
+    fig = CurveFigure(current, overlays, live, sorted(c for c in levels if c > 0), max([10.0, *finite]),
+                      eplb_points(current, rebalances_by_level(model)) if current is not None else [])
+    if sw is not None and current is not None:
+        knee = sw.knee
+        y = curve_at(current.agg, knee.concurrency) if knee.status == "knee" and knee.concurrency else None
+        if knee.concurrency is not None and y is not None:
+            fig.knee, fig.knee_note, fig.knee_label = (knee.concurrency, y), knee.line(), f"knee C≈{knee.c_text}"
+    return fig
+
+
+def curve_at(points: Sequence[XY], c: float) -> float | None:
+    """The drawn aggregate line's tok/s at a C between two of its points (geometric on log2 C, as the knee
+    is found); None outside the line."""
+    for (c0, y0), (c1, y1) in zip(points, points[1:]):
+        if c0 <= c <= c1:
+            if y0 <= 0 or y1 <= 0 or c1 == c0:
+                return y0 + (y1 - y0) * (0.0 if c1 == c0 else (c - c0) / (c1 - c0))
+            f = (math.log2(c) - math.log2(c0)) / (math.log2(c1) - math.log2(c0))
+            return math.exp(math.log(y0) + f * (math.log(y1) - math.log(y0)))
+    return next((y for c0, y in points if c0 == c), None)
 
 
 def eplb_points(series: ProfileSeries, rebalanced: Mapping[int, object]) -> list[XY]:

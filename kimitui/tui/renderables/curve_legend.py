@@ -21,6 +21,8 @@ NOT_OK_STYLES = {"failed": "bold red", "aborted": "bold yellow", "cut": "bold ye
 AGG_MARK, STEADY_MARK, LIVE_MARK, HOLLOW_MARK, OVERLAY_MARK = "●", "◇", "◉", "○", "•"
 EPLB_MARK, EPLB_STYLE = "≡", "bold magenta"
 """Beside a level's point when an EPLB rebalance stalled decoding during it (the timeline strip's glyph)."""
+KNEE_MARK, KNEE_STYLE = "┊", "bold orange1"
+"""The vertical knee marker, from the floor up to the curve at the knee's C, and its label's colour."""
 
 
 @dataclass(frozen=True)

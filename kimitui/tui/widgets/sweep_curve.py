@@ -7,7 +7,9 @@ fits; both axes carry their titles.  ``━●`` = seed-comparable aggregate (tok
 so far.  Other profiles' last runs are overlaid, one colour each, named in the
 panel title.  A level that failed, was aborted or cut is a hollow ``○`` at the
 figure it reached, never joined into a line and never the peak.  ``≡`` beside a
-point: an EPLB rebalance stalled decoding during that level (the strip below says when).
+point: an EPLB rebalance stalled decoding during that level (the strip below says when).  ``┊`` from
+the floor up to the curve: the knee of this sweep's curve, its one line in the subtitle where it fits,
+else written beside the marker where blank cells allow (else a short ``knee C≈96``); no knee, no mark.
 What to draw is decided in :mod:`kimitui.tui.model.curve_series`; this only paints it.
 """
 
@@ -29,8 +31,8 @@ from kimitui.tui.model.curve_series import (
     Hollow, ProfileSeries, curve_figure, dotted, level_ticks, nice_y_ticks, peak_point, short_tok, x_limits,
 )
 from kimitui.tui.renderables.curve_legend import (
-    AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, LIVE_MARK, LIVE_STYLE, NOT_OK_STYLES, OVERLAY_MARK,
-    STEADY_MARK, STEADY_STYLE, fit_legend, legend_items, markup_len,
+    AGG_MARK, AGG_STYLE, EPLB_MARK, EPLB_STYLE, HOLLOW_MARK, KNEE_MARK, KNEE_STYLE, LIVE_MARK, LIVE_STYLE,
+    NOT_OK_STYLES, OVERLAY_MARK, STEADY_MARK, STEADY_STYLE, fit_legend, legend_items, markup_len,
 )
 from kimitui.tui.model.timeline_marks import kinds_shown, legend as timeline_legend
 from kimitui.tui.widgets.model_view import ModelView, WidgetOptions
@@ -113,10 +115,24 @@ class SweepCurve(PlotWidget, ModelView):
         self.xaxis = LevelAxis()
         self._live: tuple[float, float] | None = None
         self._eplb: list[tuple[float, float]] = []
+        self._knee: tuple[float, float] | None = None
+        self._knee_note = ""
+        """The knee's one line as of the last redraw ("" with no knee)."""
+        self._knee_labels: list[str] = []
+        """What the plot may say beside the knee marker, longest first (the one line is left out when the
+        subtitle says it)."""
+
+    def _subtitle(self, room: int) -> tuple[str, bool]:
+        """The status line, with the knee's one line after it where both fit; and whether it did."""
+        status = sweep_status(self.model, room)
+        note = self._knee_note  # as of the last redraw: captions are checked every pump, the knee is not
+        if note and len(status) + 3 + len(note) <= room:
+            return f"{status} · {note}", True
+        return status, False
 
     def caption(self) -> tuple[str | None, str | None]:
         room = self.size.width - 2
-        status = sweep_status(self.model, room)
+        status, _ = self._subtitle(room)
         kinds = kinds_shown(self.model.timeline)
         fits = [m for m in (timeline_legend(kinds), timeline_legend(kinds, short=True))
                 if kinds and len(status) + 3 + markup_len(m) <= room]
@@ -165,6 +181,10 @@ class SweepCurve(PlotWidget, ModelView):
             self._draw_series(fig.current, AGG_STYLE, STEADY_STYLE, AGG_MARK)
         self._live = (math.log2(fig.live[0]), fig.live[1]) if fig.live is not None else None
         self._eplb = [(math.log2(c), y) for c, y in fig.eplb]
+        self._knee = (math.log2(fig.knee[0]), fig.knee[1]) if fig.knee is not None else None
+        self._knee_note = fig.knee_note
+        in_subtitle = self._subtitle(self.size.width - 2)[1]
+        self._knee_labels = [*([] if in_subtitle else [fig.knee_note]), fig.knee_label, "knee"]
         if self._live is not None:
             self.scatter([self._live[0]], [self._live[1]], marker=LIVE_MARK, marker_style=LIVE_STYLE)
         room = self.size.width - 2
@@ -210,6 +230,7 @@ class SweepCurve(PlotWidget, ModelView):
             x, y = self.get_pixel_from_coordinate(*point)
             canvas.write_text(x + 1 if x + 2 < self._scale_rectangle.right else x - 1, y,
                               f"[{EPLB_STYLE}]{EPLB_MARK}")
+        self._draw_knee(canvas)
         if self._live is None:
             return
         x, y = self.get_pixel_from_coordinate(*self._live)
@@ -218,4 +239,34 @@ class SweepCurve(PlotWidget, ModelView):
         else:
             canvas.write_text(x - 4, y, f"[{LIVE_STYLE}]now")
 
+    def _draw_knee(self, canvas: Canvas) -> None:
+        """``┊`` in the knee's column from the floor up to just under the curve, and beside the column the
+        longest label that fits on blank cells, on the highest row it fits (never over a point or a line)."""
+        if self._knee is None:
+            return
+        rect = self._scale_rectangle
+        x, y_curve = self.get_pixel_from_coordinate(*self._knee)
+        _, y_floor = self.get_pixel_from_coordinate(self._knee[0], 0.0)
+        if not rect.x <= x < rect.right:
+            return
+        for y in range(min(y_floor, rect.bottom - 1), max(y_curve, rect.y), -1):
+            if _blank(canvas, x, y):
+                canvas.set_pixel(x, y, KNEE_MARK, KNEE_STYLE)
+        for label in self._knee_labels:  # the longest label that fits, as high as it fits
+            # ending beside the column, else starting beside it; the one line names its C, so it may also
+            # start at the plot's left edge
+            lefts = (x - len(label), x + 1) + ((rect.x + 1,) if label == self._knee_note else ())
+            for row in range(rect.y, rect.bottom):
+                for left in lefts:
+                    if left >= rect.x and left + len(label) <= rect.right and all(
+                            _blank(canvas, c, row) for c in range(left, left + len(label))):
+                        canvas.write_text(left, row, f"[{KNEE_STYLE}]{escape(label)}")
+                        return
 
+
+def _blank(canvas: Canvas, x: int, y: int) -> bool:
+    """Nothing drawn in that cell yet (a space, or a braille cell with no dot)."""
+    try:
+        return x >= 0 and y >= 0 and canvas.get_pixel(x, y)[0] in (" ", "\u2800")
+    except IndexError:
+        return False
