@@ -61,8 +61,14 @@ def turns(monkeypatch: pytest.MonkeyPatch) -> Iterator[TurnCounter]:
         return await connect(self)
 
     monkeypatch.setattr(h1client.Pool, "connect", counted)
+    from kimitui.loadgen import modes
+
+    frozen = gc.get_freeze_count()
+    monkeypatch.setattr(modes, "OWNS_COLLECTOR", True)  # as in the load worker's own process
     yield counter
     counter.stop()
+    if not frozen:
+        gc.unfreeze()  # the test process's collector as it was
 
 
 async def _run(spec: SweepSpec, turns: TurnCounter) -> list[Event]:
@@ -105,3 +111,17 @@ async def test_burst_warms_its_connections_a_batch_per_turn(minimal_server, turn
     assert len({r.intended_send for r in results}) == 1  # still one burst, sent back to back
     assert max(turns.connects.values()) <= h1client.WARM_BATCH, turns.connects  # was all 100 in one turn
     assert minimal_server.state.connections == c
+
+
+async def test_a_ramp_outside_the_load_workers_process_leaves_the_collector_as_it_was() -> None:
+    """Only the load worker's own process freezes a level's objects (``modes.OWNS_COLLECTOR``); in any other (a
+    test, a cockpit whose collector QuietCollector owns) the ramp pauses the collector and hands it back unfrozen."""
+    from kimitui.loadgen import modes
+
+    async def slot() -> None:
+        await asyncio.sleep(0)
+
+    frozen, enabled = gc.get_freeze_count(), gc.isenabled()
+    tasks = await modes.ramp(100, slot, batch=16)
+    await asyncio.gather(*tasks)
+    assert gc.get_freeze_count() == frozen and gc.isenabled() == enabled

@@ -98,6 +98,12 @@ ms; C=2048 started in one turn stalled the loop 290-380 ms (issue 33), and every
 the level's dispatch delays carried it."""
 
 
+OWNS_COLLECTOR = False
+"""True in the load worker's own process (``worker.main`` sets it): there the level's objects are frozen after the
+ramp and thawed at its end.  Anywhere else (a test, a process that also runs a cockpit, whose collector
+``QuietCollector`` owns) freezing would leave the host process's collector changed: the ramp only pauses it."""
+
+
 async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
                batch: int = RAMP_BATCH) -> list[asyncio.Task[T]]:
     """``n`` tasks of ``start()``, created ``batch`` per turn of the loop (a yield between batches).
@@ -118,7 +124,8 @@ async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
         await asyncio.sleep(0)  # the last batch's first step
     finally:
         if collecting:
-            gc.freeze()  # the level's in-flight machinery: no collection walks it again until the level ends
+            if OWNS_COLLECTOR:
+                gc.freeze()  # the level's in-flight machinery: no collection walks it again until the level ends
             gc.enable()
     return tasks
 

@@ -39,7 +39,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from kimitui.loadgen import h1client, shards
+from kimitui.loadgen import h1client, modes, shards
 from kimitui.loadgen.client import Clock, Deadlines, RequestTrace, build_body, to_result
 from kimitui.loadgen.client_health import HealthMonitor
 from kimitui.loadgen.modes import LevelPlan, mode_for
@@ -367,7 +367,7 @@ class SweepEngine:
             self._finish_pending()
         self._publish_progress()
         client = self.health.end_level()
-        if gc.isenabled() and gc.get_freeze_count():  # the ramp froze the level's objects: thaw and collect
+        if modes.OWNS_COLLECTOR and gc.isenabled() and gc.get_freeze_count():  # the ramp froze the level: thaw
             gc.unfreeze()  # once, after the level's client figures (nothing in flight: no stamp waits on it),
             gc.collect()  # and freeze what lives on (the imports)
             gc.freeze()

@@ -27,6 +27,7 @@ import sys
 from typing import Any, BinaryIO
 
 from kimitui.events import ErrorEvent, Event, LevelStarted, SweepResult, SweepSpec, dump_event
+from kimitui.loadgen import modes
 from kimitui.loadgen.sweep import SweepEngine
 
 
@@ -226,6 +227,7 @@ def main() -> int:
     soft, hard = _raise_fd_limit(max(spec.levels, default=0) + 64)
     cfg["fd_warnings"] = fd_warnings(spec.levels, soft, hard, _open_fds())
     gc.freeze()  # imports are done: keep the collector off the long-lived objects during the sweep
+    modes.OWNS_COLLECTOR = True  # this process is the load worker's own: each level's ramp is frozen too
     try:
         import uvloop  # here, where its absence is handled: optional (not on Windows)
     except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
