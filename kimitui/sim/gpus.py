@@ -139,6 +139,27 @@ class GpuModel:
             pcie_tx = pcie_rx = PCIE_GEN5_X16_KBPS * (0.86 + 0.02 * math.sin(now * 3 + i))
         mem_util = util * 0.55
         power = self._smoothed(i, draw, base)
+        power, throttle, sm_clock = self._limits(i, power, util, hot, stats, episode)
+        return SimGpu(
+            index=i,
+            mem_used_mib=round(mem, 1),
+            util_pct=round(util, 1),
+            mem_util_pct=round(mem_util, 1),
+            power_w=round(power, 1),
+            temp_c=round(self._temps[i], 1),
+            sm_clock_mhz=sm_clock,
+            mem_clock_mhz=405.0 if util < 1 else 14001.0,
+            pcie_tx_kbps=round(pcie_tx, 1),
+            pcie_rx_kbps=round(pcie_rx, 1),
+            throttle_reasons=throttle,
+            pstate=8 if util < 1 and mem < 4096 else (2 if util < 1 else 0),
+            pid=self.pid if phase not in ("failed",) else None,
+            proc_title=self.rank_title(self._tp_rank(i)) if phase not in ("failed",) else None,
+        )
+
+    def _limits(self, i: int, power: float, util: float, hot: int | None, stats: SchedStats | None,
+                episode: str | None) -> tuple[float, list[str], float]:
+        """The power limiter, the temperature it leads to, the SM clock and the clock-event reasons."""
         throttle: list[str] = []
         if power >= self.power.cap_w - 2:
             power = self.power.cap_w - 1.5 + self._noise.random()  # the limiter holds it just under the cap
@@ -156,22 +177,7 @@ class GpuModel:
             power = min(power, 0.7 * GPU_POWER_LIMIT_W)
             if episode == "gpu_throttle":  # NVML's clock-event reasons; a slow GPU shows none
                 throttle += ["hw_thermal_slowdown", "sw_thermal_slowdown"]
-        return SimGpu(
-            index=i,
-            mem_used_mib=round(mem, 1),
-            util_pct=round(util, 1),
-            mem_util_pct=round(mem_util, 1),
-            power_w=round(power, 1),
-            temp_c=round(self._temps[i], 1),
-            sm_clock_mhz=sm_clock,
-            mem_clock_mhz=405.0 if util < 1 else 14001.0,
-            pcie_tx_kbps=round(pcie_tx, 1),
-            pcie_rx_kbps=round(pcie_rx, 1),
-            throttle_reasons=throttle,
-            pstate=8 if util < 1 and mem < 4096 else (2 if util < 1 else 0),
-            pid=self.pid if phase not in ("failed",) else None,
-            proc_title=self.rank_title(self._tp_rank(i)) if phase not in ("failed",) else None,
-        )
+        return power, throttle, sm_clock
 
     def _smoothed(self, i: int, draw: float, base: float) -> float:
         """NVML's one-second average of the draw, with a little seeded noise on what work adds."""
