@@ -67,3 +67,13 @@ def test_a_sweep_the_compare_book_forgets_leaves_no_energy_behind() -> None:
     model.sweep_state.forget([sweep_id])
     assert energy.level(sweep_id, 2) is None and energy.idle(sweep_id) is None
     assert not [k for k in energy.folder.levels if k[0] == sweep_id]
+
+
+def test_a_narrow_levels_panel_says_the_energy_columns_gave_way_before_it_gives_the_idle_power() -> None:
+    """At 160 columns the levels panel is 80 wide: J/tok gives way, and its subtitle must say so before it spends
+    its room on the idle power (the newcomer run showed the idle power and no word of the hidden column)."""
+    from kimitui.tui.widgets.level_table import LevelTable
+
+    table = LevelTable(folded())
+    _, sub = table.caption()  # not mounted: the narrowest panel, 20 cells
+    assert sub == "J/tok hidden: widen"

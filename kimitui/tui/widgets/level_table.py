@@ -235,7 +235,7 @@ class LevelTable(DataTable[str | Text], ModelView):
         sub = summary(self._eta, width) if self._eta is not None else None
         extra = [self._extras.idle] if self._extras.idle else []
         if self._extras.energy and not any(c in self._columns for c in ENERGY_COLUMNS):
-            extra.append("J/tok hidden: widen")  # the energy columns gave way first
+            extra.insert(0, "J/tok hidden: widen")  # the energy columns gave way first: said before the idle power
         for word in extra:
             if sub is None or len(sub) + len(word) + 3 <= width:
                 sub = word if sub is None else f"{sub} · {word}"
