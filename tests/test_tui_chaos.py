@@ -126,6 +126,24 @@ async def test_ctrl_p_while_the_palette_is_still_closing_opens_it_once_the_old_o
         await close_every_screen(app, "ctrl+p while the palette closes")
 
 
+async def test_ctrl_p_while_the_palette_is_open_under_another_screen_opens_no_second_one() -> None:
+    """A palette command opened a screen over the palette before the palette was gone, and ctrl+p then pushed a
+    second palette under the same id (``DuplicateIds``: CI's fleet storm, seed 3002, "ctrl+p Show enter")."""
+    app = ChaosApp(StoryController(), tick=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await tick(pilot)
+        await pilot.press("ctrl+p")
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        app.push_screen(HelpScreen([], {}, ""))  # a screen over the palette, as a command's may be
+        await tick(pilot)
+        app.action_command_palette()
+        await tick(pilot)
+        alive(app, "ctrl+p with the palette under another screen")
+        assert [s for s in app.screen_stack if isinstance(s, CommandPalette)] == [palette]
+        await close_every_screen(app, "ctrl+p with the palette under another screen")
+
+
 async def test_a_key_that_reaches_the_palette_after_it_closed_searches_nothing() -> None:
     """Escape, ctrl+p and a letter at once: the palette opens, the Escape (bubbling up from the main screen)
     closes it, and the letter still reaches its input: the search it started found the palette's list gone

@@ -288,6 +288,8 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         """Textual's palette, closing once (:class:`Palette`); ctrl+p while the last one is still closing waits."""
         if not self.use_command_palette or not self.is_running or isinstance(self.screen, CommandPalette):
             return
+        if self._palette is not None and self._palette in self.screen_stack:
+            return  # open already, under a screen one of its commands opened: a second one would clash with its id
         if palette_closing(self._palette):  # its id is still taken: a second one now would end the session
             self.set_timer(0.05, self.action_command_palette)
             return
