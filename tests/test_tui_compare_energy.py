@@ -87,25 +87,8 @@ def test_at_80_columns_the_energy_columns_give_way_and_every_level_keeps_one_lin
     assert len(lines) == 3 and "J/tok" not in out  # header and one line per level; their lines say it below
 
 
-async def test_the_compare_view_shows_the_j_per_token_verdict() -> None:
-    app = KimituiApp(FakeController(initial=two_sweeps()), tick=None)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("c")
-        await tick(pilot)
-        assert isinstance(app.screen, CompareScreen)
-        await app.screen.workers.wait_for_complete()
-        await tick(pilot)
-        text = screen_text(app)
-        assert "J/tok A/B" in text
-        row = next(line for line in text.splitlines() if "6.00/9.00" in line)  # C=8: 6 J/token on A, 9 on B
-        assert f"+50 % {VERDICT_WORDS['regressed']}" in row
-        assert "energy per token (J/token), B vs A: C=1 +50 % (unsure), C=8 +50 % (worse)" in text
-
-
-async def test_the_compare_view_says_when_neither_side_has_energy() -> None:
-    events = [*sweep("ep8-tuned", A_LEVELS, gpus=False),
-              *sweep("ep8-eplb", B_LEVELS, sweep_id="s2", t0=T0 + 300, gpus=False)]
+async def compare_screen_text(events: list[Event]) -> str:
+    """The cockpit's compare view (``c``) over these events, as text once its work is done."""
     app = KimituiApp(FakeController(initial=events), tick=None)
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(app, pilot)
@@ -114,6 +97,20 @@ async def test_the_compare_view_says_when_neither_side_has_energy() -> None:
         assert isinstance(app.screen, CompareScreen)
         await app.screen.workers.wait_for_complete()
         await tick(pilot)
-        text = screen_text(app)
-        assert "J/tok A/B" not in text
-        assert "J/tok: no energy on either side (no GPU power samples cover their levels)" in text
+        return screen_text(app)
+
+
+async def test_the_compare_view_shows_the_j_per_token_verdict() -> None:
+    text = await compare_screen_text(two_sweeps())
+    assert "J/tok A/B" in text
+    row = next(line for line in text.splitlines() if "6.00/9.00" in line)  # C=8: 6 J/token on A, 9 on B
+    assert f"+50 % {VERDICT_WORDS['regressed']}" in row
+    assert "energy per token (J/token), B vs A: C=1 +50 % (unsure), C=8 +50 % (worse)" in text
+
+
+async def test_the_compare_view_says_when_neither_side_has_energy() -> None:
+    events = [*sweep("ep8-tuned", A_LEVELS, gpus=False),
+              *sweep("ep8-eplb", B_LEVELS, sweep_id="s2", t0=T0 + 300, gpus=False)]
+    text = await compare_screen_text(events)
+    assert "J/tok A/B" not in text
+    assert "J/tok: no energy on either side (no GPU power samples cover their levels)" in text

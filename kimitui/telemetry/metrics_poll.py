@@ -239,6 +239,11 @@ does, brings the usual interval back; a request that starts meanwhile is seen wi
 QUIET_POLLS = frozenset({"metrics", "loads"})
 
 
+def _has_traffic(stats: ServerStats) -> bool:
+    """A request running or queued (an unknown count reads as none)."""
+    return (stats.running_reqs or 0) > 0 or (stats.queued_reqs or 0) > 0
+
+
 class MetricsPoller(SupervisedTask):
     """Polls one SGLang server; ``start()``/``stop()``; publishes into the Session.
 
@@ -357,9 +362,8 @@ class MetricsPoller(SupervisedTask):
         return interval
 
     def _note_traffic(self, stats: ServerStats) -> None:
-        """Count the scrapes in a row that saw no request (running and queued both 0, or unknown as 0)."""
-        busy = (stats.running_reqs or 0) > 0 or (stats.queued_reqs or 0) > 0
-        self.quiet_scrapes = 0 if busy else self.quiet_scrapes + 1
+        """Count the scrapes in a row that saw no request."""
+        self.quiet_scrapes = 0 if _has_traffic(stats) else self.quiet_scrapes + 1
 
     # -- one poll each ---------------------------------------------------------------
     async def _get(self, path: str, timeout: float | None = None) -> httpx.Response:
@@ -457,7 +461,7 @@ class MetricsPoller(SupervisedTask):
             stats = stats_from_loads(data, host=self.host)
         else:
             raise ValueError(f"{resp.url.path} did not return an object")
-        if (stats.running_reqs or 0) > 0 or (stats.queued_reqs or 0) > 0 or "metrics" in self.stopped_polls:
+        if _has_traffic(stats) or "metrics" in self.stopped_polls:
             self._note_traffic(stats)  # traffic seen here ends the quiet at once; without /metrics, loads count it
         self.session.publish(stats)
         return stats
