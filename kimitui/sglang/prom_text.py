@@ -81,7 +81,7 @@ class Sample:
 class Family:
     name: str
     type: str
-    samples: list[SampleLike] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
 
 def families(text: str) -> Iterator[FamilyLike]:
@@ -100,7 +100,7 @@ def families(text: str) -> Iterator[FamilyLike]:
 
 def _families(text: str) -> Iterator[Family]:
     name, typ = "", "untyped"
-    samples: list[SampleLike] = []
+    samples: list[Sample] = []
     allowed: tuple[str, ...] = ()
     for raw in text.split("\n"):
         line = raw.strip()
@@ -140,7 +140,7 @@ def _families(text: str) -> Iterator[Family]:
         yield _built(name, typ, samples)
 
 
-def _built(name: str, typ: str, samples: list[SampleLike]) -> Family:
+def _built(name: str, typ: str, samples: list[Sample]) -> Family:
     """The library's munging: a family ``x_total`` is ``x``; a counter ``x``'s samples are ``x_total``; untyped is
     "unknown"; a type the library does not know is its refusal too."""
     typ = "unknown" if typ == "untyped" else typ
@@ -150,8 +150,7 @@ def _built(name: str, typ: str, samples: list[SampleLike]) -> Family:
         if name.endswith("_total"):
             name = name[:-6]
         else:
-            samples = [Sample(s.name + "_total", s.value, s.raw_labels) if isinstance(s, Sample) else s
-                       for s in samples]
+            samples = [Sample(s.name + "_total", s.value, s.raw_labels) for s in samples]
     return Family(name, typ, samples)
 
 
