@@ -34,9 +34,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _whole_line_with(path: Path, text: str) -> bool:
+    """A line holding ``text`` and its newline: under PYTHONUNBUFFERED a print's words are separate writes."""
+    return path.exists() and any(text in line for line in path.read_text().splitlines(keepends=True)
+                                 if line.endswith("\n"))
+
+
 async def _wait_for(path: Path, text: str, timeout: float = 10.0) -> str:
-    await wait_for(lambda: path.exists() and text in path.read_text(), timeout, f"{text!r} in {path}",
-                   interval=0.02)
+    await wait_for(lambda: _whole_line_with(path, text), timeout, f"{text!r} in {path}", interval=0.02)
     return path.read_text()
 
 

@@ -141,7 +141,12 @@ async def _one_server_serves(host: Any, state: Path, port: int, where: Any) -> s
     alive = [r for r in await launcher.records() if await launcher.alive(r)]
     assert len(alive) == 1, (where, [r.profile for r in alive])
     async with httpx.AsyncClient(trust_env=False) as http:
-        assert (await http.get(f"http://127.0.0.1:{port}/health", timeout=5)).status_code == 200
+        try:
+            status = (await http.get(f"http://127.0.0.1:{port}/health", timeout=5)).status_code
+        except httpx.HTTPError as exc:  # say which swap left what, and what its server's log says
+            status = f"{type(exc).__name__}: {exc}"
+    tail = await launcher.read_log_tail(alive[0], 12) if status != 200 else []
+    assert status == 200, (where, alive[0].model_dump(mode="json"), tail, status)
     return alive[0].profile
 
 
