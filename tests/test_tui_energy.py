@@ -77,3 +77,37 @@ def test_a_narrow_levels_panel_says_the_energy_columns_gave_way_before_it_gives_
     table = LevelTable(folded())
     _, sub = table.caption()  # not mounted: the narrowest panel, 20 cells
     assert sub == "J/tok hidden: widen"
+
+
+async def test_a_replay_prices_its_levels_from_the_config_as_report_does(  # type: ignore[no-untyped-def]
+    tmp_path, capsys
+) -> None:
+    """``kimitui replay`` shows the cost column from ``[cost]`` (before, a replay read no config: no cost at all);
+    a broken config is named and the replay opens without prices."""
+    import argparse
+
+    from kimitui.commands.replay import _prices_config
+    from kimitui.recording import write_recording
+    from kimitui.replay import ReplayController
+    from kimitui.tui.app import KimituiApp
+    from tests.support.tuiscreen import tick
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[cost]\ngpu_hour = 2.10\ncurrency = \"USD\"\n")
+    path = write_recording(tmp_path / "energy.jsonl", _sweep_events(gpus_on=True))
+    config = _prices_config(argparse.Namespace(config=str(cfg)))
+    app = KimituiApp(ReplayController(path, speed=None), tick=None, config=config)
+    async with app.run_test(size=(200, 50)) as pilot:
+        for _ in range(40):
+            await tick(pilot)
+            app.pump(force_charts=True)
+            sweep = app.model.sweep
+            if sweep is not None and (2, 0) in sweep.energy:
+                break
+        extras = LevelExtras(app.model)
+        assert extras.cost and extras.energy_cells["2:0"]["cost/M"] == "4.67"  # as the live cockpit's, above
+
+    cfg.write_text("[cost]\ngpu_hour = -1\n")
+    assert _prices_config(argparse.Namespace(config=str(cfg))) is None
+    err = capsys.readouterr().err
+    assert f"{cfg}:2: cost.gpu_hour" in err and "without prices" in err

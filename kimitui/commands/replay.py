@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from datetime import datetime
 
+from kimitui.config import Config, ConfigError, load_config
 from kimitui.events import ErrorEvent
 from kimitui.recording import RecordingError, RecordingIndex
 
@@ -128,4 +129,16 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"kimitui replay: the cockpit is not available ({exc}); try --info", file=sys.stderr)
         return 1
-    return int(run_app(ReplayController(index, speed=args.speed, start_paused=args.paused, start_at=start_at)) or 0)
+    controller = ReplayController(index, speed=args.speed, start_paused=args.paused, start_at=start_at)
+    return int(run_app(controller, config=_prices_config(args)) or 0)
+
+
+def _prices_config(args: argparse.Namespace) -> Config | None:
+    """The config whose ``[cost]`` prices and ``[capacity] slo`` the replayed levels are shown with, as
+    ``kimitui report`` prices a recording; a broken config is said (file, line, field) and the replay opens
+    without them: the recording is what was asked for."""
+    try:
+        return load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        print(f"kimitui replay: {exc}; the levels are shown without prices", file=sys.stderr)
+        return None

@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.theme import ThemeProvider
 
 from kimitui.capacity.slo import parse_slo
+from kimitui.config import Config
 from kimitui.control import Controller, Fleet, ProfileDirectories, ReplayControls
 from kimitui.tui.bindings import BINDINGS as COCKPIT_BINDINGS
 from kimitui.tui.bindings import (FLEET_ONLY, FOOTER_ROOM, FOOTER_WHEN, LIVE_ONLY, REPLAY_ONLY, STRAGGLER_KEYS_ROOM,
@@ -80,16 +81,22 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         config_keys: dict[str, str] | None = None,
         tick: float | None = 0.33,
         chart_period: float = 0.8,
+        config: Config | None = None,
     ) -> None:
-        """``tick`` None disables the timer (tests call :meth:`pump`); charts redraw at most every ``chart_period`` s."""
+        """``tick`` None disables the timer (tests call :meth:`pump`); charts redraw at most every ``chart_period`` s.
+
+        ``config``: whose ``[capacity] slo`` and ``[cost]`` prices to show, where the controller carries no
+        config of its own (a replay); the live controller's own config is used otherwise."""
         super().__init__()
         self.controller = controller
         self.config_keys = dict(config_keys or {})
         hosts = (list(controller.hosts) if isinstance(controller, Fleet) else []) or [controller.host_name]
         self.fleet = FleetModels(hosts, fleet=len(hosts) > 1)
         if isinstance(controller, ProfileDirectories):  # the live one: its config's [capacity] slo and [cost] prices
-            slo = parse_slo(controller.config.capacity.slo)
-            rates = controller.config.cost.rates()
+            config = controller.config
+        if config is not None:
+            slo = parse_slo(config.capacity.slo)
+            rates = config.cost.rates()
             for model in self.fleet.models.values():
                 model.slo = slo
                 model.sweep_state.energy.rates = rates
@@ -318,9 +325,10 @@ class KimituiApp(HostActions, ViewActions, ReplayActions, QuitActions):
         await super().on_event(event)
 
 
-def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None) -> int:
+def run_app(controller: Controller, *, config_keys: dict[str, str] | None = None,
+            config: Config | None = None) -> int:
     """Run the cockpit in this terminal until the operator quits; returns the exit code."""
-    app = KimituiApp(controller, config_keys=config_keys)
+    app = KimituiApp(controller, config_keys=config_keys, config=config)
     result = app.run()
     if isinstance(result, int):
         return result
