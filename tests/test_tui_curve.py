@@ -133,6 +133,15 @@ async def test_a_not_ok_level_is_hollow_where_it_got_to_never_joined_never_the_p
         assert "○ not ok" in curve.legend
 
 
+def test_a_sweep_of_an_unknown_profile_is_not_called_none() -> None:
+    m = CockpitModel(raise_errors=True)
+    m.apply([SweepStarted(t=T0, sweep_id="s", spec=spec([1, 8]), profile=None), level("s", 1, 60.0, 62.0, T0 + 10)])
+    text = sweep_status(m)
+    assert text.startswith("starting (1/2 levels done)") and "None" not in text, text  # no level_started seen
+    m.apply([SweepStarted(t=T0 + 20, sweep_id="t", spec=spec([1, 8]), profile="ep8")])
+    assert sweep_status(m).startswith("ep8: starting (0/2")
+
+
 def test_the_report_and_the_sweep_never_take_a_not_ok_level_as_peak():
     m = hollow_model()
     levels = [ev for ev in m.sweep_events if isinstance(ev, LevelResult)]

@@ -53,8 +53,11 @@ def sweep_status(model: CockpitModel, width: int | None = None) -> str:
         return "press s to sweep"
     best = peak_point(model.curves.get(sw.profile or "?", {}))
     done = len({lv.concurrency for lv in sw.levels})
-    where = sw.outcome.outcome if sw.outcome is not None else f"C={sw.concurrency}"
-    long = f"{sw.profile}: {where}" + ("" if sw.outcome else f" ({done}/{len(sw.spec.levels)} levels done)")
+    where = (sw.outcome.outcome if sw.outcome is not None
+             else f"C={sw.concurrency}" if sw.concurrency is not None else "starting")
+    # a sweep of a server whose profile kimitui does not know (``sweep --url``) has none to name: not "None:"
+    long = (f"{sw.profile}: " if sw.profile else "") + where + (
+        "" if sw.outcome else f" ({done}/{len(sw.spec.levels)} levels done)")
     short = f"{where}" + ("" if sw.outcome else f" {done}/{len(sw.spec.levels)}")
     if best is not None:
         long += f"  peak agg {best[1]:.0f} tok/s @C={best[0]}"
