@@ -66,6 +66,29 @@ async def test_a_port_held_by_a_stranger_stops_the_swap_and_the_stranger_lives(s
     assert await sim_env.launcher(host).current() is None
 
 
+# Ports whose hex awk reads as the same number (1E10 and 10E9 are both 1e10; 70E7, 07E8 and 7E08 are 7e8).
+AWK_TWINS = [(0x1E10, 0x10E9), (0x2E10, 0x20E9), (0x3E10, 0x30E9), (0x4E10, 0x40E9), (0x5E10, 0x50E9),
+             (0x6E10, 0x60E9), (0x07E8, 0x70E7), (0x7E08, 0x70E7)]
+
+
+async def test_a_port_is_never_taken_for_another_whose_hex_reads_as_the_same_number() -> None:
+    """Seen on a busy run: a swap to port 28903 (70E7) was refused because something listened on 2024 (07E8)."""
+    host = LocalHost("sim")
+    for held, asked in AWK_TWINS:
+        with socket.socket() as listener, socket.socket() as probe:
+            try:
+                listener.bind(("127.0.0.1", held))
+                probe.bind(("127.0.0.1", asked))  # free: nothing may claim to hold it
+            except OSError:
+                continue  # one of the pair is in use here: try the next pair
+            listener.listen()
+            assert await ports.listening(host, asked) == "", (held, asked)
+            found = await ports.holder(host, held)
+            assert found is not None and found.pid == os.getpid(), (held, found)
+            return
+    raise AssertionError("every pair of ports was in use")
+
+
 def test_the_swap_plan_shows_changes_the_confound_warning_and_lint_errors(tmp_path: Path) -> None:
     tuned, v2 = load_profile("ep8-tuned"), load_profile("ep8-v2")
     plan = plan_swap(v2, running=tuned, baseline=tuned)

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 from kimitui.host.base import Host
 
+# The port's hex is compared as a string ("" appended): awk compares two number-like strings as numbers, and
+# 70E7 (28903) and 07E8 (2024) both read as 7e8 -- port 28903 was "held" by whatever listened on 2024.
 # args: port [quick] -> exit 1 when nothing listens; else tab-separated lines:
 #   socket FILE ADDR UID USER     (the first listening socket on that port)
 #   pid PID / cmd CMDLINE / comm NAME   (only when the owning process is visible)
 _HOLDER = r"""
 hex=$(printf '%04X' "$1") mode=${2:-full}
-line=$(awk -v p="$hex" 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); if (a[n] == p) { print FILENAME " " $2 " " $8 " " $10; exit } }' \
+line=$(awk -v p="$hex" 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); if ((a[n] "") == (p "")) { print FILENAME " " $2 " " $8 " " $10; exit } }' \
   /proc/net/tcp /proc/net/tcp6 2>/dev/null)
 [ -n "$line" ] || exit 1
 # shellcheck disable=SC2086
