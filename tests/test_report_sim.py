@@ -113,8 +113,14 @@ def test_verdict_ep8_tuned_vs_ep8_v2_is_a_confounded_regression(runs: dict[str, 
     assert cmp.verdict == "regressed", cmp.summary_lines()
     dec = next(f for f in cmp.level(256).figures if f.figure == "decode_tok_s_p50")  # type: ignore[union-attr]
     expected = (model_decode_ratio(256) - 1) * 100  # about -43 %
-    assert dec.verdict == "regressed"
-    assert dec.change_pct == pytest.approx(expected, abs=7), f"decode p50 at C=256 {dec.change_pct:.1f} % vs model {expected:.1f} %"
+    if dec.note.startswith("distorted"):
+        # the load client fell behind at C=256 (both cores busy beside the suite): its chunk stamps are late,
+        # so the figure they make is not judged, whatever its ratio: "unsure", and why
+        assert dec.verdict == "unsure" and dec.why, (dec, cmp.client_line())
+    else:
+        assert dec.verdict == "regressed", (dec.verdict, dec.why, dec.note)
+        assert dec.change_pct == pytest.approx(expected, abs=7), (
+            f"decode p50 at C=256 {dec.change_pct:.1f} % vs model {expected:.1f} %")
     assert cmp.peak is not None and cmp.peak.verdict == "regressed"
     assert -50 < cmp.peak.change_pct < -25  # type: ignore[operator]
     assert cmp.confounded and cmp.summary_lines()[-1].startswith("confounded: 2 knobs changed")

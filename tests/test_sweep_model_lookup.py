@@ -45,7 +45,9 @@ def _serve(answer: bytes | None) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{lsock.getsockname()[1]}"
     finally:
+        lsock.shutdown(socket.SHUT_RDWR)  # wakes the accept(): a close alone left the thread blocked in it
         lsock.close()
+        thread.join(5)
         for conn in held:
             conn.close()
 

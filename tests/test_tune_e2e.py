@@ -112,6 +112,7 @@ async def _tune(ctl: LiveController, st: TuneState, where: Path) -> TuneState:
     return await Tuner(ControllerHost(ctl), st, where).run()
 
 
+@pytest.mark.timeout(360)  # past 120 s with both cores kept busy beside the suite (it was recording step 1)
 async def test_a_tune_keeps_what_wins_reverts_the_rest_and_ends_with_the_best_serving(tune_home: Path) -> None:
     tune_id, where = store.new_tune_dir("sim")
     st = new_state(tune_id, "sim", _plan())
@@ -201,6 +202,7 @@ def _wait_for_step(proc: subprocess.Popen[str], index: int, timeout: float) -> P
     raise AssertionError(f"step {index} never started sweeping")
 
 
+@pytest.mark.timeout(360)  # past 120 s with both cores kept busy beside the suite (it was recording step 1)
 async def test_over_ssh_a_tune_cut_off_mid_step_resumes_and_ends_with_the_best_serving(tune_home: Path,
                                                                                       ssh_server) -> None:
     cfg = tune_home / "config.toml"

@@ -106,3 +106,27 @@ class LagProbe:
         lags.sort()
         p99 = lags[max(0, -(-len(lags) * 99 // 100) - 1)]
         return LagFigures(len(lags), statistics.median(lags), p99, lags[-1], unshown)
+
+
+class RunQueueWait:
+    """How long the kernel kept this thread (the event loop's) waiting for a CPU while it was ready to run.
+
+    The panel's promise (a line on screen within a second) is about kimitui's own delay. On a box whose
+    cores other processes keep busy, the loop also waits its turn for a core; that time is the machine's,
+    and a test adds it to the promise instead of testing the machine.  Linux's ``/proc/thread-self/schedstat``
+    (its second field, in ns); 0 where it cannot be read.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> float:
+        try:
+            with open("/proc/thread-self/schedstat") as f:
+                return int(f.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def seconds(self) -> float:
+        return max(0.0, self._read() - self._start)
