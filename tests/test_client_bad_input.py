@@ -9,10 +9,13 @@ each case under a time bound).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import socket
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -239,9 +242,10 @@ def test_fuzzed_streams_never_raise_and_stay_fast(lines: list[bytes], seps: list
     body = b"".join(line + (seps[i] if i < len(seps) else b"\n") for i, line in enumerate(lines))
     points = sorted({min(c, len(body)) for c in cuts})
     reads = [body[a:b] for a, b in zip([0, *points], [*points, len(body)]) if b > a]
-    t0 = time.perf_counter()
-    r = run_stream(reads, close)
-    took = time.perf_counter() - t0
+    with _collector_off():
+        t0 = time.perf_counter()
+        r = run_stream(reads, close)
+        took = time.perf_counter() - t0
     assert took < 0.1 * max(1, len(lines)), took  # generous against a loaded 2-core box; bench/ checks 10 ms
     assert r.error_class in (None, "malformed", "stream_error", "reset"), r
     if r.error_class == "malformed":
@@ -255,9 +259,23 @@ def test_the_bench_fuzz_cases_never_raise_and_stay_fast(rng) -> None:  # noqa: A
     from tests.support.ssefuzz import run_sse, sse_case
 
     case = sse_case(rng)
-    t0 = time.thread_time()
-    run_sse(case)
-    assert time.thread_time() - t0 < 0.1  # thread CPU; the bench holds the 10 ms goal
+    with _collector_off():  # a full collection of the worker's heap landed in one case: 0.44 s, none of it ours
+        t0 = time.thread_time()
+        run_sse(case)
+        took = time.thread_time() - t0
+    assert took < 0.1, took  # thread CPU; the bench holds the 10 ms goal
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    """The cyclic collector held off while one case is timed (it runs over the whole test process's heap)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 _ERROR_CLASSES = {None, "connect", "http_status", "reset", "malformed", "stream_error", "timeout"}

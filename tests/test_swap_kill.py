@@ -72,8 +72,29 @@ def _ssh_options(server: Any) -> dict[str, Any]:
                 keepalive_s=10.0, connect_timeout_s=5.0)
 
 
-async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None, *extra: str) -> None:
-    """Run the controller until ``moment``, then SIGKILL it."""
+LINK_DROPS_ALLOWED = 2
+"""Moments retried when the controller's own SSH link dropped before reaching them (seen with both cores
+kept busy beside the suite): the swap then went to the supervisor, as a dropped link should
+(``test_a_dropped_link_mid_swap_leaves_the_swap_to_the_hosts_supervisor`` checks that), and the moment was
+never reached."""
+
+
+def _link_dropped(seen: list[str]) -> str | None:
+    """The controller's last word, when it ended because its link to the host dropped; else None."""
+    try:
+        said = [json.loads(line) for line in seen]
+    except ValueError:
+        return None
+    last = said[-1] if said else {}
+    reason = str(last.get("reason") or "")
+    if "outcome" not in last or "link to" not in reason or " lost" not in reason:
+        return None
+    why = [str(s.get("detail")) for s in said if s.get("link") == "lost"]  # the link's own word, when it said one
+    return reason + (f" (lost: {why[0]})" if why else "")
+
+
+async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] | None, *extra: str) -> str | None:
+    """Run the controller until ``moment``, then SIGKILL it; returns why it ended first if its link dropped."""
     argv = [sys.executable, str(DRIVER), str(target), "--state", str(state), "--pause-at", moment,
             "--timeout", str(TIMEOUT_S), *extra]
     if ssh is not None:
@@ -85,6 +106,8 @@ async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] |
     try:
         while True:
             line = (await asyncio.wait_for(proc.stdout.readline(), TIMEOUT_S)).decode().strip()
+            if not line and ssh is not None and (dropped := _link_dropped(seen)):
+                return dropped
             assert line, f"the controller ended before {moment}: {seen}"
             if line == "PAUSED":
                 break
@@ -93,6 +116,7 @@ async def _kill_at(target: Path, state: Path, moment: str, ssh: dict[str, Any] |
         if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
+    return None
 
 
 async def _settled(host: Any, state: Path, since: float) -> dict[str, Any]:
@@ -158,17 +182,26 @@ async def _chain(host: Any, env: Any, ssh: dict[str, Any] | None, kind: str) -> 
     launcher = ProcessLauncher(host, simulated=True, state_dir=str(env.state))
     first = await swap(host, str(a), SwapOptions(timeout=TIMEOUT_S), launcher=launcher)
     assert first.ok, first.reason
-    serving, results = "base", []
+    serving, results, drops = "base", [], 0
     for moment, expected in GOOD_MOMENTS if kind == "good" else CRASH_MOMENTS:
-        if kind == "good":
-            target, name = (b, "eplb") if serving == "base" else (a, "base")
-        else:
-            target, name = crashy, "crashy"
-        t0, since = time.monotonic(), time.time()
-        await _kill_at(target, env.state, moment, ssh)
-        last = await _settled(host, env.state, since)
+        while True:
+            if kind == "good":
+                target, name = (b, "eplb") if serving == "base" else (a, "base")
+            else:
+                target, name = crashy, "crashy"
+            t0, since = time.monotonic(), time.time()
+            dropped = await _kill_at(target, env.state, moment, ssh)
+            last = await _settled(host, env.state, since)
+            where = f"{'ssh' if ssh else 'local'} {kind} killed at {moment}"
+            if dropped is None:
+                break
+            # the moment was never reached: what must hold still holds (the supervisor finished, one serves)
+            drops += 1
+            assert drops <= LINK_DROPS_ALLOWED, (where, dropped, last)
+            serving = await _one_server_serves(host, env.state, env.port, (where, "link dropped", last))
+            results.append(f"{where}: the controller's link dropped first ({dropped}); the supervisor: "
+                           f"{last['outcome']}, {serving} serving; the moment again")
         took = time.monotonic() - t0
-        where = f"{'ssh' if ssh else 'local'} {kind} killed at {moment}"
         now = await _one_server_serves(host, env.state, env.port, (where, last))
         assert last["outcome"] == expected, (where, last)
         assert last["controller"] == "lost", (where, last)

@@ -67,6 +67,9 @@ async def main() -> int:
             time.sleep(120)  # frozen here until SIGKILL
 
     session.add_sink(sink)
+    # the link's own states (lost, and why) in the same output: a test told "the controller ended" reads why
+    host.set_event_callback(lambda ev: print(json.dumps({"link": getattr(ev, "state", None),
+                                                         "detail": getattr(ev, "detail", "")}), flush=True))
     async with host:
         launcher: Launcher
         if args.systemd_units:
