@@ -71,8 +71,10 @@ def test_balance_lines_improve_after_each_rebalance_and_the_heatmap_matches(tmp_
         after = next((v for k, v in seq[i:] if k == "b"), None)
         if after is None:  # the load ended right after this rebalance (a loaded CI box): no line to judge it by
             continue
-        assert after > before + 0.05 and after > 0.9, (before, after)
-        judged += 1
+        assert after > 0.9 and after >= before - 0.01, (before, after)  # balanced, and never worse
+        if before <= 0.9:  # it had drifted: the rebalance brings it back (a loaded CI box once read 0.995
+            assert after > before + 0.05, (before, after)  # before a rebalance: nothing left to improve)
+            judged += 1
     assert judged >= 2, seq
     families = list(text_string_to_metric_families(text))
     load, extra = windows.feed(families, host="h", t=1.0)
