@@ -9,6 +9,11 @@ both alike.  CPU is each client process's own, from just after its imports to it
 (``time.process_time``), divided by the SSE events it streamed (``data:`` lines, the role, usage and
 ``[DONE]`` lines included; the bare client counts them, kimitui streamed the same requests).
 
+On a box of two cores or more the server is pinned to one core and each client to another
+(``--no-pin`` to let the scheduler place them): then a client never waits for the server's core, and how
+many events it reads per wake-up, which moves its CPU per event by +-20 % here, depends less on where the
+scheduler put the two.
+
 Both clients also run a ticker (every 2 ms) that records how late it fires.  The ramp's loop lag is the
 worst lateness of a tick due between the level's start and the send of its C-th request (the ramp); the
 level's worst lateness is printed beside it.
@@ -185,6 +190,31 @@ class BareClient:
             conn.transport.close()
 
         await asyncio.gather(*(slot() for _ in range(c)))
+
+
+CLIENT_CPU_ENV = "KIMITUI_BENCH_CLIENT_CPU"
+"""The core a client child pins itself to (set by the measuring process with ``--pin``)."""
+
+
+def pin_cores() -> tuple[set[int], set[int]] | None:
+    """(the server's cores, the clients' core) on a box with two or more, or None."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) < 2:
+        return None
+    return set(cores[:-1]), {cores[-1]}
+
+
+def pin_process(pid: int, cores: set[int]) -> None:
+    """Every thread of ``pid`` onto ``cores`` (the server's threads already run when it is pinned)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cores)
+
+
+def pin_self() -> None:
+    core = os.environ.get(CLIENT_CPU_ENV)
+    if core:
+        os.sched_setaffinity(0, {int(core)})
 
 
 def bare_child(url: str, c: int, n: int, tokens: int, out: str) -> None:
@@ -370,7 +400,10 @@ def minimal_server() -> tuple[subprocess.Popen[str], str]:
 
 
 def scaling(url: str, model: str, c: int, workers: int, trials: int, tokens: int, rounds: int, tmp: Path) -> None:
-    """Events per second at saturation with 1 and ``workers`` load processes (interleaved)."""
+    """Events per second at saturation with 1 and ``workers`` load processes (interleaved).
+
+    Never pinned: the helpers would inherit their coordinator's one core."""
+    os.environ.pop(CLIENT_CPU_ENV, None)
     rates: dict[int, list[float]] = {1: [], workers: []}
     for trial in range(trials):
         for w in (1, workers):
@@ -387,6 +420,7 @@ def scaling(url: str, model: str, c: int, workers: int, trials: int, tokens: int
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        pin_self()
         if sys.argv[2] == "bare":
             bare_child(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7])
         else:
@@ -403,6 +437,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--vs", metavar="REV", help="also run kimitui's worker as it was at this git revision, interleaved")
     ap.add_argument("--no-compare", action="store_true", help="only the scaling measurement")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave the server and the clients where the scheduler puts them (default: the server on "
+                         "one core, each client on another, when there are two or more)")
     ap.add_argument("--scaling-server", choices=("minimal", "sim"), default="minimal",
                     help="what --scaling streams from: the minimal server (cheap per event: the client saturates) "
                          "or the simulator")
@@ -416,6 +453,12 @@ def main() -> None:
             sim = None
         else:
             sim = stack.enter_context(start_sim(args.profile, time_scale=args.time_scale))
+            cores = None if args.no_pin else pin_cores()
+            if cores is not None and sim.proc is not None:
+                pin_process(sim.proc.pid, cores[0])
+                os.environ[CLIENT_CPU_ENV] = str(min(cores[1]))
+                print(f"pinned: the server on core(s) {sorted(cores[0])}, each client on core {min(cores[1])}",
+                      flush=True)
             print(f"simulated server {sim.url}, profile {args.profile}, time scale {args.time_scale:g}; "
                   f"{args.tokens} tokens per request, {args.rounds} x C requests per level  [{load_average()}]",
                   flush=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from kimitui.events import Event, RequestResult, RequestStarted, SweepSpec
-from kimitui.loadgen import h1client
+from kimitui.loadgen import h1client, modes
 from kimitui.loadgen.modes import RAMP_BATCH
 from kimitui.loadgen.sweep import SweepEngine
 from tests.support.sweep_servers import minimal_server  # noqa: F401  (fixture)
@@ -61,8 +61,6 @@ def turns(monkeypatch: pytest.MonkeyPatch) -> Iterator[TurnCounter]:
         return await connect(self)
 
     monkeypatch.setattr(h1client.Pool, "connect", counted)
-    from kimitui.loadgen import modes
-
     frozen = gc.get_freeze_count()
     monkeypatch.setattr(modes, "OWNS_COLLECTOR", True)  # as in the load worker's own process
     yield counter
@@ -81,8 +79,13 @@ async def _run(spec: SweepSpec, turns: TurnCounter) -> list[Event]:
     return events
 
 
-async def test_sustained_ramp_opens_a_batch_of_connections_per_turn(minimal_server, turns: TurnCounter) -> None:
+@pytest.mark.parametrize("frozen", [True, False], ids=["ramp-frozen", "ramp-below-freeze-from"])
+async def test_sustained_ramp_opens_a_batch_of_connections_per_turn(minimal_server, turns: TurnCounter,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    frozen: bool) -> None:
     c = 160
+    if frozen:  # as a ramp of FREEZE_FROM (1024) slots or more is, without waiting for 1024 streams here
+        monkeypatch.setattr(modes, "FREEZE_FROM", c)
     spec = SweepSpec(url=minimal_server.url, model="minimal", levels=[c], max_tokens=3, requests_per_level=c,
                      extra_body={"ttft_ms": 300, "tick_ms": 1})  # none ends (and frees its connection) in the ramp
     events = await _run(spec, turns)
@@ -91,10 +94,12 @@ async def test_sustained_ramp_opens_a_batch_of_connections_per_turn(minimal_serv
     assert sum(turns.connects.values()) == c
     assert max(turns.connects.values()) <= RAMP_BATCH, turns.connects  # was all 160 in one turn
     assert len(turns.connects) >= c // RAMP_BATCH
-    # no collection walks the ramp's new objects (one over C=2048 slots stalled the loop 50-100 ms)
-    ramp = range(min(turns.connects), max(turns.connects) + 1)
+    # No collection in the ramp (one over C=2048 slots stalled the loop 11-100 ms).  A frozen ramp's objects are
+    # walked by none until the level's end; a smaller ramp's may be, once its last batch has started.
+    ramp = range(min(turns.connects), max(turns.connects) + (1 if frozen else 0))
     assert not [t for t in turns.collections if t in ramp], (turns.collections, sorted(turns.connects))
     assert turns.collections  # the collector itself still runs (after the ramp, and at the level's end)
+    assert not modes._level_frozen  # the level's end thawed what its ramp froze
     # the start of each request stays the moment it was sent, and the ramp is no dispatch delay of its own
     started = {e.request_id: e.t for e in events if isinstance(e, RequestStarted)}
     for r in results:
@@ -116,8 +121,6 @@ async def test_burst_warms_its_connections_a_batch_per_turn(minimal_server, turn
 async def test_a_ramp_outside_the_load_workers_process_leaves_the_collector_as_it_was() -> None:
     """Only the load worker's own process freezes a level's objects (``modes.OWNS_COLLECTOR``); in any other (a
     test, a cockpit whose collector QuietCollector owns) the ramp pauses the collector and hands it back unfrozen."""
-    from kimitui.loadgen import modes
-
     async def slot() -> None:
         await asyncio.sleep(0)
 

@@ -520,28 +520,51 @@ def _quantile(sorted_vals: list[float], q: float) -> float:
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
-def token_itls(trace: RequestTrace) -> list[float]:
-    """Inter-chunk gaps divided by the tokens the later chunk carried (seconds per token)."""
-    ns, tok = trace.chunk_ns, trace.chunk_tok
-    if len(ns) < 2:
-        return []
-    if not trace.multi_token and trace.usage_tokens is not None and trace.usage_tokens > len(ns):
+def chunk_gaps(trace: RequestTrace) -> list[int]:
+    """Nanoseconds between consecutive content chunks (computed once: the ITLs and the largest gap share them)."""
+    ns = trace.chunk_ns
+    return list(map(operator.sub, ns[1:], ns))
+
+
+def itl_quantiles(trace: RequestTrace, gaps: list[int]) -> tuple[float | None, float | None]:
+    """p50 and p99 of the inter-token latencies: each gap over the tokens its later chunk carried (seconds per token).
+
+    With one token a chunk (or the tokens spread evenly over the chunks) the latency grows with the gap, so
+    the gaps are sorted as integers and only the two or four needed are turned into seconds: the same
+    figures as sorting every latency, bit for bit, in a third of the time.
+    """
+    if not gaps:
+        return None, None
+    if trace.multi_token:
+        itls = sorted([g / 1e9 / n for g, n in zip(gaps, trace.chunk_tok[1:])])
+        return _quantile(itls, 0.5), _quantile(itls, 0.99)
+    order = sorted(gaps)
+    usage = trace.usage_tokens
+    if usage is not None and usage > len(trace.chunk_ns):
         # No per-chunk usage but the final count shows chunks carried several tokens: spread evenly.
-        each = (trace.usage_tokens - 1) / (len(ns) - 1)
-        return [(b - a) / 1e9 / each for a, b in zip(ns, ns[1:])]
-    if not trace.multi_token:  # every chunk one token: x / 1 is x, so the division by it is left out
-        return [(b - a) / 1e9 for a, b in zip(ns, ns[1:])]
-    return [(b - a) / 1e9 / n for a, b, n in zip(ns, ns[1:], tok[1:])]
+        each = (usage - 1) / (len(trace.chunk_ns) - 1)
+        return _quantile_of(order, 0.5, each), _quantile_of(order, 0.99, each)
+    return _quantile_of(order, 0.5, None), _quantile_of(order, 0.99, None)
 
 
-def max_gap(trace: RequestTrace) -> tuple[float | None, int | None]:
+def _quantile_of(sorted_gaps: list[int], q: float, each: float | None) -> float:
+    """:func:`_quantile` of ``gap / 1e9 [/ each]`` over already sorted gaps, converting only the two it reads."""
+    pos = (len(sorted_gaps) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_gaps) - 1)
+    a, b = sorted_gaps[lo] / 1e9, sorted_gaps[hi] / 1e9
+    if each is not None:
+        a, b = a / each, b / each
+    return a + (b - a) * (pos - lo)
+
+
+def max_gap(trace: RequestTrace, gaps: list[int]) -> tuple[float | None, int | None]:
     """The largest gap between content chunks (an incomplete request's trailing silence counts too)."""
     stamps = trace.chunk_ns
     if not trace.ok and stamps and trace.end_ns is not None:
-        stamps = [*stamps, trace.end_ns]
-    if len(stamps) < 2:
+        gaps = [*gaps, trace.end_ns - stamps[-1]]
+    if not gaps:
         return None, None
-    gaps = list(map(operator.sub, stamps[1:], stamps))
     best = max(gaps)
     return best / 1e9, stamps[gaps.index(best)]  # the first of equal gaps, as ever
 
@@ -565,8 +588,9 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
         # (tokens - 1)/(t_last - t_first), not crediting a multi-token first chunk to the decode interval.
         decode = (tokens - first_tok) * 1e9 / (trace.last_ns - trace.first_ns)
     tpot = (e2e - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
-    itls = sorted(token_itls(trace))
-    gap, gap_at = max_gap(trace)
+    gaps = chunk_gaps(trace)
+    itl_p50, itl_p99 = itl_quantiles(trace, gaps)
+    gap, gap_at = max_gap(trace, gaps)
     chunk_tok: list[int] | None = list(trace.chunk_tok) if trace.multi_token else None
     if trace.cum_usage is not None and trace.chunk_tok and from_usage and tokens > trace.tokens:
         # Per-chunk usage, yet the server counted more: the last tokens made no text (vLLM's trailing
@@ -596,8 +620,8 @@ def to_result(trace: RequestTrace, sweep_id: str, clock: Clock, keep_chunks: boo
         decode_tok_s=decode,
         e2e_tok_s=tokens / e2e if e2e > 0 and tokens else None,
         tpot_s=tpot,
-        itl_p50_s=_quantile(itls, 0.5) if itls else None,
-        itl_p99_s=_quantile(itls, 0.99) if itls else None,
+        itl_p50_s=itl_p50,
+        itl_p99_s=itl_p99,
         max_gap_s=gap,
         max_gap_at=clock.wall(gap_at) if gap_at is not None else None,
         # Floored to the microsecond, never rounded up: a chunk that came in the same read as [DONE]

@@ -37,6 +37,7 @@ from kimitui.loadgen.client import DRAIN_S, Deadlines, RequestTrace, SseSplitter
 _perf_ns = time.perf_counter_ns
 _MAX_SIZE_LINE = 1024
 """A chunk-size line (hex size and extensions) longer than this is not HTTP/1.1 from a real server."""
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 WARM_BATCH = 32
@@ -316,6 +317,13 @@ class Conn(asyncio.Protocol):
         return True
 
     def _dechunk(self, data: bytes, now: int) -> None:
+        if not self._buf and not self._left:  # the common read: exactly one whole chunk (one SSE event)
+            eol = data.find(b"\r\n", 0, _MAX_SIZE_LINE)
+            if 0 < eol <= 16 and not data[:eol].strip(_HEX_DIGITS):
+                end = eol + 2 + int(data[:eol], 16)
+                if end > eol + 2 and end + 2 == len(data) and data[end:] == b"\r\n":
+                    self._body(data[eol + 2:end], now)
+                    return
         buf = self._buf + data if self._buf else data
         pos = 0
         while self.trace is not None:
@@ -341,7 +349,7 @@ class Conn(asyncio.Protocol):
                     return
                 break
             size_s = buf[pos:eol].split(b";", 1)[0].strip()
-            if not size_s or len(size_s) > 16 or size_s.strip(b"0123456789abcdefABCDEF"):
+            if not size_s or len(size_s) > 16 or size_s.strip(_HEX_DIGITS):
                 self.trace.fail("malformed", f"bad chunk size {size_s[:40]!r}")
                 self._finish(reuse=False)
                 return

@@ -99,9 +99,19 @@ the level's dispatch delays carried it."""
 
 
 OWNS_COLLECTOR = False
-"""True in the load worker's own process (``worker.main`` sets it): there the level's objects are frozen after the
-ramp and thawed at its end.  Anywhere else (a test, a process that also runs a cockpit, whose collector
+"""True in the load worker's own process (``worker.main`` sets it): there a large level's objects are frozen after
+the ramp and thawed at its end.  Anywhere else (a test, a process that also runs a cockpit, whose collector
 ``QuietCollector`` owns) freezing would leave the host process's collector changed: the ramp only pauses it."""
+
+FREEZE_FROM = 1024
+"""The smallest ramp whose objects are frozen (in the load worker's own process).  A full collection over a
+ramp's objects (~38 a slot, the imports already frozen) took 0.2 / 0.6 / 3.3 / 11.4 ms at C = 64 / 256 / 1024 /
+2048 on this 2-core box, and 50-100 ms at C=2048 on a busy one; the thaw at the level's end walks the imports
+again (~46k objects, ~31 ms).  Below this C the walk is cheaper than the thaw: at C=64 the thaw was 4 % of the
+level's CPU (``bench/bench_bare_client.py``)."""
+
+_level_frozen = False
+"""The running level's ramp froze its objects: :func:`thaw_level` gives them back to the collector."""
 
 
 async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
@@ -110,8 +120,8 @@ async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
 
     A slot's intended send time is when its task first runs, so a slot the ramp holds back a few
     turns carries no dispatch delay for it: what the ramp spreads is set-up, not a late send.  The
-    collector is off meanwhile, and what the ramp made is frozen after it (the engine thaws it at the
-    level's end): at C=2048 a full collection in or just after the ramp took 50-100 ms."""
+    collector is off meanwhile, and from :data:`FREEZE_FROM` slots what the ramp made is frozen after it
+    (:func:`thaw_level` at the level's end): at C=2048 a full collection in or just after it took 11-100 ms."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[T]] = []
     collecting = gc.isenabled()
@@ -124,10 +134,23 @@ async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
         await asyncio.sleep(0)  # the last batch's first step
     finally:
         if collecting:
-            if OWNS_COLLECTOR:
+            if OWNS_COLLECTOR and n >= FREEZE_FROM:
+                global _level_frozen
                 gc.freeze()  # the level's in-flight machinery: no collection walks it again until the level ends
+                _level_frozen = True
             gc.enable()
     return tasks
+
+
+def thaw_level() -> None:
+    """At a level's end, nothing in flight: what its ramp froze goes back to the collector, collected once,
+    and what lives on (the imports) is frozen again.  Nothing to do when the ramp froze nothing."""
+    global _level_frozen
+    if _level_frozen:
+        _level_frozen = False
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
 
 class Sustained:
