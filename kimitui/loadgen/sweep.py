@@ -123,6 +123,16 @@ def compact_in_flight(rows: list[tuple[str, float, int, float | None]], keep: in
     return listed, cloud
 
 
+def progress_period(hz: float, concurrency: int) -> float:
+    """Seconds between progress snapshots: ``1/hz`` up to C=256, twice that to C=1024, four times above.
+
+    A snapshot walks every request in flight (~1.9 us each: 3.8 ms at C=2048), so its cost a second stays
+    at ~4 ms at any C instead of growing with it; at C=2048 that is 1 % of the worker's CPU, not 2 %
+    (py-spy beside the bare client).  A cloud of 2,048 requests redrawn once a second is still live.
+    """
+    return (1.0 if concurrency <= 256 else 2.0 if concurrency <= 1024 else 4.0) / hz
+
+
 def new_sweep_id() -> str:
     return time.strftime("sw-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
@@ -619,7 +629,7 @@ class SweepEngine:
 
     # -- progress and control plane ------------------------------------------------
     async def _progress_loop(self) -> None:
-        period = 1.0 / self.progress_hz if self._c <= 256 else 2.0 / self.progress_hz
+        period = progress_period(self.progress_hz, self._c)
         while True:
             await asyncio.sleep(period)
             self._publish_progress()
@@ -632,7 +642,7 @@ class SweepEngine:
         rows: list[tuple[str, float, int, float | None]] = []
         append = rows.append
         tokens = self._tokens_done
-        for tr, _ in self._inflight.values():  # one pass: 2,048 requests twice a second at C=2048
+        for tr, _ in self._inflight.values():  # one pass over every request in flight
             n, first, last = tr.tokens, tr.first_ns, tr.last_ns
             if not tr.warmup:
                 tokens += n
