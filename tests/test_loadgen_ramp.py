@@ -128,3 +128,25 @@ async def test_a_ramp_outside_the_load_workers_process_leaves_the_collector_as_i
     tasks = await modes.ramp(100, slot, batch=16)
     await asyncio.gather(*tasks)
     assert gc.get_freeze_count() == frozen and gc.isenabled() == enabled
+
+
+def test_a_frozen_levels_finished_results_are_frozen_with_it_and_thawed_at_its_end(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At C >= FREEZE_FROM a young collection over the finished results' chunk lists stalled the loop 35 ms
+    mid-level (C=2048); they join the level's frozen objects, and the level's end gives them all back."""
+    frozen = gc.get_freeze_count()
+    result = [0.5] * 256  # a finished result's chunk offsets: a list the collector would walk
+    try:
+        monkeypatch.setattr(modes, "_level_frozen", False)
+        modes.freeze_with_level()  # a level whose ramp froze nothing freezes nothing more
+        assert gc.get_freeze_count() == frozen and any(o is result for o in gc.get_objects())
+        monkeypatch.setattr(modes, "_level_frozen", True)
+        modes.freeze_with_level()
+        assert gc.get_freeze_count() > frozen and not any(o is result for o in gc.get_objects())
+        modes.thaw_level()
+        assert not modes._level_frozen
+    finally:
+        if not frozen:
+            gc.unfreeze()  # the test process's collector as it was
+    if not frozen:
+        assert any(o is result for o in gc.get_objects())

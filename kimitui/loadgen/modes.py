@@ -142,6 +142,14 @@ async def ramp(n: int, start: Callable[[], Coroutine[Any, Any, T]],
     return tasks
 
 
+def freeze_with_level() -> None:
+    """A frozen level's finished results join its frozen objects: a young collection over 1,000 results' chunk
+    lists (each float visited) took 35 ms mid-level at C=2048, and the health monitor reads a stall of 50 ms as a
+    client that distorted the level.  The freeze is O(1); :func:`thaw_level` collects them with the rest."""
+    if _level_frozen:
+        gc.freeze()
+
+
 def thaw_level() -> None:
     """At a level's end, nothing in flight: what its ramp froze goes back to the collector, collected once,
     and what lives on (the imports) is frozen again.  Nothing to do when the ramp froze nothing."""

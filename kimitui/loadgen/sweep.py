@@ -521,6 +521,7 @@ class SweepEngine:
             if not trace.warmup:
                 self._tokens_done += result.completion_tokens
             self.emit(result)
+        modes.freeze_with_level()
 
     def _count(self, ok: bool) -> None:
         """Count a measured request the moment it ends and apply the in-level stop rule there.
