@@ -192,6 +192,10 @@ class BareClient:
         await asyncio.gather(*(slot() for _ in range(c)))
 
 
+MIN_REQUESTS = 512
+"""Requests per level at least (C=64 runs 8 rounds): 2 x 64 requests streamed in ~1.7 s, and such a short trial's CPU
+per event moved by +-25 % from one process to the next, the bare client's as much as kimitui's."""
+
 CLIENT_CPU_ENV = "KIMITUI_BENCH_CLIENT_CPU"
 """The core a client child pins itself to (set by the measuring process with ``--pin``)."""
 
@@ -350,7 +354,7 @@ def compare(url: str, model: str, levels: list[int], trials: int, tokens: int, r
             old: tuple[str, Path] | None = None) -> list[bool]:
     checks = []
     for c in levels:
-        n = rounds * c
+        n = max(rounds * c, MIN_REQUESTS)
         ratios, lags, bare_us, kim_us = [], [], [], []
         old_ratios: list[float] = []
         for trial in range(trials):  # interleaved: bare, kimitui, bare, kimitui, ...
@@ -430,7 +434,7 @@ def main() -> None:
     ap.add_argument("--levels", default="64,256,1024,2048")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256, help="output tokens per request")
-    ap.add_argument("--rounds", type=int, default=2, help="requests per level = rounds x C")
+    ap.add_argument("--rounds", type=int, default=2, help=f"requests per level = rounds x C (at least {MIN_REQUESTS})")
     ap.add_argument("--time-scale", type=float, default=50.0)
     ap.add_argument("--profile", default="tp8", help="a profile that runs 2048 requests at once")
     ap.add_argument("--scaling", type=int, metavar="C", help="also measure 1 vs --workers processes at this C")
@@ -460,7 +464,8 @@ def main() -> None:
                 print(f"pinned: the server on core(s) {sorted(cores[0])}, each client on core {min(cores[1])}",
                       flush=True)
             print(f"simulated server {sim.url}, profile {args.profile}, time scale {args.time_scale:g}; "
-                  f"{args.tokens} tokens per request, {args.rounds} x C requests per level  [{load_average()}]",
+                  f"{args.tokens} tokens per request, {args.rounds} x C requests per level (at least {MIN_REQUESTS})  "
+                  f"[{load_average()}]",
                   flush=True)
         if sim is not None and not args.no_compare:
             old = (args.vs, checkout(args.vs, tmp)) if args.vs else None
