@@ -82,12 +82,15 @@ def chunk_times(r: RequestResult) -> list[tuple[float, float]]:
     offs = r.chunk_offsets_ms or []
     if not offs:
         return []
-    if r.chunk_tokens and len(r.chunk_tokens) == len(offs):
-        toks: Sequence[float] = r.chunk_tokens
-    else:
-        each = r.completion_tokens / len(offs) if r.completion_tokens else 1.0
-        toks = [each] * len(offs)
-    return [(r.sent + o / 1000.0, float(n)) for o, n in zip(offs, toks)]
+    return [(r.sent + o / 1000.0, float(n)) for o, n in zip(offs, _chunk_tokens(r, len(offs)))]
+
+
+def _chunk_tokens(r: RequestResult, chunks: int) -> Sequence[float]:
+    """Tokens per content chunk: the per-chunk counts when they match the chunks, else the total spread evenly."""
+    if r.chunk_tokens and len(r.chunk_tokens) == chunks:
+        return r.chunk_tokens
+    each = r.completion_tokens / chunks if r.completion_tokens else 1.0
+    return [each] * chunks
 
 
 def steady_window(intervals: Sequence[tuple[float, float]], threshold: int,
@@ -145,15 +148,9 @@ def _window_tokens(results: Sequence[RequestResult], start: float, end: float) -
         if not offs:
             continue
         sent = r.sent
-        if r.chunk_tokens and len(r.chunk_tokens) == len(offs):
-            for o, n in zip(offs, r.chunk_tokens):
-                if start < sent + o / 1000.0 <= end:
-                    yield float(n)
-        else:
-            each = r.completion_tokens / len(offs) if r.completion_tokens else 1.0
-            for o in offs:
-                if start < sent + o / 1000.0 <= end:
-                    yield each
+        for o, n in zip(offs, _chunk_tokens(r, len(offs))):
+            if start < sent + o / 1000.0 <= end:
+                yield float(n)
 
 
 def _chunk_gaps(results: Sequence[RequestResult]) -> list[float]:

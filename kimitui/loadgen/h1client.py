@@ -317,13 +317,6 @@ class Conn(asyncio.Protocol):
         return True
 
     def _dechunk(self, data: bytes, now: int) -> None:
-        if not self._buf and not self._left:  # the common read: exactly one whole chunk (one SSE event)
-            eol = data.find(b"\r\n", 0, _MAX_SIZE_LINE)
-            if 0 < eol <= 16 and not data[:eol].strip(_HEX_DIGITS):
-                end = eol + 2 + int(data[:eol], 16)
-                if end > eol + 2 and end + 2 == len(data) and data[end:] == b"\r\n":
-                    self._body(data[eol + 2:end], now)
-                    return
         buf = self._buf + data if self._buf else data
         pos = 0
         while self.trace is not None:
