@@ -48,9 +48,19 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # run does not end on one worker still in a 5-minute file; the real engine's file goes last, when the other
 # worker is nearly done: its agreement check with bench_serving pins both clients to one core and the engine to
 # the other, and wants as little else as possible running beside them.
+# pytest-xdist (3.5+) sorts the files by how many tests each holds unless told not to: that put the engine's
+# file (10 tests) ahead of many small ones, and in one CI run its agreement check waited 900 s for the other
+# worker, then measured beside it (kimitui's client 31 % off bench_serving's at C=4).  pyproject's addopts
+# say --no-loadscope-reorder, and pytest_configure refuses a run that would undo the order.
 FIRST_FILES = ("test_tune_e2e.py", "test_swap_kill.py", "test_tui_chaos.py", "test_causes_sim.py",
                "test_report_spec.py", "test_verdict_evidence_sim.py", "test_capacity_cli.py")
 LAST_FILES = ("test_real_engine.py",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dist", "no") in ("loadfile", "loadscope") and getattr(config.option, "loadscopereorder", False):
+        raise pytest.UsageError("pytest-xdist would hand out the test files sorted by size, not in tests/conftest.py's "
+                                "order (the real engine's file last): pass --no-loadscope-reorder (pyproject does)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

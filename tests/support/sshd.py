@@ -21,6 +21,7 @@ import contextlib
 import os
 import signal
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,8 @@ class _Server(asyncssh.SSHServer):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
             self._owner.connections.discard(self._conn)
+        if exc is not None:  # the server's side of a link that broke, for a test that must say why
+            self._owner.links_lost.append(f"{time.strftime('%H:%M:%S')} {type(exc).__name__}: {exc}")
 
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
         return dest_host in (LOOPBACK, "localhost")  # direct-tcpip, for jump-host tests only
@@ -83,6 +86,8 @@ class SSHTestServer:
         self.max_sessions = 10
         """Open sessions allowed per connection, as OpenSSH's default ``MaxSessions 10``."""
         self.login_noise = ""
+        self.links_lost: list[str] = []
+        """Why each connection that ended with an error ended, as the server saw it."""
         """Shell code run before each command, like a chatty ~/.bashrc (e.g. ``echo Welcome``)."""
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._sessions: set[asyncio.Task[Any]] = set()
