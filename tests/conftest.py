@@ -45,30 +45,34 @@ def sim_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # --------------------------------------------------------------------------- the order files are handed out
 # Two workers take files in this order (pyproject: -n 2 --dist loadfile).  The longest files go first, so the
-# run does not end on one worker still in a 5-minute file; the real engine's file goes last, when the other
-# worker is nearly done: its agreement check with bench_serving pins both clients to one core and the engine to
-# the other, and wants as little else as possible running beside them.
-# pytest-xdist (3.5+) sorts the files by how many tests each holds unless told not to: that put the engine's
-# file (10 tests) ahead of many small ones, and in one CI run its agreement check waited 900 s for the other
-# worker, then measured beside it (kimitui's client 31 % off bench_serving's at C=4).  pyproject's addopts
-# say --no-loadscope-reorder, and pytest_configure refuses a run that would undo the order.
-FIRST_FILES = ("test_tune_e2e.py", "test_swap_kill.py", "test_tui_chaos.py", "test_causes_sim.py",
-               "test_report_spec.py", "test_verdict_evidence_sim.py", "test_capacity_cli.py")
-LAST_FILES = ("test_real_engine.py",)
+# run does not end on one worker still in a 5-minute file: the real engine's (7 minutes alone) leads.
+# pytest-xdist (3.5+) sorts the files by how many tests each holds unless told not to, which undid this order
+# (in one CI run the engine's file, then meant to go last, went early and its agreement check waited 900 s
+# for the other worker): pyproject's addopts say --no-loadscope-reorder, and pytest_configure refuses a run
+# that would undo the order.  A measurement that needs the machine to itself no longer depends on the order:
+# it holds the other worker's tests back while it measures (tests/support/quiet_run.py).
+FIRST_FILES = ("test_real_engine.py", "test_tune_e2e.py", "test_swap_kill.py", "test_tui_chaos.py",
+               "test_causes_sim.py", "test_report_spec.py", "test_verdict_evidence_sim.py", "test_capacity_cli.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dist", "no") in ("loadfile", "loadscope") and getattr(config.option, "loadscopereorder", False):
-        raise pytest.UsageError("pytest-xdist would hand out the test files sorted by size, not in tests/conftest.py's "
-                                "order (the real engine's file last): pass --no-loadscope-reorder (pyproject does)")
+        raise pytest.UsageError("pytest-xdist would hand out the test files sorted by size, not longest first as "
+                                "tests/conftest.py orders them: pass --no-loadscope-reorder (pyproject does)")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's clock: a wait here is no test's time
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    from tests.support.quiet_run import held_for_a_test
+
+    with held_for_a_test(item.config):  # a measurement that needs the machine to itself holds this test back
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         name = item.path.name
-        if name in FIRST_FILES:
-            return FIRST_FILES.index(name) - len(FIRST_FILES)
-        return 1 if name in LAST_FILES else 0
+        return FIRST_FILES.index(name) - len(FIRST_FILES) if name in FIRST_FILES else 0
 
     items.sort(key=rank)  # stable: within a rank, pytest's own order
 
@@ -135,9 +139,6 @@ def leftover_processes(pid: int, basetemp: Path | None) -> list[tuple[int, str]]
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import os
 
-    from tests.support.quiet_run import mark_finished
-
-    mark_finished(session.config)  # a measurement waiting for this worker's end may go (quiet_run)
     if not Path("/proc").is_dir():  # the process scan is Linux's
         return
     factory = getattr(session.config, "_tmp_path_factory", None)
