@@ -56,3 +56,6 @@ async def sweep(app: KimituiApp, pilot: Pilot[int], levels: str = "1", max_token
     await pilot.press("enter")
     await wait_for(app, lambda: app.model.sweep is not None and app.model.sweep.sweep_id != before
                    and app.model.sweep.outcome is not None, timeout, "the sweep to end")
+    # its outcome is on screen before its worker process has exited; until then the controller is still busy
+    # with it and a profile key says "a sweep is running" (one CI run on a busy box pressed one in that window)
+    await wait_for(app, lambda: app.controller.busy is None, timeout, "the sweep's worker to exit")
