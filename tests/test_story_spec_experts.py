@@ -92,6 +92,7 @@ async def _sweep(app: KimituiApp, pilot, levels: str) -> None:
     await pilot.click("#sweep-start")
     await wait_for(app, lambda: app.model.sweep is not None and app.model.sweep.outcome is not None
                    and app.model.sweep.sweep_id != before, 120, f"sweep {levels}")
+    await wait_for(app, lambda: app.controller.busy is None, 60, "the sweep's worker to exit")  # then keys swap
 
 
 async def _swap(app: KimituiApp, pilot, target: str) -> SwapConfirm:
