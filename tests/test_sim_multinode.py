@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,11 +67,25 @@ def test_a_killed_node_takes_the_deployment_down() -> None:
     with two_nodes() as (node0, node1, _):
         assert node1.proc is not None
         os.killpg(node1.proc.pid, signal.SIGKILL)
-        # node 0 sees the peer's socket close at once; its own way out (the NCCL lines, then the exit) ran past
-        # 10 s once on a loaded CI box, so it gets 30, as a crash while loading does below
+        # node 0 sees the peer's socket close (or reset: the test below) at once, and its way out (the NCCL lines,
+        # then the exit) takes about 2 s; 30 s, as a crash while loading gets below, is for a loaded box
         assert node0.wait_exit(timeout=30) != 0
         text = node0.output()
         assert "torch.distributed.DistBackendError: NCCL error" in text
+        assert "remote process exited or there was a network error" in text
+
+
+def test_a_node_killed_with_lines_unread_takes_the_deployment_down_too() -> None:
+    """Killed while rank 0's load lines sat unread in its socket, a node's kernel answers with a reset, not a
+    close: rank 0 read that as an error, not as its peer gone, and served on (one CI rehearsal: still up 30 s
+    after the kill).  Stopped first, the node reads nothing while rank 0 sends four lines a second."""
+    with two_nodes() as (node0, node1, _):
+        assert node1.proc is not None
+        os.killpg(node1.proc.pid, signal.SIGSTOP)
+        time.sleep(1.0)  # ~4 load lines queue up in node 1's socket
+        os.killpg(node1.proc.pid, signal.SIGKILL)
+        assert node0.wait_exit(timeout=30) != 0
+        text = node0.output()
         assert "remote process exited or there was a network error" in text
 
 

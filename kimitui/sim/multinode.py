@@ -92,7 +92,11 @@ class Rendezvous:
         if len(self.peers) >= self.s.nnodes - 1:
             self._joined.set()
         peer = writer.get_extra_info("peername")
-        await reader.read()  # nothing more comes: EOF is the peer gone
+        # nothing more comes: EOF is the peer gone, and so is a reset (a peer killed with our load lines unread in
+        # its socket: the kernel answers with RST, and read() raises).  A reset used to end this task with an
+        # unread exception, and rank 0 served on as if its peer were there.
+        with contextlib.suppress(ConnectionError):
+            await reader.read()
         if not self.closing:
             self.closing = True
             report_peer_lost(self.log, f"{peer[0]}<{peer[1]}>" if peer else f"node {rank}")
@@ -191,7 +195,10 @@ class PeerNode:
     async def _follow(self) -> None:
         """Read rank 0's load lines until ``bye`` (exit 0) or the connection drops (NCCL error, exit 1)."""
         while True:
-            line = await self._reader.readline()
+            try:
+                line = await self._reader.readline()
+            except ConnectionError:  # reset, not closed: rank 0 killed with this node's lines unread
+                line = b""
             if not line:
                 peer = self._writer.get_extra_info("peername")
                 report_peer_lost(self.log, f"{peer[0]}<{peer[1]}>" if peer else "node 0")
